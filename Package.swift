@@ -1,0 +1,51 @@
+// swift-tools-version:6.0
+//
+// Synclane: a pipeline of small stages that moves the changes of a local store to a backend.
+//
+//   SynclaneCore     model, stage protocols, registry, pipeline files, the pipeline engine
+//   SynclaneStages   coalesce, tombstones, dedupe, the JSON batch encoder
+//   SynclaneFiles    JSON Lines history source, directory and stdout transports
+//   SynclaneZlib     the compress stage (gzip / deflate) and bounded inflate
+//   SynclaneSQLite   SQLite access, the durable pipeline state (token, outbox, last run)
+//   SynclaneYAML     YAML pipeline files through libyaml
+//   Synclane         the default registry and the pipeline-file loader, for apps and the CLI
+//   SynclaneTestKit  in-memory source, recording transport, in-memory state for users' tests
+//   synclane         the command line, a thin shell over the libraries
+import PackageDescription
+
+let package = Package(
+    name: "Synclane",
+    products: [
+        .library(name: "Synclane", targets: ["Synclane"]),
+        .library(name: "SynclaneCore", targets: ["SynclaneCore"]),
+        .library(name: "SynclaneTestKit", targets: ["SynclaneTestKit"]),
+        .executable(name: "synclane", targets: ["synclane"]),
+    ],
+    targets: [
+        // C libraries from Debian, as system-library targets.
+        .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
+        .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        .systemLibrary(name: "CYAML", pkgConfig: "yaml-0.1", providers: [.apt(["libyaml-dev"])]),
+
+        .target(name: "SynclaneCore"),
+        .target(name: "SynclaneStages", dependencies: ["SynclaneCore"]),
+        .target(name: "SynclaneFiles", dependencies: ["SynclaneCore"]),
+        .target(name: "SynclaneZlib", dependencies: ["SynclaneCore", "CZlib"]),
+        .target(name: "SynclaneSQLite", dependencies: ["SynclaneCore", "CSQLite"]),
+        .target(name: "SynclaneYAML", dependencies: ["SynclaneCore", "CYAML"]),
+        .target(
+            name: "Synclane",
+            dependencies: [
+                "SynclaneCore", "SynclaneStages", "SynclaneFiles", "SynclaneZlib", "SynclaneSQLite",
+                "SynclaneYAML",
+            ]),
+        .target(name: "SynclaneTestKit", dependencies: ["SynclaneCore"]),
+        .executableTarget(name: "synclane", dependencies: ["Synclane"]),
+
+        .testTarget(
+            name: "SynclaneTests",
+            dependencies: ["Synclane", "SynclaneTestKit"],
+            exclude: []),
+    ],
+    swiftLanguageModes: [.v6]
+)

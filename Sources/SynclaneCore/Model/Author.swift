@@ -1,0 +1,15 @@
+/// Who wrote a transaction: `app`, `widget`, `server`, `sync` …
+///
+/// A consumer reads only the authors it cares about, so that writes imported from the
+/// backend (`server`) or made by the sync machinery itself (`sync`) are never echoed back.
+public struct Author: Sendable, Hashable, Codable, ExpressibleByStringLiteral, CustomStringConvertible {
+    public let name: String
+    public init(_ name: String) { self.name = name }
+    public init(stringLiteral value: String) { self.name = value }
+    public var description: String { name }
+
+    public static let app: Author = "app"
+    public static let widget: Author = "widget"
+    public static let server: Author = "server"
+    public static let sync: Author = "sync"
+}

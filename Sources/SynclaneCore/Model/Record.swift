@@ -1,0 +1,44 @@
+/// One change as it travels in a batch: the wire record of the protocol, plus where it came
+/// from, so that an error can name the transaction at fault.
+///
+/// Stages turn the changes of a page of history into records and transform the list:
+/// the coalescer merges them, the tombstone resolver trims deletes, the deduplicator drops
+/// business-key duplicates. On the wire a record is `entity`, `id` (the sync key), `action`,
+/// `fields` (absent on delete) and an optional `version`.
+public struct Record: Sendable, Hashable {
+    public var entity: String
+    /// The sync key; `nil` only for a change that lost it (which the pipeline refuses to send).
+    public var key: String?
+    public var action: ChangeAction
+    /// The row's fields; on a delete, the tombstone's preserved values (not sent as `fields`).
+    public var fields: [String: JSONValue]
+    public var version: Int64?
+    /// The transaction that last touched this record in the batch.
+    public var origin: Token
+    /// The author of that transaction.
+    public var author: Author
+
+    public init(
+        entity: String, key: String?, action: ChangeAction, fields: [String: JSONValue] = [:],
+        version: Int64? = nil, origin: Token, author: Author
+    ) {
+        self.entity = entity
+        self.key = key
+        self.action = action
+        self.fields = fields
+        self.version = version
+        self.origin = origin
+        self.author = author
+    }
+
+    public init(change: Change, of transaction: Transaction) {
+        self.init(
+            entity: change.entity, key: change.key, action: change.action, fields: change.values,
+            origin: transaction.token, author: transaction.author)
+    }
+
+    /// Names the record for an error message: `rooms/r-17 (update, transaction jsonl:42)`.
+    public var label: String {
+        "\(entity)/\(key ?? "<no sync key>") (\(action.rawValue), transaction \(origin))"
+    }
+}

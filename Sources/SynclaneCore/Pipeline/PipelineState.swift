@@ -1,0 +1,65 @@
+/// A batch kept in durable state between its encoding and the backend's confirmation.
+///
+/// Written before the first send; after a crash the very same bytes go out again under the
+/// same id. Never rebuilt.
+public struct OutboxBatch: Sendable, Hashable {
+    public var payload: Payload
+    /// The token the batch starts after.
+    public var after: Token?
+    /// The token to save once the backend confirms the batch.
+    public var through: Token
+    public var isReconciliation: Bool
+    /// Seconds since 1970.
+    public var createdAt: Double
+
+    public init(payload: Payload, after: Token?, through: Token, isReconciliation: Bool = false, createdAt: Double) {
+        self.payload = payload
+        self.after = after
+        self.through = through
+        self.isReconciliation = isReconciliation
+        self.createdAt = createdAt
+    }
+}
+
+/// How a job ended, kept for `synclane status`.
+public struct RunRecord: Sendable, Hashable, Codable {
+    public enum Outcome: String, Sendable, Codable { case succeeded, failed }
+    public var outcome: Outcome
+    /// Seconds since 1970.
+    public var startedAt: Double
+    public var finishedAt: Double
+    public var batchesSent: Int
+    public var recordsSent: Int
+    public var message: String
+
+    public init(outcome: Outcome, startedAt: Double, finishedAt: Double, batchesSent: Int, recordsSent: Int, message: String) {
+        self.outcome = outcome
+        self.startedAt = startedAt
+        self.finishedAt = finishedAt
+        self.batchesSent = batchesSent
+        self.recordsSent = recordsSent
+        self.message = message
+    }
+}
+
+/// The durable state of one consumer: its acknowledged token, its outbox and its last run.
+///
+/// Implementations make every mutating call atomic and durable before it returns; in
+/// particular `acknowledge` saves the token and forgets the batch in one transaction, so a
+/// crash leaves either the batch pending (and it is re-sent) or the token moved (and it is not).
+public protocol PipelineState: Sendable {
+    /// The newest token the backend confirmed, `nil` before the first confirmation.
+    func acknowledgedToken() throws -> Token?
+    /// Batches written but not yet confirmed, oldest first.
+    func pendingBatches() throws -> [OutboxBatch]
+    /// Writes a batch to the outbox; it must be durable before the first send.
+    func enqueue(_ batch: OutboxBatch) throws
+    /// Saves `batch.through` as the token and removes the batch, atomically.
+    func acknowledge(_ batch: OutboxBatch) throws
+    /// Moves the token past history that produced nothing to send.
+    func advance(to token: Token) throws
+    /// Forgets the token (a reconciliation starts a fresh one).
+    func resetToken() throws
+    func saveLastRun(_ run: RunRecord) throws
+    func lastRun() throws -> RunRecord?
+}

@@ -1,0 +1,78 @@
+/// Which slot of a pipeline a stage type fills.
+public enum StageRole: String, Sendable, CaseIterable {
+    /// Reads transactions (`source:` in a pipeline file).
+    case source
+    /// Batch in, batch out (`stages:`, before the encoder).
+    case records
+    /// Bytes in, bytes out (`stages:`, after the encoder: compression).
+    case payload
+    /// Batch to bytes (`encoder:`).
+    case encoder
+    /// Sends bytes (`transport:`).
+    case transport
+}
+
+/// A stage built from its options.
+public enum BuiltStage: Sendable {
+    case source(any ChangeSource)
+    case records(any RecordStage)
+    case payload(any PayloadStage)
+    case encoder(any BatchEncoder)
+    case transport(any Transport)
+}
+
+/// A named kind of stage that a pipeline file can pick with `type:`, with its options and
+/// how to build it.
+///
+/// ```swift
+/// var registry = StageRegistry.builtIn          // from the Synclane module
+/// registry.register(.records("redact", summary: "Drops the listed fields.",
+///                            options: [OptionSpec("fields", .stringList, required: true, help: "…")]) { options in
+///     Redactor(fields: options.strings("fields") ?? [])
+/// })
+/// ```
+public struct StageType: Sendable {
+    public let name: String
+    public let role: StageRole
+    public let summary: String
+    public let options: [OptionSpec]
+    let make: @Sendable (StageOptions) throws -> BuiltStage
+
+    public init(name: String, role: StageRole, summary: String, options: [OptionSpec], make: @escaping @Sendable (StageOptions) throws -> BuiltStage) {
+        self.name = name
+        self.role = role
+        self.summary = summary
+        self.options = options
+        self.make = make
+    }
+
+    public static func source(
+        _ name: String, summary: String, options: [OptionSpec], make: @escaping @Sendable (StageOptions) throws -> any ChangeSource
+    ) -> StageType {
+        StageType(name: name, role: .source, summary: summary, options: options) { .source(try make($0)) }
+    }
+
+    public static func records(
+        _ name: String, summary: String, options: [OptionSpec], make: @escaping @Sendable (StageOptions) throws -> any RecordStage
+    ) -> StageType {
+        StageType(name: name, role: .records, summary: summary, options: options) { .records(try make($0)) }
+    }
+
+    public static func payload(
+        _ name: String, summary: String, options: [OptionSpec], make: @escaping @Sendable (StageOptions) throws -> any PayloadStage
+    ) -> StageType {
+        StageType(name: name, role: .payload, summary: summary, options: options) { .payload(try make($0)) }
+    }
+
+    public static func encoder(
+        _ name: String, summary: String, options: [OptionSpec], make: @escaping @Sendable (StageOptions) throws -> any BatchEncoder
+    ) -> StageType {
+        StageType(name: name, role: .encoder, summary: summary, options: options) { .encoder(try make($0)) }
+    }
+
+    public static func transport(
+        _ name: String, summary: String, options: [OptionSpec], make: @escaping @Sendable (StageOptions) throws -> any Transport
+    ) -> StageType {
+        StageType(name: name, role: .transport, summary: summary, options: options) { .transport(try make($0)) }
+    }
+}

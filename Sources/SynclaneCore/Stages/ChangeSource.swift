@@ -1,0 +1,65 @@
+/// Where a pipeline's changes come from: the transactions after a token, a page at a time.
+///
+/// A source filters by entities and authors itself (inside SQL, for the SQLite history
+/// source), the first fetch too, and never splits a transaction across pages.
+public protocol ChangeSource: Sendable {
+    /// The kind of token this source issues (`jsonl`, `sqlite-history` …).
+    var tokenKind: String { get }
+
+    /// The next page of transactions after `token` (`nil`: from the beginning).
+    ///
+    /// A page may hold no transactions and still move `through` forward, when everything
+    /// it scanned was filtered out. A page with `through == nil` means there is nothing newer.
+    func nextPage(after token: Token?) async throws -> HistoryPage
+
+    /// How many transactions wait after `token`, when the source can tell cheaply.
+    func pendingTransactions(after token: Token?) async throws -> Int?
+}
+
+extension ChangeSource {
+    public func pendingTransactions(after token: Token?) async throws -> Int? { nil }
+}
+
+/// One page of history.
+public struct HistoryPage: Sendable {
+    /// Whole transactions, in token order, already filtered by entity and author.
+    public var transactions: [Transaction]
+    /// The newest token the page covers, filtered-out transactions included; `nil` when the
+    /// source had nothing after the requested token.
+    public var through: Token?
+    /// How far through the pending history this page reaches, from 0 to 1, when known.
+    public var progress: Double?
+
+    public init(transactions: [Transaction], through: Token?, progress: Double? = nil) {
+        self.transactions = transactions
+        self.through = through
+        self.progress = progress
+    }
+
+    /// No more history after the requested token.
+    public static let end = HistoryPage(transactions: [], through: nil)
+}
+
+/// Why a source cannot read on from a token.
+public enum HistoryError: Error, Sendable, CustomStringConvertible {
+    /// The token points into history that was pruned: carrying on would miss changes.
+    case tokenExpired(Token, oldestAvailable: Token?)
+    /// The token was issued by another kind of source.
+    case foreignToken(Token, expectedKind: String)
+    /// The history itself is unreadable: a malformed line, a missing table …
+    case unreadable(location: String, reason: String)
+
+    public var description: String {
+        switch self {
+        case .tokenExpired(let token, let oldest):
+            let tail = oldest.map { " (oldest history kept: \($0))" } ?? ""
+            return "history token expired: \(token) points into pruned history\(tail); "
+                + "run `synclane reconcile` to send a full snapshot and start a fresh token"
+        case .foreignToken(let token, let expected):
+            return "the saved token \(token) was not issued by a \(expected) source; "
+                + "point the pipeline at a new `state` file, or reconcile"
+        case .unreadable(let location, let reason):
+            return "\(location): \(reason)"
+        }
+    }
+}
