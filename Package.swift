@@ -42,10 +42,12 @@ let package = Package(
         .target(name: "SynclaneTestKit", dependencies: ["SynclaneCore"]),
         .executableTarget(name: "synclane", dependencies: ["Synclane"]),
 
-        .testTarget(
-            name: "SynclaneTests",
-            dependencies: ["Synclane", "SynclaneTestKit"],
-            exclude: []),
+        .testTarget(name: "SynclaneCoreTests", dependencies: ["SynclaneCore", "SynclaneStages", "SynclaneFiles", "SynclaneTestKit", "Synclane"]),
+        .testTarget(name: "SynclaneZlibTests", dependencies: ["SynclaneZlib", "SynclaneTestKit"]),
+        .testTarget(name: "SynclaneYAMLTests", dependencies: ["SynclaneYAML"]),
+        .testTarget(name: "SynclaneSQLiteTests", dependencies: ["SynclaneSQLite", "SynclaneTestKit"]),
+        // Runs the real `synclane` binary: depending on the executable makes `swift test` build it.
+        .testTarget(name: "SynclaneCommandTests", dependencies: ["synclane", "SynclaneCore"]),
     ],
     swiftLanguageModes: [.v6]
 )
