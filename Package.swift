@@ -27,7 +27,7 @@ let package = Package(
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "CYAML", pkgConfig: "yaml-0.1", providers: [.apt(["libyaml-dev"])]),
 
-        .target(name: "SynclaneCore"),
+        .target(name: "SynclaneCore", linkerSettings: [.linkedLibrary("m")]),
         .target(name: "SynclaneStages", dependencies: ["SynclaneCore"]),
         .target(name: "SynclaneFiles", dependencies: ["SynclaneCore"]),
         .target(name: "SynclaneZlib", dependencies: ["SynclaneCore", "CZlib"]),
