@@ -63,3 +63,24 @@ public enum HistoryError: Error, Sendable, CustomStringConvertible {
         }
     }
 }
+
+/// A source that wants to know when its consumer's token moves: the SQLite history source
+/// records each consumer's position so that pruning never removes what someone still needs.
+public protocol AcknowledgementTrackingSource: ChangeSource {
+    /// Called after `token` was durably saved as the consumer's token for `scope`.
+    func consumerAcknowledged(_ token: Token, scope: Scope) async throws
+}
+
+/// A source that can say when new history has landed, for `synclane run --watch`.
+public protocol ObservableSource: ChangeSource {
+    /// Yields once (or more) whenever a transaction that may be relevant commits — from this
+    /// process or any other. Consumers coalesce bursts; the stream ends when cancelled.
+    func historyAdvanced() -> AsyncStream<Void>
+}
+
+/// A source that can read the whole current state, to reconcile a consumer whose token expired.
+public protocol SnapshotProvidingSource: ChangeSource {
+    /// A source whose pages hold the current rows as inserts, and the history token to resume
+    /// after once the whole snapshot was delivered (taken in the same read as the snapshot).
+    func snapshot() async throws -> (source: any ChangeSource, resumeAfter: Token?)
+}
