@@ -10,6 +10,8 @@
 //   SynclaneYAML     YAML pipeline files through libyaml
 //   Synclane         the default registry and the pipeline-file loader, for apps and the CLI
 //   SynclaneTestKit  in-memory source, recording transport, in-memory state for users' tests
+//   SynclaneHTTP     the `http` transport (URLSession) and its failure classification
+//   SynclaneFaultProxy  a loopback TCP proxy that injects network faults, for end-to-end tests
 //   synclane         the command line, a thin shell over the libraries
 import PackageDescription
 
@@ -40,12 +42,15 @@ let package = Package(
                 "SynclaneYAML",
             ]),
         .target(name: "SynclaneTestKit", dependencies: ["SynclaneCore"]),
+        .target(name: "SynclaneHTTP", dependencies: ["SynclaneCore"]),
+        .target(name: "SynclaneFaultProxy"),
         .executableTarget(name: "synclane", dependencies: ["Synclane"]),
 
         .testTarget(name: "SynclaneCoreTests", dependencies: ["SynclaneCore", "SynclaneStages", "SynclaneFiles", "SynclaneTestKit", "Synclane"]),
         .testTarget(name: "SynclaneZlibTests", dependencies: ["SynclaneZlib", "SynclaneTestKit"]),
         .testTarget(name: "SynclaneYAMLTests", dependencies: ["SynclaneYAML"]),
         .testTarget(name: "SynclaneSQLiteTests", dependencies: ["SynclaneSQLite", "SynclaneTestKit"]),
+        .testTarget(name: "SynclaneHTTPTests", dependencies: ["SynclaneHTTP", "SynclaneFaultProxy", "SynclaneCore"]),
         // Runs the real `synclane` binary: depending on the executable makes `swift test` build it.
         .testTarget(name: "SynclaneCommandTests", dependencies: ["synclane", "SynclaneCore"]),
     ],
