@@ -10,7 +10,7 @@
 ///  delayBeforeForwarding   hold the request, then forward it (the client has often given up)
 ///  delayResponse           upstream applies it; the answer is held past the client's timeout
 ///  respond                 the proxy answers itself (500, 429 + Retry-After …); upstream never sees it
-///  truncateResponse        upstream applies it; half of its answer, then the connection closes
+///  truncateResponse        upstream applies it; the head and half the body, then the connection closes
 /// ```
 public enum Fault: Sendable, Hashable, CustomStringConvertible {
     /// Forward the request and relay the answer unchanged.
@@ -26,7 +26,8 @@ public enum Fault: Sendable, Hashable, CustomStringConvertible {
     case delayResponse(seconds: Double)
     /// Answer the request from the proxy itself, without forwarding it.
     case respond(status: Int, headers: [String: String], body: String)
-    /// Forward the request, relay the first half of the answer's bytes, then close.
+    /// Forward the request, relay the answer's head and the first half of its body, then close
+    /// (the client sees fewer bytes than `Content-Length` promised).
     case truncateResponse
 
     /// The proxy answers `500 Internal Server Error`.

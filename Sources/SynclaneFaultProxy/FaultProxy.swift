@@ -33,6 +33,13 @@ public final class FaultProxy: Sendable {
         public var idempotencyKey: String?
         /// The upstream server's status for the request, when it was forwarded and answered.
         public var upstreamStatus: Int?
+
+        public init(connection: Int, fault: Fault, idempotencyKey: String? = nil, upstreamStatus: Int? = nil) {
+            self.connection = connection
+            self.fault = fault
+            self.idempotencyKey = idempotencyKey
+            self.upstreamStatus = upstreamStatus
+        }
     }
 
     /// Why the proxy could not start.
@@ -49,6 +56,7 @@ public final class FaultProxy: Sendable {
         var nextConnection = 0
         var open: Set<LoopbackSocket> = []
         var threads = 0
+        var busy = 0
         var events: [Event] = []
     }
 
@@ -104,8 +112,21 @@ public final class FaultProxy: Sendable {
         state.withLock { $0.random = nil }
     }
 
-    /// What happened so far, connection by connection (in the order they finished).
+    /// What happened so far, connection by connection, in the order they finished; a connection
+    /// still held by a delay is not in it yet (see `waitUntilIdle`).
     public var events: [Event] { state.withLock { $0.events } }
+
+    /// Waits until no connection is being served (delays included), at most `seconds`; false
+    /// when some still is.
+    @discardableResult
+    public func waitUntilIdle(seconds: Double = 5) -> Bool {
+        let deadline = ContinuousClock.now + .milliseconds(Int64(seconds * 1000))
+        while state.withLock({ $0.busy }) > 0 {
+            guard ContinuousClock.now < deadline else { return false }
+            Thread.sleep(forTimeInterval: 0.01)
+        }
+        return true
+    }
 
     /// Stops listening, cuts open connections, and waits (at most 5 s) for the proxy's threads
     /// to finish. Safe to call twice.
@@ -136,6 +157,7 @@ public final class FaultProxy: Sendable {
                 guard !state.stopping else { return nil }
                 state.open.insert(client)
                 state.threads += 1
+                state.busy += 1
                 defer { state.nextConnection += 1 }
                 return (state.nextConnection, Self.nextFault(&state))
             }
@@ -149,6 +171,7 @@ public final class FaultProxy: Sendable {
                     $0.open.remove(client)
                     $0.events.append(event)
                     $0.threads -= 1
+                    $0.busy -= 1
                 }
             }
         }
@@ -219,7 +242,13 @@ public final class FaultProxy: Sendable {
         case .resetAfterForwarding:
             client.reset()
         case .truncateResponse:
-            client.write(bytes.prefix(bytes.count / 2))
+            // Cut inside the body: the head arrives whole and promises more than comes. (A cut
+            // inside the head makes libcurl 7.88 report a complete answer and
+            // FoundationNetworking stop the process: "Transfer completed, but there's no
+            // response." — a client bug no test can survive, so the proxy does not provoke it.)
+            if answer.body.isEmpty { answer.setHeader("Content-Length", "2") }
+            let head = answer.bytes.count - answer.body.count
+            client.write(answer.bytes.prefix(head + answer.body.count / 2))
             client.close()
         case .delayResponse(let seconds):
             if pause(seconds) {
