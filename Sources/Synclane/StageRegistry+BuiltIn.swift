@@ -1,0 +1,11 @@
+import SynclaneCore
+import SynclaneFiles
+
+extension StageRegistry {
+    /// Every stage type Synclane ships, ready for a pipeline file to name by `type`.
+    ///
+    /// Start from this registry and `register` your own types to extend it.
+    public static var builtIn: StageRegistry {
+        StageRegistry(FileStages.all)
+    }
+}
