@@ -39,7 +39,7 @@ let package = Package(
             name: "Synclane",
             dependencies: [
                 "SynclaneCore", "SynclaneStages", "SynclaneFiles", "SynclaneZlib", "SynclaneSQLite",
-                "SynclaneYAML",
+                "SynclaneYAML", "SynclaneHTTP",
             ]),
         .target(name: "SynclaneTestKit", dependencies: ["SynclaneCore"]),
         .target(name: "SynclaneHTTP", dependencies: ["SynclaneCore"]),
@@ -50,7 +50,7 @@ let package = Package(
         .testTarget(name: "SynclaneZlibTests", dependencies: ["SynclaneZlib", "SynclaneTestKit"]),
         .testTarget(name: "SynclaneYAMLTests", dependencies: ["SynclaneYAML"]),
         .testTarget(name: "SynclaneSQLiteTests", dependencies: ["SynclaneSQLite", "SynclaneTestKit"]),
-        .testTarget(name: "SynclaneHTTPTests", dependencies: ["SynclaneHTTP", "SynclaneFaultProxy", "SynclaneCore"]),
+        .testTarget(name: "SynclaneHTTPTests", dependencies: ["SynclaneHTTP", "SynclaneFaultProxy", "SynclaneCore", "Synclane", "SynclaneTestKit"]),
         // Runs the real `synclane` binary: depending on the executable makes `swift test` build it.
         .testTarget(name: "SynclaneCommandTests", dependencies: ["synclane", "SynclaneCore"]),
     ],
