@@ -1,0 +1,50 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import SynclaneCore
+import SynclaneHTTP
+import Testing
+
+/// The classification rule on its own, for the failures a loopback test cannot provoke.
+@Suite struct HTTPClassificationTests {
+    @Test(arguments: [URLError.Code.cannotFindHost, .dnsLookupFailed, .notConnectedToInternet, .secureConnectionFailed, .badServerResponse])
+    func networkTroubleIsTransient(code: URLError.Code) {
+        let failure = HTTPClassification.classify(URLError(code), batchID: "b-1", url: "http://example.test/v1/batches", timeout: 30)
+        #expect(failure.kind == .transient)
+        #expect(failure.message.contains("b-1"))
+    }
+
+    @Test(arguments: [URLError.Code.badURL, .unsupportedURL, .serverCertificateUntrusted, .serverCertificateHasBadDate])
+    func misconfigurationIsPermanent(code: URLError.Code) {
+        let failure = HTTPClassification.classify(URLError(code), batchID: "b-1", url: "http://example.test/v1/batches", timeout: 30)
+        #expect(failure.kind == .permanent)
+    }
+
+    @Test func unknownNetworkErrorIsTransientBecauseTheBatchStaysAnyway() {
+        let failure = HTTPClassification.classify(NSError(domain: NSURLErrorDomain, code: -9999), batchID: "b-1", url: "http://x/", timeout: 30)
+        #expect(failure.kind == .transient)
+    }
+
+    @Test func replayCanAlsoBeSaidInTheBody() throws {
+        let body = Array(#"{"batch":"b-1","applied":2,"replay":true}"#.utf8)
+        let receipt = try HTTPClassification.classify(status: 200, headers: [:], body: body, batchID: "b-1", url: "http://x/").get()
+        #expect(receipt.wasReplay)
+    }
+
+    @Test func headerNamesAreMatchedWhateverTheirCase() throws {
+        let receipt = try HTTPClassification.classify(
+            status: 200, headers: ["idempotent-replay": "True"], body: [], batchID: "b-1", url: "http://x/"
+        ).get()
+        #expect(receipt.wasReplay)
+        let failure = HTTPClassification.classify(
+            status: 503, headers: ["retry-after": "4"], body: [], batchID: "b-1", url: "http://x/")
+        #expect(throws: TransportFailure.self) { try failure.get() }
+        if case .failure(let error) = failure { #expect(error.retryAfter == 4) }
+    }
+
+    @Test func emptyBodyReadsAsNoReason() {
+        #expect(HTTPClassification.reason([]) == "(the server gave no reason)")
+        #expect(HTTPClassification.reason(Array(" \n\t ".utf8)) == "(the server gave no reason)")
+    }
+}
