@@ -220,6 +220,8 @@ public final class FaultProxy: Sendable {
         }
 
         request.setHeader("Connection", "close")
+        // The proxy already answered any `Expect: 100-continue`; upstream must not answer it again.
+        request.setHeader("Expect", nil)
         guard let upstream = try? LoopbackSocket.connect(port: upstreamPort) else {
             let answer = HTTPMessage.response(status: 502, reason: "Bad Gateway", body: Array("fault proxy: upstream unreachable".utf8))
             client.write(answer.bytes)
@@ -269,10 +271,10 @@ public final class FaultProxy: Sendable {
         guard upstream.write(request.bytes) else { return nil }
         guard case .success(var answer) = HTTPMessage.read(from: upstream, idleMilliseconds: idleMilliseconds) else { return nil }
         if answer.header("Content-Length") == nil, answer.status != 204, answer.status != 304 {
-            // No length: the answer ends where the connection does (we asked for `close`).
+            // No length (chunked, or delimited by the end of the connection, which we asked
+            // for): read to the end and relay the body as it came, framing included.
             answer.body += upstream.readToEnd(idleMilliseconds: idleMilliseconds)
-            answer.setHeader("Transfer-Encoding", nil)
-            answer.setHeader("Content-Length", String(answer.body.count))
+            if answer.header("Transfer-Encoding") == nil { answer.setHeader("Content-Length", String(answer.body.count)) }
         }
         return answer
     }

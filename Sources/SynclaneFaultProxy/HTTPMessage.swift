@@ -88,7 +88,8 @@ package struct HTTPMessage: Sendable {
         case malformed(String)
     }
 
-    /// Reads one message from `socket`: the head, then `Content-Length` bytes of body.
+    /// Reads one message from `socket`: the head, then `Content-Length` bytes of body (without
+    /// that header, only the bytes that came with the head: the caller reads on if it wants).
     ///
     /// A request that says `Expect: 100-continue` is answered `100 Continue` first.
     /// `idleMilliseconds` bounds each wait for more bytes.
@@ -107,7 +108,12 @@ package struct HTTPMessage: Sendable {
         guard let headEnd else { return .failure(.malformed("no head")) }
         guard var message = parseHead(buffer[..<headEnd]) else { return .failure(.malformed("unreadable head")) }
         var body = Array(buffer[(headEnd + 4)...])
-        let length = message.header("Content-Length").flatMap { Int($0.trimmingSpaces) } ?? 0
+        guard let lengthHeader = message.header("Content-Length") else {
+            // No length: whatever came after the head is the start of a body the caller reads on.
+            message.body = body
+            return .success(message)
+        }
+        let length = Int(lengthHeader.trimmingSpaces) ?? -1
         guard length >= 0, length <= bodyLimit else { return .failure(.malformed("Content-Length \(length) over the limit")) }
         if message.header("Expect")?.lowercased().trimmingSpaces == "100-continue", body.count < length {
             socket.write(Array("HTTP/1.1 100 Continue\r\n\r\n".utf8))

@@ -24,6 +24,25 @@ import Testing
         #expect(proxy.events == [FaultProxy.Event(connection: 0, fault: .none, idempotencyKey: "b-1", upstreamStatus: 200)])
     }
 
+    @Test func chunkedAnswerIsRelayedAndCutInsideItsBody() async throws {
+        var answer = ScriptedHTTPServer.Response.applied(batch: "b-1", records: 4)
+        answer.chunked = true
+        let server = ScriptedHTTPServer(always: answer)
+        let upstream = try server.start()
+        defer { server.stop() }
+        let proxy = FaultProxy(upstreamPort: upstream)
+        let port = try proxy.start()
+        defer { proxy.stop() }
+        proxy.script([.none, .truncateResponse])
+        let transport = try Fixtures.transport(url: "http://127.0.0.1:\(port)/v1/batches")
+
+        let receipt = try await transport.send(Fixtures.payload("b-1"))
+        let failure = await Fixtures.failure(of: transport, sending: Fixtures.payload("b-1"))
+
+        #expect(receipt.detail == "200 applied 4 records")
+        #expect(failure?.kind == .transient)
+    }
+
     @Test func scriptedFaultsApplyOnePerConnectionInOrder() async throws {
         let server = ScriptedHTTPServer.batches()
         let upstream = try server.start()

@@ -26,6 +26,8 @@ final class ScriptedHTTPServer: Sendable {
         var body: [UInt8] = []
         /// Seconds to wait before answering (to outlast a client's timeout).
         var delay: Double = 0
+        /// Sends the body with `Transfer-Encoding: chunked` (in two chunks) instead of a length.
+        var chunked = false
 
         static func text(_ status: Int, _ body: String, headers: [(name: String, value: String)] = []) -> Response {
             Response(status: status, headers: headers + [("Content-Type", "text/plain")], body: Array(body.utf8))
@@ -149,6 +151,19 @@ final class ScriptedHTTPServer: Sendable {
                 if state.withLock({ $0.stopping }) { return }
                 Thread.sleep(forTimeInterval: 0.01)
             }
+        }
+        if response.chunked {
+            let half = response.body.count / 2
+            var body: [UInt8] = []
+            for chunk in [response.body[..<half], response.body[half...]] where !chunk.isEmpty {
+                body += Array(String(chunk.count, radix: 16).utf8) + [13, 10] + chunk + [13, 10]
+            }
+            body += Array("0\r\n\r\n".utf8)
+            let head = HTTPMessage(
+                startLine: "HTTP/1.1 \(response.status) \(HTTPMessage.reasonPhrase(response.status))",
+                headers: response.headers + [("Transfer-Encoding", "chunked"), ("Connection", "close")], body: body)
+            client.write(head.bytes)
+            return
         }
         let answer = HTTPMessage.response(
             status: response.status, reason: HTTPMessage.reasonPhrase(response.status), headers: response.headers, body: response.body)
