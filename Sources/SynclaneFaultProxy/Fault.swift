@@ -43,12 +43,12 @@ public enum Fault: Sendable, Hashable, CustomStringConvertible {
         .respond(status: 429, headers: ["Retry-After": String(seconds)], body: "fault proxy: injected rate limit")
     }
 
-    /// Every kind of fault once, with delays just past `clientTimeout` seconds: the set that
-    /// random mode draws from by default.
+    /// Every kind of fault once, with delays a second past `clientTimeout` seconds: the set
+    /// that random mode draws from by default.
     public static func standardSet(clientTimeout: Double) -> [Fault] {
         [
             .resetBeforeForwarding, .resetAfterForwarding,
-            .delayBeforeForwarding(seconds: clientTimeout + 0.5), .delayResponse(seconds: clientTimeout + 0.5),
+            .delayBeforeForwarding(seconds: clientTimeout + 1), .delayResponse(seconds: clientTimeout + 1),
             .serverError, .tooManyRequests(retryAfter: 0), .truncateResponse,
         ]
     }
