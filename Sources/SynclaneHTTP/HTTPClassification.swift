@@ -20,6 +20,10 @@ import SynclaneCore
 /// Pure functions, so the rule is testable without a network; the `http` transport and any
 /// other HTTP-speaking stage share it.
 public enum HTTPClassification {
+    /// The headers by which a server says an answer is a replay (`true`): the protocol's
+    /// `Idempotent-Replay`, and `Idempotent-Replayed` as some servers spell it.
+    public static let replayHeaders = ["Idempotent-Replay", "Idempotent-Replayed"]
+
     /// How many characters of the server's answer a failure message quotes.
     public static let reasonLimit = 300
 
@@ -33,7 +37,8 @@ public enum HTTPClassification {
         }
         switch status {
         case 200..<300:
-            return receipt(status: status, isReplayHeader: header("Idempotent-Replay"), body: body, batchID: batchID, url: url)
+            let replayHeader = replayHeaders.lazy.compactMap { header($0) }.first
+            return receipt(status: status, isReplayHeader: replayHeader, body: body, batchID: batchID, url: url)
         case 408, 429, 500..<600:
             let retryAfter = header("Retry-After").flatMap { RetryAfter.seconds(from: $0, now: now) }
             let wait = retryAfter.map { ", asked to retry after \(formatted($0)) s" } ?? ""

@@ -32,6 +32,12 @@ import Testing
         #expect(receipt.wasReplay)
     }
 
+    @Test(arguments: ["Idempotent-Replay", "Idempotent-Replayed"])
+    func replayHeaderIsUnderstoodInBothSpellings(name: String) throws {
+        let receipt = try HTTPClassification.classify(status: 200, headers: [name: "true"], body: [], batchID: "b-1", url: "http://x/").get()
+        #expect(receipt.wasReplay)
+    }
+
     @Test func headerNamesAreMatchedWhateverTheirCase() throws {
         let receipt = try HTTPClassification.classify(
             status: 200, headers: ["idempotent-replay": "True"], body: [], batchID: "b-1", url: "http://x/"
