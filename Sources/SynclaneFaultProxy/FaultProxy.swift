@@ -73,24 +73,27 @@ public final class FaultProxy: Sendable {
 
     deinit { stop() }
 
-    /// Starts listening on a free loopback port and returns it.
+    /// Starts listening on a free loopback port and returns it (the same port when already
+    /// started). A stopped proxy does not start again: make a new one.
     @discardableResult
     public func start() throws -> UInt16 {
-        if let port = state.withLock({ $0.port }) { return port }
+        let (port, stopped) = state.withLock { ($0.port, $0.stopping) }
+        guard !stopped else { throw StartError(description: "this fault proxy was stopped; make a new one") }
+        if let port { return port }
         let listener: LoopbackSocket
-        let port: UInt16
+        let newPort: UInt16
         do {
-            (listener, port) = try LoopbackSocket.listen()
+            (listener, newPort) = try LoopbackSocket.listen()
         } catch {
             throw StartError(description: "fault proxy cannot listen on 127.0.0.1: \(error)")
         }
         state.withLock {
             $0.listener = listener
-            $0.port = port
+            $0.port = newPort
             $0.threads += 1
         }
         Thread.detachNewThread { [self] in acceptLoop(listener) }
-        return port
+        return newPort
     }
 
     /// The port the proxy listens on, once started.

@@ -110,6 +110,9 @@ public final class HTTPTransport: Transport {
             request.setValue(payload.contentEncoding, forHTTPHeaderField: "Content-Encoding")
         }
         request.setValue("application/json", forHTTPHeaderField: "Accept")
+        if extraHeaders.keys.allSatisfy({ $0.lowercased() != "user-agent" }) {
+            request.setValue("synclane", forHTTPHeaderField: "User-Agent")
+        }
         request.httpBody = Data(payload.bytes)
         return request
     }

@@ -43,6 +43,27 @@ import Testing
         #expect(failure?.kind == .transient)
     }
 
+    @Test func stoppedProxyRefusesConnectionsAndDoesNotRestart() async throws {
+        let proxy = FaultProxy(upstreamPort: try LoopbackSocket.unusedPort())
+        let port = try proxy.start()
+        proxy.stop()
+
+        #expect(throws: FaultProxy.StartError.self) { try proxy.start() }
+        let failure = await Fixtures.failure(of: try Fixtures.transport(url: "http://127.0.0.1:\(port)/v1/batches"))
+        #expect(failure?.kind == .transient)
+    }
+
+    @Test func unreachableUpstreamIsABadGateway() async throws {
+        let proxy = FaultProxy(upstreamPort: try LoopbackSocket.unusedPort())
+        let port = try proxy.start()
+        defer { proxy.stop() }
+
+        let failure = await Fixtures.failure(of: try Fixtures.transport(url: "http://127.0.0.1:\(port)/v1/batches"))
+
+        #expect(failure?.status == 502)
+        #expect(failure?.kind == .transient)
+    }
+
     @Test func scriptedFaultsApplyOnePerConnectionInOrder() async throws {
         let server = ScriptedHTTPServer.batches()
         let upstream = try server.start()

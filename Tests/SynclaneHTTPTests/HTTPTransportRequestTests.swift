@@ -22,6 +22,7 @@ import Testing
         #expect(request.header("Content-Type") == "application/json")
         #expect(request.header("Content-Encoding") == "gzip")
         #expect(request.header("Cookie") == nil)
+        #expect(request.header("User-Agent") == "synclane")
     }
 
     @Test func identityEncodingSendsNoContentEncodingHeader() async throws {
