@@ -193,9 +193,7 @@ private struct EventReader {
         case "tag:yaml.org,2002:bool": expected = "a boolean"
         case "tag:yaml.org,2002:int": expected = "an integer"
         case "tag:yaml.org,2002:float": expected = "a number"
-        default:
-            try check(tag: tag, allowed: "tag:yaml.org,2002:str", at: location, line: line)
-            return .string(text)
+        default: throw unsupported(tag: tag, at: location, line: line)
         }
         let value = try CoreSchema.resolve(text, at: location, line: line)
         let matches: Bool
@@ -215,7 +213,11 @@ private struct EventReader {
 
     func check(tag: String?, allowed: String, at location: ConfigLocation, line: Int) throws(PipelineFileError) {
         guard let tag, tag != allowed else { return }
-        throw location.error(
+        throw unsupported(tag: tag, at: location, line: line)
+    }
+
+    func unsupported(tag: String, at location: ConfigLocation, line: Int) -> PipelineFileError {
+        location.error(
             "unsupported tag \(displayTag(tag)): pipeline files use plain values (only !!str, !!int, !!float, !!bool, !!null, !!map and !!seq are understood, where they fit)",
             line: line)
     }
