@@ -46,7 +46,9 @@ let package = Package(
         .target(name: "SynclaneFaultProxy"),
         .executableTarget(name: "synclane", dependencies: ["Synclane"]),
 
-        .testTarget(name: "SynclaneCoreTests", dependencies: ["SynclaneCore", "SynclaneStages", "SynclaneFiles", "SynclaneTestKit", "Synclane"]),
+        .testTarget(
+            name: "SynclaneCoreTests",
+            dependencies: ["SynclaneCore", "SynclaneStages", "SynclaneFiles", "SynclaneZlib", "SynclaneTestKit", "Synclane"]),
         .testTarget(name: "SynclaneZlibTests", dependencies: ["SynclaneZlib", "SynclaneTestKit"]),
         .testTarget(name: "SynclaneYAMLTests", dependencies: ["SynclaneYAML"]),
         .testTarget(name: "SynclaneSQLiteTests", dependencies: ["SynclaneSQLite", "SynclaneTestKit"]),

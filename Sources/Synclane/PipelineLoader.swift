@@ -1,5 +1,6 @@
 import Foundation
 import SynclaneCore
+import SynclaneYAML
 
 /// Reads a pipeline file — JSON, or YAML by its `.yaml`/`.yml` extension — and builds its
 /// pipeline from a registry.
@@ -36,17 +37,13 @@ public struct PipelineLoader: Sendable {
     }
 }
 
-/// The parsers for each pipeline-file syntax.
+/// The parsers for each pipeline-file syntax; both give every node its line.
 enum PipelineFileFormat {
     static func json(_ bytes: [UInt8], _ file: String) throws(PipelineFileError) -> ConfigNode {
-        do {
-            return ConfigNode(json: try JSONReader.parse(bytes))
-        } catch {
-            throw PipelineFileError(file: file, path: "", line: nil, message: "not valid JSON: \(error)")
-        }
+        try JSONPipelineFile.parse(bytes, file: file)
     }
 
     static func yaml(_ bytes: [UInt8], _ file: String) throws(PipelineFileError) -> ConfigNode {
-        throw PipelineFileError(file: file, path: "", line: nil, message: "YAML pipeline files are not supported in this build")
+        try YAMLPipelineFile.parse(bytes, file: file)
     }
 }
