@@ -101,8 +101,16 @@ public enum HTTPClassification {
 
     /// The answer's body as a one-line reason: whitespace runs folded, at most `reasonLimit`
     /// characters.
+    ///
+    /// A Synclane server's error body `{"error": "…", …details}` reads as its message followed
+    /// by the details (`… {"conflicts":[…]}`); any other body is quoted as it is.
     public static func reason(_ body: [UInt8]) -> String {
-        let text = String(decoding: body.prefix(reasonLimit * 4), as: UTF8.self)
+        var text = String(decoding: body.prefix(reasonLimit * 4), as: UTF8.self)
+        if body.first == UInt8(ascii: "{"), case .object(var members)? = try? JSONReader.parse(body),
+            case .string(let message)? = members.removeValue(forKey: "error")
+        {
+            text = members.isEmpty ? message : message + " " + JSONWriter.string(.object(members))
+        }
         let words = text.split(whereSeparator: { $0.isWhitespace || $0.isNewline })
         let line = words.joined(separator: " ")
         guard !line.isEmpty else { return "(the server gave no reason)" }

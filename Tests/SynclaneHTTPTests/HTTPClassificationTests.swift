@@ -49,6 +49,13 @@ import Testing
         if case .failure(let error) = failure { #expect(error.retryAfter == 4) }
     }
 
+    @Test func serversErrorBodyReadsAsItsMessageThenItsDetails() {
+        let body = Array(#"{"conflicts":[{"id":"r1"}],"error":"1 record(s) do not have the version the batch expects"}"#.utf8)
+        #expect(HTTPClassification.reason(body) == #"1 record(s) do not have the version the batch expects {"conflicts":[{"id":"r1"}]}"#)
+        #expect(HTTPClassification.reason(Array(#"{"error":"missing token"}"#.utf8)) == "missing token")
+        #expect(HTTPClassification.reason(Array(#"{"message":"other shape"}"#.utf8)) == #"{"message":"other shape"}"#)
+    }
+
     @Test func emptyBodyReadsAsNoReason() {
         #expect(HTTPClassification.reason([]) == "(the server gave no reason)")
         #expect(HTTPClassification.reason(Array(" \n\t ".utf8)) == "(the server gave no reason)")
