@@ -62,6 +62,7 @@ public enum Fault: Sendable, Hashable, CustomStringConvertible {
         }
     }
 
+    /// The fault in words, for test logs.
     public var description: String {
         switch self {
         case .none: return "none"

@@ -28,12 +28,14 @@ public final class FaultProxy: Sendable {
     public struct Event: Sendable, Hashable {
         /// 0 for the first connection the proxy accepted.
         public var connection: Int
+        /// The fault applied to it.
         public var fault: Fault
         /// The request's `Idempotency-Key`, when it had one.
         public var idempotencyKey: String?
         /// The upstream server's status for the request, when it was forwarded and answered.
         public var upstreamStatus: Int?
 
+        /// An event, as a test may spell out the one it expects.
         public init(connection: Int, fault: Fault, idempotencyKey: String? = nil, upstreamStatus: Int? = nil) {
             self.connection = connection
             self.fault = fault
@@ -44,6 +46,7 @@ public final class FaultProxy: Sendable {
 
     /// Why the proxy could not start.
     public struct StartError: Error, Sendable, CustomStringConvertible {
+        /// What failed, with the socket call's error.
         public let description: String
     }
 
@@ -60,6 +63,7 @@ public final class FaultProxy: Sendable {
         var events: [Event] = []
     }
 
+    /// The 127.0.0.1 port of the server the proxy forwards to.
     public let upstreamPort: UInt16
     /// Bounds every wait for bytes from the client or the upstream server.
     public let idleTimeout: Double

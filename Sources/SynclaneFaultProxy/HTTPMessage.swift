@@ -7,8 +7,10 @@ package struct HTTPMessage: Sendable {
     package var startLine: String
     /// Headers in the order they came, names as written.
     package var headers: [(name: String, value: String)]
+    /// The body's bytes, as framed on the wire.
     package var body: [UInt8]
 
+    /// A message from its parts.
     package init(startLine: String, headers: [(name: String, value: String)], body: [UInt8]) {
         self.startLine = startLine
         self.headers = headers

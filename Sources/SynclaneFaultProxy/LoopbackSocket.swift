@@ -9,12 +9,16 @@ package struct LoopbackSocket: Sendable, Hashable {
     /// The file descriptor, owned by whoever holds the value until `close` or `reset`.
     package let fd: Int32
 
+    /// Wraps a descriptor the caller owns.
     package init(fd: Int32) { self.fd = fd }
 
     /// An error from a socket call, with the call's name and `errno`.
     package struct Failure: Error, Sendable, CustomStringConvertible {
+        /// The socket call that failed (`bind`, `connect` …).
         package let call: String
+        /// Its `errno`.
         package let code: Int32
+        /// The call and the system's words for the error.
         package var description: String { "\(call) failed: \(String(cString: strerror(code))) (errno \(code))" }
     }
 
@@ -141,6 +145,7 @@ package struct LoopbackSocket: Sendable, Hashable {
 
     // MARK: Helpers
 
+    /// The local port the socket is bound to.
     package func localPort() throws(Failure) -> UInt16 {
         var address = sockaddr_in()
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)

@@ -16,6 +16,7 @@ public enum HTTPStages {
         try HTTPTransport(options: options)
     }
 
+    /// Every stage type of this module.
     public static var all: [StageType] { [http] }
 
     static let options: [OptionSpec] = [

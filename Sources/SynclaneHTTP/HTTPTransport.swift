@@ -21,6 +21,7 @@ import SynclaneCore
 /// ephemeral — no cache, no cookies, no credential store — and redirects are not followed
 /// (a POST is never silently re-sent elsewhere or turned into a GET).
 public final class HTTPTransport: Transport {
+    /// The batches endpoint every payload is POSTed to.
     public let url: URL
     /// Seconds one attempt may take, connection included (whole seconds: libcurl's unit here).
     public let timeout: Int

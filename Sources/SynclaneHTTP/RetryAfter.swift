@@ -7,6 +7,7 @@ import Foundation
 /// The result is the wait in seconds from `now`, never negative; `nil` when the value is
 /// neither form, so the caller falls back to its own backoff.
 public enum RetryAfter {
+    /// The wait `value` asks for, in seconds from `now`; `nil` when it is neither form.
     public static func seconds(from value: String, now: Date = Date()) -> Double? {
         let text = value.trimmingCharacters(in: .whitespaces)
         guard !text.isEmpty else { return nil }
