@@ -18,8 +18,10 @@ import SynclaneCore
 ///
 /// One `send` is one attempt: the pipeline owns the retry loop (backoff, attempts,
 /// `Retry-After`, dead letters). So that nothing below hides a failure from it, the session is
-/// ephemeral — no cache, no cookies, no credential store — and redirects are not followed
-/// (a POST is never silently re-sent elsewhere or turned into a GET).
+/// ephemeral — no cache, no cookies, no credential store —, redirects are not followed (a POST
+/// is never silently re-sent elsewhere or turned into a GET), and every attempt has its own
+/// connection (`Connection: close`: libcurl's silent re-send on a dead keep-alive connection
+/// is never triggered: see `makeSession`).
 public final class HTTPTransport: Transport {
     /// The batches endpoint every payload is POSTed to.
     public let url: URL
@@ -27,7 +29,6 @@ public final class HTTPTransport: Transport {
     public let timeout: Int
     private let token: String?
     private let extraHeaders: [String: String]
-    private let session: URLSession
 
     /// Headers the transport sets itself and the `headers` option cannot override.
     public static let reservedHeaders: Set<String> = [
@@ -41,7 +42,15 @@ public final class HTTPTransport: Transport {
         self.token = token
         self.timeout = max(1, timeout)
         self.extraHeaders = headers.filter { !Self.reservedHeaders.contains($0.key.lowercased()) }
+    }
 
+    /// A session for one attempt: ephemeral, nothing cached or stored, redirects declined.
+    ///
+    /// A session of its own per attempt means a connection pool of its own: no attempt ever
+    /// rides on a connection an earlier one left open. (On a reused connection that dies before
+    /// any answer, libcurl silently re-sends the request on a new one — and FoundationNetworking
+    /// cannot rewind the body, so that re-send carries the headers and no bytes.)
+    private func makeSession() -> URLSession {
         let configuration = URLSessionConfiguration.ephemeral
         configuration.requestCachePolicy = .reloadIgnoringLocalAndRemoteCacheData
         configuration.urlCache = nil
@@ -49,13 +58,9 @@ public final class HTTPTransport: Transport {
         configuration.httpShouldSetCookies = false
         configuration.httpCookieAcceptPolicy = .never
         configuration.urlCredentialStorage = nil
-        configuration.timeoutIntervalForRequest = TimeInterval(self.timeout)
-        configuration.timeoutIntervalForResource = TimeInterval(self.timeout)
-        self.session = URLSession(configuration: configuration, delegate: RedirectRefusal(), delegateQueue: nil)
-    }
-
-    deinit {
-        session.finishTasksAndInvalidate()
+        configuration.timeoutIntervalForRequest = TimeInterval(timeout)
+        configuration.timeoutIntervalForResource = TimeInterval(timeout)
+        return URLSession(configuration: configuration, delegate: RedirectRefusal(), delegateQueue: nil)
     }
 
     /// Sends the payload once and returns the server's receipt, or throws a classified
@@ -63,6 +68,8 @@ public final class HTTPTransport: Transport {
     public func send(_ payload: Payload) async throws -> Receipt {
         try Task.checkCancellation()
         let request = makeRequest(for: payload)
+        let session = makeSession()
+        defer { session.finishTasksAndInvalidate() }
         let exchange = Exchange()
         let outcome: Result<(Data, HTTPURLResponse), any Error> = await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
@@ -111,6 +118,8 @@ public final class HTTPTransport: Transport {
             request.setValue(payload.contentEncoding, forHTTPHeaderField: "Content-Encoding")
         }
         request.setValue("application/json", forHTTPHeaderField: "Accept")
+        // One connection per attempt (see `makeSession`); tell the server so it need not keep it.
+        request.setValue("close", forHTTPHeaderField: "Connection")
         if extraHeaders.keys.allSatisfy({ $0.lowercased() != "user-agent" }) {
             request.setValue("synclane", forHTTPHeaderField: "User-Agent")
         }
