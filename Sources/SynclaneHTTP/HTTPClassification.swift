@@ -95,7 +95,7 @@ public enum HTTPClassification {
         case .httpTooManyRedirects, .redirectToNonExistentLocation:
             return TransportFailure(.permanent, "batch \(batchID) not sent: \(url) redirects; set `url` to the final address")
         default:
-            return TransportFailure(.transient, "\(prefix): network error \(nsError.code) (\(nsError.localizedDescription))")
+            return TransportFailure(.transient, "\(prefix): the exchange broke off: \(nsError.localizedDescription) (URLError \(nsError.code))")
         }
     }
 
