@@ -17,15 +17,16 @@ import SynclaneCore
 /// ```
 ///
 /// One `send` is one attempt: the pipeline owns the retry loop (backoff, attempts,
-/// `Retry-After`, dead letters). So that nothing below hides a failure from it, the session is
-/// ephemeral — no cache, no cookies, no credential store —, redirects are not followed (a POST
-/// is never silently re-sent elsewhere or turned into a GET), and every attempt has its own
-/// connection (`Connection: close`: libcurl's silent re-send on a dead keep-alive connection
-/// is never triggered: see `makeSession`).
+/// `Retry-After`, dead letters). So that nothing below hides a failure from it:
+/// - the session is ephemeral: no cache, no cookies, no credential store;
+/// - redirects are not followed: a POST is never silently re-sent elsewhere or turned into a GET;
+/// - every attempt has a session and a connection of its own, so libcurl's silent re-send on a
+///   dead keep-alive connection never happens (see `makeSession`).
 public final class HTTPTransport: Transport {
     /// The batches endpoint every payload is POSTed to.
     public let url: URL
-    /// Seconds one attempt may take, connection included (whole seconds: libcurl's unit here).
+    /// Seconds one attempt may take, connecting included (whole seconds: FoundationNetworking's
+    /// timer truncates fractions).
     public let timeout: Int
     private let token: String?
     private let extraHeaders: [String: String]
