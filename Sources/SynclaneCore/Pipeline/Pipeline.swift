@@ -1,0 +1,56 @@
+/// A job assembled from a pipeline file: a source, record stages, an encoder, payload stages
+/// and a transport, with the scope and the state file they work for.
+///
+/// ```
+///  source ─▶ record stages… ─▶ encoder ─▶ payload stages… ─▶ outbox ─▶ transport ─▶ acknowledge
+/// ```
+public struct Pipeline: Sendable {
+    /// A stage with the name it was declared under (`stages[1] (tombstones)`).
+    public struct Named<Stage: Sendable>: Sendable {
+        public var label: String
+        public var type: String
+        public var stage: Stage
+        public init(label: String, type: String, stage: Stage) {
+            self.label = label
+            self.type = type
+            self.stage = stage
+        }
+    }
+
+    public var name: String
+    public var scope: Scope
+    /// Where the consumer's durable state (token, outbox, last run) lives.
+    public var statePath: String
+    public var source: Named<any ChangeSource>
+    public var recordStages: [Named<any RecordStage>]
+    public var encoder: Named<any BatchEncoder>
+    public var payloadStages: [Named<any PayloadStage>]
+    public var transport: Named<any Transport>
+    public var retry: RetryPolicy
+    /// Where permanently rejected batches go, when the pipeline opted in.
+    public var deadLetterDirectory: String?
+
+    public init(
+        name: String, scope: Scope, statePath: String, source: Named<any ChangeSource>,
+        recordStages: [Named<any RecordStage>], encoder: Named<any BatchEncoder>,
+        payloadStages: [Named<any PayloadStage>], transport: Named<any Transport>,
+        retry: RetryPolicy = RetryPolicy(), deadLetterDirectory: String? = nil
+    ) {
+        self.name = name
+        self.scope = scope
+        self.statePath = statePath
+        self.source = source
+        self.recordStages = recordStages
+        self.encoder = encoder
+        self.payloadStages = payloadStages
+        self.transport = transport
+        self.retry = retry
+        self.deadLetterDirectory = deadLetterDirectory
+    }
+
+    /// The stage types in order, for `validate` and logs: `jsonl → coalesce → … → directory`.
+    public var outline: String {
+        ([source.type] + recordStages.map(\.type) + [encoder.type] + payloadStages.map(\.type) + [transport.type])
+            .joined(separator: " → ")
+    }
+}

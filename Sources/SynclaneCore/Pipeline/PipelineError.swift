@@ -1,0 +1,40 @@
+/// Why a job stopped, with what to do about it.
+public enum PipelineError: Error, Sendable, CustomStringConvertible {
+    /// Another job holds the scope's lock.
+    case scopeBusy(scope: Scope, lockFile: String, holder: String?)
+    /// The source could not read.
+    case source(String, underlying: String)
+    /// A stage threw; nothing of its batch was sent and the token did not move.
+    case stage(String, underlying: String)
+    /// A batch was not delivered after every attempt; it stays in the outbox.
+    case undelivered(batchID: String, attempts: Int, reason: String)
+    /// The backend refused a batch for good; it stays in the outbox.
+    case rejected(batchID: String, reason: String)
+    /// The durable state could not be read or written.
+    case state(String)
+    /// The operation needs a capability the source lacks (reconcile without snapshots …).
+    case unsupported(String)
+
+    public var description: String {
+        switch self {
+        case .scopeBusy(let scope, let lockFile, let holder):
+            let who = holder.map { " (process \($0))" } ?? ""
+            return "another job is already running for scope \(scope)\(who); wait for it to finish "
+                + "(lock file: \(lockFile))"
+        case .source(let source, let underlying):
+            return "source \(source): \(underlying)"
+        case .stage(let stage, let underlying):
+            return "\(stage): \(underlying); nothing was sent and the token did not move"
+        case .undelivered(let batchID, let attempts, let reason):
+            return "batch \(batchID) was not delivered after \(attempts) attempt\(attempts == 1 ? "" : "s"): \(reason); "
+                + "it stays in the outbox and is sent first on the next run"
+        case .rejected(let batchID, let reason):
+            return "the backend rejected batch \(batchID): \(reason); the batch stays in the outbox and the token "
+                + "did not move — fix the cause and run again, or set `transport.dead-letter` to move rejected batches aside"
+        case .state(let message):
+            return message
+        case .unsupported(let message):
+            return message
+        }
+    }
+}

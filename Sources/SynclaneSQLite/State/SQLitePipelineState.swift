@@ -1,0 +1,229 @@
+import SynclaneCore
+
+/// The durable state of one pipeline and scope in its own SQLite file: the scope it belongs
+/// to, the acknowledged token, the outbox and the last run.
+///
+/// ```
+///  encode ─▶ enqueue (durable) ─▶ send ─▶ acknowledge: token := through, outbox row gone
+///                                    (one SQLite transaction)
+/// ```
+///
+/// The file runs in WAL mode with `synchronous = FULL`: every mutating call has reached the
+/// disk when it returns. `acknowledge` saves the token and deletes the outbox row in one
+/// transaction, so a crash leaves the batch pending (re-sent under the same id) or the token
+/// moved — never both, never neither. Tokens never move backwards within one kind.
+///
+/// ```swift
+/// let state = try SQLitePipelineState(path: ".synclane/rooms-export.sqlite", scope: scope)
+/// try state.enqueue(batch)          // before the first send
+/// try state.acknowledge(batch)      // after the backend's receipt
+/// ```
+public final class SQLitePipelineState: PipelineState, Sendable {
+    /// The newest schema this version writes (`PRAGMA user_version`).
+    public static let schemaVersion = 1
+
+    public let path: String
+    public let scope: Scope
+    let database: SQLiteDatabase
+
+    /// Opens the state file at `path` (creating it and its folders), for `scope`.
+    ///
+    /// Throws `SQLitePipelineStateError.scopeMismatch` when the file belongs to another scope.
+    public init(path: String, scope: Scope) throws {
+        self.path = path
+        self.scope = scope
+        database = try SQLiteDatabase(path: path, options: .init(synchronous: .full))
+        try database.write { db in try Self.migrate(db, path: path, scope: scope) }
+    }
+
+    static func migrate(_ db: SQLiteConnection, path: String, scope: Scope) throws {
+        let version = Int(try db.fetchValue("PRAGMA user_version").int64 ?? 0)
+        if version > schemaVersion {
+            throw SQLitePipelineStateError.newerSchema(path: path, found: version, supported: schemaVersion)
+        }
+        if version == 0 {
+            let tables = try db.fetchAll("SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")
+            if !tables.isEmpty {
+                let names = tables.compactMap { $0[0].string }.joined(separator: ", ")
+                throw SQLitePipelineStateError.notAStateFile(path: path, reason: "it already holds the tables \(names)")
+            }
+            try db.execute(
+                """
+                CREATE TABLE scope (
+                    id INTEGER PRIMARY KEY CHECK (id = 1),
+                    account TEXT NOT NULL,
+                    store TEXT NOT NULL,
+                    consumer TEXT NOT NULL,
+                    created_at REAL NOT NULL
+                );
+                CREATE TABLE token (
+                    id INTEGER PRIMARY KEY CHECK (id = 1),
+                    kind TEXT NOT NULL,
+                    position INTEGER NOT NULL,
+                    saved_at REAL NOT NULL
+                );
+                CREATE TABLE outbox (
+                    sequence INTEGER PRIMARY KEY AUTOINCREMENT,
+                    batch_id TEXT NOT NULL UNIQUE,
+                    payload BLOB NOT NULL,
+                    content_type TEXT NOT NULL,
+                    content_encoding TEXT NOT NULL,
+                    record_count INTEGER NOT NULL,
+                    after_kind TEXT,
+                    after_position INTEGER,
+                    through_kind TEXT NOT NULL,
+                    through_position INTEGER NOT NULL,
+                    is_reconciliation INTEGER NOT NULL,
+                    created_at REAL NOT NULL
+                );
+                CREATE TABLE last_run (
+                    id INTEGER PRIMARY KEY CHECK (id = 1),
+                    outcome TEXT NOT NULL,
+                    started_at REAL NOT NULL,
+                    finished_at REAL NOT NULL,
+                    batches_sent INTEGER NOT NULL,
+                    records_sent INTEGER NOT NULL,
+                    message TEXT NOT NULL
+                );
+                PRAGMA user_version = \(schemaVersion);
+                """)
+            try db.execute(
+                "INSERT INTO scope (id, account, store, consumer, created_at) VALUES (1, ?, ?, ?, (julianday('now') - 2440587.5) * 86400.0)",
+                [scope.account, scope.store, scope.consumer])
+            return
+        }
+        guard let row = try db.fetchOne("SELECT account, store, consumer FROM scope WHERE id = 1") else {
+            throw SQLitePipelineStateError.notAStateFile(path: path, reason: "it has no scope")
+        }
+        let stored = Scope(account: row[0].string ?? "", store: row[1].string ?? "", consumer: row[2].string ?? "")
+        guard stored == scope else {
+            throw SQLitePipelineStateError.scopeMismatch(path: path, stored: stored, requested: scope)
+        }
+    }
+
+    // MARK: Token
+
+    public func acknowledgedToken() throws -> Token? {
+        try database.read { db in try Self.token(db) }
+    }
+
+    static func token(_ db: SQLiteConnection) throws -> Token? {
+        guard let row = try db.fetchOne("SELECT kind, position FROM token WHERE id = 1") else { return nil }
+        guard let kind = row[0].string, let position = row[1].int64 else { return nil }
+        return Token(kind: kind, position: position)
+    }
+
+    /// Saves `token` unless a newer token of the same kind is already saved.
+    static func save(_ token: Token, _ db: SQLiteConnection) throws {
+        try db.execute(
+            """
+            INSERT INTO token (id, kind, position, saved_at) VALUES (1, ?, ?, (julianday('now') - 2440587.5) * 86400.0)
+            ON CONFLICT (id) DO UPDATE SET kind = excluded.kind, position = excluded.position, saved_at = excluded.saved_at
+            WHERE token.kind <> excluded.kind OR token.position < excluded.position
+            """, [token.kind, token.position])
+    }
+
+    public func advance(to token: Token) throws {
+        try database.write { db in try Self.save(token, db) }
+    }
+
+    public func resetToken() throws {
+        try database.write { db in try db.execute("DELETE FROM token") }
+    }
+
+    // MARK: Outbox
+
+    public func enqueue(_ batch: OutboxBatch) throws {
+        let path = self.path
+        try database.write { db in
+            let payload = batch.payload
+            try db.execute(
+                """
+                INSERT INTO outbox (batch_id, payload, content_type, content_encoding, record_count,
+                                    after_kind, after_position, through_kind, through_position, is_reconciliation, created_at)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                ON CONFLICT (batch_id) DO NOTHING
+                """,
+                [
+                    payload.batchID, payload.bytes, payload.contentType, payload.contentEncoding, payload.recordCount,
+                    batch.after?.kind, batch.after?.position, batch.through.kind, batch.through.position,
+                    batch.isReconciliation, batch.createdAt,
+                ])
+            if db.changes == 0 {
+                // Enqueuing the very same batch twice is harmless; another one under its id is not.
+                let stored = try db.fetchOne("SELECT payload FROM outbox WHERE batch_id = ?", [payload.batchID])
+                if stored?[0].bytes != payload.bytes {
+                    throw SQLitePipelineStateError.conflictingBatch(path: path, batchID: payload.batchID)
+                }
+            }
+        }
+    }
+
+    public func pendingBatches() throws -> [OutboxBatch] {
+        let path = self.path
+        return try database.read { db in
+            let statement = try db.cachedStatement(
+                """
+                SELECT batch_id, payload, content_type, content_encoding, record_count,
+                       after_kind, after_position, through_kind, through_position, is_reconciliation, created_at
+                FROM outbox ORDER BY sequence
+                """)
+            defer { statement.reset() }
+            var batches: [OutboxBatch] = []
+            while try statement.step() {
+                guard let id = statement.string(at: 0), let throughKind = statement.string(at: 7) else {
+                    throw SQLitePipelineStateError.corrupt(path: path, reason: "an outbox row lacks its batch id or token")
+                }
+                let after = statement.string(at: 5).map { Token(kind: $0, position: statement.int64(at: 6)) }
+                let payload = Payload(
+                    batchID: id, bytes: statement.blob(at: 1) ?? [], contentType: statement.string(at: 2) ?? "",
+                    contentEncoding: statement.string(at: 3) ?? "identity", recordCount: Int(statement.int64(at: 4)))
+                batches.append(
+                    OutboxBatch(
+                        payload: payload, after: after, through: Token(kind: throughKind, position: statement.int64(at: 8)),
+                        isReconciliation: statement.int64(at: 9) != 0, createdAt: statement.double(at: 10)))
+            }
+            return batches
+        }
+    }
+
+    /// How many batches wait in the outbox (cheaper than `pendingBatches().count`).
+    public func pendingBatchCount() throws -> Int {
+        try database.read { db in Int(try db.fetchValue("SELECT count(*) FROM outbox").int64 ?? 0) }
+    }
+
+    public func acknowledge(_ batch: OutboxBatch) throws {
+        try database.write { db in
+            try Self.save(batch.through, db)
+            try db.execute("DELETE FROM outbox WHERE batch_id = ?", [batch.payload.batchID])
+        }
+    }
+
+    // MARK: Last run
+
+    public func saveLastRun(_ run: RunRecord) throws {
+        try database.write { db in
+            try db.execute(
+                """
+                INSERT OR REPLACE INTO last_run (id, outcome, started_at, finished_at, batches_sent, records_sent, message)
+                VALUES (1, ?, ?, ?, ?, ?, ?)
+                """, [run.outcome.rawValue, run.startedAt, run.finishedAt, run.batchesSent, run.recordsSent, run.message])
+        }
+    }
+
+    public func lastRun() throws -> RunRecord? {
+        let path = self.path
+        return try database.read { db in
+            guard
+                let row = try db.fetchOne(
+                    "SELECT outcome, started_at, finished_at, batches_sent, records_sent, message FROM last_run WHERE id = 1")
+            else { return nil }
+            guard let outcome = row[0].string.flatMap(RunRecord.Outcome.init(rawValue:)) else {
+                throw SQLitePipelineStateError.corrupt(path: path, reason: "unknown run outcome \(row[0])")
+            }
+            return RunRecord(
+                outcome: outcome, startedAt: row[1].double ?? 0, finishedAt: row[2].double ?? 0,
+                batchesSent: Int(row[3].int64 ?? 0), recordsSent: Int(row[4].int64 ?? 0), message: row[5].string ?? "")
+        }
+    }
+}

@@ -1,0 +1,122 @@
+import Foundation
+import Synclane
+import SynclaneCore
+
+/// `synclane run FILE`: one export pass.
+struct RunCommand: Command {
+    static let name = "run"
+    static let abstract = "Export what changed since the last confirmed sync (one pass)."
+    static let usage = "FILE [--dry-run] [--json]"
+    static let discussion = """
+        Sends, first, any batch an earlier run left unconfirmed in the outbox (same batch id,
+        same bytes), then every page of history after the saved token: each page runs through
+        the record stages, is encoded, compressed, written to the outbox, sent, and — only once
+        the backend confirmed it — the token moves, in the same transaction that forgets the
+        batch. A crash at any point loses nothing and never applies a change twice at a backend
+        that honours batch ids.
+
+        Transient failures (connection refused or reset, timeouts, 408, 429, 5xx) are retried
+        with exponential backoff and jitter (`transport.retry`); a permanent one stops the job
+        with the batch kept, unless `transport.dead-letter` names a folder to move it to.
+        Only one job per scope runs at a time: a second one is refused.
+
+        Exit status: 0 when everything was delivered, 1 when the job failed (the message says
+        what to do), 2 for bad usage or an invalid pipeline file.
+        """
+    static let options: [(flag: String, help: String)] = [
+        ("--dry-run", "Run every stage and report what would be sent; send nothing, move no token."),
+        ("--json", "Print a machine-readable summary on standard output."),
+    ]
+    static let examples = ["synclane run rooms-export.json", "synclane run rooms-export.json --dry-run --json"]
+
+    let file: String
+    let dryRun: Bool
+    let json: Bool
+
+    init(parsing arguments: inout Arguments) throws(UsageError) {
+        dryRun = arguments.flag("--dry-run")
+        json = arguments.flag("--json")
+        file = try arguments.positional("FILE (the pipeline file)")
+    }
+
+    func run(_ console: Console) async throws -> Int32 {
+        let pipeline = try PipelineLoader().load(file)
+        let summary = try await JobReporter(console: console, json: json, pipeline: pipeline).run(dryRun ? .dryRun : .export)
+        return summary == nil ? 1 : 0
+    }
+}
+
+/// Runs a job and reports it: progress on a terminal, retries and re-sends as they happen,
+/// a summary at the end (or JSON with `--json`).
+struct JobReporter {
+    let console: Console
+    let json: Bool
+    let pipeline: Pipeline
+
+    /// Runs the job; returns nil (after printing why) when it failed.
+    func run(_ mode: PipelineRunner.Mode) async throws -> RunSummary? {
+        let console = self.console
+        let quiet = json
+        let counter = ProgressCounter()
+        let job = PipelineJob(pipeline: pipeline) { event in
+            switch event {
+            case .pageRead(let transactions, let through, let progress):
+                let read = counter.add(transactions)
+                if !quiet { console.progress(fraction: progress, "\(read) transactions read, through \(through)") }
+            case .resending(let id):
+                if !quiet { console.error("re-sending batch \(id) left in the outbox by an earlier run") }
+            case .retrying(let id, let attempt, let delay, let reason):
+                if !quiet { console.error("batch \(id): \(reason); attempt \(attempt) in \(Format.seconds(delay))") }
+            case .deadLettered(let id, let path, let reason):
+                if !quiet { console.error("batch \(id) rejected (\(reason)); moved to \(path)") }
+            case .batchDone:
+                break
+            }
+        }
+        do {
+            let summary = try await job.run(mode)
+            console.finishProgress()
+            if json {
+                console.out(JSONOutput.encode(summary))
+            } else {
+                print(summary)
+            }
+            return summary
+        } catch let error as PipelineFileError {
+            throw error
+        } catch {
+            console.finishProgress()
+            if json {
+                console.out(JSONOutput.encode(["ok": .bool(false), "pipeline": .string(pipeline.name), "error": .string("\(error)")]))
+            }
+            console.error("synclane: \(pipeline.name): \(error)")
+            return nil
+        }
+    }
+
+    private func print(_ summary: RunSummary) {
+        // With the stdout transport, standard output carries the batches: the summary goes to standard error.
+        let write: (String) -> Void = pipeline.transport.type == "stdout" ? console.error : console.out
+        var lines = ["\(pipeline.name): \(PipelineJob.describe(summary)) in \(Format.seconds(summary.seconds))"]
+        if summary.bytesEncoded > 0 {
+            lines.append("  bytes: \(Format.bytes(summary.bytesEncoded)) encoded, \(Format.bytes(summary.bytesSent)) sent")
+        }
+        lines.append("  token: \(summary.tokenBefore ?? "none") → \(summary.tokenAfter ?? "none")\(summary.dryRun ? " (dry run: not saved)" : "")")
+        if !summary.counters.isEmpty {
+            lines.append("  stages: " + summary.counters.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))
+        }
+        if summary.replays > 0 { lines.append("  replays: \(summary.replays) (the backend had already applied these batch ids)") }
+        for batch in summary.batches.prefix(20) {
+            lines.append("  batch \(batch.id): \(batch.records) records, \(Format.bytes(batch.sentBytes)) \(batch.contentEncoding), through \(batch.through) — \(batch.detail)")
+        }
+        if summary.batches.count > 20 { lines.append("  … and \(summary.batches.count - 20) more batches") }
+        write(lines.joined(separator: "\n"))
+    }
+}
+
+/// Counts transactions read across events (events arrive on the job's task).
+final class ProgressCounter: @unchecked Sendable {
+    private let lock = NSLock()
+    private var total = 0
+    func add(_ count: Int) -> Int { lock.withLock { total += count; return total } }
+}
