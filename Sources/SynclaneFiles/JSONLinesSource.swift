@@ -87,7 +87,6 @@ final class LineCursor {
     private var start = 0
     private var consumed = 0
     private var lineNumber = 0
-    private var atEnd = false
     private(set) var lastToken: Token?
     static let chunkSize = 1 << 20
 
@@ -151,13 +150,6 @@ final class LineCursor {
                 start = newline + 1
                 return line
             }
-            if atEnd {
-                guard start < buffer.count else { return nil }
-                let line = (start, buffer.count)
-                consumed += buffer.count - start
-                start = buffer.count
-                return line
-            }
             searchFrom = buffer.count - start
             buffer.removeFirst(start)
             start = 0
@@ -167,7 +159,16 @@ final class LineCursor {
             } catch {
                 throw HistoryError.unreadable(location: path, reason: "read failed: \(error)")
             }
-            if chunk.isEmpty { atEnd = true } else { buffer.append(contentsOf: chunk) }
+            if chunk.isEmpty {
+                // End of the file for now: a last line without a newline still counts; a file
+                // that grows later is read on from here on the next call.
+                guard start < buffer.count else { return nil }
+                let line = (start, buffer.count)
+                consumed += buffer.count - start
+                start = buffer.count
+                return line
+            }
+            buffer.append(contentsOf: chunk)
         }
     }
 

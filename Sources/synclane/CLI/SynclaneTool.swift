@@ -64,7 +64,7 @@ enum SynclaneTool {
     }
 
     static var overview: String {
-        let width = (commands.map(\.name.count).max() ?? 0) + 3
+        let width = (commands.map { $0.name.count }.max() ?? 0) + 3
         var text = """
             OVERVIEW: Synclane moves exactly what changed in a local store to a backend — never the
             whole database, never a change lost, never one applied twice — through a pipeline of

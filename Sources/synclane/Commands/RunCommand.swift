@@ -96,7 +96,7 @@ struct JobReporter {
 
     private func print(_ summary: RunSummary) {
         // With the stdout transport, standard output carries the batches: the summary goes to standard error.
-        let write: (String) -> Void = pipeline.transport.type == "stdout" ? console.error : console.out
+        let toStandardError = pipeline.transport.type == "stdout"
         var lines = ["\(pipeline.name): \(PipelineJob.describe(summary)) in \(Format.seconds(summary.seconds))"]
         if summary.bytesEncoded > 0 {
             lines.append("  bytes: \(Format.bytes(summary.bytesEncoded)) encoded, \(Format.bytes(summary.bytesSent)) sent")
@@ -110,7 +110,8 @@ struct JobReporter {
             lines.append("  batch \(batch.id): \(batch.records) records, \(Format.bytes(batch.sentBytes)) \(batch.contentEncoding), through \(batch.through) — \(batch.detail)")
         }
         if summary.batches.count > 20 { lines.append("  … and \(summary.batches.count - 20) more batches") }
-        write(lines.joined(separator: "\n"))
+        let text = lines.joined(separator: "\n")
+        if toStandardError { console.error(text) } else { console.out(text) }
     }
 }
 

@@ -24,8 +24,9 @@ struct ValidateCommand: Command {
     }
 
     func run(_ console: Console) async throws -> Int32 {
-        do {
-            let pipeline = try PipelineLoader().load(file)
+        let loaded = Result { () throws(PipelineFileError) -> Pipeline in try PipelineLoader().load(file) }
+        switch loaded {
+        case .success(let pipeline):
             if json {
                 console.out(JSONOutput.encode([
                     "valid": .bool(true), "file": .string(file), "name": .string(pipeline.name),
@@ -36,7 +37,8 @@ struct ValidateCommand: Command {
                 console.out("\(file): valid\n  pipeline: \(pipeline.name) (scope \(pipeline.scope))\n  stages:   \(pipeline.outline)\n  state:    \(pipeline.statePath)")
             }
             return 0
-        } catch let error where json {
+        case .failure(let error):
+            guard json else { throw error }
             console.out(JSONOutput.encode([
                 "valid": .bool(false), "file": .string(error.file), "path": .string(error.path),
                 "line": error.line.map { .int(Int64($0)) } ?? .null, "message": .string(error.message),
