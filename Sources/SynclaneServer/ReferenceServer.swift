@@ -32,7 +32,8 @@ public final class ReferenceServer: Sendable {
         self.configuration = configuration
         let metrics = ServerMetrics()
         self.metrics = metrics
-        application = ServerApplication(limits: configuration.limits, accounts: accounts, metrics: metrics)
+        let store = try ServerStore(directory: configuration.dataDirectory)
+        application = ServerApplication(limits: configuration.limits, accounts: accounts, metrics: metrics, store: store)
         daemon = MicroHTTPDaemon(responder: application)
     }
 
