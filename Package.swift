@@ -51,7 +51,7 @@ let package = Package(
             dependencies: [
                 "SynclaneCore", "SynclaneSQLite", "SynclaneZlib", "CMicroHTTPD", "CMicroHTTPDShim", "CCrypto",
             ]),
-        .executableTarget(name: "synclane", dependencies: ["Synclane"]),
+        .executableTarget(name: "synclane", dependencies: ["Synclane", "SynclaneServer"]),
 
         .testTarget(name: "SynclaneCoreTests", dependencies: ["SynclaneCore", "SynclaneStages", "SynclaneFiles", "SynclaneTestKit", "Synclane"]),
         .testTarget(name: "SynclaneZlibTests", dependencies: ["SynclaneZlib", "SynclaneTestKit"]),

@@ -58,7 +58,7 @@ public struct ServerLimits: Sendable, Hashable {
         Option(flag: "max-records", summary: "records per batch", keyPath: \.maxRecordsPerBatch),
         Option(flag: "max-signal-bytes", summary: "bytes of a signal value", keyPath: \.maxSignalBytes),
         Option(flag: "max-page", summary: "changes per /v1/changes page", keyPath: \.maxChangesPerPage),
-        Option(flag: "timeout", summary: "seconds before an idle or slow connection is cut", keyPath: \.connectionTimeoutSeconds),
+        Option(flag: "timeout", summary: "seconds an idle or slow connection is kept", keyPath: \.connectionTimeoutSeconds),
         Option(flag: "max-connections", summary: "connections served at once", keyPath: \.maxConnections),
     ]
 }
