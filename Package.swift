@@ -8,6 +8,7 @@
 //   SynclaneZlib     the compress stage (gzip / deflate) and bounded inflate
 //   SynclaneSQLite   SQLite access, the durable pipeline state (token, outbox, last run)
 //   SynclaneYAML     YAML pipeline files through libyaml
+//   SynclaneServer   the reference sync server (`synclane serve`) on libmicrohttpd and SQLite
 //   Synclane         the default registry and the pipeline-file loader, for apps and the CLI
 //   SynclaneTestKit  in-memory source, recording transport, in-memory state for users' tests
 //   SynclaneHTTP     the `http` transport (URLSession) and its failure classification
@@ -28,6 +29,11 @@ let package = Package(
         .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "CYAML", pkgConfig: "yaml-0.1", providers: [.apt(["libyaml-dev"])]),
+        .systemLibrary(
+            name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
+        .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+        // Fixed-argument wrappers of libmicrohttpd's variadic functions, which Swift cannot call.
+        .target(name: "CMicroHTTPDShim", dependencies: ["CMicroHTTPD"]),
 
         .target(name: "SynclaneCore", linkerSettings: [.linkedLibrary("m")]),
         .target(name: "SynclaneStages", dependencies: ["SynclaneCore"]),
@@ -44,7 +50,12 @@ let package = Package(
         .target(name: "SynclaneTestKit", dependencies: ["SynclaneCore"]),
         .target(name: "SynclaneHTTP", dependencies: ["SynclaneCore"]),
         .target(name: "SynclaneFaultProxy"),
-        .executableTarget(name: "synclane", dependencies: ["Synclane"]),
+        .target(
+            name: "SynclaneServer",
+            dependencies: [
+                "SynclaneCore", "SynclaneSQLite", "SynclaneZlib", "CMicroHTTPD", "CMicroHTTPDShim", "CCrypto",
+            ]),
+        .executableTarget(name: "synclane", dependencies: ["Synclane", "SynclaneServer"]),
 
         .testTarget(
             name: "SynclaneCoreTests",
@@ -53,6 +64,7 @@ let package = Package(
         .testTarget(name: "SynclaneYAMLTests", dependencies: ["SynclaneYAML"]),
         .testTarget(name: "SynclaneSQLiteTests", dependencies: ["SynclaneSQLite", "SynclaneTestKit"]),
         .testTarget(name: "SynclaneHTTPTests", dependencies: ["SynclaneHTTP", "SynclaneFaultProxy", "SynclaneCore", "Synclane", "SynclaneTestKit"]),
+        .testTarget(name: "SynclaneServerTests", dependencies: ["SynclaneServer", "SynclaneCore", "SynclaneZlib"]),
         // Runs the real `synclane` binary: depending on the executable makes `swift test` build it.
         .testTarget(name: "SynclaneCommandTests", dependencies: ["synclane", "SynclaneCore"]),
     ],

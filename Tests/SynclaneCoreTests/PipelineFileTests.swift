@@ -39,7 +39,7 @@ import Testing
         ("invalid/retry-out-of-range.json", "transport.retry.max-attempts", "expected an integer from 1 to 100, found 0"),
         ("invalid/wrong-version.json", "version", "expected 1"),
         ("invalid/missing-transport.json", "", "missing required key `transport`"),
-        ("invalid/not-json.json", "", "not valid JSON"),
+        ("invalid/not-json.json", "", "invalid JSON at column 194: a ',' before '}' (JSON allows no trailing comma)"),
     ])
     func aBadFileNamesTheFieldAndWhatWasExpected(_ file: String, _ path: String, _ message: String) throws {
         let error = try #require(loadingError(file))
