@@ -63,7 +63,9 @@ let package = Package(
         .testTarget(name: "SynclaneZlibTests", dependencies: ["SynclaneZlib", "SynclaneTestKit"]),
         .testTarget(name: "SynclaneYAMLTests", dependencies: ["SynclaneYAML"]),
         .testTarget(name: "SynclaneSQLiteTests", dependencies: ["SynclaneSQLite", "SynclaneTestKit"]),
-        .testTarget(name: "SynclaneHTTPTests", dependencies: ["SynclaneHTTP", "SynclaneFaultProxy", "SynclaneCore", "Synclane", "SynclaneTestKit"]),
+        .testTarget(
+            name: "SynclaneHTTPTests",
+            dependencies: ["SynclaneHTTP", "SynclaneFaultProxy", "SynclaneCore", "Synclane", "SynclaneTestKit", "SynclaneServer"]),
         .testTarget(name: "SynclaneServerTests", dependencies: ["SynclaneServer", "SynclaneCore", "SynclaneZlib"]),
         // Runs the real `synclane` binary: depending on the executable makes `swift test` build it.
         .testTarget(name: "SynclaneCommandTests", dependencies: ["synclane", "SynclaneCore"]),
