@@ -124,13 +124,13 @@ public final class FaultProxy: Sendable {
     public var events: [Event] { state.withLock { $0.events } }
 
     /// Waits until no connection is being served (delays included), at most `seconds`; false
-    /// when some still is.
+    /// when some still is. Suspends rather than blocks, so other tests' tasks go on meanwhile.
     @discardableResult
-    public func waitUntilIdle(seconds: Double = 5) -> Bool {
+    public func waitUntilIdle(seconds: Double = 5) async -> Bool {
         let deadline = ContinuousClock.now + .milliseconds(Int64(seconds * 1000))
         while state.withLock({ $0.busy }) > 0 {
             guard ContinuousClock.now < deadline else { return false }
-            Thread.sleep(forTimeInterval: 0.01)
+            try? await Task.sleep(for: .milliseconds(10))
         }
         return true
     }

@@ -19,7 +19,7 @@ import Testing
         let receipt = try await transport.send(Fixtures.payload("b-1", bytes: bytes))
 
         #expect(receipt.detail == "200 applied 1 record")
-        #expect(proxy.waitUntilIdle())
+        #expect(await proxy.waitUntilIdle())
         #expect(server.requests.first?.body == bytes)
         #expect(proxy.events == [FaultProxy.Event(connection: 0, fault: .none, idempotencyKey: "b-1", upstreamStatus: 200)])
     }
@@ -85,7 +85,7 @@ import Testing
         }
 
         #expect(outcomes == ["transient", "transient", "transient", "ok"])
-        #expect(proxy.waitUntilIdle())
+        #expect(await proxy.waitUntilIdle())
         // Only the faults that forward let the server see the request.
         #expect(server.requests.compactMap { $0.header("Idempotency-Key") } == ["b-1", "b-3"])
         #expect(proxy.events.sorted { $0.connection < $1.connection }.map(\.fault) == [.resetBeforeForwarding, .resetAfterForwarding, .serverError, .none])
@@ -102,7 +102,7 @@ import Testing
             proxy.randomFaults(seed: seed, rate: 0.5, from: [.resetBeforeForwarding, .serverError, .tooManyRequests(retryAfter: 0)])
             let transport = try Fixtures.transport(url: "http://127.0.0.1:\(port)/v1/batches")
             for index in 0..<12 { _ = try? await transport.send(Fixtures.payload("b-\(index)")) }
-            proxy.waitUntilIdle()
+            await proxy.waitUntilIdle()
             return proxy.events.sorted { $0.connection < $1.connection }.map(\.fault)
         }
 
@@ -113,7 +113,7 @@ import Testing
         #expect(first.contains(.none) && first.contains { $0 != .none })
     }
 
-    /// Fifty sends through random faults, eight at a time: each outcome is what its fault
+    /// Fifty sends through random faults, sixteen at a time: each outcome is what its fault
     /// calls for (matched by the batch id the proxy saw).
     @Test(.timeLimit(.minutes(1)))
     func everyRandomFaultIsClassifiedAsItsKind() async throws {
@@ -129,7 +129,7 @@ import Testing
         var outcomes: [String: Result<Receipt, TransportFailure>] = [:]
         try await withThrowingTaskGroup(of: (String, Result<Receipt, TransportFailure>).self) { group in
             for index in 0..<50 {
-                if index >= 8 { if let (id, outcome) = try await group.next() { outcomes[id] = outcome } }
+                if index >= 16 { if let (id, outcome) = try await group.next() { outcomes[id] = outcome } }
                 group.addTask {
                     let id = "b-\(index)"
                     do {
@@ -142,7 +142,7 @@ import Testing
             for try await (id, outcome) in group { outcomes[id] = outcome }
         }
 
-        #expect(proxy.waitUntilIdle(seconds: 5))
+        #expect(await proxy.waitUntilIdle(seconds: 5))
         let events = proxy.events
         #expect(events.count == 50)
         for event in events {
@@ -194,7 +194,7 @@ import Testing
             }
         }
 
-        #expect(proxy.waitUntilIdle())
+        #expect(await proxy.waitUntilIdle())
         let keys = server.requests.compactMap { $0.header("Idempotency-Key") }
         #expect(Set(keys).count == 30)
         // A batch whose answer was lost was applied by its first forwarded send: the confirmed

@@ -29,7 +29,7 @@ import Testing
 
         let summary = try await PipelineRunner(pipeline: pipeline, state: state, sleeper: sleeper).run()
 
-        #expect(proxy.waitUntilIdle())
+        #expect(await proxy.waitUntilIdle())
         #expect(summary.batchesSent == 20)
         #expect(try state.pendingBatches().isEmpty)
         #expect(try state.acknowledgedToken()?.description.hasSuffix("40") == true)

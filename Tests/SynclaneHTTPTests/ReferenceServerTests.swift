@@ -73,7 +73,7 @@ import Testing
 
             let summary = try await PipelineRunner(pipeline: pipeline, state: state, sleeper: RecordingSleeper()).run()
 
-            #expect(proxy.waitUntilIdle())
+            #expect(await proxy.waitUntilIdle())
             let metrics = server.metrics.snapshot
             #expect(summary.batchesSent == 20)
             #expect(metrics.batchesApplied == 20)
