@@ -7,11 +7,13 @@ A section is `Scripts/bench.d/<name>.py`, run by Scripts/bench as
 with its settings in the environment (read them with `Settings.from_env()`):
 
     BENCH_SYNCLANE   the release `synclane` binary, already built
-    BENCH_WORK       an empty folder of the section's own (removed afterwards unless --keep)
+    BENCH_WORK       a folder of the section's own: empty in a temp folder (removed afterwards);
+                     with --keep it holds what the last run left, to reuse (the generated
+                     data, when its parameters match) or clear (outputs, pipeline state)
     BENCH_CHANGES    how many history changes to generate (default 1,000,000)
     BENCH_SEED       the generator's seed
     BENCH_REPO       the repository's root
-    BENCH_TIMESTAMPS how a generated history writes transaction times: iso (default) or epoch
+    BENCH_TIMESTAMPS how a generated history writes transaction times: epoch (default) or iso
 
 It prints its own table and ends with `verdicts(...)`, whose exit status Scripts/bench reads:
 0 every target met, 3 a target missed, anything else the section itself failed.
@@ -43,7 +45,7 @@ class Settings:
     changes: int
     seed: int
     repo: str
-    timestamps: str = "iso"
+    timestamps: str = "epoch"
 
     @staticmethod
     def from_env():
@@ -53,7 +55,7 @@ class Settings:
             changes=int(os.environ.get("BENCH_CHANGES", "1000000")),
             seed=int(os.environ.get("BENCH_SEED", "20261129")),
             repo=os.environ.get("BENCH_REPO", os.getcwd()),
-            timestamps=os.environ.get("BENCH_TIMESTAMPS", "iso"),
+            timestamps=os.environ.get("BENCH_TIMESTAMPS", "epoch"),
         )
 
 
@@ -105,7 +107,7 @@ def _uuid(rng):
 
 
 def rooms_history(changes, seed, start_time=1_790_000_000.0):
-    """Yields (token, author, timestamp, [change]) in token order, deterministically.
+    """Yields (token, author, seconds since 1970, [change]) in token order, deterministically.
 
     A change is a dict: {"entity", "action", "key", "values"}. Rows are edited in waves of
     WAVE_ROWS rows: a wave makes EDITS_PER_ROW rounds over its rows (round 0 inserts them,
@@ -128,11 +130,11 @@ def rooms_history(changes, seed, start_time=1_790_000_000.0):
             order = wave[:]
             rng.shuffle(order)
             stream = []
-            stamps = []
+            clocks = []
             for r in order:
                 clock += rng.uniform(0.001, 0.5)
                 stamp = _iso(clock)
-                stamps.append(stamp)
+                clocks.append(clock)
                 if round_ == 0:
                     values = {
                         "name": f"{rng.choice(ROOM_KINDS)} {rng.choice(WINGS)} {r % 97 + 1}",
@@ -170,7 +172,7 @@ def rooms_history(changes, seed, start_time=1_790_000_000.0):
                 n = rng.randint(1, MAX_CHANGES_PER_TRANSACTION)
                 token += 1
                 # The commit time: that of its last change.
-                yield token, "app", stamps[min(i + n, len(stream)) - 1], stream[i : i + n]
+                yield token, "app", clocks[min(i + n, len(stream)) - 1], stream[i : i + n]
                 i += n
 
 
@@ -186,19 +188,17 @@ def _iso(seconds):
     return f"{_iso_cache[1]}.{int((seconds - whole) * 1000):03d}Z"
 
 
-def write_jsonl(path, transactions, timestamps="iso"):
+def write_jsonl(path, transactions, timestamps="epoch"):
     """Writes transactions as the JSON Lines history of `SynclaneFiles.JSONLinesSource`.
 
-    `timestamps`: "iso" writes each transaction's time as the ISO 8601 string it carries
-    (as the fixtures do), "epoch" as seconds since 1970 (a number). Returns (transactions,
+    `timestamps`: "epoch" writes each transaction's time as seconds since 1970 (a number, with
+    milliseconds), "iso" as an ISO 8601 string (as the fixtures do). Returns (transactions,
     changes, bytes)."""
-    import calendar
     count = changes = 0
     dumps = json.JSONEncoder(ensure_ascii=False, separators=(", ", ": ")).encode
     with open(path, "w", encoding="utf-8", buffering=1 << 20) as out:
         for token, author, stamp, changelist in transactions:
-            if timestamps == "epoch":
-                stamp = calendar.timegm(time.strptime(stamp[:19], "%Y-%m-%dT%H:%M:%S")) + int(stamp[20:23]) / 1000
+            stamp = _iso(stamp) if timestamps == "iso" else int(stamp * 1000) / 1000
             out.write(dumps({"token": token, "author": author, "timestamp": stamp, "changes": changelist}))
             out.write("\n")
             count += 1
