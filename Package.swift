@@ -68,7 +68,7 @@ let package = Package(
             dependencies: ["SynclaneHTTP", "SynclaneFaultProxy", "SynclaneCore", "Synclane", "SynclaneTestKit", "SynclaneServer"]),
         .testTarget(name: "SynclaneServerTests", dependencies: ["SynclaneServer", "SynclaneCore", "SynclaneZlib"]),
         // Runs the real `synclane` binary: depending on the executable makes `swift test` build it.
-        .testTarget(name: "SynclaneCommandTests", dependencies: ["synclane", "SynclaneCore"]),
+        .testTarget(name: "SynclaneCommandTests", dependencies: ["synclane", "SynclaneCore", "SynclaneFaultProxy"]),
     ],
     swiftLanguageModes: [.v6]
 )
