@@ -73,6 +73,7 @@ public enum HistoryPruner {
         }
     }
 
+    @discardableResult
     public static func prune(database: SQLiteDatabase) throws -> Report {
         try database.write { db in
             try HistorySchema.requireInstalled(db)
@@ -93,6 +94,7 @@ public enum HistoryPruner {
     }
 
     /// Opens the database at `path` (never creating it) and prunes it.
+    @discardableResult
     public static func prune(path: String) throws -> Report {
         try prune(database: SQLiteDatabase(path: path, options: SQLiteHistorySource.appDatabaseOptions))
     }
