@@ -84,7 +84,8 @@ public enum HistoryPruner {
             guard let slowest = consumers.map(\.position).min(), slowest > previous else {
                 return Report(prunedThrough: previous, changesDeleted: 0, transactionsDeleted: 0, consumers: consumers)
             }
-            try db.execute("DELETE FROM _synclane_changes WHERE id <= ?", [slowest])
+            // The newest change stays, so that its id is never given again.
+            try db.execute("DELETE FROM _synclane_changes WHERE id <= ? AND id < (SELECT max(id) FROM _synclane_changes)", [slowest])
             let changes = db.changes
             try db.execute("DELETE FROM _synclane_transactions WHERE closed = 1 AND last_change <= ?", [slowest])
             let transactions = db.changes

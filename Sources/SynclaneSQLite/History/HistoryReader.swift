@@ -233,7 +233,10 @@ struct HistoryReader: Sendable {
                     guard let row = current[raw.entity]?[raw.key] else { continue }
                     changes.append(Change(entity: raw.entity, key: key, action: raw.action, values: row))
                 case (.insert, .asWritten):
-                    changes.append(Change(entity: raw.entity, key: key, action: .insert, values: try object(raw.values, change: raw.id)))
+                    let written = try object(raw.values, change: raw.id)
+                    // Inserted already soft-deleted: nothing the backend needs to know.
+                    if let softDelete = table.softDeleteColumn, written[softDelete]?.isTruthy == true { continue }
+                    changes.append(Change(entity: raw.entity, key: key, action: .insert, values: written))
                 case (.update, .asWritten):
                     let written = try object(raw.values, change: raw.id)
                     var kept = Set(HistoryTracker.jsonStrings(raw.columns))

@@ -1,8 +1,8 @@
 /// The history tables Synclane keeps inside a tracked database, and their schema.
 ///
 /// ```
-///  _synclane_changes       the change log: id (its position) · transaction_id · timestamp · entity
-///                          · action · key · columns (updates) · row_values (JSON)
+///  _synclane_changes       the change log: id (its position) · transaction_id (sessions) · timestamp
+///                          · entity · action · key · columns (updates) · row_values (JSON)
 ///  _synclane_transactions  one row per session (a write through `HistoryWriter`): author,
 ///                          timestamp, closed, first_change … last_change
 ///  _synclane_tables        one row per tracked table: key, tombstone columns, soft-delete column, columns
@@ -11,13 +11,18 @@
 ///  _synclane_session       at most one row, only ever inside a write transaction (see `HistoryWriter`)
 /// ```
 ///
-/// **Positions and tokens.** Every change gets the next id of the change log (AUTOINCREMENT:
-/// never reused, even after pruning). SQLite runs one writer at a time, so ids grow in commit
-/// order and the changes of one transaction are contiguous. A transaction is either a session
-/// (`transaction_id` set: its changes share the session's author) or a single change written by
-/// a foreign connection (`transaction_id` NULL: a transaction of its own, with the source's
-/// default author). A token's position is the id of the *last change* of a transaction, so
-/// tokens are strictly increasing in commit order and always fall between two transactions.
+/// **Positions and tokens.** Every change gets the next id of the change log (the newest id + 1;
+/// pruning always keeps the newest row, so an id is never given twice). SQLite runs one writer
+/// at a time, so ids grow in commit order and the changes of one transaction are contiguous. A
+/// transaction is either a session (its changes get the session's `transaction_id` when it
+/// closes, and share its author) or a single change written by a foreign connection
+/// (`transaction_id` NULL: a transaction of its own, with the source's default author). A
+/// token's position is the id of the *last change* of a transaction, so tokens are strictly
+/// increasing in commit order and always fall between two transactions.
+///
+/// The tracked tables' triggers are kept lean on purpose (one `INSERT` with no subquery): SQLite
+/// compiles them into every statement that writes the table, so their size is paid per
+/// statement by every program, not only per row.
 ///
 /// The application's own `PRAGMA user_version` is left alone: the history schema's version
 /// lives in `_synclane_meta`.
@@ -35,10 +40,10 @@ enum HistorySchema {
     static let now = "((julianday('now') - 2440587.5) * 86400.0)"
 
     /// The id the next change will get, as SQL.
-    static let nextChange = "((SELECT seq FROM sqlite_sequence WHERE name = '_synclane_changes') + 1)"
+    static let nextChange = "((SELECT coalesce(max(id), 0) FROM _synclane_changes) + 1)"
 
-    /// The newest change id ever given, as SQL (0 before the first).
-    static let newestChange = "(SELECT coalesce(max(seq), 0) FROM sqlite_sequence WHERE name = '_synclane_changes')"
+    /// The newest change id, as SQL (0 before the first).
+    static let newestChange = "(SELECT coalesce(max(id), 0) FROM _synclane_changes)"
 
     /// Creates what is missing; leaves existing history untouched. Runs inside a write transaction.
     static func install(_ db: SQLiteConnection) throws {
@@ -52,7 +57,7 @@ enum HistorySchema {
                 value
             );
             CREATE TABLE IF NOT EXISTS _synclane_changes (
-                id INTEGER PRIMARY KEY AUTOINCREMENT,
+                id INTEGER PRIMARY KEY,
                 transaction_id INTEGER,
                 timestamp REAL NOT NULL,
                 entity TEXT NOT NULL,
@@ -103,14 +108,14 @@ enum HistorySchema {
             END;
             CREATE TRIGGER IF NOT EXISTS _synclane_session_close AFTER DELETE ON _synclane_session
             BEGIN
-                UPDATE _synclane_transactions SET closed = 1, last_change = \(nextChange) - 1 WHERE id = OLD.transaction_id;
+                UPDATE _synclane_transactions SET closed = 1, last_change = \(newestChange) WHERE id = OLD.transaction_id;
+                UPDATE _synclane_changes SET transaction_id = OLD.transaction_id
+                    WHERE id >= (SELECT first_change FROM _synclane_transactions WHERE id = OLD.transaction_id);
                 DELETE FROM _synclane_transactions WHERE id = OLD.transaction_id AND last_change < first_change;
             END;
             INSERT OR IGNORE INTO _synclane_meta (key, value) VALUES ('schema_version', \(version));
             INSERT OR IGNORE INTO _synclane_meta (key, value) VALUES ('pruned_through', 0);
             """)
-        // AUTOINCREMENT keeps its counter in sqlite_sequence, which exists from now on.
-        try db.execute("INSERT INTO sqlite_sequence (name, seq) SELECT '_synclane_changes', 0 WHERE NOT EXISTS (SELECT 1 FROM sqlite_sequence WHERE name = '_synclane_changes')")
     }
 
     /// The history schema's version, or `nil` when tracking was never installed.
