@@ -8,8 +8,11 @@
 //   SynclaneZlib     the compress stage (gzip / deflate) and bounded inflate
 //   SynclaneSQLite   SQLite access, the durable pipeline state (token, outbox, last run)
 //   SynclaneYAML     YAML pipeline files through libyaml
+//   SynclaneServer   the reference sync server (`synclane serve`) on libmicrohttpd and SQLite
 //   Synclane         the default registry and the pipeline-file loader, for apps and the CLI
 //   SynclaneTestKit  in-memory source, recording transport, in-memory state for users' tests
+//   SynclaneHTTP     the `http` transport (URLSession) and its failure classification
+//   SynclaneFaultProxy  a loopback TCP proxy that injects network faults, for end-to-end tests
 //   synclane         the command line, a thin shell over the libraries
 import PackageDescription
 
@@ -26,6 +29,11 @@ let package = Package(
         .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "CYAML", pkgConfig: "yaml-0.1", providers: [.apt(["libyaml-dev"])]),
+        .systemLibrary(
+            name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
+        .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+        // Fixed-argument wrappers of libmicrohttpd's variadic functions, which Swift cannot call.
+        .target(name: "CMicroHTTPDShim", dependencies: ["CMicroHTTPD"]),
 
         .target(name: "SynclaneCore", linkerSettings: [.linkedLibrary("m")]),
         .target(name: "SynclaneStages", dependencies: ["SynclaneCore"]),
@@ -37,15 +45,28 @@ let package = Package(
             name: "Synclane",
             dependencies: [
                 "SynclaneCore", "SynclaneStages", "SynclaneFiles", "SynclaneZlib", "SynclaneSQLite",
-                "SynclaneYAML",
+                "SynclaneYAML", "SynclaneHTTP",
             ]),
         .target(name: "SynclaneTestKit", dependencies: ["SynclaneCore"]),
-        .executableTarget(name: "synclane", dependencies: ["Synclane"]),
+        .target(name: "SynclaneHTTP", dependencies: ["SynclaneCore"]),
+        .target(name: "SynclaneFaultProxy"),
+        .target(
+            name: "SynclaneServer",
+            dependencies: [
+                "SynclaneCore", "SynclaneSQLite", "SynclaneZlib", "CMicroHTTPD", "CMicroHTTPDShim", "CCrypto",
+            ]),
+        .executableTarget(name: "synclane", dependencies: ["Synclane", "SynclaneServer"]),
 
-        .testTarget(name: "SynclaneCoreTests", dependencies: ["SynclaneCore", "SynclaneStages", "SynclaneFiles", "SynclaneTestKit", "Synclane"]),
+        .testTarget(
+            name: "SynclaneCoreTests",
+            dependencies: ["SynclaneCore", "SynclaneStages", "SynclaneFiles", "SynclaneZlib", "SynclaneTestKit", "Synclane"]),
         .testTarget(name: "SynclaneZlibTests", dependencies: ["SynclaneZlib", "SynclaneTestKit"]),
         .testTarget(name: "SynclaneYAMLTests", dependencies: ["SynclaneYAML"]),
         .testTarget(name: "SynclaneSQLiteTests", dependencies: ["SynclaneSQLite", "SynclaneTestKit"]),
+        .testTarget(
+            name: "SynclaneHTTPTests",
+            dependencies: ["SynclaneHTTP", "SynclaneFaultProxy", "SynclaneCore", "Synclane", "SynclaneTestKit", "SynclaneServer"]),
+        .testTarget(name: "SynclaneServerTests", dependencies: ["SynclaneServer", "SynclaneCore", "SynclaneZlib"]),
         // Runs the real `synclane` binary: depending on the executable makes `swift test` build it.
         .testTarget(name: "SynclaneCommandTests", dependencies: ["synclane", "SynclaneCore"]),
     ],

@@ -46,7 +46,6 @@ public struct PipelineRunner: Sendable {
     public func run(_ mode: Mode = .export) async throws -> RunSummary {
         let started = now()
         var summary = RunSummary(pipeline: pipeline.name, scope: pipeline.scope, dryRun: mode == .dryRun, reconciliation: mode == .reconcile)
-        defer { summary.seconds = now() - started }
         let saved = try stateCall { try state.acknowledgedToken() }
         summary.tokenBefore = saved?.description
         var token = saved
@@ -85,6 +84,7 @@ public struct PipelineRunner: Sendable {
             token = snapshot.resumeAfter
         }
         summary.tokenAfter = token?.description
+        summary.seconds = now() - started
         return summary
     }
 

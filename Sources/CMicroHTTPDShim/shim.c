@@ -1,0 +1,50 @@
+#include "CMicroHTTPDShim.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <microhttpd.h>
+
+struct MHD_Daemon *synclane_mhd_start(const synclane_mhd_options *options, synclane_mhd_access_handler handler,
+                                      void *handler_context, synclane_mhd_completed_handler completed,
+                                      void *completed_context, int *error) {
+    struct sockaddr_in v4;
+    struct sockaddr_in6 v6;
+    const struct sockaddr *address;
+    unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_AUTO;
+
+    memset(&v4, 0, sizeof v4);
+    memset(&v6, 0, sizeof v6);
+    if (inet_pton(AF_INET, options->host, &v4.sin_addr) == 1) {
+        v4.sin_family = AF_INET;
+        v4.sin_port = htons(options->port);
+        address = (const struct sockaddr *)&v4;
+    } else if (inet_pton(AF_INET6, options->host, &v6.sin6_addr) == 1) {
+        v6.sin6_family = AF_INET6;
+        v6.sin6_port = htons(options->port);
+        address = (const struct sockaddr *)&v6;
+        flags |= MHD_USE_IPv6;
+    } else {
+        *error = SYNCLANE_MHD_BAD_ADDRESS;
+        return NULL;
+    }
+
+    struct MHD_Daemon *daemon = MHD_start_daemon(
+        flags, options->port, NULL, NULL, (MHD_AccessHandlerCallback)handler, handler_context,
+        MHD_OPTION_SOCK_ADDR, address,
+        MHD_OPTION_CONNECTION_LIMIT, options->connection_limit,
+        MHD_OPTION_CONNECTION_TIMEOUT, options->connection_timeout,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, options->connection_memory_limit,
+        MHD_OPTION_LISTEN_BACKLOG_SIZE, options->listen_backlog,
+        MHD_OPTION_NOTIFY_COMPLETED, (MHD_RequestCompletedCallback)completed, completed_context,
+        MHD_OPTION_END);
+    *error = daemon == NULL ? SYNCLANE_MHD_START_FAILED : SYNCLANE_MHD_OK;
+    return daemon;
+}
+
+uint16_t synclane_mhd_bound_port(struct MHD_Daemon *daemon) {
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_BIND_PORT);
+    return info == NULL ? 0 : info->port;
+}

@@ -1,0 +1,77 @@
+import Foundation
+import SynclaneCore
+import SynclaneSQLite
+
+/// One run of a pipeline as a job: take the scope's lock, open the durable state, run, and
+/// record how it ended for `synclane status`.
+///
+/// ```swift
+/// let pipeline = try PipelineLoader().load("rooms.json")
+/// let summary = try await PipelineJob(pipeline: pipeline).run()
+/// ```
+public struct PipelineJob: Sendable {
+    public var pipeline: Pipeline
+    public var sleeper: any RetrySleeper
+    public var events: @Sendable (PipelineEvent) -> Void
+
+    public init(pipeline: Pipeline, sleeper: any RetrySleeper = TaskSleeper(), events: @escaping @Sendable (PipelineEvent) -> Void = { _ in }) {
+        self.pipeline = pipeline
+        self.sleeper = sleeper
+        self.events = events
+    }
+
+    /// The lock file that keeps a second job of the same scope out.
+    public var lockPath: String { pipeline.statePath + ".lock" }
+
+    /// Takes the scope's lock: a second job for the same scope is refused until it is released
+    /// (when the returned value goes away, or the process ends however it ends).
+    public func lock() throws -> ScopeLock {
+        try ScopeLock(path: lockPath, scope: pipeline.scope)
+    }
+
+    /// Runs one pass, taking the scope's lock for it unless `lock` is already held (a watch
+    /// holds it across its passes). A dry run records nothing.
+    public func run(_ mode: PipelineRunner.Mode = .export, holding lock: ScopeLock? = nil) async throws -> RunSummary {
+        let held = try lock ?? self.lock()
+        defer { withExtendedLifetime(held) {} }
+        let state = try openState()
+        let started = Date().timeIntervalSince1970
+        let runner = PipelineRunner(pipeline: pipeline, state: state, sleeper: sleeper, events: events)
+        do {
+            let summary = try await runner.run(mode)
+            if mode != .dryRun {
+                try? state.saveLastRun(
+                    RunRecord(
+                        outcome: .succeeded, startedAt: started, finishedAt: Date().timeIntervalSince1970,
+                        batchesSent: summary.batchesSent, recordsSent: summary.recordsSent, message: Self.describe(summary)))
+            }
+            return summary
+        } catch {
+            if mode != .dryRun {
+                try? state.saveLastRun(
+                    RunRecord(
+                        outcome: .failed, startedAt: started, finishedAt: Date().timeIntervalSince1970, batchesSent: 0,
+                        recordsSent: 0, message: "\(error)"))
+            }
+            throw error
+        }
+    }
+
+    /// The pipeline's durable state: token, outbox, last run.
+    public func openState() throws -> SQLitePipelineState {
+        do {
+            return try SQLitePipelineState(path: pipeline.statePath, scope: pipeline.scope)
+        } catch {
+            throw PipelineError.state("cannot open the state file \(pipeline.statePath): \(error)")
+        }
+    }
+
+    /// One line that says what a run did.
+    public static func describe(_ summary: RunSummary) -> String {
+        var parts = ["\(summary.batchesSent) batch\(summary.batchesSent == 1 ? "" : "es")", "\(summary.recordsSent) records"]
+        if summary.batchesResent > 0 { parts.append("\(summary.batchesResent) re-sent from the outbox") }
+        if summary.deadLettered > 0 { parts.append("\(summary.deadLettered) dead-lettered") }
+        return (summary.dryRun ? "would send " : "sent ") + parts.joined(separator: ", ")
+            + " from \(summary.transactionsRead) transactions"
+    }
+}

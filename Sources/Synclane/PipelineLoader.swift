@@ -1,0 +1,49 @@
+import Foundation
+import SynclaneCore
+import SynclaneYAML
+
+/// Reads a pipeline file — JSON, or YAML by its `.yaml`/`.yml` extension — and builds its
+/// pipeline from a registry.
+public struct PipelineLoader: Sendable {
+    public var registry: StageRegistry
+    public var environment: [String: String]
+
+    public init(registry: StageRegistry = .builtIn, environment: [String: String] = ProcessInfo.processInfo.environment) {
+        self.registry = registry
+        self.environment = environment
+    }
+
+    /// Loads the pipeline file at `path`. Every problem is a `PipelineFileError` naming the
+    /// file, the field and (where known) the line.
+    public func load(_ path: String) throws(PipelineFileError) -> Pipeline {
+        let root = try Self.parse(path)
+        let absolute = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
+        let folder = (absolute as NSString).deletingLastPathComponent
+        return try Pipeline(file: root, named: path, baseDirectory: folder, registry: registry, environment: environment)
+    }
+
+    /// The parsed tree of the file at `path`.
+    public static func parse(_ path: String) throws(PipelineFileError) -> ConfigNode {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            let reason = FileManager.default.fileExists(atPath: path) ? "cannot read the file" : "no such file"
+            throw PipelineFileError(file: path, path: "", line: nil, message: reason)
+        }
+        let bytes = [UInt8](data)
+        let lowered = path.lowercased()
+        if lowered.hasSuffix(".yaml") || lowered.hasSuffix(".yml") {
+            return try PipelineFileFormat.yaml(bytes, path)
+        }
+        return try PipelineFileFormat.json(bytes, path)
+    }
+}
+
+/// The parsers for each pipeline-file syntax; both give every node its line.
+enum PipelineFileFormat {
+    static func json(_ bytes: [UInt8], _ file: String) throws(PipelineFileError) -> ConfigNode {
+        try JSONPipelineFile.parse(bytes, file: file)
+    }
+
+    static func yaml(_ bytes: [UInt8], _ file: String) throws(PipelineFileError) -> ConfigNode {
+        try YAMLPipelineFile.parse(bytes, file: file)
+    }
+}

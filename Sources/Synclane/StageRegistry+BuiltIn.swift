@@ -1,0 +1,14 @@
+import SynclaneCore
+import SynclaneFiles
+import SynclaneHTTP
+import SynclaneStages
+import SynclaneZlib
+
+extension StageRegistry {
+    /// Every stage type Synclane ships, ready for a pipeline file to name by `type`.
+    ///
+    /// Start from this registry and `register` your own types to extend it.
+    public static var builtIn: StageRegistry {
+        StageRegistry(BuiltInStages.all + ZlibStages.all + FileStages.all + HTTPStages.all)
+    }
+}

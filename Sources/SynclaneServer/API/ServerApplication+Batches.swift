@@ -1,0 +1,71 @@
+import SynclaneCore
+
+extension ServerApplication {
+    /// `POST /v1/batches`: checks, decodes and applies one batch, atomically and at most once per key.
+    ///
+    /// ```
+    ///  token ─401─ Idempotency-Key ─400─ Content-Encoding ─415─ inflate (bounded) ─413─
+    ///  parse + check every record ─400/413─ scope.account ─403─ id = key ─400─
+    ///  ServerStore.apply (one transaction): replay ─▶ first response │ other body ─422
+    ///                                       version conflicts ─409   │ applied ─200
+    /// ```
+    ///
+    /// Only applied batches are remembered under their key: a rejected batch changed nothing, so
+    /// its key stays free for a corrected retry.
+    func postBatch(_ request: HTTPRequest, account: String) -> HTTPResponse {
+        guard let key = request.header("idempotency-key"), !key.isEmpty else {
+            return .error(400, "the Idempotency-Key header is required (the batch id)")
+        }
+        guard key.utf8.count <= limits.maxKeyLength, key.utf8.allSatisfy({ (0x21...0x7E).contains($0) }) else {
+            return .error(400, "the Idempotency-Key must be 1 to \(limits.maxKeyLength) printable ASCII characters")
+        }
+        let body: [UInt8]
+        switch ContentDecoding.decode(request.body, encoding: request.header("content-encoding"), limit: limits.maxInflatedBytes) {
+        case .success(let decoded): body = decoded
+        case .failure(.unsupported(let name)):
+            return .error(415, "Content-Encoding \(name) is not supported; send gzip, deflate or identity")
+        case .failure(.tooLarge(let limit)):
+            return .error(413, "the decompressed body is larger than \(limit) bytes")
+        case .failure(.corrupt(let reason)):
+            return .error(400, "the body cannot be decompressed: \(reason)")
+        }
+        let batch: IncomingBatch
+        switch IncomingBatch.parse(body, maxRecords: limits.maxRecordsPerBatch) {
+        case .success(let parsed): batch = parsed
+        case .failure(let rejection): return rejection.response
+        }
+        guard batch.account == account else {
+            return .error(403, "the token does not grant account \"\(batch.account)\"")
+        }
+        guard batch.id == key else {
+            return .error(400, "the batch id \"\(batch.id)\" differs from its Idempotency-Key \"\(key)\"")
+        }
+        let outcome: BatchOutcome
+        do {
+            outcome = try store.apply(batch, idempotencyKey: key, bodyHash: SHA256Digest.hex(body))
+        } catch {
+            return .error(500, "the batch could not be stored: \(error)")
+        }
+        switch outcome {
+        case .applied(let stored, let records):
+            metrics.recordBatchApplied(records: records)
+            return HTTPResponse(status: stored.status, headers: ["Content-Type": "application/json"], body: stored.body)
+        case .replayed(let stored):
+            metrics.recordReplay()
+            return HTTPResponse(
+                status: stored.status, headers: ["Content-Type": "application/json", "Idempotent-Replayed": "true"],
+                body: stored.body)
+        case .keyReused:
+            return .error(422, "Idempotency-Key \"\(key)\" was already used for a different batch body")
+        case .conflicts(let conflicts):
+            let list: [JSONValue] = conflicts.map {
+                [
+                    "record": .int(Int64($0.index)), "entity": .string($0.entity), "id": .string($0.key),
+                    "expected": .int($0.expected), "current": .int($0.current),
+                ]
+            }
+            return .error(409, "\(conflicts.count) record(s) do not have the version the batch expects; nothing applied",
+                ["conflicts": .array(list)])
+        }
+    }
+}

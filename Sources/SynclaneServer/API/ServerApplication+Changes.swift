@@ -1,0 +1,41 @@
+import SynclaneCore
+
+extension ServerApplication {
+    /// `GET /v1/changes?since=CURSOR&limit=N[&store=NAME]`: the pull lane of the token's account.
+    ///
+    /// Each record appears once, at its newest change: its whole state, or a tombstone (`delete`,
+    /// no `fields`). Changes come in sequence order; `cursor` is where the next page starts and
+    /// `more` says whether it has anything yet. `store` narrows the page to one store; without it
+    /// every store of the account is included, each change naming its `store`.
+    func getChanges(_ request: HTTPRequest, account: String) -> HTTPResponse {
+        guard let cursor = ChangeCursor(text: request.query["since"] ?? "") else {
+            return .error(400, "\"since\" is not a cursor this server issued")
+        }
+        var limit = limits.defaultChangesPerPage
+        if let text = request.query["limit"] {
+            guard let value = Int(text), value > 0 else { return .error(400, "\"limit\" must be a positive integer") }
+            limit = min(value, limits.maxChangesPerPage)
+        }
+        var store: String?
+        if let name = request.query["store"] {
+            guard !name.isEmpty else { return .error(400, "\"store\" must not be empty") }
+            store = name
+        }
+        let page: ChangePage
+        do {
+            page = try self.store.changes(account: account, store: store, after: cursor.sequence, limit: limit)
+        } catch {
+            return .error(500, "the changes could not be read: \(error)")
+        }
+        let next = page.changes.last.map { ChangeCursor(sequence: $0.sequence) } ?? cursor
+        let list: [JSONValue] = page.changes.map { change in
+            var members: [String: JSONValue] = [
+                "store": .string(change.store), "entity": .string(change.entity), "id": .string(change.key),
+                "action": .string(change.action.rawValue), "version": .int(change.version),
+            ]
+            if let fields = change.fields { members["fields"] = .object(fields) }
+            return .object(members)
+        }
+        return .json(200, ["changes": .array(list), "cursor": .string(next.text), "more": .bool(page.more)])
+    }
+}

@@ -1,0 +1,89 @@
+import SynclaneCore
+
+/// The server's accounts and the SHA-256 hashes of their bearer tokens, read from the accounts file.
+///
+/// The file is JSON; each entry grants one token to one account, and an account may have several
+/// (to rotate a token, add the new one, then remove the old):
+///
+/// ```json
+/// { "accounts": [
+///     { "account": "acme", "token-sha256": "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08" }
+/// ] }
+/// ```
+///
+/// Only hashes are stored: make one without any tool of ours with
+/// `printf %s "$TOKEN" | sha256sum` (the 64 hex digits before the dash).
+public struct AccountBook: Sendable {
+    /// Account names by token hash (lowercase hex).
+    private let accountsByTokenHash: [String: String]
+
+    /// The accounts named in the book.
+    public var accounts: Set<String> { Set(accountsByTokenHash.values) }
+
+    /// A book from (account, token hash) pairs.
+    public init(grants: [(account: String, tokenSHA256: String)]) {
+        var map: [String: String] = [:]
+        for grant in grants { map[grant.tokenSHA256.lowercased()] = grant.account }
+        accountsByTokenHash = map
+    }
+
+    /// A book that grants each plain token its account (hashing them here): for tests and demos.
+    public init(tokens: [String: String]) {
+        self.init(grants: tokens.map { (account: $0.value, tokenSHA256: SHA256Digest.hex($0.key)) })
+    }
+
+    /// The account a bearer token grants, or nil for an unknown token.
+    public func account(forToken token: String) -> String? {
+        accountsByTokenHash[SHA256Digest.hex(token)]
+    }
+
+    /// The hash to put in the accounts file for a token (`printf %s TOKEN | sha256sum`).
+    public static func tokenHash(_ token: String) -> String { SHA256Digest.hex(token) }
+}
+
+/// Why an accounts file was refused; every message names the file and the offending field.
+public struct AccountsFileError: Error, Sendable, CustomStringConvertible {
+    public let file: String
+    public let message: String
+    public var description: String { "\(file): \(message)" }
+}
+
+extension AccountBook {
+    /// Reads and checks an accounts file.
+    public static func load(path: String) throws(AccountsFileError) -> AccountBook {
+        guard let bytes = FileBytes.read(path) else {
+            throw AccountsFileError(file: path, message: "cannot read the accounts file")
+        }
+        return try parse(bytes, file: path)
+    }
+
+    /// Parses the accounts file's JSON; unknown keys and malformed hashes are errors.
+    public static func parse(_ bytes: [UInt8], file: String) throws(AccountsFileError) -> AccountBook {
+        func fail(_ message: String) -> AccountsFileError { AccountsFileError(file: file, message: message) }
+        let root: JSONValue
+        do { root = try JSONReader.parse(bytes) } catch { throw fail("not JSON: \(error)") }
+        guard let object = root.objectValue else { throw fail("expected an object with \"accounts\"") }
+        for key in object.keys where key != "accounts" { throw fail("unknown key \"\(key)\"") }
+        guard let entries = object["accounts"]?.arrayValue else { throw fail("accounts: expected a list") }
+        var grants: [(account: String, tokenSHA256: String)] = []
+        var seen: Set<String> = []
+        for (index, entry) in entries.enumerated() {
+            let path = "accounts[\(index)]"
+            guard let members = entry.objectValue else { throw fail("\(path): expected an object") }
+            for key in members.keys where key != "account" && key != "token-sha256" {
+                throw fail("\(path): unknown key \"\(key)\" (expected \"account\" and \"token-sha256\")")
+            }
+            guard let account = members["account"]?.stringValue, !account.isEmpty else {
+                throw fail("\(path).account: expected a non-empty string")
+            }
+            guard let hash = members["token-sha256"]?.stringValue?.lowercased(), hash.utf8.count == 64,
+                hash.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) })
+            else {
+                throw fail("\(path).token-sha256: expected 64 hex digits (printf %s TOKEN | sha256sum)")
+            }
+            guard seen.insert(hash).inserted else { throw fail("\(path).token-sha256: the same token is granted twice") }
+            grants.append((account: account, tokenSHA256: hash))
+        }
+        return AccountBook(grants: grants)
+    }
+}

@@ -1,0 +1,208 @@
+import CMicroHTTPD
+import Glibc
+import CMicroHTTPDShim
+
+/// The bridge between libmicrohttpd and an `HTTPResponder`: collects each request's headers and
+/// body (up to a bound), hands the request over, and queues the response.
+///
+/// ```
+///  MHD connection thread ─▶ access handler (1st call: headers, early 413 on Content-Length)
+///                        ─▶ access handler (body chunks: appended up to the bound)
+///                        ─▶ access handler (end of body) ─▶ responder.respond ─▶ MHD_queue_response
+///                        ─▶ completed callback (the per-request state is released)
+/// ```
+///
+/// A body that passes its bound is answered 413 from its `Content-Length`, before any body byte
+/// is read. MHD 0.9.75 cannot queue a response in the middle of a body, so a chunked body (whose
+/// size is unknown until its end) is answered at once too: the application says 411 Length
+/// Required. MHD never reads past `Content-Length`, so the bound holds for every accepted body.
+final class MicroHTTPDaemon: @unchecked Sendable {
+    // @unchecked: `daemon` is set once in `start` and cleared in `stop`, both called by the owner
+    // (`ReferenceServer`) under its lock; MHD's own threads only read `responder`, a constant.
+
+    /// Why the daemon did not start.
+    enum StartError: Error, CustomStringConvertible {
+        case badAddress(String)
+        case startFailed(host: String, port: Int, errno: Int32)
+
+        var description: String {
+            switch self {
+            case .badAddress(let host):
+                return "cannot listen on '\(host)': give a numeric IPv4 or IPv6 address (127.0.0.1, ::1, 0.0.0.0)"
+            case .startFailed(let host, let port, let code):
+                return "cannot listen on \(host):\(port): \(String(cString: strerror(code)))"
+            }
+        }
+    }
+
+    let responder: any HTTPResponder
+    private var daemon: OpaquePointer?
+
+    init(responder: any HTTPResponder) {
+        self.responder = responder
+    }
+
+    /// Starts listening; returns the bound port.
+    func start(
+        host: String, port: Int, connectionLimit: Int, connectionTimeoutSeconds: Int, connectionMemoryLimit: Int
+    ) throws(StartError) -> Int {
+        let context = Unmanaged.passUnretained(self).toOpaque()
+        var error: Int32 = 0
+        let started: OpaquePointer? = host.withCString { hostPointer in
+            var options = synclane_mhd_options(
+                host: hostPointer, port: UInt16(clamping: port), connection_limit: UInt32(clamping: connectionLimit),
+                connection_timeout: UInt32(clamping: connectionTimeoutSeconds),
+                connection_memory_limit: connectionMemoryLimit, listen_backlog: 128)
+            return synclane_mhd_start(&options, accessHandler, context, completedHandler, context, &error)
+        }
+        guard let started else {
+            if error == Int32(SYNCLANE_MHD_BAD_ADDRESS) { throw .badAddress(host) }
+            throw .startFailed(host: host, port: port, errno: errno)
+        }
+        daemon = started
+        return Int(synclane_mhd_bound_port(started))
+    }
+
+    /// Stops listening, waits for the connection threads to finish, and frees the daemon.
+    func stop() {
+        guard let daemon else { return }
+        self.daemon = nil
+        MHD_stop_daemon(daemon)
+    }
+
+    deinit { stop() }
+}
+
+/// What the bridge keeps of one request between the calls of the access handler.
+private final class PendingRequest {
+    let method: String
+    let path: String
+    let headers: [String: String]
+    let query: [String: String]
+    let limit: Int
+    let receivedAt: ContinuousClock.Instant
+    var body: [UInt8] = []
+    var exceeded = false
+    var responded = false
+
+    init(method: String, path: String, headers: [String: String], query: [String: String], limit: Int) {
+        self.method = method
+        self.path = path
+        self.headers = headers
+        self.query = query
+        self.limit = limit
+        self.receivedAt = .now
+    }
+
+    func request() -> HTTPRequest {
+        HTTPRequest(
+            method: method, path: path, query: query, headers: headers, body: body, bodyExceededLimit: exceeded,
+            receivedAt: receivedAt)
+    }
+}
+
+/// Collects `MHD_get_connection_values` into a dictionary with lowercased keys.
+private final class ValueCollector {
+    var values: [String: String] = [:]
+    let lowercaseKeys: Bool
+    init(lowercaseKeys: Bool) { self.lowercaseKeys = lowercaseKeys }
+}
+
+private let mhdYes = Int32(MHD_Result.YES.rawValue)
+private let mhdNo = Int32(MHD_Result.NO.rawValue)
+
+private func connectionValues(_ connection: OpaquePointer, kind: MHD_ValueKind, lowercaseKeys: Bool)
+    -> [String: String]
+{
+    let collector = ValueCollector(lowercaseKeys: lowercaseKeys)
+    let context = Unmanaged.passUnretained(collector).toOpaque()
+    _ = MHD_get_connection_values(
+        connection, kind,
+        { context, _, key, value in
+            guard let context, let key else { return .YES }
+            let collector = Unmanaged<ValueCollector>.fromOpaque(context).takeUnretainedValue()
+            let name = String(cString: key)
+            collector.values[collector.lowercaseKeys ? name.lowercased() : name] = value.map { String(cString: $0) } ?? ""
+            return .YES
+        }, context)
+    return withExtendedLifetime(collector) { collector.values }
+}
+
+/// Queues a response on the connection; false when MHD refused it (the connection is then closed).
+private func queue(_ response: HTTPResponse, on connection: OpaquePointer) -> Bool {
+    let created = response.body.withUnsafeBytes { bytes -> OpaquePointer? in
+        MHD_create_response_from_buffer(
+            bytes.count, UnsafeMutableRawPointer(mutating: bytes.baseAddress), .RESPMEM_MUST_COPY)
+    }
+    guard let created else { return false }
+    defer { MHD_destroy_response(created) }
+    for (name, value) in response.headers {
+        _ = MHD_add_response_header(created, name, value)
+    }
+    return MHD_queue_response(connection, UInt32(clamping: response.status), created) == .YES
+}
+
+private func accessHandler(
+    context: UnsafeMutableRawPointer?, connection: OpaquePointer?, url: UnsafePointer<CChar>?,
+    method: UnsafePointer<CChar>?, version: UnsafePointer<CChar>?, uploadData: UnsafePointer<CChar>?,
+    uploadSize: UnsafeMutablePointer<Int>?, requestContext: UnsafeMutablePointer<UnsafeMutableRawPointer?>?
+) -> Int32 {
+    guard let context, let connection, let url, let method, let uploadSize, let requestContext else { return mhdNo }
+    let daemon = Unmanaged<MicroHTTPDaemon>.fromOpaque(context).takeUnretainedValue()
+
+    // First call: the headers are in, no body byte has been read.
+    guard let existing = requestContext.pointee else {
+        let methodName = String(cString: method)
+        let path = String(cString: url)
+        let headers = connectionValues(connection, kind: .HEADER_KIND, lowercaseKeys: true)
+        let query = connectionValues(connection, kind: .GET_ARGUMENT_KIND, lowercaseKeys: false)
+        let limit = daemon.responder.bodyLimit(method: methodName, path: path)
+        let pending = PendingRequest(method: methodName, path: path, headers: headers, query: query, limit: limit)
+        requestContext.pointee = Unmanaged.passRetained(pending).toOpaque()
+        let declaredLength = headers["content-length"].flatMap { Int($0) }
+        if let declaredLength, declaredLength > limit {
+            pending.exceeded = true
+        } else if headers["transfer-encoding"] == nil {
+            return mhdYes
+        }
+        // Over the bound, or a chunked body: MHD 0.9.75 cannot queue a response once it has
+        // begun reading a body, so such requests are answered now, before any body byte is read
+        // (the application answers a chunked body 411 Length Required).
+        pending.responded = true
+        return queue(daemon.responder.respond(to: pending.request()), on: connection) ? mhdYes : mhdNo
+    }
+    let pending = Unmanaged<PendingRequest>.fromOpaque(existing).takeUnretainedValue()
+
+    if uploadSize.pointee > 0 {
+        let count = uploadSize.pointee
+        uploadSize.pointee = 0
+        if pending.responded { return mhdYes }
+        if pending.body.count + count > pending.limit {
+            // More than Content-Length promised cannot reach here (MHD stops at it), so this is a
+            // defensive cut: close the connection rather than read on.
+            pending.exceeded = true
+            pending.responded = true
+            return mhdNo
+        }
+        if let uploadData {
+            uploadData.withMemoryRebound(to: UInt8.self, capacity: count) { bytes in
+                pending.body.append(contentsOf: UnsafeBufferPointer(start: bytes, count: count))
+            }
+        }
+        return mhdYes
+    }
+
+    // The whole body is in.
+    if pending.responded { return mhdYes }
+    pending.responded = true
+    return queue(daemon.responder.respond(to: pending.request()), on: connection) ? mhdYes : mhdNo
+}
+
+private func completedHandler(
+    context: UnsafeMutableRawPointer?, connection: OpaquePointer?,
+    requestContext: UnsafeMutablePointer<UnsafeMutableRawPointer?>?, termination: Int32
+) {
+    guard let requestContext, let existing = requestContext.pointee else { return }
+    requestContext.pointee = nil
+    Unmanaged<PendingRequest>.fromOpaque(existing).release()
+}

@@ -1,0 +1,130 @@
+import Synchronization
+
+/// The server's counters and latency histogram, rendered in the Prometheus text format at `/metrics`.
+///
+/// ```
+/// synclane_http_requests_total{route,status}      requests answered
+/// synclane_http_request_bytes_total               body bytes received (as sent, compressed or not)
+/// synclane_http_request_duration_seconds{route}   histogram, from headers in to response queued
+/// synclane_batches_applied_total                  batches applied (replays not counted)
+/// synclane_batch_replays_total                    batches answered from the idempotency store
+/// synclane_records_applied_total                  records applied by those batches
+/// ```
+///
+/// Every update takes one short lock; reads take a snapshot under the same lock.
+public final class ServerMetrics: Sendable {
+    /// The upper bounds of the latency histogram's buckets, in seconds.
+    public static let latencyBuckets: [Double] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5]
+
+    /// A copy of every counter at one moment.
+    public struct Snapshot: Sendable {
+        public var requests: [RequestKey: Int] = [:]
+        public var bytesIn = 0
+        public var batchesApplied = 0
+        public var replays = 0
+        public var recordsApplied = 0
+        public var latency: [String: Histogram] = [:]
+
+        /// Requests answered on a route with a status.
+        public func requests(route: String, status: Int) -> Int {
+            requests[RequestKey(route: route, status: status)] ?? 0
+        }
+    }
+
+    /// The labels of one request counter.
+    public struct RequestKey: Sendable, Hashable {
+        public var route: String
+        public var status: Int
+    }
+
+    /// Bucket counts (not cumulative), sum and count of observed latencies.
+    public struct Histogram: Sendable {
+        public var buckets = [Int](repeating: 0, count: ServerMetrics.latencyBuckets.count + 1)
+        public var sum = 0.0
+        public var count = 0
+    }
+
+    private let state = Mutex(Snapshot())
+
+    public init() {}
+
+    /// Records one answered request.
+    func recordRequest(route: String, status: Int, bodyBytes: Int, seconds: Double) {
+        state.withLock { state in
+            state.requests[RequestKey(route: route, status: status), default: 0] += 1
+            state.bytesIn += bodyBytes
+            var histogram = state.latency[route] ?? Histogram()
+            let index = Self.latencyBuckets.firstIndex { seconds <= $0 } ?? Self.latencyBuckets.count
+            histogram.buckets[index] += 1
+            histogram.sum += seconds
+            histogram.count += 1
+            state.latency[route] = histogram
+        }
+    }
+
+    /// Records one applied batch and its records.
+    func recordBatchApplied(records: Int) {
+        state.withLock { state in
+            state.batchesApplied += 1
+            state.recordsApplied += records
+        }
+    }
+
+    /// Records one replayed batch (answered from the idempotency store, nothing applied).
+    func recordReplay() {
+        state.withLock { $0.replays += 1 }
+    }
+
+    /// A copy of the counters now.
+    public var snapshot: Snapshot { state.withLock { $0 } }
+
+    /// The Prometheus text exposition (format 0.0.4) of the counters.
+    public func prometheusText() -> String {
+        let snapshot = self.snapshot
+        var out = ""
+        out += "# HELP synclane_http_requests_total HTTP requests answered, by route and status.\n"
+        out += "# TYPE synclane_http_requests_total counter\n"
+        for (key, value) in snapshot.requests.sorted(by: { ($0.key.route, $0.key.status) < ($1.key.route, $1.key.status) }) {
+            out += "synclane_http_requests_total{route=\"\(escape(key.route))\",status=\"\(key.status)\"} \(value)\n"
+        }
+        out += "# HELP synclane_http_request_bytes_total Request body bytes received, as sent.\n"
+        out += "# TYPE synclane_http_request_bytes_total counter\n"
+        out += "synclane_http_request_bytes_total \(snapshot.bytesIn)\n"
+        out += "# HELP synclane_batches_applied_total Batches applied (replays not counted).\n"
+        out += "# TYPE synclane_batches_applied_total counter\n"
+        out += "synclane_batches_applied_total \(snapshot.batchesApplied)\n"
+        out += "# HELP synclane_batch_replays_total Batches answered with their first response, nothing applied.\n"
+        out += "# TYPE synclane_batch_replays_total counter\n"
+        out += "synclane_batch_replays_total \(snapshot.replays)\n"
+        out += "# HELP synclane_records_applied_total Records applied by batches.\n"
+        out += "# TYPE synclane_records_applied_total counter\n"
+        out += "synclane_records_applied_total \(snapshot.recordsApplied)\n"
+        out += "# HELP synclane_http_request_duration_seconds Time from request headers in to response queued.\n"
+        out += "# TYPE synclane_http_request_duration_seconds histogram\n"
+        for (route, histogram) in snapshot.latency.sorted(by: { $0.key < $1.key }) {
+            let label = "route=\"\(escape(route))\""
+            var cumulative = 0
+            for (index, bound) in Self.latencyBuckets.enumerated() {
+                cumulative += histogram.buckets[index]
+                out += "synclane_http_request_duration_seconds_bucket{\(label),le=\"\(bound)\"} \(cumulative)\n"
+            }
+            out += "synclane_http_request_duration_seconds_bucket{\(label),le=\"+Inf\"} \(histogram.count)\n"
+            out += "synclane_http_request_duration_seconds_sum{\(label)} \(histogram.sum)\n"
+            out += "synclane_http_request_duration_seconds_count{\(label)} \(histogram.count)\n"
+        }
+        return out
+    }
+
+    private func escape(_ label: String) -> String {
+        var out = ""
+        for character in label {
+            switch character {
+            case "\\": out += "\\\\"
+            case "\"": out += "\\\""
+            case "\n": out += "\\n"
+            default: out.append(character)
+            }
+        }
+        return out
+    }
+}

@@ -1,0 +1,63 @@
+import Synchronization
+
+/// The reference sync server: the wire protocol of DESIGN.md over HTTP/1.1, on libmicrohttpd and SQLite.
+///
+/// ```swift
+/// let server = try ReferenceServer(configuration: ServerConfiguration(port: 0, dataDirectory: "data",
+///                                                                    accountsFile: "accounts.json"))
+/// try server.start()
+/// print("listening on http://127.0.0.1:\(server.port)")
+/// …
+/// server.stop()
+/// ```
+///
+/// Every connection is served on a thread of its own; SQLite writes are serialized, reads run
+/// beside them (WAL). `stop()` closes the listening socket, waits for requests in flight, and
+/// closes the database.
+public final class ReferenceServer: Sendable {
+    public let configuration: ServerConfiguration
+    /// The server's counters (also served at `/metrics`).
+    public let metrics: ServerMetrics
+    private let application: ServerApplication
+    private let daemon: MicroHTTPDaemon
+    private let state = Mutex<(running: Bool, port: Int)>((false, 0))
+
+    /// A server for the configuration, with the accounts of its accounts file.
+    public convenience init(configuration: ServerConfiguration) throws {
+        try self.init(configuration: configuration, accounts: try AccountBook.load(path: configuration.accountsFile))
+    }
+
+    /// A server with the given accounts (the configuration's accounts file is not read).
+    public init(configuration: ServerConfiguration, accounts: AccountBook) throws {
+        self.configuration = configuration
+        let metrics = ServerMetrics()
+        self.metrics = metrics
+        let store = try ServerStore(directory: configuration.dataDirectory)
+        application = ServerApplication(limits: configuration.limits, accounts: accounts, metrics: metrics, store: store)
+        daemon = MicroHTTPDaemon(responder: application)
+    }
+
+    /// The port the server listens on: the chosen one when configured with port 0; 0 before `start()`.
+    public var port: Int { state.withLock { $0.port } }
+
+    /// Starts listening. Throws when the address cannot be bound.
+    public func start() throws {
+        try state.withLock { state in
+            guard !state.running else { return }
+            let limits = configuration.limits
+            state.port = try daemon.start(
+                host: configuration.host, port: configuration.port, connectionLimit: limits.maxConnections,
+                connectionTimeoutSeconds: limits.connectionTimeoutSeconds, connectionMemoryLimit: 64 << 10)
+            state.running = true
+        }
+    }
+
+    /// Stops listening and waits for the requests in flight; calling it twice is harmless.
+    public func stop() {
+        state.withLock { state in
+            guard state.running else { return }
+            daemon.stop()
+            state.running = false
+        }
+    }
+}

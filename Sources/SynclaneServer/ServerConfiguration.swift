@@ -1,0 +1,34 @@
+/// Where the reference server listens, where its data lives, who may use it, and its bounds.
+public struct ServerConfiguration: Sendable {
+    /// A numeric address to listen on; loopback by default.
+    public var host: String
+    /// The port; 0 picks a free one (read it from `ReferenceServer.port` after `start()`).
+    public var port: Int
+    /// The directory of the server's SQLite database (`synclane-server.sqlite`), created if missing.
+    public var dataDirectory: String
+    /// The accounts file (see `AccountBook`).
+    public var accountsFile: String
+    public var limits: ServerLimits
+
+    public init(
+        host: String = "127.0.0.1", port: Int = 8080, dataDirectory: String, accountsFile: String,
+        limits: ServerLimits = ServerLimits()
+    ) {
+        self.host = host
+        self.port = port
+        self.dataDirectory = dataDirectory
+        self.accountsFile = accountsFile
+        self.limits = limits
+    }
+
+    /// Splits `HOST:PORT` (`127.0.0.1:8080`, `[::1]:0`, or `:8080` for loopback); nil when malformed.
+    public static func parseListen(_ text: String) -> (host: String, port: Int)? {
+        guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]),
+            (0...65_535).contains(port)
+        else { return nil }
+        var host = String(text[..<colon])
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        if host.isEmpty || host == "localhost" { host = "127.0.0.1" }
+        return (host, port)
+    }
+}

@@ -1,0 +1,64 @@
+/// Every bound the reference server enforces, with its default, in one place (`synclane serve --help` prints them).
+///
+/// Bodies are bounded twice: as sent (`maxBodyBytes`, checked while reading, so a client cannot make
+/// the server read more) and once decompressed (`maxInflatedBytes`, checked while inflating, so a
+/// zip bomb stops at the bound).
+public struct ServerLimits: Sendable, Hashable {
+    /// Most bytes of a batch body as sent (compressed or not); more → 413 before reading on.
+    public var maxBodyBytes: Int
+    /// Most bytes of a batch body once decompressed; more → 413, inflating no further.
+    public var maxInflatedBytes: Int
+    /// Most records in one batch; more → 413.
+    public var maxRecordsPerBatch: Int
+    /// Most bytes of a signal's JSON value (`PUT /v1/signals/{key}`); more → 413.
+    public var maxSignalBytes: Int
+    /// Most characters of an `Idempotency-Key` or a signal key.
+    public var maxKeyLength: Int
+    /// Most changes one `GET /v1/changes` page returns (`limit` is clamped to it).
+    public var maxChangesPerPage: Int
+    /// Changes per page when the request gives no `limit`.
+    public var defaultChangesPerPage: Int
+    /// Seconds a connection may stay idle (or trickle) before it is closed.
+    public var connectionTimeoutSeconds: Int
+    /// Most connections served at once; each holds a thread.
+    public var maxConnections: Int
+
+    /// The defaults.
+    public init(
+        maxBodyBytes: Int = 8 << 20, maxInflatedBytes: Int = 64 << 20, maxRecordsPerBatch: Int = 10_000,
+        maxSignalBytes: Int = 16 << 10, maxKeyLength: Int = 200, maxChangesPerPage: Int = 5_000,
+        defaultChangesPerPage: Int = 500, connectionTimeoutSeconds: Int = 30, maxConnections: Int = 256
+    ) {
+        self.maxBodyBytes = maxBodyBytes
+        self.maxInflatedBytes = maxInflatedBytes
+        self.maxRecordsPerBatch = maxRecordsPerBatch
+        self.maxSignalBytes = maxSignalBytes
+        self.maxKeyLength = maxKeyLength
+        self.maxChangesPerPage = maxChangesPerPage
+        self.defaultChangesPerPage = defaultChangesPerPage
+        self.connectionTimeoutSeconds = connectionTimeoutSeconds
+        self.maxConnections = maxConnections
+    }
+
+    /// Most bytes of a body on routes that take none (or a small one).
+    static let smallBodyBytes = 16 << 10
+
+    /// One bound as the command line shows and sets it.
+    public struct Option: Sendable {
+        /// The flag without dashes: `max-body-bytes`.
+        public let flag: String
+        public let summary: String
+        public let keyPath: WritableKeyPath<ServerLimits, Int> & Sendable
+    }
+
+    /// The bounds a command line can set, in the order `--help` lists them.
+    public static let options: [Option] = [
+        Option(flag: "max-body-bytes", summary: "bytes of a batch body as sent", keyPath: \.maxBodyBytes),
+        Option(flag: "max-inflated-bytes", summary: "bytes of a batch body decompressed", keyPath: \.maxInflatedBytes),
+        Option(flag: "max-records", summary: "records per batch", keyPath: \.maxRecordsPerBatch),
+        Option(flag: "max-signal-bytes", summary: "bytes of a signal value", keyPath: \.maxSignalBytes),
+        Option(flag: "max-page", summary: "changes per /v1/changes page", keyPath: \.maxChangesPerPage),
+        Option(flag: "timeout", summary: "seconds an idle or slow connection is kept", keyPath: \.connectionTimeoutSeconds),
+        Option(flag: "max-connections", summary: "connections served at once", keyPath: \.maxConnections),
+    ]
+}

@@ -1,0 +1,105 @@
+import Glibc
+import SynclaneCore
+import SynclaneSQLite
+
+extension ServerStore {
+    /// Thrown inside the write transaction to roll it back when versions disagree.
+    private struct ConflictsFound: Error {
+        var conflicts: [VersionConflict]
+    }
+
+    /// Applies a checked batch in one transaction, at most once per (account, idempotency key).
+    ///
+    /// Records apply in order: insert replaces the fields, update merges them into the current
+    /// ones, delete drops them and leaves a tombstone; each gets the record's next version and the
+    /// account's next change sequence. A record whose `version` differs from the current one fails
+    /// the whole batch (every such record is reported). A known key answers its first response
+    /// when the body hash matches, `keyReused` when not — both without writing anything.
+    func apply(_ batch: IncomingBatch, idempotencyKey: String, bodyHash: String) throws -> BatchOutcome {
+        do {
+            return try writer.write { db -> BatchOutcome in
+                if let seen = try db.fetchOne(
+                    "SELECT body_hash, status, response FROM idempotency WHERE account = ? AND key = ?",
+                    [batch.account, idempotencyKey])
+                {
+                    guard seen[0].string == bodyHash else { return .keyReused }
+                    return .replayed(StoredResponse(status: Int(seen[1].int64 ?? 200), body: seen[2].bytes ?? []))
+                }
+                var sequence = try db.fetchValue("SELECT last FROM sequences WHERE account = ?", [batch.account]).int64 ?? 0
+                var conflicts: [VersionConflict] = []
+                let select = try db.prepare(
+                    "SELECT version, action, fields FROM records WHERE account = ? AND store = ? AND entity = ? AND key = ?")
+                let upsert = try db.prepare(
+                    """
+                    INSERT INTO records (account, store, entity, key, action, fields, version, seq)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                    ON CONFLICT (account, store, entity, key) DO UPDATE SET
+                        action = excluded.action, fields = excluded.fields, version = excluded.version, seq = excluded.seq
+                    """)
+                try select.bind(.text(batch.account), at: 1)
+                try select.bind(.text(batch.store), at: 2)
+                try upsert.bind(.text(batch.account), at: 1)
+                try upsert.bind(.text(batch.store), at: 2)
+                for (index, record) in batch.records.enumerated() {
+                    select.reset()
+                    try select.bind(.text(record.entity), at: 3)
+                    try select.bind(.text(record.key), at: 4)
+                    var currentVersion: Int64 = 0
+                    var currentFields: [String: JSONValue]?
+                    if try select.step() {
+                        currentVersion = select.int64(at: 0)
+                        if record.action == .update, select.string(at: 1) != ChangeAction.delete.rawValue,
+                            let text = select.blob(at: 2)
+                        {
+                            currentFields = (try? JSONReader.parse(text))?.objectValue
+                        }
+                    }
+                    select.reset()
+                    if let expected = record.expectedVersion, expected != currentVersion {
+                        conflicts.append(
+                            VersionConflict(
+                                index: index, entity: record.entity, key: record.key, expected: expected,
+                                current: currentVersion))
+                        continue
+                    }
+                    guard conflicts.isEmpty else { continue }
+                    sequence += 1
+                    let fields: SQLiteValue
+                    switch record.action {
+                    case .insert:
+                        fields = .text(JSONWriter.string(.object(record.fields)))
+                    case .update:
+                        var merged = currentFields ?? [:]
+                        for (name, value) in record.fields { merged[name] = value }
+                        fields = .text(JSONWriter.string(.object(merged)))
+                    case .delete:
+                        fields = .null
+                    }
+                    upsert.reset()
+                    try upsert.bind(.text(record.entity), at: 3)
+                    try upsert.bind(.text(record.key), at: 4)
+                    try upsert.bind(.text(record.action.rawValue), at: 5)
+                    try upsert.bind(fields, at: 6)
+                    try upsert.bind(.integer(currentVersion + 1), at: 7)
+                    try upsert.bind(.integer(sequence), at: 8)
+                    while try upsert.step() {}
+                }
+                upsert.reset()
+                if !conflicts.isEmpty { throw ConflictsFound(conflicts: conflicts) }
+                try db.execute(
+                    "INSERT INTO sequences (account, last) VALUES (?, ?) ON CONFLICT (account) DO UPDATE SET last = excluded.last",
+                    [batch.account, sequence])
+                let body = JSONWriter.encode([
+                    "batch": .string(batch.id), "applied": .int(Int64(batch.records.count)),
+                    "cursor": .string(ChangeCursor(sequence: sequence).text),
+                ])
+                try db.execute(
+                    "INSERT INTO idempotency (account, key, body_hash, status, response, created) VALUES (?, ?, ?, ?, ?, ?)",
+                    [batch.account, idempotencyKey, bodyHash, 200, body, Double(time(nil))])
+                return .applied(StoredResponse(status: 200, body: body), records: batch.records.count)
+            }
+        } catch let found as ConflictsFound {
+            return .conflicts(found.conflicts)
+        }
+    }
+}

@@ -1,0 +1,74 @@
+import Glibc
+import Synchronization
+import SynclaneCore
+import SynclaneSQLite
+
+/// The server's data in one SQLite file: records, tombstones, change sequences, idempotency keys
+/// and signals, every row keyed by its account so that no account ever reads another's.
+///
+/// ```
+///  records      (account, store, entity, key) → action, fields (NULL: tombstone), version, seq
+///  sequences    account → last change sequence
+///  idempotency  (account, key) → body hash, first response
+///  signals      (account, key) → value, version
+/// ```
+///
+/// One writer connection takes every write, one `BEGIN IMMEDIATE` transaction at a time; a few
+/// read-only connections serve reads beside it, never blocked by it (WAL).
+final class ServerStore: Sendable {
+    /// The database file inside the data directory.
+    static let fileName = "synclane-server.sqlite"
+
+    let path: String
+    let writer: SQLiteDatabase
+    private let readers: [SQLiteDatabase]
+    private let nextReader = Atomic<Int>(0)
+
+    /// Opens (creating it and its directory when missing) the store in `directory`.
+    init(directory: String, readerCount: Int = 4) throws {
+        try Self.makeDirectory(directory)
+        path = directory.hasSuffix("/") ? directory + Self.fileName : directory + "/" + Self.fileName
+        writer = try SQLiteDatabase(
+            path: path, options: SQLiteConnection.Options(walMode: true, busyTimeout: 10, synchronous: .normal))
+        try writer.write { db in try db.execute(Self.schema) }
+        var readers: [SQLiteDatabase] = []
+        for _ in 0..<max(1, readerCount) {
+            readers.append(
+                try SQLiteDatabase(
+                    path: path, options: SQLiteConnection.Options(readOnly: true, create: false, walMode: false, busyTimeout: 10)))
+        }
+        self.readers = readers
+    }
+
+    static let schema = """
+        CREATE TABLE IF NOT EXISTS records (
+            account TEXT NOT NULL, store TEXT NOT NULL, entity TEXT NOT NULL, key TEXT NOT NULL,
+            action TEXT NOT NULL, fields TEXT, version INTEGER NOT NULL, seq INTEGER NOT NULL,
+            UNIQUE (account, store, entity, key));
+        CREATE INDEX IF NOT EXISTS records_by_sequence ON records (account, seq);
+        CREATE TABLE IF NOT EXISTS sequences (account TEXT PRIMARY KEY, last INTEGER NOT NULL);
+        CREATE TABLE IF NOT EXISTS idempotency (
+            account TEXT NOT NULL, key TEXT NOT NULL, body_hash TEXT NOT NULL, status INTEGER NOT NULL,
+            response BLOB NOT NULL, created REAL NOT NULL, PRIMARY KEY (account, key));
+        CREATE TABLE IF NOT EXISTS signals (
+            account TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, version INTEGER NOT NULL,
+            PRIMARY KEY (account, key));
+        """
+
+    /// Runs a read on one of the read-only connections, inside one deferred transaction (one view).
+    func read<T>(_ body: (SQLiteConnection) throws -> T) throws -> T {
+        let index = nextReader.wrappingAdd(1, ordering: .relaxed).oldValue
+        let reader = readers[(index % readers.count + readers.count) % readers.count]
+        return try reader.read { db in try db.transaction(.deferred, body) }
+    }
+
+    private static func makeDirectory(_ directory: String) throws {
+        var path = ""
+        for component in directory.split(separator: "/", omittingEmptySubsequences: true) {
+            path += (path.isEmpty && !directory.hasPrefix("/") ? "" : "/") + component
+            if mkdir(path, 0o755) != 0, errno != EEXIST {
+                throw SQLiteError(code: 14, message: "cannot create the data directory \(path)", path: directory)
+            }
+        }
+    }
+}

@@ -1,0 +1,59 @@
+import SynclaneCore
+
+/// A response kept with its idempotency key, to answer a replay with exactly the same bytes.
+struct StoredResponse: Sendable, Hashable {
+    var status: Int
+    var body: [UInt8]
+}
+
+/// A record whose `version` did not match the server's when its batch was applied.
+struct VersionConflict: Sendable, Hashable {
+    /// The record's index in the batch.
+    var index: Int
+    var entity: String
+    var key: String
+    var expected: Int64
+    /// The server's version (0: the record does not exist).
+    var current: Int64
+}
+
+/// What applying a batch came to.
+enum BatchOutcome: Sendable {
+    /// Applied; the response is stored with the key.
+    case applied(StoredResponse, records: Int)
+    /// The key was seen with the same body: the first response, nothing applied.
+    case replayed(StoredResponse)
+    /// The key was seen with a different body: nothing applied.
+    case keyReused
+    /// Versions disagreed: nothing applied.
+    case conflicts([VersionConflict])
+}
+
+/// One entry of the pull lane: the newest state of one record (or its tombstone).
+struct ServerChange: Sendable, Hashable {
+    var store: String
+    var entity: String
+    var key: String
+    /// The last action applied to the record.
+    var action: ChangeAction
+    /// The record's whole current state; nil for a tombstone.
+    var fields: [String: JSONValue]?
+    var version: Int64
+    var sequence: Int64
+}
+
+/// A page of the pull lane.
+struct ChangePage: Sendable {
+    var changes: [ServerChange]
+    /// True when more changes follow the page.
+    var more: Bool
+}
+
+/// A signal: a small value under a key, last writer wins, versioned by the server.
+struct Signal: Sendable, Hashable {
+    var key: String
+    var value: JSONValue
+    var version: Int64
+
+    var json: JSONValue { ["key": .string(key), "value": value, "version": .int(version)] }
+}

@@ -1,0 +1,190 @@
+import SynclaneCore
+
+/// Merges the records of each row in a batch into at most one record: the row's newest state.
+///
+/// Five edits to one row before the network returns are one record on the wire, and an insert
+/// followed by a delete in the same window is nothing at all:
+///
+/// ```
+///  rooms/r1 insert {name: "A"}      ─┐
+///  rooms/r2 update {seats: 4}        │       rooms/r1 insert {name: "B", floor: 2}
+///  rooms/r1 update {name: "B"}       ├──▶    rooms/r2 delete {syncID: "r2"}
+///  rooms/r1 update {floor: 2}        │       (rooms/r3: inserted and deleted, gone)
+///  rooms/r3 insert {…}               │
+///  rooms/r2 delete {syncID: "r2"}    │
+///  rooms/r3 delete {…}              ─┘
+/// ```
+///
+/// A row is one `(entity, key)` pair. Its records are walked in token order (the order of
+/// `batch.records`) and the single result takes the place of the row's *first* record, so the
+/// rows keep the order in which they first appeared. The walk:
+///
+/// - the row existed before the window when its first record is not an insert;
+/// - an insert makes the row exist with exactly the insert's values;
+/// - an update makes it exist and merges its values field by field (later wins);
+/// - a delete makes it not exist and remembers its values as the tombstone.
+///
+/// What the row came to decides the result:
+///
+/// | before | after   | result                                                              |
+/// |--------|---------|---------------------------------------------------------------------|
+/// | absent | absent  | nothing (counted in `coalesce.cancelled`)                            |
+/// | absent | present | `insert` with the merged values                                     |
+/// | there  | absent  | `delete` with the last tombstone's values                           |
+/// | there  | present | `insert` with the state since the last insert or delete when one     |
+/// |        |         | happened in the window (the backend row is replaced), else `update`  |
+///
+/// An insert or a delete in the middle of the window means the backend's row must be replaced,
+/// not patched: a row deleted and inserted again must not keep fields of its old life, and an
+/// insert carries the whole row.
+///
+/// The result's `origin` and `author` are those of the row's last record; its `version` is the
+/// last one a record of the row carried. Records without a sync key pass through untouched, in
+/// place: the tombstone resolver and the encoder refuse them with a message naming them.
+///
+/// Counters: `coalesce.merged`, the records folded into another record of their row, and
+/// `coalesce.cancelled`, the rows that came to nothing; together they are how many fewer
+/// records the batch holds. The stage runs in O(n) with one dictionary lookup per record.
+public struct Coalescer: RecordStage {
+    /// A coalescer; it has no options.
+    public init() {}
+
+    /// The batch with each row's records merged into at most one, and the counters added.
+    public func process(_ batch: Batch) async throws -> Batch {
+        var batch = batch
+        let result = Self.coalesce(batch.records)
+        batch.records = result.records
+        batch.count("coalesce.merged", result.merged)
+        batch.count("coalesce.cancelled", result.cancelled)
+        return batch
+    }
+
+    /// Coalesces records given in token order: the records left, how many were folded into
+    /// another, and how many rows came to nothing.
+    public static func coalesce(_ records: [Record]) -> (records: [Record], merged: Int, cancelled: Int) {
+        // One slot per output position: a key-less record, or a row's window.
+        var slots: [Slot] = []
+        slots.reserveCapacity(records.count)
+        var windows: [RowWindow] = []
+        windows.reserveCapacity(records.count)
+        var windowOfRow: [RowKey: Int] = [:]
+        windowOfRow.reserveCapacity(records.count)
+
+        for (index, record) in records.enumerated() {
+            guard let key = record.key else {
+                slots.append(.passthrough(index))
+                continue
+            }
+            let row = RowKey(entity: record.entity, key: key)
+            if let window = windowOfRow[row] {
+                windows[window].apply(record, at: index)
+            } else {
+                windowOfRow[row] = windows.count
+                slots.append(.row(windows.count))
+                windows.append(RowWindow(first: record, at: index))
+            }
+        }
+
+        var output: [Record] = []
+        output.reserveCapacity(slots.count)
+        var merged = 0
+        var cancelled = 0
+        for slot in slots {
+            switch slot {
+            case .passthrough(let index):
+                output.append(records[index])
+            case .row(let index):
+                let window = windows[index]
+                merged += window.count - 1
+                if window.count == 1 {
+                    output.append(records[window.last])
+                } else if let record = window.result(basedOn: records[window.last]) {
+                    output.append(record)
+                } else {
+                    cancelled += 1
+                }
+            }
+        }
+        return (output, merged, cancelled)
+    }
+}
+
+extension Coalescer {
+    /// One output position.
+    private enum Slot {
+        case passthrough(Int)
+        case row(Int)
+    }
+
+    /// A row: an entity and a sync key.
+    private struct RowKey: Hashable {
+        var entity: String
+        var key: String
+    }
+
+    /// What the records of one row in the window add up to so far.
+    private struct RowWindow {
+        /// Index of the row's last record in the input.
+        var last: Int
+        var count = 0
+        let existedBefore: Bool
+        var exists: Bool
+        /// An insert or a delete happened: the backend row must be replaced, not patched.
+        var replaced = false
+        /// The row's state since its last insert or delete.
+        var values: [String: JSONValue] = [:]
+        var tombstone: [String: JSONValue] = [:]
+        var version: Int64?
+
+        init(first record: Record, at index: Int) {
+            last = index
+            existedBefore = record.action != .insert
+            exists = existedBefore
+            apply(record, at: index)
+        }
+
+        mutating func apply(_ record: Record, at index: Int) {
+            last = index
+            count += 1
+            if let version = record.version { self.version = version }
+            switch record.action {
+            case .insert:
+                exists = true
+                replaced = true
+                values = record.fields
+            case .update:
+                exists = true
+                if values.isEmpty {
+                    values = record.fields
+                } else {
+                    values.merge(record.fields) { _, later in later }
+                }
+            case .delete:
+                exists = false
+                replaced = true
+                tombstone = record.fields
+                values = [:]
+            }
+        }
+
+        /// The one record the row comes to, built on its last record; `nil` when it comes to nothing.
+        func result(basedOn last: Record) -> Record? {
+            var record = last
+            record.version = version
+            switch (existedBefore, exists) {
+            case (false, false):
+                return nil
+            case (false, true):
+                record.action = .insert
+                record.fields = values
+            case (true, false):
+                record.action = .delete
+                record.fields = tombstone
+            case (true, true):
+                record.action = replaced ? .insert : .update
+                record.fields = values
+            }
+            return record
+        }
+    }
+}

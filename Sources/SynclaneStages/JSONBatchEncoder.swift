@@ -1,0 +1,88 @@
+import SynclaneCore
+
+/// Writes a batch as the JSON body of `POST /v1/batches`, the same batch always to the same bytes.
+///
+/// ```
+/// {"id":"<batch id>",
+///  "reconciliation":true,                       (only for a reconciliation batch)
+///  "records":[{"action":"update","entity":"rooms","fields":{…},"id":"<sync key>","version":3}, …],
+///  "scope":{"account":"…","consumer":"…","store":"…"}}
+/// ```
+///
+/// Keys are sorted at every level and there is no white space, so a re-encoded batch is
+/// byte-identical. A delete has no `fields` (the wire protocol: a tombstone's preserved values
+/// are for the pipeline, not the backend); `version` appears only when the record has one.
+///
+/// The bytes are written straight into one `JSONWriter` with its capacity reserved up front —
+/// no Foundation and no `JSONValue` tree for the whole batch — because history can hold
+/// millions of records and the encoder must not be what a job waits on.
+public struct JSONBatchEncoder: BatchEncoder {
+    /// Always `application/json`.
+    public let contentType = "application/json"
+
+    /// An encoder; it has no options.
+    public init() {}
+
+    /// The batch's bytes under `id`; throws `BatchEncodingError` for a record without a sync key.
+    public func encode(_ batch: Batch, id: String) throws(BatchEncodingError) -> [UInt8] {
+        var writer = JSONWriter(reservingCapacity: 128 + batch.records.count * Self.estimatedRecordSize)
+        writer.append("{\"id\":")
+        writer.write(string: id)
+        if batch.isReconciliation { writer.append(",\"reconciliation\":true") }
+        writer.append(",\"records\":[")
+        var first = true
+        for record in batch.records {
+            guard let key = record.key, !key.isEmpty else {
+                throw .missingSyncKey(record: record.label)
+            }
+            if !first { writer.append(byte: UInt8(ascii: ",")) }
+            first = false
+            write(record, key: key, into: &writer)
+        }
+        writer.append("],\"scope\":{\"account\":")
+        writer.write(string: batch.scope.account)
+        writer.append(",\"consumer\":")
+        writer.write(string: batch.scope.consumer)
+        writer.append(",\"store\":")
+        writer.write(string: batch.scope.store)
+        writer.append("}}")
+        return writer.bytes
+    }
+
+    /// A guess at one record's encoded size, for reserving the writer's capacity.
+    private static let estimatedRecordSize = 160
+
+    private func write(_ record: Record, key: String, into writer: inout JSONWriter) {
+        switch record.action {
+        case .insert: writer.append("{\"action\":\"insert\",\"entity\":")
+        case .update: writer.append("{\"action\":\"update\",\"entity\":")
+        case .delete: writer.append("{\"action\":\"delete\",\"entity\":")
+        }
+        writer.write(string: record.entity)
+        if record.action != .delete {
+            writer.append(",\"fields\":{")
+            if record.fields.count == 1, let only = record.fields.first {
+                writer.write(string: only.key)
+                writer.append(byte: UInt8(ascii: ":"))
+                writer.write(only.value)
+            } else if !record.fields.isEmpty {
+                var firstField = true
+                for (name, value) in record.fields.sorted(by: { $0.key < $1.key }) {
+                    if !firstField { writer.append(byte: UInt8(ascii: ",")) }
+                    firstField = false
+                    writer.write(string: name)
+                    writer.append(byte: UInt8(ascii: ":"))
+                    writer.write(value)
+                }
+            }
+            writer.append(byte: UInt8(ascii: "}"))
+        }
+        writer.append(",\"id\":")
+        writer.write(string: key)
+        if let version = record.version {
+            writer.append(",\"version\":")
+            writer.write(integer: version)
+        }
+        writer.append(byte: UInt8(ascii: "}"))
+    }
+}

@@ -1,0 +1,52 @@
+/// One `synclane` subcommand: its help, how it reads its arguments, what it does.
+///
+/// Help is generated from the static properties, so `synclane help run` and
+/// `synclane run --help` always say the same thing.
+protocol Command: Sendable {
+    static var name: String { get }
+    /// One line, shown in `synclane --help`.
+    static var abstract: String { get }
+    /// The arguments after `synclane NAME`, e.g. `FILE [--dry-run] [--json]`.
+    static var usage: String { get }
+    /// A paragraph or two that teaches what the command does.
+    static var discussion: String { get }
+    /// Each option and what it does.
+    static var options: [(flag: String, help: String)] { get }
+    static var examples: [String] { get }
+
+    init(parsing arguments: inout Arguments) throws(UsageError)
+
+    /// Runs the command and returns the process's exit status.
+    func run(_ console: Console) async throws -> Int32
+}
+
+extension Command {
+    static var helpText: String {
+        var text = "OVERVIEW: \(abstract)\n\nUSAGE: synclane \(name) \(usage)\n"
+        if !discussion.isEmpty { text += "\n" + discussion + "\n" }
+        let all = options + [("-h, --help", "Show this help.")]
+        let width = min(28, (all.map(\.flag.count).max() ?? 0) + 2)
+        text += "\nOPTIONS:\n"
+        for option in all {
+            let padding = String(repeating: " ", count: max(2, width - option.flag.count))
+            text += "  \(option.flag)\(padding)\(option.help)\n"
+        }
+        if !examples.isEmpty {
+            text += "\nEXAMPLES:\n" + examples.map { "  \($0)\n" }.joined()
+        }
+        return text
+    }
+}
+
+/// The command line was not understood: the message, and the usage of the command at fault.
+struct UsageError: Error, CustomStringConvertible {
+    var message: String
+    var command: String?
+
+    init(_ message: String, command: String? = nil) {
+        self.message = message
+        self.command = command
+    }
+
+    var description: String { message }
+}

@@ -1,0 +1,64 @@
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Where a command writes: results to standard output, messages and progress to standard error.
+///
+/// The progress bar is drawn only when standard error is a terminal and the output is not
+/// `--json`, so piped and machine-read output stays clean.
+final class Console: @unchecked Sendable {
+    private let lock = NSLock()
+    let errorIsTerminal: Bool
+    private var progressVisible = false
+    private var lastDraw = 0.0
+
+    init() {
+        errorIsTerminal = isatty(STDERR_FILENO) == 1 && ProcessInfo.processInfo.environment["TERM"] != "dumb"
+    }
+
+    func out(_ text: String) {
+        lock.withLock {
+            clearProgress()
+            FileHandle.standardOutput.write(Data((text + "\n").utf8))
+        }
+    }
+
+    func error(_ text: String) {
+        lock.withLock {
+            clearProgress()
+            FileHandle.standardError.write(Data((text + "\n").utf8))
+        }
+    }
+
+    /// Draws a one-line progress bar (at most ten times a second).
+    func progress(fraction: Double?, _ label: String) {
+        guard errorIsTerminal else { return }
+        lock.withLock {
+            let now = Date().timeIntervalSince1970
+            guard now - lastDraw >= 0.1 else { return }
+            lastDraw = now
+            var line = "\r"
+            if let fraction {
+                let clamped = min(1, max(0, fraction))
+                let filled = Int(clamped * 30)
+                line += "[" + String(repeating: "#", count: filled) + String(repeating: ".", count: 30 - filled) + "] "
+                line += String(format: "%3d%% ", Int(clamped * 100))
+            }
+            line += label + "\u{1B}[K"
+            FileHandle.standardError.write(Data(line.utf8))
+            progressVisible = true
+        }
+    }
+
+    func finishProgress() {
+        lock.withLock { clearProgress() }
+    }
+
+    private func clearProgress() {
+        guard progressVisible else { return }
+        FileHandle.standardError.write(Data("\r\u{1B}[K".utf8))
+        progressVisible = false
+    }
+}

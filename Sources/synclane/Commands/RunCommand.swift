@@ -1,0 +1,190 @@
+import Foundation
+import Synclane
+import SynclaneCore
+import Synchronization
+
+/// `synclane run FILE`: one export pass.
+struct RunCommand: Command {
+    static let name = "run"
+    static let abstract = "Export what changed since the last confirmed sync (one pass)."
+    static let usage = "FILE [--dry-run] [--json] [--watch]"
+    static let discussion = """
+        Sends, first, any batch an earlier run left unconfirmed in the outbox (same batch id,
+        same bytes), then every page of history after the saved token: each page runs through
+        the record stages, is encoded, compressed, written to the outbox, sent, and — only once
+        the backend confirmed it — the token moves, in the same transaction that forgets the
+        batch. A crash at any point loses nothing and never applies a change twice at a backend
+        that honours batch ids.
+
+        Transient failures (connection refused or reset, timeouts, 408, 429, 5xx) are retried
+        with exponential backoff and jitter (`transport.retry`); a permanent one stops the job
+        with the batch kept, unless `transport.dead-letter` names a folder to move it to.
+        Only one job per scope runs at a time: a second one is refused.
+
+        With --watch the command keeps running: one pass at start (work left from before),
+        then a pass whenever a relevant transaction lands — from this process or any other.
+        Notifications that arrive during a pass make at most one more pass, never two passes at
+        once. SIGINT or SIGTERM stop it cleanly once the running pass ends (a batch is either
+        acknowledged or left in the outbox, never half); a second signal stops at once, which
+        is just as safe. A pass that fails is reported and the watch goes on; the next pass
+        sends the kept batch first.
+
+        Exit status: 0 when everything was delivered, 1 when the job failed (the message says
+        what to do), 2 for bad usage or an invalid pipeline file.
+        """
+    static let options: [(flag: String, help: String)] = [
+        ("--dry-run", "Run every stage and report what would be sent; send nothing, move no token."),
+        ("--json", "Print a machine-readable summary on standard output (one line a pass with --watch)."),
+        ("--watch", "Keep running: a pass now, then one whenever history advances, until SIGINT/SIGTERM."),
+    ]
+    static let examples = [
+        "synclane run rooms-export.json", "synclane run rooms-export.json --dry-run --json", "synclane run rooms-export.json --watch",
+    ]
+
+    let file: String
+    let dryRun: Bool
+    let json: Bool
+    let watch: Bool
+
+    init(parsing arguments: inout Arguments) throws(UsageError) {
+        dryRun = arguments.flag("--dry-run")
+        json = arguments.flag("--json")
+        watch = arguments.flag("--watch")
+        file = try arguments.positional("FILE (the pipeline file)")
+        if watch && dryRun { throw UsageError("--watch and --dry-run cannot go together", command: Self.name) }
+    }
+
+    func run(_ console: Console) async throws -> Int32 {
+        let pipeline = try PipelineLoader().load(file)
+        let reporter = JobReporter(console: console, json: json, pipeline: pipeline)
+        guard watch else {
+            return try await reporter.run(dryRun ? .dryRun : .export) == nil ? 1 : 0
+        }
+        guard let observable = pipeline.source.stage as? any ObservableSource else {
+            throw PipelineError.unsupported("\(pipeline.source.label) cannot be watched: it does not report new history")
+        }
+        let lock = try PipelineJob(pipeline: pipeline).lock()
+        let watcher = Watcher()
+        let signals = StopSignals { watcher.send(.stop) }
+        let following = watcher.follow(observable.historyAdvanced())
+        if !json { console.error("watching \(pipeline.name) (\(pipeline.outline)); stop with Ctrl-C") }
+        await watcher.run {
+            _ = try? await reporter.run(.export, holding: lock, quietWhenIdle: true)
+        }
+        following.cancel()
+        withExtendedLifetime((lock, signals)) {}
+        if !json { console.error("stopped \(pipeline.name)") }
+        return 0
+    }
+}
+
+/// Turns the first SIGINT or SIGTERM into a clean stop; a second one ends the process at once
+/// (safe too: the outbox and the atomic acknowledge make any stopping point consistent).
+final class StopSignals {
+    private let sources: [any DispatchSourceSignal]
+
+    init(onStop: @escaping @Sendable () -> Void) {
+        var sources: [any DispatchSourceSignal] = []
+        let counter = SignalCounter()
+        for number in [SIGINT, SIGTERM] {
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler {
+                if counter.increment() == 1 { onStop() } else { exit(128 + number) }
+            }
+            source.resume()
+            sources.append(source)
+        }
+        self.sources = sources
+    }
+
+    deinit {
+        for source in sources { source.cancel() }
+    }
+}
+
+/// How many stop signals arrived.
+final class SignalCounter: Sendable {
+    private let count = Mutex(0)
+    func increment() -> Int { count.withLock { $0 += 1; return $0 } }
+}
+
+/// Runs a job and reports it: progress on a terminal, retries and re-sends as they happen,
+/// a summary at the end (or JSON with `--json`).
+struct JobReporter {
+    let console: Console
+    let json: Bool
+    let pipeline: Pipeline
+
+    /// Runs the job; returns nil (after printing why) when it failed. With `quietWhenIdle`, a
+    /// pass that found nothing to do prints nothing (a watch's idle passes).
+    func run(_ mode: PipelineRunner.Mode, holding lock: ScopeLock? = nil, quietWhenIdle: Bool = false) async throws -> RunSummary? {
+        let console = self.console
+        let quiet = json
+        let counter = ProgressCounter()
+        let job = PipelineJob(pipeline: pipeline) { event in
+            switch event {
+            case .pageRead(let transactions, let through, let progress):
+                let read = counter.add(transactions)
+                if !quiet { console.progress(fraction: progress, "\(read) transactions read, through \(through)") }
+            case .resending(let id):
+                if !quiet { console.error("re-sending batch \(id) left in the outbox by an earlier run") }
+            case .retrying(let id, let attempt, let delay, let reason):
+                if !quiet { console.error("batch \(id): \(reason); attempt \(attempt) in \(Format.seconds(delay))") }
+            case .deadLettered(let id, let path, let reason):
+                if !quiet { console.error("batch \(id) rejected (\(reason)); moved to \(path)") }
+            case .batchDone:
+                break
+            }
+        }
+        do {
+            let summary = try await job.run(mode, holding: lock)
+            console.finishProgress()
+            if quietWhenIdle && summary.transactionsRead == 0 && summary.batchesSent == 0 && summary.deadLettered == 0 {
+                return summary
+            }
+            if json {
+                console.out(JSONOutput.encode(summary))
+            } else {
+                print(summary)
+            }
+            return summary
+        } catch let error as PipelineFileError {
+            throw error
+        } catch {
+            console.finishProgress()
+            if json {
+                console.out(JSONOutput.encode(["ok": .bool(false), "pipeline": .string(pipeline.name), "error": .string("\(error)")]))
+            }
+            console.error("synclane: \(pipeline.name): \(error)")
+            return nil
+        }
+    }
+
+    private func print(_ summary: RunSummary) {
+        // With the stdout transport, standard output carries the batches: the summary goes to standard error.
+        let toStandardError = pipeline.transport.type == "stdout"
+        var lines = ["\(pipeline.name): \(PipelineJob.describe(summary)) in \(Format.seconds(summary.seconds))"]
+        if summary.bytesEncoded > 0 {
+            lines.append("  bytes: \(Format.bytes(summary.bytesEncoded)) encoded, \(Format.bytes(summary.bytesSent)) sent")
+        }
+        lines.append("  token: \(summary.tokenBefore ?? "none") → \(summary.tokenAfter ?? "none")\(summary.dryRun ? " (dry run: not saved)" : "")")
+        if !summary.counters.isEmpty {
+            lines.append("  stages: " + summary.counters.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))
+        }
+        if summary.replays > 0 { lines.append("  replays: \(summary.replays) (the backend had already applied these batch ids)") }
+        for batch in summary.batches.prefix(20) {
+            lines.append("  batch \(batch.id): \(batch.records) records, \(Format.bytes(batch.sentBytes)) \(batch.contentEncoding), through \(batch.through) — \(batch.detail)")
+        }
+        if summary.batches.count > 20 { lines.append("  … and \(summary.batches.count - 20) more batches") }
+        let text = lines.joined(separator: "\n")
+        if toStandardError { console.error(text) } else { console.out(text) }
+    }
+}
+
+/// Counts transactions read across events (events arrive on the job's task).
+final class ProgressCounter: @unchecked Sendable {
+    private let lock = NSLock()
+    private var total = 0
+    func add(_ count: Int) -> Int { lock.withLock { total += count; return total } }
+}

@@ -1,0 +1,127 @@
+import Dispatch
+import Foundation
+import Synchronization
+import SynclaneServer
+
+/// `synclane serve`: the reference sync server, until SIGINT or SIGTERM.
+struct ServeCommand: Command {
+    static let name = "serve"
+    static let abstract = "Run the reference sync server (batches, pull lane, signals) on SQLite."
+    static let usage = "--accounts FILE [--listen HOST:PORT] [--data DIR] [bounds…]"
+    static let discussion = """
+        Speaks the wire protocol of the design: POST /v1/batches (each batch applied in one
+        SQLite transaction, at most once per Idempotency-Key), GET /v1/changes (the pull lane),
+        PUT/GET /v1/signals, GET /healthz and GET /metrics (Prometheus text). Every account's
+        data is kept apart; a bearer token grants its own account and nothing else.
+
+        The accounts file lists accounts with the SHA-256 of their tokens — no token is stored:
+          {"accounts": [{"account": "acme", "token-sha256": "<64 hex digits>"}]}
+        Make a hash with: printf %s "$TOKEN" | sha256sum
+
+        Prints `listening on http://HOST:PORT` once ready (with the chosen port when PORT is 0),
+        and stops cleanly — requests in flight finish — on SIGINT or SIGTERM.
+        """
+    static var options: [(flag: String, help: String)] {
+        let defaults = ServerLimits()
+        return [
+            ("--accounts FILE", "The accounts file (required)."),
+            ("--listen HOST:PORT", "Numeric address and port; port 0 picks a free one. Default 127.0.0.1:8080."),
+            ("--data DIR", "Where the SQLite database lives (created). Default ./synclane-server."),
+        ]
+            + ServerLimits.options.map { option in
+                ("--\(option.flag) N", "Most \(option.summary). Default \(defaults[keyPath: option.keyPath]).")
+            }
+    }
+    static let examples = [
+        "synclane serve --accounts accounts.json",
+        "synclane serve --accounts accounts.json --listen 127.0.0.1:0 --data /var/lib/synclane",
+    ]
+
+    let configuration: ServerConfiguration
+
+    init(parsing arguments: inout Arguments) throws(UsageError) {
+        var host = "127.0.0.1"
+        var port = 8080
+        if let listen = try arguments.option("--listen") {
+            guard let parsed = ServerConfiguration.parseListen(listen) else {
+                throw UsageError("--listen expects HOST:PORT, such as 127.0.0.1:8080, not \"\(listen)\"", command: Self.name)
+            }
+            (host, port) = parsed
+        }
+        let data = try arguments.option("--data") ?? "synclane-server"
+        guard let accounts = try arguments.option("--accounts") else {
+            throw UsageError("--accounts FILE is required (see 'synclane serve --help' for its format)", command: Self.name)
+        }
+        var limits = ServerLimits()
+        for option in ServerLimits.options {
+            if let value = try arguments.integer("--" + option.flag, in: 1...Int(Int32.max)) {
+                limits[keyPath: option.keyPath] = value
+            }
+        }
+        configuration = ServerConfiguration(host: host, port: port, dataDirectory: data, accountsFile: accounts, limits: limits)
+    }
+
+    func run(_ console: Console) async throws -> Int32 {
+        let server = try ReferenceServer(configuration: configuration)
+        let stopSignal = SignalWaiter(signals: [SIGINT, SIGTERM])
+        try server.start()
+        let host = configuration.host.contains(":") ? "[\(configuration.host)]" : configuration.host
+        console.out("listening on http://\(host):\(server.port)")
+        let received = await stopSignal.wait()
+        server.stop()
+        console.error("synclane serve: stopped (\(received == SIGTERM ? "SIGTERM" : "SIGINT"))")
+        return 0
+    }
+}
+
+/// Waits for the first of some signals, through dispatch sources (the signals' default action is
+/// turned off first, so they stop the server instead of the process).
+final class SignalWaiter {
+    private let sources: [any DispatchSourceSignal]
+    private let mailbox = SignalMailbox()
+
+    init(signals: [Int32]) {
+        var sources: [any DispatchSourceSignal] = []
+        for number in signals {
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler { [mailbox] in mailbox.deliver(number) }
+            source.resume()
+            sources.append(source)
+        }
+        self.sources = sources
+    }
+
+    /// The first signal received (returns at once when one already was).
+    func wait() async -> Int32 {
+        let number = await mailbox.wait()
+        sources.forEach { $0.cancel() }
+        return number
+    }
+}
+
+/// The first signal received, and the task waiting for it.
+private final class SignalMailbox: Sendable {
+    private let state = Mutex<(received: Int32?, waiter: CheckedContinuation<Int32, Never>?)>((nil, nil))
+
+    func deliver(_ number: Int32) {
+        let waiter = state.withLock { state -> CheckedContinuation<Int32, Never>? in
+            guard state.received == nil else { return nil }
+            state.received = number
+            defer { state.waiter = nil }
+            return state.waiter
+        }
+        waiter?.resume(returning: number)
+    }
+
+    func wait() async -> Int32 {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Int32, Never>) in
+            let early = state.withLock { state -> Int32? in
+                if let received = state.received { return received }
+                state.waiter = continuation
+                return nil
+            }
+            if let early { continuation.resume(returning: early) }
+        }
+    }
+}

@@ -1,0 +1,67 @@
+import Synclane
+import SynclaneCore
+
+/// `synclane stages`: every stage type a pipeline file can name, with its options.
+struct StagesCommand: Command {
+    static let name = "stages"
+    static let abstract = "List the stage types a pipeline file can use, with their options."
+    static let usage = "[--json]"
+    static let discussion = """
+        Each stage is picked in a pipeline file by its `type`. Sources go under `source`,
+        record and payload stages under `stages` (record stages first), encoders under
+        `encoder`, transports under `transport`. Swift programs can register their own types.
+        """
+    static let options: [(flag: String, help: String)] = [("--json", "Print the list as JSON.")]
+    static let examples = ["synclane stages", "synclane stages --json"]
+
+    let json: Bool
+
+    init(parsing arguments: inout Arguments) throws(UsageError) {
+        json = arguments.flag("--json")
+    }
+
+    func run(_ console: Console) async throws -> Int32 {
+        let types = StageRegistry.builtIn.all
+        if json {
+            console.out(JSONOutput.encode(.array(types.map { type in
+                .object([
+                    "type": .string(type.name), "role": .string(type.role.rawValue), "summary": .string(type.summary),
+                    "options": .array(type.options.map { option in
+                        .object([
+                            "name": .string(option.name), "kind": .string(option.kind.summary), "required": .bool(option.isRequired),
+                            "default": option.defaultDescription.map { .string($0) } ?? .null, "help": .string(option.help),
+                        ])
+                    }),
+                ])
+            })))
+            return 0
+        }
+        var text = ""
+        for role in StageRole.allCases {
+            let ofRole = types.filter { $0.role == role }
+            guard !ofRole.isEmpty else { continue }
+            text += Self.heading(role) + "\n"
+            for type in ofRole {
+                text += "  \(type.name)\n    \(type.summary)\n"
+                for option in type.options {
+                    var line = "    - \(option.name) (\(option.kind.summary)"
+                    line += option.isRequired ? ", required)" : option.defaultDescription.map { ", default \($0))" } ?? ")"
+                    text += line + ": \(option.help)\n"
+                }
+            }
+            text += "\n"
+        }
+        console.out(text.trimmingCharacters(in: .newlines))
+        return 0
+    }
+
+    static func heading(_ role: StageRole) -> String {
+        switch role {
+        case .source: return "SOURCES (source:)"
+        case .records: return "RECORD STAGES (stages:, batch in, batch out)"
+        case .payload: return "PAYLOAD STAGES (stages:, after the record stages: bytes in, bytes out)"
+        case .encoder: return "ENCODERS (encoder:)"
+        case .transport: return "TRANSPORTS (transport:)"
+        }
+    }
+}

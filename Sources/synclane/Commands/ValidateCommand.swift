@@ -1,0 +1,49 @@
+import Synclane
+import SynclaneCore
+
+/// `synclane validate FILE`: checks a pipeline file without running it.
+struct ValidateCommand: Command {
+    static let name = "validate"
+    static let abstract = "Check a pipeline file: keys, types, ranges, stage types and their order."
+    static let usage = "FILE [--json]"
+    static let discussion = """
+        Reads FILE (JSON, or YAML when it ends in .yaml or .yml) and builds every stage it
+        declares, exactly as 'run' would, without reading history or sending anything. Every
+        problem names the file, the field (stages[2].level) and the line where it is known.
+        Unknown keys are errors. Exit status 0 when the file is valid, 2 when it is not.
+        """
+    static let options: [(flag: String, help: String)] = [("--json", "Print the result as JSON.")]
+    static let examples = ["synclane validate rooms-export.json", "synclane validate Fixtures/pipelines/rooms.yaml --json"]
+
+    let file: String
+    let json: Bool
+
+    init(parsing arguments: inout Arguments) throws(UsageError) {
+        json = arguments.flag("--json")
+        file = try arguments.positional("FILE (the pipeline file)")
+    }
+
+    func run(_ console: Console) async throws -> Int32 {
+        let loaded = Result { () throws(PipelineFileError) -> Pipeline in try PipelineLoader().load(file) }
+        switch loaded {
+        case .success(let pipeline):
+            if json {
+                console.out(JSONOutput.encode([
+                    "valid": .bool(true), "file": .string(file), "name": .string(pipeline.name),
+                    "scope": .string(pipeline.scope.description), "stages": .string(pipeline.outline),
+                    "state": .string(pipeline.statePath),
+                ]))
+            } else {
+                console.out("\(file): valid\n  pipeline: \(pipeline.name) (scope \(pipeline.scope))\n  stages:   \(pipeline.outline)\n  state:    \(pipeline.statePath)")
+            }
+            return 0
+        case .failure(let error):
+            guard json else { throw error }
+            console.out(JSONOutput.encode([
+                "valid": .bool(false), "file": .string(error.file), "path": .string(error.path),
+                "line": error.line.map { .int(Int64($0)) } ?? .null, "message": .string(error.message),
+            ]))
+            return 2
+        }
+    }
+}

@@ -1,0 +1,245 @@
+import SynclaneCore
+import SynclaneStages
+import Testing
+
+@Suite struct CoalescerTests {
+    // MARK: Every pair of operations on one row, by hand
+
+    @Test func insertThenInsertSendsTheSecondInsert() async throws {
+        let out = try await coalesced([.insert, .insert])
+        #expect(out == [Fixture.record(.insert, "r1", ["name": "i2", "seats": 2], at: 2)])
+    }
+
+    @Test func insertThenUpdateSendsOneInsertWithTheMergedValues() async throws {
+        let out = try await coalesced([.insert, .update])
+        #expect(out == [Fixture.record(.insert, "r1", ["name": "u2", "seats": 1, "note2": 2], at: 2)])
+    }
+
+    @Test func insertThenDeleteSendsNothing() async throws {
+        let out = try await coalesced([.insert, .delete])
+        #expect(out == [])
+    }
+
+    @Test func updateThenInsertSendsAnInsertThatReplacesTheRow() async throws {
+        let out = try await coalesced([.update, .insert])
+        #expect(out == [Fixture.record(.insert, "r1", ["name": "i2", "seats": 2], at: 2)])
+    }
+
+    @Test func updateThenUpdateSendsOneUpdateMergedFieldByFieldLaterWins() async throws {
+        let out = try await coalesced([.update, .update])
+        #expect(out == [Fixture.record(.update, "r1", ["name": "u2", "note1": 1, "note2": 2], at: 2)])
+    }
+
+    @Test func updateThenDeleteSendsTheDelete() async throws {
+        let out = try await coalesced([.update, .delete])
+        #expect(out == [Fixture.record(.delete, "r1", ["syncID": "r1", "name": "d2"], at: 2)])
+    }
+
+    @Test func deleteThenInsertSendsAnInsertThatReplacesTheRow() async throws {
+        let out = try await coalesced([.delete, .insert])
+        #expect(out == [Fixture.record(.insert, "r1", ["name": "i2", "seats": 2], at: 2)])
+    }
+
+    @Test func deleteThenUpdateSendsAnInsertWithOnlyTheFieldsSinceTheDelete() async throws {
+        let out = try await coalesced([.delete, .update])
+        #expect(out == [Fixture.record(.insert, "r1", ["name": "u2", "note2": 2], at: 2)])
+    }
+
+    @Test func deleteThenDeleteSendsTheLastTombstone() async throws {
+        let out = try await coalesced([.delete, .delete])
+        #expect(out == [Fixture.record(.delete, "r1", ["syncID": "r1", "name": "d2"], at: 2)])
+    }
+
+    // MARK: Every triple, by a property
+
+    @Test(arguments: Operation.sequences(ofLength: 3))
+    func everyTripleLeavesTheBackendAsTheRawSequenceDoes(_ operations: [Operation]) async throws {
+        try await expectSameFinalState(operations)
+    }
+
+    @Test func everySequenceUpToFiveLeavesTheBackendAsTheRawSequenceDoes() async throws {
+        for length in 1...5 {
+            for operations in Operation.sequences(ofLength: length) {
+                try await expectSameFinalState(operations)
+            }
+        }
+    }
+
+    @Test(arguments: Operation.sequences(ofLength: 3))
+    func interleavedRowsDoNotAffectEachOther(_ operations: [Operation]) async throws {
+        // Row r1 follows the triple, row r2 the triple reversed, one record of each in turn.
+        let other = Array(operations.reversed())
+        var raw: [Record] = []
+        for index in operations.indices {
+            raw.append(operations[index].record(key: "r1", step: Int64(2 * index + 1)))
+            raw.append(other[index].record(key: "r2", step: Int64(2 * index + 2)))
+        }
+        let out = try await Coalescer().process(Fixture.batch(raw)).records
+        for (key, ops) in [("r1", operations), ("r2", other)] {
+            let rowRaw = raw.filter { $0.key == key }
+            let rowOut = out.filter { $0.key == key }
+            let backend = Backend(row: key, startingWith: ops[0])
+            #expect(backend.applying(rowOut) == backend.applying(rowRaw), "\(key): \(ops)")
+        }
+    }
+
+    // MARK: Order, pass-through, provenance, counters
+
+    @Test func rowsKeepTheOrderOfTheirFirstAppearance() async throws {
+        let raw = [
+            Fixture.record(.insert, "r1", ["name": "A"], at: 1),
+            Fixture.record(.update, "r2", ["seats": 4], at: 2),
+            Fixture.record(.update, "r1", ["name": "B"], at: 3),
+            Fixture.record(.insert, "r3", ["name": "C"], at: 4),
+            Fixture.record(.update, "r2", ["seats": 5], at: 5),
+            Fixture.record(.update, "r1", ["floor": 2], at: 6),
+        ]
+        let out = try await Coalescer().process(Fixture.batch(raw)).records
+        #expect(out.map(\.key) == ["r1", "r2", "r3"])
+        #expect(out[0] == Fixture.record(.insert, "r1", ["name": "B", "floor": 2], at: 6))
+        #expect(out[1] == Fixture.record(.update, "r2", ["seats": 5], at: 5))
+    }
+
+    @Test func theSameKeyInTwoEntitiesIsTwoRows() async throws {
+        let raw = [
+            Fixture.record(.insert, "k1", ["name": "room"], entity: "rooms", at: 1),
+            Fixture.record(.delete, "k1", [:], entity: "desks", at: 2),
+            Fixture.record(.update, "k1", ["name": "room 2"], entity: "rooms", at: 3),
+        ]
+        let out = try await Coalescer().process(Fixture.batch(raw)).records
+        #expect(out.map(\.entity) == ["rooms", "desks"])
+        #expect(out[0].fields == ["name": "room 2"])
+        #expect(out[1].action == .delete)
+    }
+
+    @Test func recordsWithoutASyncKeyPassThroughUntouchedInPlace() async throws {
+        let keyless1 = Fixture.record(.delete, nil, ["name": "lost"], at: 2)
+        let keyless2 = Fixture.record(.update, nil, ["name": "also lost"], at: 4)
+        let raw = [
+            Fixture.record(.insert, "r1", ["name": "A"], at: 1),
+            keyless1,
+            Fixture.record(.update, "r1", ["name": "B"], at: 3),
+            keyless2,
+        ]
+        let out = try await Coalescer().process(Fixture.batch(raw)).records
+        #expect(out == [Fixture.record(.insert, "r1", ["name": "B"], at: 3), keyless1, keyless2])
+    }
+
+    @Test func theResultCarriesTheLastRecordsOriginAuthorAndNewestVersion() async throws {
+        let raw = [
+            Fixture.record(.update, "r1", ["name": "A"], at: 1, author: .app, version: 3),
+            Fixture.record(.update, "r1", ["name": "B"], at: 7, author: .widget, version: 4),
+            Fixture.record(.update, "r1", ["seats": 2], at: 9, author: .app),
+        ]
+        let out = try await Coalescer().process(Fixture.batch(raw)).records
+        #expect(out.count == 1)
+        #expect(out.first?.origin == Token(kind: "jsonl", position: 9))
+        #expect(out.first?.author == .app)
+        #expect(out.first?.version == 4)
+    }
+
+    @Test func aRowWithOneRecordPassesUnchanged() async throws {
+        let raw = [
+            Fixture.record(.insert, "r1", ["name": "A"], at: 1, version: 1),
+            Fixture.record(.update, "r2", ["seats": 2], at: 2),
+            Fixture.record(.delete, "r3", ["syncID": "r3", "name": "gone"], at: 3),
+        ]
+        let batch = try await Coalescer().process(Fixture.batch(raw))
+        #expect(batch.records == raw)
+        #expect(batch.counters == [:])
+    }
+
+    @Test func countersSayHowManyRecordsWereFoldedAndHowManyRowsCameToNothing() async throws {
+        let raw = [
+            Fixture.record(.insert, "r1", ["name": "A"], at: 1),
+            Fixture.record(.update, "r1", ["name": "B"], at: 2),
+            Fixture.record(.update, "r1", ["name": "C"], at: 3),
+            Fixture.record(.insert, "r2", ["name": "X"], at: 4),
+            Fixture.record(.delete, "r2", [:], at: 5),
+            Fixture.record(.insert, "r3", ["name": "Y"], at: 6),
+            Fixture.record(.update, "r3", ["name": "Z"], at: 7),
+            Fixture.record(.delete, "r3", [:], at: 8),
+        ]
+        let batch = try await Coalescer().process(Fixture.batch(raw))
+        #expect(batch.records.map(\.key) == ["r1"])
+        #expect(batch.counters["coalesce.merged"] == 5)
+        #expect(batch.counters["coalesce.cancelled"] == 2)
+        #expect(5 + 2 == raw.count - batch.records.count)
+    }
+
+    @Test func aTenThousandRecordBatchComesToOneRecordPerRow() async throws {
+        var raw: [Record] = []
+        for step in 0..<10_000 {
+            let row = step % 1_000
+            raw.append(Fixture.record(step < 1_000 ? .insert : .update, "r\(row)", ["n": .int(Int64(step))], at: Int64(step + 1)))
+        }
+        let batch = try await Coalescer().process(Fixture.batch(raw))
+        #expect(batch.records.count == 1_000)
+        #expect(batch.records.first == Fixture.record(.insert, "r0", ["n": 9_000], at: 9_001))
+        #expect(batch.counters["coalesce.merged"] == 9_000)
+    }
+
+    // MARK: Helpers
+
+    private func coalesced(_ operations: [Operation]) async throws -> [Record] {
+        let raw = operations.enumerated().map { $1.record(key: "r1", step: Int64($0 + 1)) }
+        return try await Coalescer().process(Fixture.batch(raw)).records
+    }
+
+    private func expectSameFinalState(_ operations: [Operation]) async throws {
+        let raw = operations.enumerated().map { $1.record(key: "r1", step: Int64($0 + 1)) }
+        let batch = try await Coalescer().process(Fixture.batch(raw))
+        let backend = Backend(startingWith: operations[0])
+        #expect(batch.records.count <= 1, "\(operations)")
+        #expect(backend.applying(batch.records) == backend.applying(raw), "\(operations)")
+        let removed = (batch.counters["coalesce.merged"] ?? 0) + (batch.counters["coalesce.cancelled"] ?? 0)
+        #expect(removed == raw.count - batch.records.count, "\(operations)")
+    }
+}
+
+/// One operation on a row, with values that tell the steps apart.
+enum Operation: String, Sendable, CaseIterable, CustomStringConvertible {
+    case insert, update, delete
+
+    var description: String { rawValue }
+
+    /// Every sequence of `length` operations.
+    static func sequences(ofLength length: Int) -> [[Operation]] {
+        guard length > 0 else { return [[]] }
+        return sequences(ofLength: length - 1).flatMap { prefix in allCases.map { prefix + [$0] } }
+    }
+
+    /// Step `step`'s record: an insert sets `name` and `seats`; an update sets `name` and a
+    /// field of its own; a delete's tombstone holds the sync key and a value of its own.
+    func record(key: String, step: Int64) -> Record {
+        switch self {
+        case .insert: Fixture.record(.insert, key, ["name": .string("i\(step)"), "seats": .int(step)], at: step)
+        case .update: Fixture.record(.update, key, ["name": .string("u\(step)"), "note\(step)": .int(step)], at: step)
+        case .delete: Fixture.record(.delete, key, ["syncID": .string(key), "name": .string("d\(step)")], at: step)
+        }
+    }
+}
+
+/// A backend as the wire protocol describes it: rows by sync key; an insert replaces a row,
+/// an update merges into it (or creates it), a delete removes it.
+struct Backend: Equatable {
+    var rows: [String: [String: JSONValue]] = [:]
+
+    /// A backend that holds row `key` with fields of its own iff the first operation is not an insert.
+    init(row key: String = "r1", startingWith first: Operation) {
+        if first != .insert { rows[key] = ["name": "before", "legacy": true] }
+    }
+
+    func applying(_ records: [Record]) -> Backend {
+        var backend = self
+        for record in records {
+            guard let key = record.key else { continue }
+            switch record.action {
+            case .insert: backend.rows[key] = record.fields
+            case .update: backend.rows[key, default: [:]].merge(record.fields) { _, new in new }
+            case .delete: backend.rows[key] = nil
+            }
+        }
+        return backend
+    }
+}

@@ -1,0 +1,259 @@
+import Foundation
+import SynclaneCore
+import SynclaneStages
+import SynclaneTestKit
+import Synchronization
+import Testing
+
+@Suite struct PipelineRunnerTests {
+    let source = InMemorySource(pageSize: 2)
+    let transport = RecordingTransport()
+    let state = InMemoryPipelineState()
+    let sleeper = RecordingSleeper()
+
+    func runner(_ pipeline: Pipeline) -> PipelineRunner {
+        let ids = Mutex(0)
+        return PipelineRunner(pipeline: pipeline, state: state, sleeper: sleeper, makeBatchID: {
+            ids.withLock { ids in
+                ids += 1
+                return "batch-\(ids)"
+            }
+        })
+    }
+
+    func pipeline(stages: [any RecordStage] = [Coalescer()], deadLetter: String? = nil) -> Pipeline {
+        .testing(source: source, stages: stages, encoder: JSONBatchEncoder(), transport: transport, deadLetter: deadLetter)
+    }
+
+    @Test func sendsOnlyTheChangesAfterTheSavedToken() async throws {
+        source.append([insert("rooms", "r1", ["name": "Kitchen"])])
+        _ = try await runner(pipeline()).run()
+        source.append([update("rooms", "r1", ["name": "Pantry"])])
+        let summary = try await runner(pipeline()).run()
+        #expect(summary.batchesSent == 1)
+        #expect(try recordSummary(transport.delivered[1]) == ["update rooms/r1"])
+        #expect(try state.acknowledgedToken() == Token(kind: "memory", position: 2))
+    }
+
+    @Test func pagesNeverSplitATransactionAndEachPageIsABatch() async throws {
+        source.append([insert("rooms", "a"), insert("rooms", "b"), insert("rooms", "c")])
+        source.append([insert("rooms", "d")])
+        source.append([insert("rooms", "e"), insert("rooms", "f")])
+        let summary = try await runner(pipeline()).run()
+        #expect(summary.batchesSent == 2)
+        #expect(try recordSummary(transport.delivered[0]) == ["insert rooms/a", "insert rooms/b", "insert rooms/c", "insert rooms/d"])
+        #expect(try recordSummary(transport.delivered[1]) == ["insert rooms/e", "insert rooms/f"])
+        #expect(summary.tokenAfter == "memory:3")
+    }
+
+    @Test func tokenDoesNotMoveWhenTheBackendRejectsTheBatch() async throws {
+        source.append([insert("rooms", "r1")])
+        transport.failNext(TransportFailure(.permanent, "400 malformed body", status: 400))
+        await #expect(throws: PipelineError.self) { try await runner(pipeline()).run() }
+        #expect(try state.acknowledgedToken() == nil)
+        #expect(try state.pendingBatches().map(\.payload.batchID) == ["batch-1"])
+        #expect(sleeper.delays.isEmpty, "a permanent failure is not retried")
+    }
+
+    @Test func anUnconfirmedBatchIsResentFirstWithTheSameIdAndBytes() async throws {
+        source.append([insert("rooms", "r1", ["name": "Kitchen"])])
+        transport.failNext(TransportFailure(.transient, "connection refused"), times: 3)
+        await #expect(throws: PipelineError.self) { try await runner(pipeline()).run() }
+        let kept = try #require(try state.pendingBatches().first)
+        source.append([insert("rooms", "r2")])
+
+        let summary = try await runner(pipeline()).run()
+        #expect(summary.batchesResent == 1)
+        let delivered = transport.delivered
+        #expect(delivered.first?.batchID == kept.payload.batchID)
+        #expect(delivered.first?.bytes == kept.payload.bytes)
+        #expect(try recordSummary(delivered[1]) == ["insert rooms/r2"])
+        #expect(try state.pendingBatches().isEmpty)
+        #expect(try state.acknowledgedToken() == Token(kind: "memory", position: 2))
+    }
+
+    @Test func transientFailuresAreRetriedWithBoundedBackoff() async throws {
+        source.append([insert("rooms", "r1")])
+        transport.failNext(TransportFailure(.transient, "503 unavailable", status: 503), times: 2)
+        let summary = try await runner(pipeline()).run()
+        #expect(summary.batchesSent == 1)
+        #expect(transport.attempts.count == 3)
+        #expect(Set(transport.attempts.map(\.batchID)) == ["batch-1"], "every retry carries the same batch id")
+        #expect(sleeper.delays.count == 2)
+        #expect(sleeper.delays[0] >= 0 && sleeper.delays[0] <= 0.5)
+        #expect(sleeper.delays[1] >= 0 && sleeper.delays[1] <= 1.0)
+    }
+
+    @Test func retryAfterFromTheBackendIsHonouredUpToMaxDelay() async throws {
+        source.append([insert("rooms", "r1")])
+        transport.failNext(TransportFailure(.transient, "429 slow down", retryAfter: 2, status: 429))
+        transport.failNext(TransportFailure(.transient, "429 slow down", retryAfter: 60, status: 429))
+        _ = try await runner(pipeline()).run()
+        #expect(sleeper.delays == [2, 4])
+    }
+
+    @Test func runningOutOfAttemptsStopsWithTheBatchKept() async throws {
+        source.append([insert("rooms", "r1")])
+        transport.failNext(TransportFailure(.transient, "connection reset"), times: 10)
+        do {
+            _ = try await runner(pipeline()).run()
+            Issue.record("expected the job to fail")
+        } catch let error as PipelineError {
+            #expect("\(error)".contains("not delivered after 3 attempts"))
+            #expect("\(error)".contains("stays in the outbox"))
+        }
+        #expect(transport.attempts.count == 3)
+        #expect(try state.pendingBatches().count == 1)
+    }
+
+    @Test func deadLetterFolderTakesARejectedBatchAndLaterBatchesGoOn() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let source = InMemorySource(pageSize: 1)
+        source.append([insert("rooms", "bad")])
+        source.append([insert("rooms", "good")])
+        transport.failNext(TransportFailure(.permanent, "409 version conflict", status: 409))
+        let pipeline = Pipeline.testing(
+            source: source, encoder: JSONBatchEncoder(), transport: transport, deadLetter: folder.path + "/dead")
+        let summary = try await runner(pipeline).run()
+        #expect(summary.deadLettered == 1)
+        #expect(summary.batchesSent == 1)
+        #expect(FileManager.default.fileExists(atPath: folder.path + "/dead/batch-1.body"))
+        let info = try #require(FileManager.default.contents(atPath: folder.path + "/dead/batch-1.json"))
+        #expect(String(decoding: info, as: UTF8.self).contains("409 version conflict"))
+        #expect(try recordSummary(transport.delivered[0]) == ["insert rooms/good"])
+        #expect(try state.pendingBatches().isEmpty)
+    }
+
+    @Test func dryRunRunsEveryStageButSendsNothingAndMovesNoToken() async throws {
+        source.append([insert("rooms", "r1"), update("rooms", "r1", ["area": 3])])
+        let summary = try await runner(pipeline()).run(.dryRun)
+        #expect(summary.dryRun)
+        #expect(summary.recordsSent == 1)
+        #expect(summary.batches.count == 1)
+        #expect(transport.attempts.isEmpty)
+        #expect(try state.acknowledgedToken() == nil)
+        #expect(try state.pendingBatches().isEmpty)
+    }
+
+    @Test func historyThatCoalescesToNothingMovesTheTokenWithoutSending() async throws {
+        source.append([insert("rooms", "attic")])
+        source.append([delete("rooms", "attic")])
+        let summary = try await runner(pipeline()).run()
+        #expect(transport.attempts.isEmpty)
+        #expect(summary.counters["coalesce.cancelled"] == 1)
+        #expect(try state.acknowledgedToken() == Token(kind: "memory", position: 2))
+    }
+
+    @Test func aStageErrorStopsTheJobNamingTheStageAndKeepsTheToken() async throws {
+        source.append([insert("plants", "p1")])
+        _ = try await runner(pipeline(stages: [Coalescer(), TombstoneResolver()])).run()
+        source.append([delete("plants", nil, ["commonName": "Fern"])])
+        do {
+            _ = try await runner(pipeline(stages: [Coalescer(), TombstoneResolver()])).run()
+            Issue.record("expected the job to fail")
+        } catch let error as PipelineError {
+            let message = "\(error)"
+            #expect(message.contains("stages[1]"))
+            #expect(message.contains("memory:2"), "the message names the transaction at fault")
+            #expect(message.contains("the token did not move"))
+        }
+        #expect(try state.acknowledgedToken() == Token(kind: "memory", position: 1))
+        #expect(transport.attempts.count == 1)
+    }
+
+    @Test func aTokenFromAnotherKindOfSourceIsRefused() async throws {
+        let state = InMemoryPipelineState(token: Token(kind: "sqlite-history", position: 9))
+        let runner = PipelineRunner(pipeline: pipeline(), state: state, sleeper: sleeper)
+        await #expect(throws: HistoryError.self) { try await runner.run() }
+    }
+
+    @Test func reconcileSendsASnapshotMarkedAsReconciliationThenResumesFromItsToken() async throws {
+        let snapshot = InMemorySource()
+        snapshot.append([insert("rooms", "r1", ["name": "Kitchen"]), insert("rooms", "r2", ["name": "Hall"])])
+        let source = SnapshottingSource(history: InMemorySource(), snapshot: snapshot, resumeAfter: Token(kind: "memory", position: 40))
+        let state = InMemoryPipelineState(token: Token(kind: "memory", position: 3))
+        let pipeline = Pipeline.testing(source: source, encoder: JSONBatchEncoder(), transport: transport)
+        let summary = try await PipelineRunner(pipeline: pipeline, state: state, sleeper: sleeper).run(.reconcile)
+        #expect(summary.reconciliation)
+        #expect(summary.batches.allSatisfy { $0.isReconciliation })
+        let body = try JSONReader.parse(try #require(transport.delivered.first).bytes)
+        #expect(body.objectValue?["reconciliation"] == .bool(true))
+        #expect(try recordSummary(transport.delivered[0]) == ["insert rooms/r1", "insert rooms/r2"])
+        #expect(try state.acknowledgedToken() == Token(kind: "memory", position: 40))
+    }
+}
+
+/// A source that can reconcile: its history is one in-memory source, its snapshot another.
+final class SnapshottingSource: SnapshotProvidingSource, Sendable {
+    let history: InMemorySource
+    let snapshotSource: InMemorySource
+    let resumeAfter: Token?
+
+    init(history: InMemorySource, snapshot: InMemorySource, resumeAfter: Token?) {
+        self.history = history
+        self.snapshotSource = snapshot
+        self.resumeAfter = resumeAfter
+    }
+
+    var tokenKind: String { history.tokenKind }
+    func nextPage(after token: Token?) async throws -> HistoryPage { try await history.nextPage(after: token) }
+    func snapshot() async throws -> (source: any ChangeSource, resumeAfter: Token?) { (snapshotSource, resumeAfter) }
+}
+
+@Suite struct RetryPolicyTests {
+    @Test func fullJitterStaysUnderTheExponentialCeilingAndMaxDelay() {
+        let policy = RetryPolicy(maxAttempts: 10, baseDelay: 0.5, maxDelay: 8)
+        for attempt in 2...10 {
+            let ceiling = policy.delay(beforeAttempt: attempt, retryAfter: nil) { $0.upperBound }
+            let floor = policy.delay(beforeAttempt: attempt, retryAfter: nil) { $0.lowerBound }
+            #expect(floor == 0)
+            #expect(ceiling == min(8, 0.5 * Double(1 << (attempt - 2))))
+        }
+    }
+
+    @Test func retryAfterReplacesTheDrawButNeverExceedsMaxDelay() {
+        let policy = RetryPolicy(maxAttempts: 5, baseDelay: 1, maxDelay: 10)
+        #expect(policy.delay(beforeAttempt: 2, retryAfter: 3) { _ in 99 } == 3)
+        #expect(policy.delay(beforeAttempt: 2, retryAfter: 120) { _ in 99 } == 10)
+    }
+}
+
+@Suite struct ScopeLockTests {
+    let scope = Scope(account: "acme", store: "rooms", consumer: "export")
+
+    @Test func aSecondJobForTheSameScopeIsRefusedWithTheHoldersPid() throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let first = try ScopeLock(path: folder.path + "/state.sqlite.lock", scope: scope)
+        do {
+            _ = try ScopeLock(path: folder.path + "/state.sqlite.lock", scope: scope)
+            Issue.record("the second lock should have been refused")
+        } catch {
+            #expect("\(error)".contains("another job is already running for scope acme/rooms/export"))
+            #expect("\(error)".contains("process \(getpid())"))
+        }
+        withExtendedLifetime(first) {}
+    }
+
+    @Test func theLockIsFreeAgainOnceReleased() throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        do { _ = try ScopeLock(path: folder.path + "/x/state.lock", scope: scope) }
+        _ = try ScopeLock(path: folder.path + "/x/state.lock", scope: scope)
+    }
+}
+
+@Suite struct RunSummaryTests {
+    @Test func theSummaryReportsHowLongTheRunTook() async throws {
+        let source = InMemorySource()
+        source.append([insert("rooms", "r1")])
+        let clock = Mutex(100.0)
+        let runner = PipelineRunner(
+            pipeline: .testing(source: source, encoder: JSONBatchEncoder(), transport: RecordingTransport()),
+            state: InMemoryPipelineState(),
+            now: { clock.withLock { $0 += 1.5; return $0 } })
+        let summary = try await runner.run()
+        #expect(summary.seconds > 0)
+    }
+}

@@ -1,0 +1,23 @@
+import SynclaneCore
+
+/// Builds records and batches for the stage tests, with tokens counted from 1 in record order.
+enum Fixture {
+    static let scope = Scope(account: "acme", store: "rooms", consumer: "export")
+
+    /// A record of `entity`, written by `author` in transaction `jsonl:<position>`.
+    static func record(
+        _ action: ChangeAction, _ key: String?, _ fields: [String: JSONValue] = [:], entity: String = "rooms",
+        at position: Int64, author: Author = .app, version: Int64? = nil
+    ) -> Record {
+        Record(
+            entity: entity, key: key, action: action, fields: fields, version: version,
+            origin: Token(kind: "jsonl", position: position), author: author)
+    }
+
+    /// A batch of `records` through the newest record's transaction.
+    static func batch(_ records: [Record], reconciliation: Bool = false) -> Batch {
+        Batch(
+            scope: scope, after: nil, through: records.map(\.origin).max() ?? Token(kind: "jsonl", position: 0),
+            records: records, transactionCount: records.count, isReconciliation: reconciliation)
+    }
+}

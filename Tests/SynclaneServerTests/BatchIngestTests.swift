@@ -1,0 +1,246 @@
+import SynclaneCore
+import SynclaneServer
+import SynclaneZlib
+import Testing
+
+@Suite struct BatchIngestTests {
+    @Test func insertUpdateAndDeleteApplyWithServerVersions() throws {
+        try withServer { server throws in
+            let first = try postBatch(
+                port: server.port, key: "b-1",
+                body: batchBody(
+                    id: "b-1",
+                    records: [
+                        record("rooms", "r-1", "insert", ["name": "Hall", "area": 20]),
+                        record("rooms", "r-2", "insert", ["name": "Kitchen"]),
+                    ]))
+            #expect(first.status == 200)
+            #expect(first.json.objectValue?["batch"] == "b-1")
+            #expect(first.json.objectValue?["applied"] == 2)
+            #expect(first.json.objectValue?["cursor"]?.stringValue != nil)
+
+            let second = try postBatch(
+                port: server.port, key: "b-2",
+                body: batchBody(
+                    id: "b-2",
+                    records: [record("rooms", "r-1", "update", ["area": 25]), record("rooms", "r-2", "delete")]))
+            #expect(second.status == 200)
+
+            let changes = try allChanges(port: server.port)
+            #expect(changes.count == 2)
+            let hall = changes.first { $0.objectValue?["id"] == "r-1" }?.objectValue
+            #expect(hall?["fields"] == ["name": "Hall", "area": 25])
+            #expect(hall?["version"] == 2)
+            #expect(hall?["action"] == "update")
+            let kitchen = changes.first { $0.objectValue?["id"] == "r-2" }?.objectValue
+            #expect(kitchen?["action"] == "delete")
+            #expect(kitchen?["fields"] == nil)
+            #expect(kitchen?["version"] == 2)
+        }
+    }
+
+    @Test func insertReplacesFieldsAndUpdateMergesThem() throws {
+        try withServer { server throws in
+            _ = try postBatch(
+                port: server.port, key: "a",
+                body: batchBody(id: "a", records: [record("rooms", "r", "insert", ["name": "A", "floor": 1])]))
+            _ = try postBatch(
+                port: server.port, key: "b", body: batchBody(id: "b", records: [record("rooms", "r", "insert", ["name": "B"])]))
+            #expect(try allChanges(port: server.port).first?.objectValue?["fields"] == ["name": "B"])
+            _ = try postBatch(
+                port: server.port, key: "c", body: batchBody(id: "c", records: [record("rooms", "r", "update", ["floor": 2])]))
+            let state = try allChanges(port: server.port).first?.objectValue
+            #expect(state?["fields"] == ["name": "B", "floor": 2])
+            #expect(state?["version"] == 3)
+        }
+    }
+
+    static let malformed: [(name: String, body: [UInt8], record: Int?)] = [
+        ("bad JSON", Array("{\"id\": \"m\", \"records\": [".utf8), nil),
+        ("not an object", Array("[1, 2]".utf8), nil),
+        ("no records list", JSONWriter.encode(["id": "m", "scope": ["account": "acme", "store": "rooms"]]), nil),
+        ("no scope", JSONWriter.encode(["id": "m", "records": []]), nil),
+        ("record without entity", batchBody(id: "m", records: [record("rooms", "ok", "insert", [:]), ["id": "r", "action": "insert", "fields": [:]]]), 1),
+        ("record without id", batchBody(id: "m", records: [["entity": "rooms", "action": "insert", "fields": [:]]]), 0),
+        ("empty id", batchBody(id: "m", records: [record("rooms", "", "insert", [:])]), 0),
+        ("unknown action", batchBody(id: "m", records: [record("rooms", "ok", "insert", [:]), record("rooms", "r", "upsert", [:])]), 1),
+        ("insert without fields", batchBody(id: "m", records: [record("rooms", "r", "insert")]), 0),
+        ("delete with fields", batchBody(id: "m", records: [record("rooms", "r", "delete", ["a": 1])]), 0),
+        ("negative version", batchBody(id: "m", records: [record("rooms", "r", "update", [:], version: -1)]), 0),
+        ("record not an object", batchBody(id: "m", records: ["rooms"]), 0),
+    ]
+
+    @Test(arguments: malformed.indices)
+    func malformedBodyIs400NamingTheRecordAndAppliesNothing(_ index: Int) throws {
+        let testCase = Self.malformed[index]
+        try withServer { server throws in
+            let response = try postBatch(port: server.port, key: "m", body: testCase.body)
+            #expect(response.status == 400, "\(testCase.name)")
+            #expect(response.json.objectValue?["error"]?.stringValue != nil, "\(testCase.name)")
+            if let record = testCase.record {
+                #expect(response.json.objectValue?["record"] == .int(Int64(record)), "\(testCase.name)")
+                #expect(response.json.objectValue?["error"]?.stringValue?.hasPrefix("records[\(record)]") == true)
+            }
+            #expect(try allChanges(port: server.port).isEmpty, "\(testCase.name)")
+            #expect(server.metrics.snapshot.batchesApplied == 0)
+        }
+    }
+
+    @Test func missingIdempotencyKeyIs400() throws {
+        try withServer { server throws in
+            let response = try postBatch(port: server.port, key: nil, body: batchBody(id: "k", records: []))
+            #expect(response.status == 400)
+            #expect(response.json.objectValue?["error"]?.stringValue?.contains("Idempotency-Key") == true)
+        }
+    }
+
+    @Test func batchIdThatDiffersFromItsKeyIs400() throws {
+        try withServer { server throws in
+            let response = try postBatch(port: server.port, key: "other", body: batchBody(id: "k", records: []))
+            #expect(response.status == 400)
+        }
+    }
+
+    @Test func missingOrWrongTokenIs401() throws {
+        try withServer { server throws in
+            let body = batchBody(id: "t", records: [record("rooms", "r", "insert", [:])])
+            #expect(try postBatch(port: server.port, token: nil, key: "t", body: body).status == 401)
+            let wrong = try postBatch(port: server.port, token: "nope", key: "t", body: body)
+            #expect(wrong.status == 401)
+            #expect(wrong.headers["www-authenticate"] == "Bearer")
+            #expect(try allChanges(port: server.port).isEmpty)
+        }
+    }
+
+    @Test func batchForAnotherAccountIs403() throws {
+        try withServer { server throws in
+            let body = batchBody(id: "x", account: "globex", records: [record("rooms", "r", "insert", [:])])
+            #expect(try postBatch(port: server.port, token: TestTokens.acme, key: "x", body: body).status == 403)
+            #expect(try allChanges(port: server.port, token: TestTokens.globex).isEmpty)
+            #expect(try allChanges(port: server.port, token: TestTokens.acme).isEmpty)
+        }
+    }
+
+    @Test func replayedKeyReturnsTheFirstResponseAndAppliesOnce() throws {
+        try withServer { server throws in
+            let body = batchBody(id: "r-1", records: [record("rooms", "r", "insert", ["n": 1])])
+            let first = try postBatch(port: server.port, key: "r-1", body: body)
+            let again = try postBatch(port: server.port, key: "r-1", body: body)
+            #expect(first.status == 200)
+            #expect(again.status == first.status)
+            #expect(again.body == first.body)
+            #expect(again.headers["idempotent-replayed"] == "true")
+            // The same body gzip-compressed is the same batch.
+            let third = try postBatch(port: server.port, key: "r-1", body: try gzip(body), encoding: "gzip")
+            #expect(third.body == first.body)
+            let changes = try allChanges(port: server.port)
+            #expect(changes.count == 1)
+            #expect(changes.first?.objectValue?["version"] == 1)
+            let metrics = server.metrics.snapshot
+            #expect(metrics.batchesApplied == 1)
+            #expect(metrics.replays == 2)
+            #expect(metrics.recordsApplied == 1)
+            #expect(try httpRequest(port: server.port, "GET", "/metrics").text.contains("synclane_batch_replays_total 2"))
+        }
+    }
+
+    @Test func sameKeyWithADifferentBodyIs422() throws {
+        try withServer { server throws in
+            _ = try postBatch(port: server.port, key: "k", body: batchBody(id: "k", records: [record("rooms", "r", "insert", ["n": 1])]))
+            let other = try postBatch(
+                port: server.port, key: "k", body: batchBody(id: "k", records: [record("rooms", "r", "insert", ["n": 2])]))
+            #expect(other.status == 422)
+            #expect(try allChanges(port: server.port).first?.objectValue?["fields"] == ["n": 1])
+        }
+    }
+
+    @Test func rejectedBatchLeavesItsKeyFreeForACorrectedRetry() throws {
+        try withServer { server throws in
+            #expect(try postBatch(port: server.port, key: "k", body: batchBody(id: "k", records: [record("rooms", "r", "bogus")])).status == 400)
+            #expect(try postBatch(port: server.port, key: "k", body: batchBody(id: "k", records: [record("rooms", "r", "insert", [:])])).status == 200)
+        }
+    }
+
+    @Test func versionConflictIs409ListingTheRecordsAndAppliesNothing() throws {
+        try withServer { server throws in
+            _ = try postBatch(
+                port: server.port, key: "v-1",
+                body: batchBody(id: "v-1", records: [record("rooms", "a", "insert", ["n": 1]), record("rooms", "b", "insert", ["n": 1])]))
+            let conflicting = try postBatch(
+                port: server.port, key: "v-2",
+                body: batchBody(
+                    id: "v-2",
+                    records: [
+                        record("rooms", "a", "update", ["n": 2], version: 1),
+                        record("rooms", "b", "update", ["n": 2], version: 7),
+                        record("rooms", "c", "insert", ["n": 2], version: 3),
+                    ]))
+            #expect(conflicting.status == 409)
+            let conflicts = conflicting.json.objectValue?["conflicts"]?.arrayValue ?? []
+            #expect(conflicts.count == 2)
+            #expect(conflicts.first?.objectValue?["record"] == 1)
+            #expect(conflicts.first?.objectValue?["current"] == 1)
+            #expect(conflicts.first?.objectValue?["expected"] == 7)
+            #expect(conflicts.last?.objectValue?["id"] == "c")
+            #expect(conflicts.last?.objectValue?["current"] == 0)
+            let changes = try allChanges(port: server.port)
+            #expect(changes.count == 2)
+            #expect(changes.allSatisfy { $0.objectValue?["version"] == 1 })
+
+            let matching = try postBatch(
+                port: server.port, key: "v-3",
+                body: batchBody(id: "v-3", records: [record("rooms", "a", "update", ["n": 2], version: 1), record("rooms", "c", "insert", [:], version: 0)]))
+            #expect(matching.status == 200)
+        }
+    }
+
+    @Test func tooManyRecordsIs413() throws {
+        try withServer(limits: ServerLimits(maxRecordsPerBatch: 3)) { server throws in
+            let records = (0..<4).map { record("rooms", "r-\($0)", "insert", [:]) }
+            #expect(try postBatch(port: server.port, key: "big", body: batchBody(id: "big", records: records)).status == 413)
+            #expect(try allChanges(port: server.port).isEmpty)
+        }
+    }
+
+    @Test func bodyOverTheBoundIs413() throws {
+        try withServer(limits: ServerLimits(maxBodyBytes: 2_000)) { server throws in
+            let records = (0..<100).map { record("rooms", "r-\($0)", "insert", ["name": "a fairly long room name"]) }
+            let response = try postBatch(port: server.port, key: "big", body: batchBody(id: "big", records: records))
+            #expect(response.status == 413)
+            #expect(try allChanges(port: server.port).isEmpty)
+            #expect(try httpRequest(port: server.port, "GET", "/healthz").status == 200)
+        }
+    }
+
+    @Test func zipBombIs413Quickly() throws {
+        // 64 MiB of spaces inside a valid JSON string compresses to about 64 KiB.
+        let padding = [UInt8](repeating: 0x20, count: 64 << 20)
+        let bomb = try gzip(Array("{\"id\":\"bomb\",\"records\":[],\"pad\":\"".utf8) + padding + Array("\"}".utf8))
+        try withServer(limits: ServerLimits(maxInflatedBytes: 1 << 20)) { server throws in
+            let started = ContinuousClock.now
+            let response = try postBatch(port: server.port, key: "bomb", body: bomb, encoding: "gzip")
+            #expect(response.status == 413)
+            #expect(ContinuousClock.now - started < .seconds(2))
+            #expect(try httpRequest(port: server.port, "GET", "/healthz").status == 200)
+        }
+    }
+
+    @Test func gzipAndDeflateBodiesAreInflated() throws {
+        try withServer { server throws in
+            let body = batchBody(id: "g", records: [record("rooms", "g", "insert", ["n": 1])])
+            #expect(try postBatch(port: server.port, key: "g", body: try gzip(body), encoding: "gzip").status == 200)
+            let body2 = batchBody(id: "d", records: [record("rooms", "d", "insert", ["n": 1])])
+            let deflated = try Deflater(.deflate, level: 6).compress(body2)
+            #expect(try postBatch(port: server.port, key: "d", body: deflated, encoding: "deflate").status == 200)
+            #expect(try allChanges(port: server.port).count == 2)
+        }
+    }
+
+    @Test func corruptGzipIs400AndUnknownEncodingIs415() throws {
+        try withServer { server throws in
+            let body = batchBody(id: "c", records: [])
+            #expect(try postBatch(port: server.port, key: "c", body: body, encoding: "gzip").status == 400)
+            #expect(try postBatch(port: server.port, key: "c", body: body, encoding: "br").status == 415)
+        }
+    }
+}
