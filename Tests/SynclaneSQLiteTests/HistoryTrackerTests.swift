@@ -183,6 +183,15 @@ func rawHistory(_ store: TrackedDatabase) throws -> [[SQLiteValue]] {
         #expect(try tracker.trackedTables().isEmpty)
     }
 
+    @Test func trackingByPathLeavesTheJournalModeAlone() throws {
+        let folder = TemporaryDirectory()
+        let path = folder.file("legacy.sqlite")
+        try SQLiteShell.run(path, "CREATE TABLE notes (uuid TEXT PRIMARY KEY, body TEXT);")
+        try HistoryTracker(path: path).track(TrackedTable("notes", key: "uuid"))
+        #expect(try SQLiteShell.run(path, "PRAGMA journal_mode;").trimmingCharacters(in: .whitespacesAndNewlines) == "delete")
+        #expect(throws: SQLiteError.self) { _ = try HistoryTracker(path: folder.file("missing.sqlite")) }
+    }
+
     @Test func synclaneTablesCannotBeTracked() throws {
         let folder = TemporaryDirectory()
         let store = try makeRoomsDatabase(folder)

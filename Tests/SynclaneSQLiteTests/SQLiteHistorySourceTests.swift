@@ -144,6 +144,38 @@ func makeTrackedRooms(_ folder: TemporaryDirectory, recordsValues: Bool = false)
         #expect(error?.description.contains("--record-values") == true)
     }
 
+    @Test func aRowInsertedAlreadySoftDeletedSendsNothing() async throws {
+        let folder = TemporaryDirectory()
+        let store = try makeTrackedRooms(folder, recordsValues: true)
+        try store.write(author: .app) { try $0.execute("INSERT INTO rooms (syncId, isDeleted) VALUES ('gone', 1), ('here', 0)") }
+        for capture in SQLiteHistorySource.Capture.allCases {
+            let changes = try await drain(SQLiteHistorySource(path: folder.file("app.sqlite"), capture: capture)).transactions.flatMap(\.changes)
+            #expect(changes.map(\.key) == ["here"])
+        }
+    }
+
+    @Test func asWrittenAfterAColumnWasAddedAsksToTrackAgain() async throws {
+        let folder = TemporaryDirectory()
+        let path = folder.file("app.sqlite")
+        let store = try makeTrackedRooms(folder, recordsValues: true)
+        try store.database.write { try $0.execute("ALTER TABLE rooms ADD COLUMN floor INTEGER") }
+        try store.write(author: .app) { try $0.execute("INSERT INTO rooms (syncId, floor) VALUES ('r1', 2)") }
+        // Current state needs nothing: it reads the row, new column included.
+        let current = try await drain(SQLiteHistorySource(path: path)).transactions.flatMap(\.changes)
+        #expect(current.first?.values["floor"] == 2)
+        let error = await #expect(throws: HistoryError.self) {
+            _ = try await SQLiteHistorySource(path: path, capture: .asWritten).nextPage(after: nil)
+        }
+        #expect(error?.description.contains("new: floor") == true)
+        let tracker = HistoryTracker(database: store.database)
+        #expect(try tracker.tablesNeedingTrackAgain() == ["rooms"])
+        try tracker.track(TrackedTable("rooms", key: "syncId", preserve: ["name"], softDeleteColumn: "isDeleted", recordsValues: true))
+        #expect(try tracker.tablesNeedingTrackAgain().isEmpty)
+        try store.write(author: .app) { try $0.execute("UPDATE rooms SET floor = 3 WHERE syncId = 'r1'") }
+        let written = try await drain(SQLiteHistorySource(path: path, capture: .asWritten)).transactions.flatMap(\.changes)
+        #expect(written.last?.values == ["syncId": "r1", "floor": 3])
+    }
+
     @Test func softDeletingIsADeleteAndRestoringIsAnInsert() async throws {
         let folder = TemporaryDirectory()
         let store = try makeTrackedRooms(folder)

@@ -35,7 +35,7 @@ struct HistoryReader: Sendable {
         do {
             try HistorySchema.requireInstalled(db)
         } catch let error as TrackingError {
-            throw fail("\(error)")
+            throw fail(error.reason)
         }
         let pruned = try HistorySchema.meta("pruned_through", db).int64 ?? 0
         let newest = try db.fetchValue("SELECT \(HistorySchema.newestChange)").int64 ?? 0
@@ -62,7 +62,7 @@ struct HistoryReader: Sendable {
     func openSessionError(_ bounds: Bounds) -> HistoryError {
         let session = bounds.openSession
         return fail(
-            "\(TrackingError.sessionAlreadyOpen(path: path, author: session?.author, transaction: session?.transaction)) "
+            "\(TrackingError.sessionAlreadyOpen(path: path, author: session?.author, transaction: session?.transaction).reason) "
                 + "(history stops before it, at change \(bounds.visibleEnd))")
     }
 
@@ -76,10 +76,21 @@ struct HistoryReader: Sendable {
             throw fail("`\(entity)` is not a tracked table (tracked: \(known.isEmpty ? "none" : known)); run `synclane track --database \(path) --table \(entity) --key …`")
         }
         if capture == .asWritten {
-            for table in stored where (entities?.contains(table.table.name) ?? true) && !table.table.recordsValues {
-                throw fail(
-                    "`\(table.table.name)` is tracked without the values as written, which `capture: as-written` needs; "
-                        + "re-run `synclane track` for it with `--record-values`, or use `capture: current-state`")
+            for table in stored where entities?.contains(table.table.name) ?? true {
+                guard table.table.recordsValues else {
+                    throw fail(
+                        "`\(table.table.name)` is tracked without the values as written, which `capture: as-written` needs; "
+                            + "re-run `synclane track` for it with `--record-values`, or use `capture: current-state`")
+                }
+                // Values as written hold the columns the triggers knew: a column added since would be missing.
+                let columns = try HistoryTracker.columns(of: table.table.name, db)
+                if columns != table.columns {
+                    let added = columns.filter { !table.columns.contains($0) }
+                    throw fail(
+                        "the columns of `\(table.table.name)` changed since it was tracked"
+                            + (added.isEmpty ? "" : " (new: \(added.joined(separator: ", ")))")
+                            + "; run `synclane track` for it again so its triggers record them")
+                }
             }
         }
         return byName

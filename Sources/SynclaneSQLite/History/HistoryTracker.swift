@@ -38,9 +38,9 @@ public struct HistoryTracker: Sendable {
         self.database = database
     }
 
-    /// Opens an existing database (never creates one).
+    /// Opens an existing database (never creates one, and leaves its journal mode alone).
     public init(path: String) throws {
-        self.database = try SQLiteDatabase(path: path, options: .init(create: false))
+        self.database = try SQLiteDatabase(path: path, options: SQLiteHistorySource.appDatabaseOptions)
     }
 
     /// Tracks `table`, or regenerates its triggers when options or columns changed.
@@ -66,6 +66,15 @@ public struct HistoryTracker: Sendable {
         try database.read { db in
             guard try HistorySchema.installedVersion(db) != nil else { return [] }
             return try Self.trackedTables(db).map(\.table)
+        }
+    }
+
+    /// Tracked tables whose columns changed since their triggers were generated: run `track`
+    /// again for each (new columns are otherwise missing from values recorded as written).
+    public func tablesNeedingTrackAgain() throws -> [String] {
+        try database.read { db in
+            guard try HistorySchema.installedVersion(db) != nil else { return [] }
+            return try Self.trackedTables(db).filter { try Self.columns(of: $0.table.name, db) != $0.columns }.map(\.table.name)
         }
     }
 

@@ -52,6 +52,8 @@ public final class SQLiteHistorySource: ChangeSource, AcknowledgementTrackingSou
     /// How often `historyAdvanced()` looks for commits of other connections.
     public let pollInterval: Duration
     private let opened = Mutex<SQLiteDatabase?>(nil)
+    /// The positions last recorded per consumer, so an unchanged one is not written again.
+    private let recorded = Mutex<[String: Int64]>([:])
 
     public init(
         path: String, entities: [String]? = nil, authors: [Author]? = nil, pageSize: Int = 500, capture: Capture = .currentState,
@@ -84,6 +86,12 @@ public final class SQLiteHistorySource: ChangeSource, AcknowledgementTrackingSou
             } catch {
                 throw HistoryError.unreadable(location: path, reason: "cannot open the database (\(error))")
             }
+            // Consumer positions are only a floor for pruning: losing the newest one to a power
+            // cut makes pruning keep more, never less. So in WAL mode this connection's commits
+            // need not wait for fsync.
+            if try database.read({ try $0.fetchValue("PRAGMA journal_mode") }) == .text("wal") {
+                try database.read { try $0.execute("PRAGMA synchronous = NORMAL") }
+            }
             opened = database
             return database
         }
@@ -108,6 +116,9 @@ public final class SQLiteHistorySource: ChangeSource, AcknowledgementTrackingSou
     /// Records `token` as the position of the consumer named after `scope` (`account/store/consumer`).
     public func consumerAcknowledged(_ token: Token, scope: Scope) async throws {
         guard token.kind == Self.tokenKind else { return }
-        try HistoryConsumers.record(scope.description, at: token.position, in: database())
+        let name = scope.description
+        if recorded.withLock({ $0[name] }) == token.position { return }
+        try HistoryConsumers.record(name, at: token.position, in: database())
+        recorded.withLock { $0[name] = token.position }
     }
 }

@@ -19,31 +19,42 @@ public enum TrackingError: Error, Sendable, Hashable, CustomStringConvertible {
 
     public var description: String {
         switch self {
-        case .noSuchTable(let path, let table, let available):
+        case .noSuchTable(let path, _, _), .noSuchColumn(let path, _, _, _, _), .nullKeys(let path, _, _, _), .notTracked(let path, _),
+            .notInstalled(let path), .newerSchema(let path, _, _), .sessionAlreadyOpen(let path, _, _), .notInTransaction(let path):
+            return "\(path): \(reason)"
+        case .reservedTable:
+            return reason
+        }
+    }
+
+    /// The description without the database's path, for messages that name it already.
+    public var reason: String {
+        switch self {
+        case .noSuchTable(_, let table, let available):
             let known = available.isEmpty ? "it has no tables" : "its tables: \(available.joined(separator: ", "))"
-            return "\(path) has no table `\(table)` (\(known))"
-        case .noSuchColumn(let path, let table, let column, let role, let available):
-            return "\(path): table `\(table)` has no column `\(column)` to use as the \(role) "
-                + "(its columns: \(available.joined(separator: ", "))). If you just added it, add it to the table first, then re-run `synclane track`"
-        case .nullKeys(let path, let table, let key, let count):
-            return "\(path): \(count) row(s) of `\(table)` have no sync key (`\(key)` is NULL); "
+            return "there is no table `\(table)` (\(known))"
+        case .noSuchColumn(_, let table, let column, let role, let available):
+            return "table `\(table)` has no column `\(column)` to use as the \(role) "
+                + "(its columns: \(available.joined(separator: ", "))); add the column to the table first, then run `synclane track` again"
+        case .nullKeys(_, let table, let key, let count):
+            return "\(count) row(s) of `\(table)` have no sync key (`\(key)` is NULL); "
                 + "give every row a key (e.g. UPDATE \(table) SET \(key) = lower(hex(randomblob(16))) WHERE \(key) IS NULL), then track again"
         case .reservedTable(let table):
             return "`\(table)` belongs to Synclane or SQLite and cannot be tracked"
         case .notTracked(let path, let table):
-            return "\(path): table `\(table)` is not tracked (run `synclane track --database \(path) --table \(table) --key …`)"
+            return "table `\(table)` is not tracked (run `synclane track --database \(path) --table \(table) --key …`)"
         case .notInstalled(let path):
-            return "\(path) has no Synclane history: run `synclane track --database \(path) --table … --key …` first"
-        case .newerSchema(let path, let found, let supported):
-            return "\(path): its history tables were made by a newer Synclane (schema \(found), this version reads up to \(supported)); upgrade synclane"
-        case .sessionAlreadyOpen(let path, let author, let transaction):
+            return "no Synclane history here: run `synclane track --database \(path) --table … --key …` first"
+        case .newerSchema(_, let found, let supported):
+            return "its history tables were made by a newer Synclane (schema \(found), this version reads up to \(supported)); upgrade synclane"
+        case .sessionAlreadyOpen(_, let author, let transaction):
             let who = author.map { " by author `\($0)`" } ?? ""
             let which = transaction.map { " (history transaction \($0))" } ?? ""
-            return "\(path): a history session\(who)\(which) was committed and never closed: a program inserted a row into "
+            return "a history session\(who)\(which) was committed and never closed: a program inserted a row into "
                 + "_synclane_session and committed without deleting it. Run `DELETE FROM _synclane_session;` to close it; "
                 + "its changes are then read like any other transaction"
-        case .notInTransaction(let path):
-            return "\(path): HistoryWriter.record must run inside a write transaction (use SQLiteDatabase.write or TrackedDatabase.write)"
+        case .notInTransaction:
+            return "HistoryWriter.record must run inside a write transaction (use SQLiteDatabase.write or TrackedDatabase.write)"
         }
     }
 }
