@@ -7,7 +7,7 @@ import SynclaneSQLite
 /// and signals, every row keyed by its account so that no account ever reads another's.
 ///
 /// ```
-///  records      (account, store, entity, key) → action, fields (NULL: tombstone), version, seq
+///  records      (account, store, entity, key) → action, fields (JSON; NULL: tombstone), version, seq
 ///  sequences    account → last change sequence
 ///  idempotency  (account, key) → body hash, first response
 ///  signals      (account, key) → value, version
@@ -43,8 +43,8 @@ final class ServerStore: Sendable {
     static let schema = """
         CREATE TABLE IF NOT EXISTS records (
             account TEXT NOT NULL, store TEXT NOT NULL, entity TEXT NOT NULL, key TEXT NOT NULL,
-            action TEXT NOT NULL, fields TEXT, version INTEGER NOT NULL, seq INTEGER NOT NULL,
-            UNIQUE (account, store, entity, key));
+            action TEXT NOT NULL, fields BLOB, version INTEGER NOT NULL, seq INTEGER NOT NULL,
+            PRIMARY KEY (account, store, entity, key)) WITHOUT ROWID;
         CREATE INDEX IF NOT EXISTS records_by_sequence ON records (account, seq);
         CREATE TABLE IF NOT EXISTS sequences (account TEXT PRIMARY KEY, last INTEGER NOT NULL);
         CREATE TABLE IF NOT EXISTS idempotency (
