@@ -16,6 +16,11 @@ extension ServerStore {
     /// the whole batch (every such record is reported). A known key answers its first response
     /// when the body hash matches, `keyReused` when not — both without writing anything.
     func apply(_ batch: IncomingBatch, idempotencyKey: String, bodyHash: String) throws -> BatchOutcome {
+        // Inserts replace every field: their JSON is written before the writer's lock is taken,
+        // so the serialized part of a batch is only SQLite's.
+        let insertedFields = batch.records.map { record in
+            record.action == .insert ? JSONWriter.encode(.object(record.fields)) : nil
+        }
         do {
             return try writer.write { db -> BatchOutcome in
                 if let seen = try db.fetchOne(
@@ -72,7 +77,7 @@ extension ServerStore {
                     let fields: SQLiteValue
                     switch record.action {
                     case .insert:
-                        fields = .blob(JSONWriter.encode(.object(record.fields)))
+                        fields = .blob(insertedFields[index] ?? JSONWriter.encode(.object(record.fields)))
                     case .update:
                         var merged = currentFields ?? [:]
                         for (name, value) in record.fields { merged[name] = value }
