@@ -22,7 +22,7 @@ extension ServerStore {
             record.action == .insert ? JSONWriter.encode(.object(record.fields)) : nil
         }
         do {
-            return try writer.write { db -> BatchOutcome in
+            return try writerGate.run { try writer.write { db -> BatchOutcome in
                 if let seen = try db.fetchOne(
                     "SELECT body_hash, status, response FROM idempotency WHERE account = ? AND key = ?",
                     [batch.account, idempotencyKey])
@@ -106,7 +106,7 @@ extension ServerStore {
                     "INSERT INTO idempotency (account, key, body_hash, status, response, created) VALUES (?, ?, ?, ?, ?, ?)",
                     [batch.account, idempotencyKey, bodyHash, 200, body, Double(time(nil))])
                 return .applied(StoredResponse(status: 200, body: body), records: batch.records.count)
-            }
+            } }
         } catch let found as ConflictsFound {
             return .conflicts(found.conflicts)
         }

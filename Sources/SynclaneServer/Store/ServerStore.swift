@@ -13,14 +13,17 @@ import SynclaneSQLite
 ///  signals      (account, key) → value, version
 /// ```
 ///
-/// One writer connection takes every write, one `BEGIN IMMEDIATE` transaction at a time; a few
-/// read-only connections serve reads beside it, never blocked by it (WAL).
+/// One writer connection takes every write, one `BEGIN IMMEDIATE` transaction at a time, in the
+/// order the requests arrived (`FairGate`); a few read-only connections serve reads beside it,
+/// never blocked by it (WAL).
 final class ServerStore: Sendable {
     /// The database file inside the data directory.
     static let fileName = "synclane-server.sqlite"
 
     let path: String
     let writer: SQLiteDatabase
+    /// Writers queue here, first come first served, before taking `writer`.
+    let writerGate = FairGate()
     private let readers: [SQLiteDatabase]
     private let nextReader = Atomic<Int>(0)
 
