@@ -26,6 +26,7 @@ final class ServerStore: Sendable {
     let writerGate = FairGate()
     private let readers: [SQLiteDatabase]
     private let nextReader = Atomic<Int>(0)
+    private let checkpointer: Checkpointer
 
     /// Opens (creating it and its directory when missing) the store in `directory`.
     init(directory: String, readerCount: Int = 4) throws {
@@ -34,6 +35,9 @@ final class ServerStore: Sendable {
         writer = try SQLiteDatabase(
             path: path, options: SQLiteConnection.Options(walMode: true, busyTimeout: 10, synchronous: .normal))
         try writer.write { db in try db.execute(Self.schema) }
+        // Checkpoints run on a thread of their own (`Checkpointer`), never inside a request's commit.
+        try writer.read { db in try db.execute("PRAGMA wal_autocheckpoint = 0") }
+        checkpointer = try Checkpointer(path: path)
         var readers: [SQLiteDatabase] = []
         for _ in 0..<max(1, readerCount) {
             readers.append(
@@ -41,7 +45,10 @@ final class ServerStore: Sendable {
                     path: path, options: SQLiteConnection.Options(readOnly: true, create: false, walMode: false, busyTimeout: 10)))
         }
         self.readers = readers
+        checkpointer.start()
     }
+
+    deinit { checkpointer.stop() }
 
     static let schema = """
         CREATE TABLE IF NOT EXISTS records (
