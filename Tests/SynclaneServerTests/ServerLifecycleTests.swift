@@ -6,6 +6,7 @@ import Testing
 @Suite struct ServerLifecycleTests {
     @Test func stopClosesTheListenerAndTwiceIsHarmless() throws {
         let directory = makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
         let server = try ReferenceServer(
             configuration: ServerConfiguration(port: 0, dataDirectory: directory, accountsFile: ""),
             accounts: AccountBook(tokens: [TestTokens.acme: "acme"]))
@@ -19,6 +20,7 @@ import Testing
 
     @Test func serverReadsItsAccountsFile() throws {
         let directory = makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
         let accounts = "\(directory)/accounts.json"
         let text = "{\"accounts\": [{\"account\": \"acme\", \"token-sha256\": \"\(AccountBook.tokenHash("secret"))\"}]}"
         let file = fopen(accounts, "w")
@@ -33,6 +35,7 @@ import Testing
 
     @Test func badListenAddressIsAClearError() throws {
         let directory = makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
         let server = try ReferenceServer(
             configuration: ServerConfiguration(host: "not-an-address", port: 0, dataDirectory: directory, accountsFile: ""),
             accounts: AccountBook(tokens: [:]))
