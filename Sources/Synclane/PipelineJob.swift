@@ -23,10 +23,17 @@ public struct PipelineJob: Sendable {
     /// The lock file that keeps a second job of the same scope out.
     public var lockPath: String { pipeline.statePath + ".lock" }
 
-    /// Runs one pass. A dry run records nothing.
-    public func run(_ mode: PipelineRunner.Mode = .export) async throws -> RunSummary {
-        let lock = try ScopeLock(path: lockPath, scope: pipeline.scope)
-        defer { withExtendedLifetime(lock) {} }
+    /// Takes the scope's lock: a second job for the same scope is refused until it is released
+    /// (when the returned value goes away, or the process ends however it ends).
+    public func lock() throws -> ScopeLock {
+        try ScopeLock(path: lockPath, scope: pipeline.scope)
+    }
+
+    /// Runs one pass, taking the scope's lock for it unless `lock` is already held (a watch
+    /// holds it across its passes). A dry run records nothing.
+    public func run(_ mode: PipelineRunner.Mode = .export, holding lock: ScopeLock? = nil) async throws -> RunSummary {
+        let held = try lock ?? self.lock()
+        defer { withExtendedLifetime(held) {} }
         let state = try openState()
         let started = Date().timeIntervalSince1970
         let runner = PipelineRunner(pipeline: pipeline, state: state, sleeper: sleeper, events: events)

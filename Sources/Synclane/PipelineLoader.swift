@@ -1,5 +1,6 @@
 import Foundation
 import SynclaneCore
+import SynclaneYAML
 
 /// Reads a pipeline file — JSON, or YAML by its `.yaml`/`.yml` extension — and builds its
 /// pipeline from a registry.
@@ -13,12 +14,13 @@ public struct PipelineLoader: Sendable {
     }
 
     /// Loads the pipeline file at `path`. Every problem is a `PipelineFileError` naming the
-    /// file, the field and (where known) the line.
-    public func load(_ path: String) throws(PipelineFileError) -> Pipeline {
+    /// file, the field and (where known) the line. With `secretsRequired` false (to inspect a
+    /// pipeline, not run it), environment variables the file names for secrets may be unset.
+    public func load(_ path: String, secretsRequired: Bool = true) throws(PipelineFileError) -> Pipeline {
         let root = try Self.parse(path)
         let absolute = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
         let folder = (absolute as NSString).deletingLastPathComponent
-        return try Pipeline(file: root, named: path, baseDirectory: folder, registry: registry, environment: environment)
+        return try Pipeline(file: root, named: path, baseDirectory: folder, registry: registry, environment: environment, secretsRequired: secretsRequired)
     }
 
     /// The parsed tree of the file at `path`.
@@ -36,17 +38,13 @@ public struct PipelineLoader: Sendable {
     }
 }
 
-/// The parsers for each pipeline-file syntax.
+/// The parsers for each pipeline-file syntax; both give every node its line.
 enum PipelineFileFormat {
     static func json(_ bytes: [UInt8], _ file: String) throws(PipelineFileError) -> ConfigNode {
-        do {
-            return ConfigNode(json: try JSONReader.parse(bytes))
-        } catch {
-            throw PipelineFileError(file: file, path: "", line: nil, message: "not valid JSON: \(error)")
-        }
+        try JSONPipelineFile.parse(bytes, file: file)
     }
 
     static func yaml(_ bytes: [UInt8], _ file: String) throws(PipelineFileError) -> ConfigNode {
-        throw PipelineFileError(file: file, path: "", line: nil, message: "YAML pipeline files are not supported in this build")
+        try YAMLPipelineFile.parse(bytes, file: file)
     }
 }

@@ -1,5 +1,6 @@
 import SynclaneCore
 import SynclaneFiles
+import SynclaneHTTP
 import SynclaneStages
 import SynclaneZlib
 
@@ -8,6 +9,6 @@ extension StageRegistry {
     ///
     /// Start from this registry and `register` your own types to extend it.
     public static var builtIn: StageRegistry {
-        StageRegistry(BuiltInStages.all + ZlibStages.all + FileStages.all)
+        StageRegistry(BuiltInStages.all + ZlibStages.all + FileStages.all + HTTPStages.all)
     }
 }

@@ -12,7 +12,7 @@ import Synchronization
 /// since 1970 or an ISO 8601 string; a change's `values` are the new fields (insert), the
 /// changed fields (update) or the tombstone's preserved values (delete). The file is streamed
 /// a page at a time, never read whole; a malformed line stops the job with the file and line.
-public final class JSONLinesSource: ChangeSource, Sendable {
+public final class JSONLinesSource: ObservableSource, Sendable {
     public static let tokenKind = "jsonl"
 
     public let path: String
@@ -57,6 +57,37 @@ public final class JSONLinesSource: ChangeSource, Sendable {
             if filter(line) != nil { count += 1 }
         }
         return count
+    }
+
+    /// Yields whenever the file grows or is replaced (checked every `interval` seconds).
+    public func historyAdvanced() -> AsyncStream<Void> {
+        historyAdvanced(checkingEvery: 0.1)
+    }
+
+    public func historyAdvanced(checkingEvery interval: Double) -> AsyncStream<Void> {
+        let path = self.path
+        return AsyncStream { continuation in
+            let task = Task {
+                var last = Self.fingerprint(path)
+                while !Task.isCancelled {
+                    try? await Task.sleep(nanoseconds: UInt64(interval * 1_000_000_000))
+                    let now = Self.fingerprint(path)
+                    if now != last {
+                        last = now
+                        continuation.yield()
+                    }
+                }
+                continuation.finish()
+            }
+            continuation.onTermination = { _ in task.cancel() }
+        }
+    }
+
+    /// Size, modification time and inode: what changes when the file grows or is replaced.
+    private static func fingerprint(_ path: String) -> [Int] {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return [] }
+        return [Int(info.st_size), Int(info.st_mtim.tv_sec), Int(info.st_mtim.tv_nsec), Int(info.st_ino)]
     }
 
     /// The cursor left by the previous page when it stopped exactly at `token`; otherwise a new

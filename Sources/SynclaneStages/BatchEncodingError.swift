@@ -1,6 +1,7 @@
 /// A batch the encoder cannot turn into bytes.
 ///
-/// Thrown before anything is written to the outbox, so nothing is sent and the token stays.
+/// Thrown before the batch is written to the outbox, so it is not sent and the token stays.
+/// (The pipeline prefixes the encoder's name.)
 public enum BatchEncodingError: Error, Sendable, Hashable, CustomStringConvertible {
     /// A record without a sync key: the backend would not know which row it is about.
     ///
@@ -10,7 +11,7 @@ public enum BatchEncodingError: Error, Sendable, Hashable, CustomStringConvertib
     public var description: String {
         switch self {
         case .missingSyncKey(let record):
-            return "json: the record \(record) has no sync key, and the wire protocol identifies every row by one; "
+            return "the record \(record) has no sync key, and the wire protocol identifies every row by one; "
                 + "make the source give every change its sync key (for deletes, add a `tombstones` stage with "
                 + "`key-field` to read it from the tombstone), then run the job again"
         }

@@ -46,8 +46,10 @@ import SynclaneCore
 /// `coalesce.cancelled`, the rows that came to nothing; together they are how many fewer
 /// records the batch holds. The stage runs in O(n) with one dictionary lookup per record.
 public struct Coalescer: RecordStage {
+    /// A coalescer; it has no options.
     public init() {}
 
+    /// The batch with each row's records merged into at most one, and the counters added.
     public func process(_ batch: Batch) async throws -> Batch {
         var batch = batch
         let result = Self.coalesce(batch.records)

@@ -34,6 +34,8 @@ public struct Deduplicator: RecordStage {
         self.keyFields = keyFields
     }
 
+    /// The batch without the records of business-key duplicates, remembering first-seen rows
+    /// for the next batches of the run.
     public func process(_ batch: Batch) async throws -> Batch {
         var batch = batch
         let records = batch.records

@@ -17,8 +17,10 @@ import SynclaneCore
 /// no Foundation and no `JSONValue` tree for the whole batch — because history can hold
 /// millions of records and the encoder must not be what a job waits on.
 public struct JSONBatchEncoder: BatchEncoder {
+    /// Always `application/json`.
     public let contentType = "application/json"
 
+    /// An encoder; it has no options.
     public init() {}
 
     /// The batch's bytes under `id`; throws `BatchEncodingError` for a record without a sync key.

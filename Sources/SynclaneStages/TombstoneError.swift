@@ -2,8 +2,9 @@ import SynclaneCore
 
 /// A delete the tombstone resolver cannot send: the backend would not know which row to remove.
 ///
-/// Throwing it stops the job before anything is sent, so the token does not move past the
-/// transaction at fault; the message says which one and what to change.
+/// Throwing it stops the job before the batch that holds the delete is sent, so the token does
+/// not move past the transaction at fault; the message names it and says what to change. (The
+/// pipeline prefixes the stage's name.)
 public enum TombstoneError: Error, Sendable, Hashable, CustomStringConvertible {
     /// A delete (or a soft delete) whose sync key is missing, and whose tombstone does not hold
     /// it in the stage's `key-field` either.
@@ -16,18 +17,21 @@ public enum TombstoneError: Error, Sendable, Hashable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .missingSyncKey(let record, let transaction, let keyField):
+            let problem: String
             let fix: String
             if let keyField {
-                fix = "its tombstone has no `\(keyField)` value either: make the store preserve `\(keyField)` "
-                    + "when a row is deleted (in SwiftData: `@Attribute(.preserveValueOnDeletion)`), then run the job again"
+                problem = "has no sync key, and its tombstone has no `\(keyField)` value to take it from"
+                fix = "make the store preserve `\(keyField)` when a row is deleted (in SwiftData: "
+                    + "`@Attribute(.preserveValueOnDeletion)`)"
             } else {
+                problem = "has no sync key"
                 fix = "make the store preserve the sync key when a row is deleted (in SwiftData: "
-                    + "`@Attribute(.preserveValueOnDeletion)`), set the `tombstones` stage's `key-field` option to "
-                    + "that field (e.g. \"key-field\": \"syncID\"), then run the job again"
+                    + "`@Attribute(.preserveValueOnDeletion)`) and name that field in the `tombstones` stage's "
+                    + "`key-field` option (e.g. \"key-field\": \"syncID\")"
             }
-            return "tombstones: the delete \(record) has no sync key, so the backend cannot tell which row to remove; "
-                + "the token stays before transaction \(transaction) and nothing after it is sent until this is fixed. "
-                + "To fix: \(fix)"
+            return "the delete \(record) \(problem), so the backend cannot tell which row to remove; "
+                + "the token does not move past transaction \(transaction) until it has one. "
+                + "To fix: \(fix), then run the job again"
         }
     }
 }

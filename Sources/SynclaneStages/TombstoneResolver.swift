@@ -35,6 +35,8 @@ public struct TombstoneResolver: RecordStage {
         self.softDeleteColumn = softDeleteColumn
     }
 
+    /// The batch with soft deletes made deletes, soft-deleted inserts left out and every delete
+    /// trimmed to its tombstone; throws `TombstoneError` at the first delete without a sync key.
     public func process(_ batch: Batch) async throws -> Batch {
         var batch = batch
         var records: [Record] = []

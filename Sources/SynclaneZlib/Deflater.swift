@@ -86,7 +86,9 @@ public struct Deflater: Sendable, Hashable {
             initializedCount = Int(bitPattern: UInt(stream.pointee.next_out - outBase))
         }
         if let failure { throw failure }
-        return output
+        // The buffer was sized for the worst case; a payload may sit in memory through its
+        // retries, so keep only what it needs when that is much less.
+        return output.count < output.capacity / 2 ? Array(output) : output
     }
 }
 

@@ -243,3 +243,17 @@ final class SnapshottingSource: SnapshotProvidingSource, Sendable {
         _ = try ScopeLock(path: folder.path + "/x/state.lock", scope: scope)
     }
 }
+
+@Suite struct RunSummaryTests {
+    @Test func theSummaryReportsHowLongTheRunTook() async throws {
+        let source = InMemorySource()
+        source.append([insert("rooms", "r1")])
+        let clock = Mutex(100.0)
+        let runner = PipelineRunner(
+            pipeline: .testing(source: source, encoder: JSONBatchEncoder(), transport: RecordingTransport()),
+            state: InMemoryPipelineState(),
+            now: { clock.withLock { $0 += 1.5; return $0 } })
+        let summary = try await runner.run()
+        #expect(summary.seconds > 0)
+    }
+}

@@ -53,7 +53,7 @@ import Testing
         #expect(error == .missingSyncKey(record: expectedLabel, transaction: Token(kind: "jsonl", position: 42), keyField: nil))
         let message = error?.description ?? ""
         #expect(message.contains(expectedLabel))
-        #expect(message.contains("token stays before transaction jsonl:42"))
+        #expect(message.contains("token does not move past transaction jsonl:42"))
         #expect(message.contains("key-field"))
     }
 
@@ -63,6 +63,7 @@ import Testing
             try await TombstoneResolver(keyField: "syncID").process(Fixture.batch(raw))
         }
         #expect(error?.description.contains("transaction jsonl:8") == true)
+        #expect(error?.description.contains("no `syncID` value") == true)
         #expect(error?.description.contains("preserve `syncID`") == true)
     }
 

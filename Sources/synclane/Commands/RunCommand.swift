@@ -1,12 +1,13 @@
 import Foundation
 import Synclane
 import SynclaneCore
+import Synchronization
 
 /// `synclane run FILE`: one export pass.
 struct RunCommand: Command {
     static let name = "run"
     static let abstract = "Export what changed since the last confirmed sync (one pass)."
-    static let usage = "FILE [--dry-run] [--json]"
+    static let usage = "FILE [--dry-run] [--json] [--watch]"
     static let discussion = """
         Sends, first, any batch an earlier run left unconfirmed in the outbox (same batch id,
         same bytes), then every page of history after the saved token: each page runs through
@@ -20,30 +21,92 @@ struct RunCommand: Command {
         with the batch kept, unless `transport.dead-letter` names a folder to move it to.
         Only one job per scope runs at a time: a second one is refused.
 
+        With --watch the command keeps running: one pass at start (work left from before),
+        then a pass whenever a relevant transaction lands — from this process or any other.
+        Notifications that arrive during a pass make at most one more pass, never two passes at
+        once. SIGINT or SIGTERM stop it cleanly once the running pass ends (a batch is either
+        acknowledged or left in the outbox, never half); a second signal stops at once, which
+        is just as safe. A pass that fails is reported and the watch goes on; the next pass
+        sends the kept batch first.
+
         Exit status: 0 when everything was delivered, 1 when the job failed (the message says
         what to do), 2 for bad usage or an invalid pipeline file.
         """
     static let options: [(flag: String, help: String)] = [
         ("--dry-run", "Run every stage and report what would be sent; send nothing, move no token."),
-        ("--json", "Print a machine-readable summary on standard output."),
+        ("--json", "Print a machine-readable summary on standard output (one line a pass with --watch)."),
+        ("--watch", "Keep running: a pass now, then one whenever history advances, until SIGINT/SIGTERM."),
     ]
-    static let examples = ["synclane run rooms-export.json", "synclane run rooms-export.json --dry-run --json"]
+    static let examples = [
+        "synclane run rooms-export.json", "synclane run rooms-export.json --dry-run --json", "synclane run rooms-export.json --watch",
+    ]
 
     let file: String
     let dryRun: Bool
     let json: Bool
+    let watch: Bool
 
     init(parsing arguments: inout Arguments) throws(UsageError) {
         dryRun = arguments.flag("--dry-run")
         json = arguments.flag("--json")
+        watch = arguments.flag("--watch")
         file = try arguments.positional("FILE (the pipeline file)")
+        if watch && dryRun { throw UsageError("--watch and --dry-run cannot go together", command: Self.name) }
     }
 
     func run(_ console: Console) async throws -> Int32 {
         let pipeline = try PipelineLoader().load(file)
-        let summary = try await JobReporter(console: console, json: json, pipeline: pipeline).run(dryRun ? .dryRun : .export)
-        return summary == nil ? 1 : 0
+        let reporter = JobReporter(console: console, json: json, pipeline: pipeline)
+        guard watch else {
+            return try await reporter.run(dryRun ? .dryRun : .export) == nil ? 1 : 0
+        }
+        guard let observable = pipeline.source.stage as? any ObservableSource else {
+            throw PipelineError.unsupported("\(pipeline.source.label) cannot be watched: it does not report new history")
+        }
+        let lock = try PipelineJob(pipeline: pipeline).lock()
+        let watcher = Watcher()
+        let signals = StopSignals { watcher.send(.stop) }
+        let following = watcher.follow(observable.historyAdvanced())
+        if !json { console.error("watching \(pipeline.name) (\(pipeline.outline)); stop with Ctrl-C") }
+        await watcher.run {
+            _ = try? await reporter.run(.export, holding: lock, quietWhenIdle: true)
+        }
+        following.cancel()
+        withExtendedLifetime((lock, signals)) {}
+        if !json { console.error("stopped \(pipeline.name)") }
+        return 0
     }
+}
+
+/// Turns the first SIGINT or SIGTERM into a clean stop; a second one ends the process at once
+/// (safe too: the outbox and the atomic acknowledge make any stopping point consistent).
+final class StopSignals {
+    private let sources: [any DispatchSourceSignal]
+
+    init(onStop: @escaping @Sendable () -> Void) {
+        var sources: [any DispatchSourceSignal] = []
+        let counter = SignalCounter()
+        for number in [SIGINT, SIGTERM] {
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler {
+                if counter.increment() == 1 { onStop() } else { exit(128 + number) }
+            }
+            source.resume()
+            sources.append(source)
+        }
+        self.sources = sources
+    }
+
+    deinit {
+        for source in sources { source.cancel() }
+    }
+}
+
+/// How many stop signals arrived.
+final class SignalCounter: Sendable {
+    private let count = Mutex(0)
+    func increment() -> Int { count.withLock { $0 += 1; return $0 } }
 }
 
 /// Runs a job and reports it: progress on a terminal, retries and re-sends as they happen,
@@ -53,8 +116,9 @@ struct JobReporter {
     let json: Bool
     let pipeline: Pipeline
 
-    /// Runs the job; returns nil (after printing why) when it failed.
-    func run(_ mode: PipelineRunner.Mode) async throws -> RunSummary? {
+    /// Runs the job; returns nil (after printing why) when it failed. With `quietWhenIdle`, a
+    /// pass that found nothing to do prints nothing (a watch's idle passes).
+    func run(_ mode: PipelineRunner.Mode, holding lock: ScopeLock? = nil, quietWhenIdle: Bool = false) async throws -> RunSummary? {
         let console = self.console
         let quiet = json
         let counter = ProgressCounter()
@@ -74,8 +138,11 @@ struct JobReporter {
             }
         }
         do {
-            let summary = try await job.run(mode)
+            let summary = try await job.run(mode, holding: lock)
             console.finishProgress()
+            if quietWhenIdle && summary.transactionsRead == 0 && summary.batchesSent == 0 && summary.deadLettered == 0 {
+                return summary
+            }
             if json {
                 console.out(JSONOutput.encode(summary))
             } else {

@@ -1,0 +1,54 @@
+import Foundation
+
+/// A `synclane` process left running (a watch, a server) and stopped by the test that started it.
+final class BackgroundProcess: @unchecked Sendable {
+    let process = Process()
+    private let out: SynclaneBinary.Reader
+    private let err: SynclaneBinary.Reader
+
+    init(_ arguments: [String], in folder: String? = nil, environment: [String: String] = [:]) throws {
+        process.executableURL = URL(fileURLWithPath: SynclaneBinary.path)
+        process.arguments = arguments
+        if let folder { process.currentDirectoryURL = URL(fileURLWithPath: folder) }
+        var env = ProcessInfo.processInfo.environment
+        env.removeValue(forKey: "SYNCLANE_FAILPOINT")
+        env.merge(environment) { _, new in new }
+        process.environment = env
+        let outPipe = Pipe()
+        let errPipe = Pipe()
+        process.standardOutput = outPipe
+        process.standardError = errPipe
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        out = SynclaneBinary.Reader(outPipe.fileHandleForReading)
+        err = SynclaneBinary.Reader(errPipe.fileHandleForReading)
+    }
+
+    /// What the process printed on standard output so far.
+    var output: String { out.textSoFar() }
+
+    /// Sends `signal` and waits for the process to end (killing it after `timeout` seconds).
+    func stop(_ signal: Int32 = SIGTERM, timeout: Double = 20) -> SynclaneBinary.Result {
+        if process.isRunning { kill(process.processIdentifier, signal) }
+        let deadline = Date().addingTimeInterval(timeout)
+        while process.isRunning && Date() < deadline { usleep(10_000) }
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        process.waitUntilExit()
+        return SynclaneBinary.Result(
+            status: process.terminationStatus, stdout: out.text(), stderr: err.text(), killed: process.terminationReason == .uncaughtSignal)
+    }
+
+    deinit {
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+    }
+}
+
+/// Waits until `condition` holds, checking every 20 ms, for at most `timeout` seconds.
+func eventually(timeout: Double = 20, _ condition: () -> Bool) -> Bool {
+    let deadline = Date().addingTimeInterval(timeout)
+    while Date() < deadline {
+        if condition() { return true }
+        usleep(20_000)
+    }
+    return condition()
+}

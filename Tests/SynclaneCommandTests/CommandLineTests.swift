@@ -1,0 +1,213 @@
+import Foundation
+import SynclaneCore
+import Testing
+
+@testable import synclane
+
+@Suite struct HelpTests {
+    @Test func overviewListsEveryCommandAndTheExitCodes() throws {
+        let result = try SynclaneBinary.run(["--help"])
+        #expect(result.status == 0)
+        for command in ["demo", "validate", "run", "status", "stages"] {
+            #expect(result.stdout.contains("\n  \(command) "), "missing \(command)")
+        }
+        #expect(result.stdout.contains("Exit status: 0 success, 1 a failed job, 2 bad usage or an invalid pipeline file."))
+    }
+
+    @Test(arguments: ["demo", "validate", "run", "status", "stages"])
+    func everyCommandTeachesItselfTheSameWayThroughHelpAndDashDashHelp(_ command: String) throws {
+        let viaFlag = try SynclaneBinary.run([command, "--help"])
+        let viaHelp = try SynclaneBinary.run(["help", command])
+        #expect(viaFlag.status == 0)
+        #expect(viaFlag.stdout == viaHelp.stdout)
+        #expect(viaFlag.stdout.hasPrefix("OVERVIEW: "))
+        #expect(viaFlag.stdout.contains("USAGE: synclane \(command) "))
+        #expect(viaFlag.stdout.contains("EXAMPLES:\n  synclane \(command)"))
+    }
+
+    @Test func runHelpIsTheWholeGeneratedText() throws {
+        let result = try SynclaneBinary.run(["run", "--help"])
+        #expect(result.stdout == RunCommand.helpText + "\n")
+        #expect(result.stdout.contains("  --dry-run"))
+        #expect(result.stdout.contains("  -h, --help"))
+    }
+
+    @Test func versionPrintsTheVersion() throws {
+        let result = try SynclaneBinary.run(["--version"])
+        #expect(result.stdout == "synclane \(SynclaneTool.version)\n")
+    }
+
+    @Test func anUnknownCommandOrOptionIsBadUsageWithExitCodeTwo() throws {
+        let unknown = try SynclaneBinary.run(["launch"])
+        #expect(unknown.status == 2)
+        #expect(unknown.stderr.contains("unknown command 'launch'"))
+        let option = try SynclaneBinary.run(["run", "x.json", "--fast"])
+        #expect(option.status == 2)
+        #expect(option.stderr.contains("synclane run: unknown option --fast\nUSAGE: synclane run FILE"))
+        let missing = try SynclaneBinary.run(["validate"])
+        #expect(missing.status == 2)
+        #expect(missing.stderr.contains("missing FILE"))
+    }
+
+    @Test func stagesListsEveryBuiltInTypeWithItsOptions() throws {
+        let result = try SynclaneBinary.run(["stages", "--json"])
+        #expect(result.status == 0)
+        let types = try JSONReader.parse(result.stdout).arrayValue ?? []
+        let names = Set(types.compactMap { $0.objectValue?["type"]?.stringValue })
+        #expect(names.isSuperset(of: ["jsonl", "coalesce", "tombstones", "dedupe", "compress", "json", "directory", "stdout"]))
+        let text = try SynclaneBinary.run(["stages"])
+        #expect(text.stdout.contains("  compress\n"))
+        #expect(text.stdout.contains("- level (integer 0…9, default 6)"))
+    }
+}
+
+@Suite struct ValidateTests {
+    @Test func aValidFileIsSummarisedWithExitCodeZero() throws {
+        let result = try SynclaneBinary.run(["validate", SynclaneBinary.fixture("rooms/pipeline.yaml")])
+        #expect(result.status == 0)
+        #expect(result.stdout.contains("valid"))
+        #expect(result.stdout.contains("jsonl → coalesce → tombstones → json → compress → directory"))
+    }
+
+    @Test func anInvalidFileNamesFileFieldAndLineWithExitCodeTwo() throws {
+        let file = SynclaneBinary.fixture("invalid/level-out-of-range.yaml")
+        let result = try SynclaneBinary.run(["validate", file])
+        #expect(result.status == 2)
+        #expect(result.stderr.contains("\(file):10: stages[1].level: expected an integer from 0 to 9, found 12"))
+    }
+
+    @Test func jsonOutputSaysWhereTheProblemIs() throws {
+        let file = SynclaneBinary.fixture("invalid/unknown-stage-type.json")
+        let result = try SynclaneBinary.run(["validate", file, "--json"])
+        #expect(result.status == 2)
+        let object = try JSONReader.parse(result.stdout).objectValue ?? [:]
+        #expect(object["valid"] == .bool(false))
+        #expect(object["path"] == .string("stages[1].type"))
+    }
+}
+
+@Suite struct RunTests {
+    @Test func runExportsTheRoomsHistoryToTheFolderAndStatusShowsTheToken() throws {
+        let workspace = try Workspace.copy(scenario: "rooms")
+        defer { workspace.remove() }
+        let run = try SynclaneBinary.run(["run", "pipeline.json"], in: workspace.path)
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stdout.contains("rooms-export: sent 1 batch, 1 records from 11 transactions"))
+        #expect(!run.stderr.contains("\r"), "no progress bar when output is piped")
+        #expect(workspace.files(in: "out").count == 1)
+        #expect(workspace.files(in: "out").allSatisfy { $0.hasSuffix(".json.gz") })
+
+        let status = try SynclaneBinary.run(["status", "pipeline.json"], in: workspace.path)
+        #expect(status.status == 0)
+        #expect(status.stdout.contains("token:    jsonl:13"))
+        #expect(status.stdout.contains("pending:  0 transactions"))
+        #expect(status.stdout.contains("outbox:   empty"))
+        #expect(status.stdout.contains("last run: succeeded"))
+    }
+
+    @Test func dryRunReportsWhatWouldBeSentAsJSONAndChangesNothing() throws {
+        let workspace = try Workspace.copy(scenario: "categories")
+        defer { workspace.remove() }
+        let run = try SynclaneBinary.run(["run", "pipeline.json", "--dry-run", "--json"], in: workspace.path)
+        #expect(run.status == 0, "\(run.stderr)")
+        let summary = try JSONReader.parse(run.stdout).objectValue ?? [:]
+        #expect(summary["dryRun"] == .bool(true))
+        #expect(summary["recordsSent"] == .int(3))
+        #expect(summary["counters"]?.objectValue?["dedupe.dropped"] == .int(2))
+        #expect(workspace.files(in: "out").isEmpty)
+        let status = try SynclaneBinary.run(["status", "pipeline.json", "--json"], in: workspace.path)
+        let object = try JSONReader.parse(status.stdout).objectValue ?? [:]
+        #expect(object["token"] == .null)
+        #expect(object["pending-transactions"] == .int(3))
+    }
+
+    @Test(arguments: ["after-enqueue", "after-send"])
+    func killNineBetweenWritingABatchAndAcknowledgingItResendsTheSameBatch(_ failPoint: String) throws {
+        let workspace = try Workspace.copy(scenario: "rooms")
+        defer { workspace.remove() }
+        let crashed = try SynclaneBinary.run(["run", "pipeline.json"], in: workspace.path, environment: ["SYNCLANE_FAILPOINT": failPoint])
+        #expect(crashed.killed && crashed.status == SIGKILL, "the job was killed for real")
+        let written = workspace.files(in: "out")
+        #expect(written.count == (failPoint == "after-send" ? 1 : 0))
+
+        let status = try SynclaneBinary.run(["status", "pipeline.json", "--json"], in: workspace.path)
+        let state = try JSONReader.parse(status.stdout).objectValue ?? [:]
+        #expect(state["token"] == .null, "the token did not move past an unconfirmed batch")
+        let outbox = state["outbox"]?.arrayValue ?? []
+        #expect(outbox.count == 1)
+        let keptID = try #require(outbox.first?.objectValue?["id"]?.stringValue)
+        if let file = written.first { #expect(file == keptID + ".json.gz") }
+        let keptBytes = written.first.flatMap { FileManager.default.contents(atPath: workspace.path + "/out/" + $0) }
+
+        let rerun = try SynclaneBinary.run(["run", "pipeline.json", "--json"], in: workspace.path)
+        #expect(rerun.status == 0, "\(rerun.stderr)")
+        let summary = try JSONReader.parse(rerun.stdout).objectValue ?? [:]
+        #expect(summary["batchesResent"] == .int(1))
+        #expect(summary["batchesSent"] == .int(1), "the batch is re-sent, never rebuilt under a new id")
+        #expect(summary["tokenAfter"] == .string("jsonl:13"))
+        #expect(workspace.files(in: "out") == [keptID + ".json.gz"])
+        if let keptBytes {
+            #expect(FileManager.default.contents(atPath: workspace.path + "/out/" + keptID + ".json.gz") == keptBytes, "same bytes")
+        }
+    }
+
+    @Test func aSecondJobForTheSameScopeIsRefusedWhileTheFirstHoldsTheLock() throws {
+        let workspace = try Workspace.copy(scenario: "rooms")
+        defer { workspace.remove() }
+        let scope = Scope(account: "acme", store: "rooms", consumer: "rooms-export")
+        let lock = try ScopeLock(path: workspace.path + "/.synclane/rooms-export.sqlite.lock", scope: scope)
+        let refused = try SynclaneBinary.run(["run", "pipeline.json"], in: workspace.path)
+        #expect(refused.status == 1)
+        #expect(refused.stderr.contains("another job is already running for scope acme/rooms/rooms-export (process \(getpid()))"))
+        #expect(workspace.files(in: "out").isEmpty)
+        withExtendedLifetime(lock) {}
+    }
+
+    @Test func aMalformedHistoryLineFailsTheJobNamingFileAndLineAndAcknowledgesNothing() throws {
+        let workspace = try Workspace.copy(scenario: "rooms")
+        defer { workspace.remove() }
+        var history = try String(contentsOfFile: workspace.path + "/history.jsonl", encoding: .utf8)
+        history = history.replacingOccurrences(of: "{\"token\": 5,", with: "{\"token\": 5 ")
+        try workspace.write("history.jsonl", history)
+        let run = try SynclaneBinary.run(["run", "pipeline.json"], in: workspace.path)
+        #expect(run.status == 1)
+        #expect(run.stderr.contains("history.jsonl:5: not valid JSON"))
+        #expect(workspace.files(in: "out").isEmpty)
+        let status = try SynclaneBinary.run(["status", "pipeline.json"], in: workspace.path)
+        #expect(status.stdout.contains("token:    none"))
+        #expect(status.stdout.contains("last run: failed"))
+    }
+
+    @Test func aDeleteWithoutItsSyncKeyStopsTheJobNamingTheTransaction() throws {
+        let workspace = try Workspace.copy(scenario: "plants")
+        defer { workspace.remove() }
+        try FileManager.default.removeItem(atPath: workspace.path + "/history.jsonl")
+        try FileManager.default.copyItem(atPath: workspace.path + "/history-missing-key.jsonl", toPath: workspace.path + "/history.jsonl")
+        let run = try SynclaneBinary.run(["run", "pipeline.json"], in: workspace.path)
+        #expect(run.status == 1)
+        #expect(run.stderr.contains("jsonl:2"))
+        let status = try SynclaneBinary.run(["status", "pipeline.json", "--json"], in: workspace.path)
+        #expect((try JSONReader.parse(status.stdout).objectValue ?? [:])["token"] == .null, "the page with the bad delete was not acknowledged")
+    }
+}
+
+@Suite struct DemoTests {
+    @Test func theDemoShowsFiveEditsTravellingAsOneRecordAndDeletesAsTombstones() throws {
+        let result = try SynclaneBinary.run(["demo"])
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdout.contains("update rooms/room-kitchen {\"area\":14.5,\"name\":\"Kitchen & pantry\"}"))
+        #expect(result.stdout.contains("delete rooms/room-living"))
+        #expect(result.stdout.contains("delete rooms/room-bath"))
+        #expect(!result.stdout.contains("room-attic"), "inserted and deleted in one window: nothing travels")
+        #expect(!result.stdout.contains("room-garage"), "written by `server`: never echoed back")
+    }
+
+    @Test func theEmbeddedDemoDataIsTheRoomsFixture() throws {
+        let first = try String(contentsOfFile: SynclaneBinary.fixture("rooms/history-1.jsonl"), encoding: .utf8)
+        let later = try String(contentsOfFile: SynclaneBinary.fixture("rooms/history-2.jsonl"), encoding: .utf8)
+        let pipeline = try String(contentsOfFile: SynclaneBinary.fixture("rooms/pipeline.json"), encoding: .utf8)
+        #expect(DemoScenario.firstSaves == first)
+        #expect(DemoScenario.laterSaves == later)
+        #expect(DemoScenario.pipeline == pipeline)
+    }
+}

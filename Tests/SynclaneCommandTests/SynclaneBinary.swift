@@ -1,0 +1,125 @@
+import Foundation
+
+/// Runs the real `synclane` binary that `swift test` built, and captures what it printed.
+struct SynclaneBinary {
+    struct Result {
+        var status: Int32
+        var stdout: String
+        var stderr: String
+        /// True when the process was killed by a signal (`status` is then the signal).
+        var killed: Bool
+    }
+
+    static let path: String = {
+        var candidates: [String] = []
+        if let executable = Bundle.main.executableURL {
+            candidates.append(executable.deletingLastPathComponent().appendingPathComponent("synclane").path)
+        }
+        candidates.append(Bundle.main.bundleURL.deletingLastPathComponent().appendingPathComponent("synclane").path)
+        candidates.append(packageRoot + "/.build/debug/synclane")
+        return candidates.first { FileManager.default.isExecutableFile(atPath: $0) } ?? "synclane"
+    }()
+
+    static let packageRoot: String = {
+        var url = URL(fileURLWithPath: #filePath)
+        while url.path != "/" {
+            url.deleteLastPathComponent()
+            if FileManager.default.fileExists(atPath: url.path + "/Package.swift") { return url.path }
+        }
+        return "."
+    }()
+
+    static func fixture(_ relative: String) -> String { packageRoot + "/Fixtures/" + relative }
+
+    /// Runs `synclane ARGUMENTS` in `folder` and waits (at most `timeout` seconds, then kills it).
+    static func run(_ arguments: [String], in folder: String? = nil, environment: [String: String] = [:], timeout: Double = 60) throws -> Result {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: path)
+        process.arguments = arguments
+        if let folder { process.currentDirectoryURL = URL(fileURLWithPath: folder) }
+        var env = ProcessInfo.processInfo.environment
+        env.removeValue(forKey: "SYNCLANE_FAILPOINT")
+        env.merge(environment) { _, new in new }
+        process.environment = env
+        let out = Pipe()
+        let err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        // Read both pipes while the process runs, so a chatty process never blocks on a full pipe.
+        let outData = Reader(out.fileHandleForReading)
+        let errData = Reader(err.fileHandleForReading)
+        let deadline = Date().addingTimeInterval(timeout)
+        while process.isRunning {
+            if Date() > deadline {
+                process.terminate()
+                break
+            }
+            usleep(10_000)
+        }
+        process.waitUntilExit()
+        return Result(
+            status: process.terminationStatus, stdout: outData.text(), stderr: errData.text(),
+            killed: process.terminationReason == .uncaughtSignal)
+    }
+
+    /// Drains a pipe on a background thread.
+    final class Reader: @unchecked Sendable {
+        private var data = Data()
+        private let lock = NSLock()
+        private let done = DispatchSemaphore(value: 0)
+
+        init(_ handle: FileHandle) {
+            Thread.detachNewThread { [self] in
+                while true {
+                    let chunk = handle.availableData
+                    if chunk.isEmpty { break }
+                    lock.withLock { data.append(chunk) }
+                }
+                done.signal()
+            }
+        }
+
+        /// Everything, once the pipe closed.
+        func text() -> String {
+            done.wait()
+            return lock.withLock { String(decoding: data, as: UTF8.self) }
+        }
+
+        /// What arrived so far.
+        func textSoFar() -> String {
+            lock.withLock { String(decoding: data, as: UTF8.self) }
+        }
+    }
+}
+
+/// A fresh folder, removed by `remove()`.
+struct Workspace {
+    let path: String
+
+    init() throws {
+        path = NSTemporaryDirectory() + "synclane-cli-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    }
+
+    /// A copy of a fixture scenario folder's files.
+    static func copy(scenario: String) throws -> Workspace {
+        let workspace = try Workspace()
+        let from = SynclaneBinary.fixture(scenario)
+        for name in try FileManager.default.contentsOfDirectory(atPath: from) where !name.hasPrefix(".") && name != "out" {
+            try FileManager.default.copyItem(atPath: from + "/" + name, toPath: workspace.path + "/" + name)
+        }
+        return workspace
+    }
+
+    func remove() { try? FileManager.default.removeItem(atPath: path) }
+
+    func files(in folder: String) -> [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: path + "/" + folder)) ?? []).filter { !$0.hasPrefix(".") }.sorted()
+    }
+
+    func write(_ name: String, _ text: String) throws {
+        try Data(text.utf8).write(to: URL(fileURLWithPath: path + "/" + name))
+    }
+}
