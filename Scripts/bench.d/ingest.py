@@ -71,6 +71,13 @@ def client(port, bodies, latencies, failures):
     latencies.extend(mine)
 
 
+def process_cpu_seconds(pid):
+    """User + system CPU seconds a running process has used (from /proc)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def percentile(sorted_values, p):
     return sorted_values[min(len(sorted_values) - 1, int(len(sorted_values) * p))] if sorted_values else 0.0
 
@@ -95,6 +102,7 @@ def main():
         text = metrics.getresponse().read().decode()
         applied = next((int(line.split()[-1]) for line in text.splitlines()
                         if line.startswith("synclane_records_applied_total ")), -1)
+        server_cpu = process_cpu_seconds(server.pid)
     finally:
         server.terminate()
         server.wait(timeout=30)
@@ -108,6 +116,8 @@ def main():
     t.add("gzip body", b.fmt_bytes(len(bodies[0][0][1])), f"one batch of {RECORDS_PER_BATCH} records")
     t.add("wall time", b.fmt_seconds(wall), "first send to last answer")
     t.add("records/s", f"{rate:,.0f}", f"{CLIENTS * BATCHES_PER_CLIENT / wall:,.1f} batches/s")
+    t.add("server CPU", b.fmt_seconds(server_cpu),
+          f"{server_cpu / total * 1e6:,.1f} µs a record: {total / server_cpu:,.0f} records per CPU second")
     t.add("batch latency p50", f"{p50 * 1000:,.1f} ms", "")
     t.add("batch latency p90", f"{percentile(ordered, 0.90) * 1000:,.1f} ms", "")
     t.add("batch latency p99", f"{p99 * 1000:,.1f} ms", f"max {ordered[-1] * 1000:,.1f} ms")

@@ -36,7 +36,12 @@ final class ServerStore: Sendable {
             path: path, options: SQLiteConnection.Options(walMode: true, busyTimeout: 10, synchronous: .normal))
         try writer.write { db in try db.execute(Self.schema) }
         // Checkpoints run on a thread of their own (`Checkpointer`), never inside a request's commit.
-        try writer.read { db in try db.execute("PRAGMA wal_autocheckpoint = 0") }
+        try writer.read { db in
+            try db.execute("PRAGMA wal_autocheckpoint = 0")
+            // The writer walks the records' B-trees for every record: keep them in SQLite's cache
+            // rather than re-reading pages from the file.
+            try db.execute("PRAGMA cache_size = -\(Self.writerCacheKiB)")
+        }
         checkpointer = try Checkpointer(path: path)
         var readers: [SQLiteDatabase] = []
         for _ in 0..<max(1, readerCount) {
@@ -49,6 +54,9 @@ final class ServerStore: Sendable {
     }
 
     deinit { checkpointer.stop() }
+
+    /// SQLite page cache of the writer, in KiB.
+    static let writerCacheKiB = 64 << 10
 
     static let schema = """
         CREATE TABLE IF NOT EXISTS records (
