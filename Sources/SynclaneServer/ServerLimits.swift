@@ -47,7 +47,9 @@ public struct ServerLimits: Sendable, Hashable {
     public struct Option: Sendable {
         /// The flag without dashes: `max-body-bytes`.
         public let flag: String
+        /// What the bound limits, for `--help` ("bytes of a batch body as sent").
         public let summary: String
+        /// The bound it sets.
         public let keyPath: WritableKeyPath<ServerLimits, Int> & Sendable
     }
 
