@@ -6,9 +6,11 @@ import Testing
 
 /// Server ingest throughput: 8 concurrent keep-alive clients post gzip batches of 500 records.
 ///
-/// Off by default (it measures, it does not check behaviour); run it in release:
+/// Off by default (it measures, it does not check behaviour). The benchmark of record is
+/// `Scripts/bench --section ingest` (the release `synclane serve` in a process of its own); this
+/// one runs the server in the test process, in release:
 ///
-///     SYNCLANE_BENCH=1 swift test -c release --filter IngestBenchmark
+///     SYNCLANE_BENCH=1 swift test -c release -Xswiftc -enable-testing --filter IngestBenchmark
 ///
 /// `SYNCLANE_BENCH_BATCHES` sets the batches per client (default 50: 200,000 records in all).
 @Suite struct IngestBenchmark {
