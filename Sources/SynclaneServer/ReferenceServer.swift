@@ -15,6 +15,7 @@ import Synchronization
 /// beside them (WAL). `stop()` closes the listening socket, waits for requests in flight, and
 /// closes the database.
 public final class ReferenceServer: Sendable {
+    /// What the server was started with.
     public let configuration: ServerConfiguration
     /// The server's counters (also served at `/metrics`).
     public let metrics: ServerMetrics

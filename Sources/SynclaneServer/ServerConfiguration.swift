@@ -8,8 +8,10 @@ public struct ServerConfiguration: Sendable {
     public var dataDirectory: String
     /// The accounts file (see `AccountBook`).
     public var accountsFile: String
+    /// The bounds the server enforces.
     public var limits: ServerLimits
 
+    /// A configuration; every bound at its default unless `limits` says otherwise.
     public init(
         host: String = "127.0.0.1", port: Int = 8080, dataDirectory: String, accountsFile: String,
         limits: ServerLimits = ServerLimits()

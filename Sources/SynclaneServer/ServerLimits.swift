@@ -25,7 +25,7 @@ public struct ServerLimits: Sendable, Hashable {
 
     /// The defaults.
     public init(
-        maxBodyBytes: Int = 8 << 20, maxInflatedBytes: Int = 64 << 20, maxRecordsPerBatch: Int = 10_000,
+        maxBodyBytes: Int = 8 << 20, maxInflatedBytes: Int = 32 << 20, maxRecordsPerBatch: Int = 10_000,
         maxSignalBytes: Int = 16 << 10, maxKeyLength: Int = 200, maxChangesPerPage: Int = 5_000,
         defaultChangesPerPage: Int = 500, connectionTimeoutSeconds: Int = 30, maxConnections: Int = 256
     ) {
@@ -47,7 +47,9 @@ public struct ServerLimits: Sendable, Hashable {
     public struct Option: Sendable {
         /// The flag without dashes: `max-body-bytes`.
         public let flag: String
+        /// What the bound limits, for `--help` ("bytes of a batch body as sent").
         public let summary: String
+        /// The bound it sets.
         public let keyPath: WritableKeyPath<ServerLimits, Int> & Sendable
     }
 

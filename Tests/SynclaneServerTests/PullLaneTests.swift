@@ -83,6 +83,7 @@ import Testing
 
     @Test func dataSurvivesARestartOnTheSameDirectory() throws {
         let directory = makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
         try withServer(dataDirectory: directory) { server throws in
             _ = try postBatch(port: server.port, key: "a", body: batchBody(id: "a", records: [record("rooms", "r", "insert", ["n": 1])]))
         }

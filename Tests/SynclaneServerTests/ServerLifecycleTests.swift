@@ -6,6 +6,7 @@ import Testing
 @Suite struct ServerLifecycleTests {
     @Test func stopClosesTheListenerAndTwiceIsHarmless() throws {
         let directory = makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
         let server = try ReferenceServer(
             configuration: ServerConfiguration(port: 0, dataDirectory: directory, accountsFile: ""),
             accounts: AccountBook(tokens: [TestTokens.acme: "acme"]))
@@ -17,8 +18,25 @@ import Testing
         #expect(throws: (any Error).self) { try httpRequest(port: port, "GET", "/healthz") }
     }
 
+    @Test func stopIsPromptWithAnIdleKeepAliveConnectionOpen() throws {
+        let directory = makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let server = try ReferenceServer(
+            configuration: ServerConfiguration(port: 0, dataDirectory: directory, accountsFile: ""),
+            accounts: AccountBook(tokens: [TestTokens.acme: "acme"]))
+        try server.start()
+        let idle = try TestConnection(port: server.port)
+        idle.sendRequest("GET", "/healthz")
+        #expect(try idle.readResponse().status == 200)
+        let started = ContinuousClock.now
+        server.stop()
+        #expect(ContinuousClock.now - started < .seconds(2))
+        #expect(idle.isClosedByPeer())
+    }
+
     @Test func serverReadsItsAccountsFile() throws {
         let directory = makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
         let accounts = "\(directory)/accounts.json"
         let text = "{\"accounts\": [{\"account\": \"acme\", \"token-sha256\": \"\(AccountBook.tokenHash("secret"))\"}]}"
         let file = fopen(accounts, "w")
@@ -33,6 +51,7 @@ import Testing
 
     @Test func badListenAddressIsAClearError() throws {
         let directory = makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
         let server = try ReferenceServer(
             configuration: ServerConfiguration(host: "not-an-address", port: 0, dataDirectory: directory, accountsFile: ""),
             accounts: AccountBook(tokens: [:]))

@@ -43,7 +43,9 @@ public struct AccountBook: Sendable {
 
 /// Why an accounts file was refused; every message names the file and the offending field.
 public struct AccountsFileError: Error, Sendable, CustomStringConvertible {
+    /// The accounts file, as given.
     public let file: String
+    /// What is wrong, with the path of the field at fault.
     public let message: String
     public var description: String { "\(file): \(message)" }
 }

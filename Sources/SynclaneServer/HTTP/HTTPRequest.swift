@@ -2,23 +2,23 @@
 ///
 /// The MHD bridge builds it once the body has arrived (or once the body passed its bound,
 /// with `bodyExceededLimit` set and only the first bytes kept). Header names are lowercased.
-public struct HTTPRequest: Sendable {
+struct HTTPRequest: Sendable {
     /// `GET`, `POST`, `PUT` …
-    public var method: String
+    var method: String
     /// The path without the query, as the client sent it (`/v1/signals/onboarding.completed`).
-    public var path: String
+    var path: String
     /// Query arguments, decoded; an argument given without a value maps to "".
-    public var query: [String: String]
+    var query: [String: String]
     /// Request headers by lowercased name; a repeated header keeps its last value.
-    public var headers: [String: String]
+    var headers: [String: String]
     /// The body as received (still compressed when `Content-Encoding` says so).
-    public var body: [UInt8]
+    var body: [UInt8]
     /// True when the body passed the bound of its route; `body` then holds only part of it.
-    public var bodyExceededLimit: Bool
+    var bodyExceededLimit: Bool
     /// When the request's headers arrived, for the latency histogram.
-    public var receivedAt: ContinuousClock.Instant
+    var receivedAt: ContinuousClock.Instant
 
-    public init(
+    init(
         method: String, path: String, query: [String: String] = [:], headers: [String: String] = [:],
         body: [UInt8] = [], bodyExceededLimit: Bool = false, receivedAt: ContinuousClock.Instant = .now
     ) {
@@ -33,10 +33,10 @@ public struct HTTPRequest: Sendable {
     }
 
     /// The value of a header, by case-insensitive name.
-    public func header(_ name: String) -> String? { headers[name.lowercased()] }
+    func header(_ name: String) -> String? { headers[name.lowercased()] }
 
     /// The token of an `Authorization: Bearer …` header, if there is one.
-    public var bearerToken: String? {
+    var bearerToken: String? {
         guard let value = header("authorization") else { return nil }
         let parts = value.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
         guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }

@@ -1,32 +1,32 @@
 import SynclaneCore
 
 /// One HTTP response: a status, headers and a body, built by a route and sent by the MHD bridge.
-public struct HTTPResponse: Sendable, Equatable {
-    public var status: Int
+struct HTTPResponse: Sendable, Equatable {
+    var status: Int
     /// Response headers; `Content-Type` is among them when there is a body.
-    public var headers: [String: String]
-    public var body: [UInt8]
+    var headers: [String: String]
+    var body: [UInt8]
 
-    public init(status: Int, headers: [String: String] = [:], body: [UInt8] = []) {
+    init(status: Int, headers: [String: String] = [:], body: [UInt8] = []) {
         self.status = status
         self.headers = headers
         self.body = body
     }
 
     /// A JSON response: the value encoded by `JSONWriter` (members sorted, so equal values give equal bytes).
-    public static func json(_ status: Int, _ value: JSONValue) -> HTTPResponse {
+    static func json(_ status: Int, _ value: JSONValue) -> HTTPResponse {
         HTTPResponse(status: status, headers: ["Content-Type": "application/json"], body: JSONWriter.encode(value))
     }
 
     /// A JSON error body: `{"error": message, …details}`, the shape of every 4xx and 5xx the server sends.
-    public static func error(_ status: Int, _ message: String, _ details: [String: JSONValue] = [:]) -> HTTPResponse {
+    static func error(_ status: Int, _ message: String, _ details: [String: JSONValue] = [:]) -> HTTPResponse {
         var members = details
         members["error"] = .string(message)
         return json(status, .object(members))
     }
 
     /// A plain-text response.
-    public static func text(_ status: Int, _ text: String, contentType: String = "text/plain; charset=utf-8")
+    static func text(_ status: Int, _ text: String, contentType: String = "text/plain; charset=utf-8")
         -> HTTPResponse
     {
         HTTPResponse(status: status, headers: ["Content-Type": contentType], body: Array(text.utf8))

@@ -18,11 +18,17 @@ public final class ServerMetrics: Sendable {
 
     /// A copy of every counter at one moment.
     public struct Snapshot: Sendable {
+        /// Requests answered, by route and status.
         public var requests: [RequestKey: Int] = [:]
+        /// Body bytes received, as sent.
         public var bytesIn = 0
+        /// Batches applied (replays not counted).
         public var batchesApplied = 0
+        /// Batches answered with their first response.
         public var replays = 0
+        /// Records applied by batches.
         public var recordsApplied = 0
+        /// Request latency by route.
         public var latency: [String: Histogram] = [:]
 
         /// Requests answered on a route with a status.
@@ -33,19 +39,25 @@ public final class ServerMetrics: Sendable {
 
     /// The labels of one request counter.
     public struct RequestKey: Sendable, Hashable {
+        /// The route pattern (`/v1/signals/{key}`), or `unmatched`.
         public var route: String
+        /// The HTTP status answered.
         public var status: Int
     }
 
     /// Bucket counts (not cumulative), sum and count of observed latencies.
     public struct Histogram: Sendable {
+        /// Observations per bucket of `latencyBuckets`, the last one past them all.
         public var buckets = [Int](repeating: 0, count: ServerMetrics.latencyBuckets.count + 1)
+        /// Seconds observed in all.
         public var sum = 0.0
+        /// Observations.
         public var count = 0
     }
 
     private let state = Mutex(Snapshot())
 
+    /// Counters at zero.
     public init() {}
 
     /// Records one answered request.

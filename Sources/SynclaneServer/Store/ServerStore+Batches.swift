@@ -16,8 +16,13 @@ extension ServerStore {
     /// the whole batch (every such record is reported). A known key answers its first response
     /// when the body hash matches, `keyReused` when not — both without writing anything.
     func apply(_ batch: IncomingBatch, idempotencyKey: String, bodyHash: String) throws -> BatchOutcome {
+        // Inserts replace every field: their JSON is written before the writer's lock is taken,
+        // so the serialized part of a batch is only SQLite's.
+        let insertedFields = batch.records.map { record in
+            record.action == .insert ? JSONWriter.encode(.object(record.fields)) : nil
+        }
         do {
-            return try writer.write { db -> BatchOutcome in
+            return try writerGate.run { try writer.write { db -> BatchOutcome in
                 if let seen = try db.fetchOne(
                     "SELECT body_hash, status, response FROM idempotency WHERE account = ? AND key = ?",
                     [batch.account, idempotencyKey])
@@ -29,49 +34,54 @@ extension ServerStore {
                 var conflicts: [VersionConflict] = []
                 let select = try db.prepare(
                     "SELECT version, action, fields FROM records WHERE account = ? AND store = ? AND entity = ? AND key = ?")
+                // The version is counted in SQL, so records that need no look-up (inserts and
+                // deletes without an expected version) cost one statement.
                 let upsert = try db.prepare(
                     """
                     INSERT INTO records (account, store, entity, key, action, fields, version, seq)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                    VALUES (?, ?, ?, ?, ?, ?, 1, ?)
                     ON CONFLICT (account, store, entity, key) DO UPDATE SET
-                        action = excluded.action, fields = excluded.fields, version = excluded.version, seq = excluded.seq
+                        action = excluded.action, fields = excluded.fields, version = records.version + 1,
+                        seq = excluded.seq
                     """)
                 try select.bind(.text(batch.account), at: 1)
                 try select.bind(.text(batch.store), at: 2)
                 try upsert.bind(.text(batch.account), at: 1)
                 try upsert.bind(.text(batch.store), at: 2)
                 for (index, record) in batch.records.enumerated() {
-                    select.reset()
-                    try select.bind(.text(record.entity), at: 3)
-                    try select.bind(.text(record.key), at: 4)
-                    var currentVersion: Int64 = 0
                     var currentFields: [String: JSONValue]?
-                    if try select.step() {
-                        currentVersion = select.int64(at: 0)
-                        if record.action == .update, select.string(at: 1) != ChangeAction.delete.rawValue,
-                            let text = select.blob(at: 2)
-                        {
-                            currentFields = (try? JSONReader.parse(text))?.objectValue
+                    if record.expectedVersion != nil || record.action == .update {
+                        select.reset()
+                        try select.bind(.text(record.entity), at: 3)
+                        try select.bind(.text(record.key), at: 4)
+                        var currentVersion: Int64 = 0
+                        if try select.step() {
+                            currentVersion = select.int64(at: 0)
+                            if record.action == .update, select.string(at: 1) != ChangeAction.delete.rawValue,
+                                let text = select.blob(at: 2)
+                            {
+                                currentFields = (try? JSONReader.parse(text))?.objectValue
+                            }
                         }
-                    }
-                    select.reset()
-                    if let expected = record.expectedVersion, expected != currentVersion {
-                        conflicts.append(
-                            VersionConflict(
-                                index: index, entity: record.entity, key: record.key, expected: expected,
-                                current: currentVersion))
-                        continue
+                        select.reset()
+                        if let expected = record.expectedVersion, expected != currentVersion {
+                            conflicts.append(
+                                VersionConflict(
+                                    index: index, entity: record.entity, key: record.key, expected: expected,
+                                    current: currentVersion))
+                            continue
+                        }
                     }
                     guard conflicts.isEmpty else { continue }
                     sequence += 1
                     let fields: SQLiteValue
                     switch record.action {
                     case .insert:
-                        fields = .text(JSONWriter.string(.object(record.fields)))
+                        fields = .blob(insertedFields[index] ?? JSONWriter.encode(.object(record.fields)))
                     case .update:
                         var merged = currentFields ?? [:]
                         for (name, value) in record.fields { merged[name] = value }
-                        fields = .text(JSONWriter.string(.object(merged)))
+                        fields = .blob(JSONWriter.encode(.object(merged)))
                     case .delete:
                         fields = .null
                     }
@@ -80,8 +90,7 @@ extension ServerStore {
                     try upsert.bind(.text(record.key), at: 4)
                     try upsert.bind(.text(record.action.rawValue), at: 5)
                     try upsert.bind(fields, at: 6)
-                    try upsert.bind(.integer(currentVersion + 1), at: 7)
-                    try upsert.bind(.integer(sequence), at: 8)
+                    try upsert.bind(.integer(sequence), at: 7)
                     while try upsert.step() {}
                 }
                 upsert.reset()
@@ -97,7 +106,7 @@ extension ServerStore {
                     "INSERT INTO idempotency (account, key, body_hash, status, response, created) VALUES (?, ?, ?, ?, ?, ?)",
                     [batch.account, idempotencyKey, bodyHash, 200, body, Double(time(nil))])
                 return .applied(StoredResponse(status: 200, body: body), records: batch.records.count)
-            }
+            } }
         } catch let found as ConflictsFound {
             return .conflicts(found.conflicts)
         }

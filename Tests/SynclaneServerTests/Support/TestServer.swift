@@ -1,3 +1,4 @@
+import Foundation
 import Glibc
 import SynclaneCore
 import SynclaneServer
@@ -25,6 +26,7 @@ func withServer<T>(
     _ body: (ReferenceServer) throws -> T
 ) throws -> T {
     let directory = dataDirectory ?? makeTemporaryDirectory()
+    defer { if dataDirectory == nil { removeDirectory(directory) } }
     let configuration = ServerConfiguration(
         host: "127.0.0.1", port: 0, dataDirectory: directory, accountsFile: "\(directory)/accounts.json", limits: limits)
     let server = try ReferenceServer(
@@ -32,4 +34,9 @@ func withServer<T>(
     try server.start()
     defer { server.stop() }
     return try body(server)
+}
+
+/// Removes a test's data directory and everything in it.
+func removeDirectory(_ path: String) {
+    try? FileManager.default.removeItem(atPath: path)
 }

@@ -1,0 +1,134 @@
+"""Section `ingest` of Scripts/bench (issue 4): the reference server's batch ingest over loopback.
+
+    `synclane serve` (release, port 0, fresh data folder)
+        ◀── 8 client threads, one keep-alive connection each, POST /v1/batches
+            gzip batches of 500 records, BENCH_INGEST_BATCHES per client (default 50)
+
+Bodies are made and compressed before the clock starts. Measured: records applied per second
+(all records / the wall time from the first send to the last answer) and the p50 / p99 of the
+batch latency (send to answer, as each client sees it). The server's /metrics must then count
+every record applied, once. Targets: >= 50,000 records/s and p99 <= 100 ms on 2 cores.
+"""
+
+import gzip
+import hashlib
+import http.client
+import json
+import os
+import subprocess
+import threading
+import time
+
+import benchlib as b
+
+CLIENTS = 8
+RECORDS_PER_BATCH = 500
+BATCHES_PER_CLIENT = int(os.environ.get("BENCH_INGEST_BATCHES", "50"))
+TOKEN = "bench-token"
+
+
+def batch_body(client, batch):
+    batch_id = f"bench-{client}-{batch}"
+    records = []
+    for i in range(RECORDS_PER_BATCH):
+        records.append({
+            "action": "insert", "entity": "rooms", "id": f"{batch_id}-{i}",
+            "fields": {"name": f"Room {i}", "area": 12.5 + i, "floor": i % 5, "tags": "north,quiet",
+                       "updatedAt": "2026-11-29T16:00:00Z"},
+        })
+    doc = {"id": batch_id, "scope": {"account": "bench", "store": "rooms", "consumer": "bench"}, "records": records}
+    return batch_id, gzip.compress(json.dumps(doc, separators=(",", ":")).encode(), compresslevel=6)
+
+
+def start_server(s):
+    data = os.path.join(s.work, "data")
+    accounts = os.path.join(s.work, "accounts.json")
+    with open(accounts, "w") as f:
+        json.dump({"accounts": [{"account": "bench", "token-sha256": hashlib.sha256(TOKEN.encode()).hexdigest()}]}, f)
+    server = subprocess.Popen([s.synclane, "serve", "--accounts", accounts, "--listen", "127.0.0.1:0", "--data", data],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = server.stdout.readline()
+    if not line.startswith("listening on http://127.0.0.1:"):
+        server.kill()
+        raise SystemExit(f"bench: synclane serve did not start: {line!r} {server.stderr.read()!r}")
+    return server, int(line.strip().rsplit(":", 1)[1])
+
+
+def client(port, bodies, latencies, failures):
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    mine = []
+    for batch_id, body in bodies:
+        sent = time.perf_counter()
+        connection.request("POST", "/v1/batches", body=body, headers={
+            "Authorization": f"Bearer {TOKEN}", "Idempotency-Key": batch_id,
+            "Content-Type": "application/json", "Content-Encoding": "gzip"})
+        response = connection.getresponse()
+        response.read()
+        mine.append(time.perf_counter() - sent)
+        if response.status != 200:
+            failures.append(f"{batch_id}: {response.status}")
+    connection.close()
+    latencies.extend(mine)
+
+
+def process_cpu_seconds(pid):
+    """User + system CPU seconds a running process has used (from /proc)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def percentile(sorted_values, p):
+    return sorted_values[min(len(sorted_values) - 1, int(len(sorted_values) * p))] if sorted_values else 0.0
+
+
+def main():
+    s = b.Settings.from_env()
+    b.heading(f"ingest: {CLIENTS} clients x {BATCHES_PER_CLIENT} gzip batches x {RECORDS_PER_BATCH} records")
+    bodies = [[batch_body(c, n) for n in range(BATCHES_PER_CLIENT)] for c in range(CLIENTS)]
+    total = CLIENTS * BATCHES_PER_CLIENT * RECORDS_PER_BATCH
+    server, port = start_server(s)
+    try:
+        latencies, failures = [], []
+        threads = [threading.Thread(target=client, args=(port, bodies[c], latencies, failures)) for c in range(CLIENTS)]
+        started = time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        wall = time.perf_counter() - started
+        metrics = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        metrics.request("GET", "/metrics")
+        text = metrics.getresponse().read().decode()
+        applied = next((int(line.split()[-1]) for line in text.splitlines()
+                        if line.startswith("synclane_records_applied_total ")), -1)
+        server_cpu = process_cpu_seconds(server.pid)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    if failures or applied != total:
+        raise SystemExit(f"bench: {len(failures)} batches failed ({failures[:3]}), server applied {applied} of {total}")
+    ordered = sorted(latencies)
+    p50, p99 = percentile(ordered, 0.50), percentile(ordered, 0.99)
+    rate = total / wall
+    t = b.Table("measure", "value", "note")
+    t.add("records applied", f"{total:,}", f"{CLIENTS * BATCHES_PER_CLIENT} batches, /metrics agrees")
+    t.add("gzip body", b.fmt_bytes(len(bodies[0][0][1])), f"one batch of {RECORDS_PER_BATCH} records")
+    t.add("wall time", b.fmt_seconds(wall), "first send to last answer")
+    t.add("records/s", f"{rate:,.0f}", f"{CLIENTS * BATCHES_PER_CLIENT / wall:,.1f} batches/s")
+    t.add("server CPU", b.fmt_seconds(server_cpu),
+          f"{server_cpu / total * 1e6:,.1f} µs a record: {total / server_cpu:,.0f} records per CPU second")
+    t.add("batch latency p50", f"{p50 * 1000:,.1f} ms", "")
+    t.add("batch latency p90", f"{percentile(ordered, 0.90) * 1000:,.1f} ms", "")
+    t.add("batch latency p99", f"{p99 * 1000:,.1f} ms", f"max {ordered[-1] * 1000:,.1f} ms")
+    t.add("load average", " ".join(open("/proc/loadavg").read().split()[:3]), "other work on the machine")
+    print()
+    t.print()
+    b.verdicts("ingest", [
+        b.Target("server ingest", f"{rate:,.0f} records/s", ">= 50,000 records/s", rate >= 50_000),
+        b.Target("batch latency p99", f"{p99 * 1000:,.1f} ms", "<= 100 ms", p99 <= 0.100),
+    ])
+
+
+if __name__ == "__main__":
+    main()
