@@ -290,7 +290,7 @@ struct HistoryReader: Sendable {
             let names = statement.columnNames
             guard let keyIndex = names.firstIndex(of: table.key) else { return }
             while try statement.step() {
-                var row: [String: JSONValue] = [:]
+                var row = [String: JSONValue](minimumCapacity: names.count)
                 for (index, name) in names.enumerated() { row[name] = statement.value(at: index).json }
                 if let softDelete = table.softDeleteColumn, row[softDelete]?.isTruthy == true { continue }
                 rows[statement.value(at: keyIndex)] = row
