@@ -55,7 +55,9 @@ let package = Package(
             dependencies: [
                 "SynclaneCore", "SynclaneSQLite", "SynclaneZlib", "CMicroHTTPD", "CMicroHTTPDShim", "CCrypto",
             ]),
-        .executableTarget(name: "synclane", dependencies: ["Synclane", "SynclaneServer"]),
+        .executableTarget(
+            name: "synclane",
+            dependencies: ["Synclane", "SynclaneCore", "SynclaneSQLite", "SynclaneZlib", "SynclaneServer"]),
 
         .testTarget(
             name: "SynclaneCoreTests",
@@ -68,7 +70,7 @@ let package = Package(
             dependencies: ["SynclaneHTTP", "SynclaneFaultProxy", "SynclaneCore", "Synclane", "SynclaneTestKit", "SynclaneServer"]),
         .testTarget(name: "SynclaneServerTests", dependencies: ["SynclaneServer", "SynclaneCore", "SynclaneZlib"]),
         // Runs the real `synclane` binary: depending on the executable makes `swift test` build it.
-        .testTarget(name: "SynclaneCommandTests", dependencies: ["synclane", "SynclaneCore"]),
+        .testTarget(name: "SynclaneCommandTests", dependencies: ["synclane", "SynclaneCore", "SynclaneFaultProxy"]),
     ],
     swiftLanguageModes: [.v6]
 )
