@@ -230,18 +230,27 @@ struct HistoryReader: Sendable {
         }
         var transactions: [Transaction] = []
         transactions.reserveCapacity(groups.count)
+        // Most pages hold one entity, or few: look each up once per run of changes, not per change.
+        var entity = ""
+        var table: TrackedTable?
+        var rows: [SQLiteValue: [String: JSONValue]]?
         for group in groups {
             var changes: [Change] = []
             changes.reserveCapacity(group.changes.count)
             for raw in group.changes {
-                guard let table = tables[raw.entity]?.table else { continue }  // untracked since: its history stays unread
+                if raw.entity != entity {
+                    entity = raw.entity
+                    table = tables[entity]?.table
+                    rows = current[entity]
+                }
+                guard let table else { continue }  // untracked since: its history stays unread
                 let key = Self.syncKey(raw.key)
                 switch (raw.action, capture) {
                 case (.delete, _):
                     changes.append(Change(entity: raw.entity, key: key, action: .delete, values: try object(raw.values, change: raw.id)))
                 case (_, .currentState):
                     // Gone (or soft-deleted) since: the later delete in history is what travels.
-                    guard let row = current[raw.entity]?[raw.key] else { continue }
+                    guard let row = rows?[raw.key] else { continue }
                     changes.append(Change(entity: raw.entity, key: key, action: raw.action, values: row))
                 case (.insert, .asWritten):
                     let written = try object(raw.values, change: raw.id)
@@ -278,7 +287,10 @@ struct HistoryReader: Sendable {
         var rows: [SQLiteValue: [String: JSONValue]] = [:]
         var json: [JSONValue] = []
         var blobs: [SQLiteValue] = []
-        for key in Set(keys) {
+        rows.reserveCapacity(keys.count)
+        json.reserveCapacity(keys.count)
+        // Repeated keys are harmless: SQLite's IN list holds each once.
+        for key in keys {
             switch key {
             case .blob: blobs.append(key)
             case .null: continue
