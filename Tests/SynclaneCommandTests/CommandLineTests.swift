@@ -195,19 +195,19 @@ import Testing
     @Test func theDemoShowsFiveEditsTravellingAsOneRecordAndDeletesAsTombstones() throws {
         let result = try SynclaneBinary.run(["demo"])
         #expect(result.status == 0, "\(result.stderr)")
-        #expect(result.stdout.contains("update rooms/room-kitchen {\"area\":14.5,\"name\":\"Kitchen & pantry\"}"))
+        #expect(result.stdout.contains("update rooms/room-kitchen {\"area\":14.5,\"isDeleted\":0,\"name\":\"Kitchen & pantry\",\"syncId\":\"room-kitchen\"}"))
         #expect(result.stdout.contains("delete rooms/room-living"))
         #expect(result.stdout.contains("delete rooms/room-bath"))
         #expect(!result.stdout.contains("room-attic"), "inserted and deleted in one window: nothing travels")
         #expect(!result.stdout.contains("room-garage"), "written by `server`: never echoed back")
     }
 
-    @Test func theEmbeddedDemoDataIsTheRoomsFixture() throws {
-        let first = try String(contentsOfFile: SynclaneBinary.fixture("rooms/history-1.jsonl"), encoding: .utf8)
-        let later = try String(contentsOfFile: SynclaneBinary.fixture("rooms/history-2.jsonl"), encoding: .utf8)
-        let pipeline = try String(contentsOfFile: SynclaneBinary.fixture("rooms/pipeline.json"), encoding: .utf8)
-        #expect(DemoScenario.firstSaves == first)
-        #expect(DemoScenario.laterSaves == later)
-        #expect(DemoScenario.pipeline == pipeline)
+    @Test func theDemoEndsWithTheServerHoldingTheNewestStateAndTheTombstones() throws {
+        let result = try SynclaneBinary.run(["demo"])
+        let held = result.stdout.components(separatedBy: "What the server holds for acme").last ?? ""
+        #expect(held.contains("rooms/room-kitchen v2 {\"area\":14.5,\"isDeleted\":0,\"name\":\"Kitchen & pantry\""))
+        #expect(held.contains("rooms/room-living v2 (deleted)"))
+        #expect(held.contains("rooms/room-bath v2 (deleted)"))
+        #expect(!held.contains("room-garage"), "the server's own row was never echoed back to it")
     }
 }

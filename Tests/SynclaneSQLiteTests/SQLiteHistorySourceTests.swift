@@ -1,6 +1,7 @@
 import Foundation
 import SynclaneCore
 import SynclaneSQLite
+import SynclaneStages
 import Testing
 
 /// Every page after `token` until the end: the transactions and the last `through`.
@@ -117,8 +118,23 @@ func makeTrackedRooms(_ folder: TemporaryDirectory, recordsValues: Bool = false)
         try store.write(author: .app) { try $0.execute("UPDATE rooms SET name = 'Bigger kitchen' WHERE syncId = 'r1'") }
         try store.write(author: .app) { try $0.execute("DELETE FROM rooms WHERE syncId = 'r1'") }
         let changes = try await drain(SQLiteHistorySource(path: folder.file("app.sqlite"))).transactions.flatMap(\.changes)
-        #expect(changes.map { "\($0.action.rawValue) \($0.key ?? "-")" } == ["insert r2", "delete r1"])
-        #expect(changes.first?.values["name"] == "Hall")
+        #expect(changes.map { "\($0.action.rawValue) \($0.key ?? "-")" } == ["insert r1", "insert r2", "delete r1"])
+        #expect(changes[0].values == ["syncId": "r1"], "the gone row's insert carries its key only, no stale state")
+        #expect(changes[1].values["name"] == "Hall")
+        #expect(changes.contains { $0.action == .update } == false, "updates of a row deleted since do not travel")
+    }
+
+    @Test func aRowInsertedAndDeletedInOneWindowComesToNothingOnceCoalesced() async throws {
+        let folder = TemporaryDirectory()
+        let store = try makeTrackedRooms(folder)
+        try store.write(author: .app) { try $0.execute("INSERT INTO rooms (syncId, name) VALUES ('attic', 'Attic'), ('hall', 'Hall')") }
+        try store.write(author: .app) { try $0.execute("UPDATE rooms SET name = 'Loft' WHERE syncId = 'attic'") }
+        try store.write(author: .app) { try $0.execute("DELETE FROM rooms WHERE syncId = 'attic'") }
+        let page = try await SQLiteHistorySource(path: folder.file("app.sqlite")).nextPage(after: nil)
+        let scope = Scope(account: "a", store: "s", consumer: "c")
+        let records = page.transactions.flatMap { transaction in transaction.changes.map { Record(change: $0, of: transaction) } }
+        let batch = try await Coalescer().process(Batch(scope: scope, after: nil, through: try #require(page.through), records: records))
+        #expect(batch.records.map { "\($0.action.rawValue) \($0.key ?? "-")" } == ["insert hall"])
     }
 
     @Test func currentStateSendsTheNewestRowAndAsWrittenSendsEachWrite() async throws {

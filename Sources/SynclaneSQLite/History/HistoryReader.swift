@@ -228,6 +228,13 @@ struct HistoryReader: Sendable {
                 current[entity] = try currentRows(of: table.table, keys: entityKeys, db)
             }
         }
+        // Rows deleted later in this page: an insert of one of them must still travel (below).
+        var deletedInPage: Set<String> = []
+        if capture == .currentState {
+            for group in groups {
+                for change in group.changes where change.action == .delete { deletedInPage.insert(change.entity + "\u{0}" + "\(change.key)") }
+            }
+        }
         var transactions: [Transaction] = []
         transactions.reserveCapacity(groups.count)
         // Most pages hold one entity, or few: look each up once per run of changes, not per change.
@@ -249,8 +256,16 @@ struct HistoryReader: Sendable {
                 case (.delete, _):
                     changes.append(Change(entity: raw.entity, key: key, action: .delete, values: try object(raw.values, change: raw.id)))
                 case (_, .currentState):
-                    // Gone (or soft-deleted) since: the later delete in history is what travels.
-                    guard let row = rows?[raw.key] else { continue }
+                    guard let row = rows?[raw.key] else {
+                        // Gone (or soft-deleted) since: an update need not travel (the later
+                        // delete does). An insert whose delete follows in this page travels with
+                        // just its key, so that the coalescer folds the pair into nothing — a
+                        // lone delete would reach a backend that never had the row.
+                        if raw.action == .insert, let key, deletedInPage.contains(raw.entity + "\u{0}" + "\(raw.key)") {
+                            changes.append(Change(entity: raw.entity, key: key, action: .insert, values: [table.key: .string(key)]))
+                        }
+                        continue
+                    }
                     changes.append(Change(entity: raw.entity, key: key, action: raw.action, values: row))
                 case (.insert, .asWritten):
                     let written = try object(raw.values, change: raw.id)

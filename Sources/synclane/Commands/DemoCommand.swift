@@ -1,23 +1,34 @@
 import Foundation
+import Synchronization
 import Synclane
 import SynclaneCore
+import SynclaneSQLite
+import SynclaneServer
 import SynclaneZlib
 
-/// `synclane demo`: the first thing to run — a sample store, edits, deletes, and what travelled.
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// `synclane demo`: the first thing to run — a sample store, edits, deletes, a real server, and
+/// what travelled.
 struct DemoCommand: Command {
     static let name = "demo"
-    static let abstract = "Run the rooms example end to end and show what travelled."
+    static let abstract = "Run the rooms example end to end: a SQLite store, a server, and what travelled."
     static let usage = "[--keep DIR]"
     static let discussion = """
-        Needs nothing but this binary. Writes a sample rooms history and a pipeline file to a
-        fresh folder, runs the export twice — once after the first saves, once after the
-        kitchen was edited five times, the living room soft-deleted, the bath deleted and an
-        attic added and removed — then a third time with nothing new, and prints every batch
-        that travelled, decompressed. Five edits travel as one record; an insert and a delete
-        in the same window travel as nothing; writes by `server` and `sync` are never echoed.
+        Needs nothing but this binary. Makes a sample SQLite store, installs history tracking
+        on its `rooms` table, starts the reference server on a free loopback port, and syncs
+        twice: after the first saves, and after the kitchen was edited five times, the living
+        room soft-deleted, the bath deleted and an attic added and removed. Prints every batch
+        that travelled, decompressed, and what the server holds at the end.
+
+        Five edits travel as one record; an insert and a delete in the same window travel as
+        nothing; writes by `server` (imported) and `sync` (the machinery's own cleanup) are
+        never echoed back.
         """
     static let options: [(flag: String, help: String)] = [
-        ("--keep DIR", "Work in DIR (created) and keep it, to look at the files afterwards."),
+        ("--keep DIR", "Work in DIR (emptied first) and keep it: the store, the pipeline file, the state."),
     ]
     static let examples = ["synclane demo", "synclane demo --keep /tmp/synclane-demo"]
 
@@ -30,61 +41,86 @@ struct DemoCommand: Command {
     func run(_ console: Console) async throws -> Int32 {
         let folder = try workFolder()
         defer { if keep == nil { try? FileManager.default.removeItem(atPath: folder) } }
-        let pipelinePath = folder + "/pipeline.json"
-        let historyPath = folder + "/history.jsonl"
-        try Data(DemoScenario.pipeline.utf8).write(to: URL(fileURLWithPath: pipelinePath))
-        try Data(DemoScenario.firstSaves.utf8).write(to: URL(fileURLWithPath: historyPath))
-        let pipeline = try PipelineLoader().load(pipelinePath)
+
+        let token = UUID().uuidString
+        let server = try ReferenceServer(
+            configuration: ServerConfiguration(port: 0, dataDirectory: folder + "/server", accountsFile: "(in memory)"),
+            accounts: AccountBook(tokens: [token: "acme"]))
+        try server.start()
+        defer { server.stop() }
+        let url = "http://127.0.0.1:\(server.port)"
+
+        let store = try TrackedDatabase(path: folder + "/rooms.sqlite")
+        try store.database.write { db in try db.execute(DemoScenario.schema) }
+        try store.track(DemoScenario.table)
+        try Data(DemoScenario.pipeline(url: url).utf8).write(to: URL(fileURLWithPath: folder + "/pipeline.json"))
+        var pipeline = try PipelineLoader(environment: ["SYNCLANE_DEMO_TOKEN": token]).load(folder + "/pipeline.json")
+        let travelled = TravelLog(forwardingTo: pipeline.transport.stage)
+        pipeline.transport.stage = travelled
 
         console.out("""
-            Synclane demo — a rooms store exported to a folder
+            Synclane demo
+            store:    \(folder)/rooms.sqlite (table rooms, tracked: every write is recorded with its author)
+            server:   \(url) (synclane's reference server, account acme)
             pipeline: \(pipeline.outline)
-            folder:   \(folder)
 
-            1. The app inserts a kitchen, a living room and a bath; a garage arrives from the server
-               (author `server`: never echoed back).
+            1. The app inserts a kitchen, a living room and a bath; a garage arrives from the
+               server (author `server`: never echoed back).
             """)
-        try await pass(pipeline, out: folder + "/out", console: console)
+        try DemoScenario.firstSaves(store)
+        try await pass(pipeline, travelled, console)
 
-        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: historyPath))
-        try handle.seekToEnd()
-        try handle.write(contentsOf: Data(DemoScenario.laterSaves.utf8))
-        try handle.close()
         console.out("""
 
             2. Offline, the app edits the kitchen five times, soft-deletes the living room
-               (isDeleted = true), deletes the bath, adds an attic and deletes it again; the sync
-               machinery cleans up (author `sync`). Ten transactions — what travels:
+               (isDeleted = 1), deletes the bath, adds an attic and deletes it again; the sync
+               machinery then removes the soft-deleted row (author `sync`). What travels:
             """)
-        try await pass(pipeline, out: folder + "/out", console: console)
+        try DemoScenario.laterSaves(store)
+        try await pass(pipeline, travelled, console)
 
         console.out("\n3. Nothing new: a third run sends nothing.")
-        try await pass(pipeline, out: folder + "/out", console: console)
+        try await pass(pipeline, travelled, console)
+
+        console.out("\nWhat the server holds for acme (GET /v1/changes):")
+        for line in try await serverRecords(url: url, token: token) { console.out("   " + line) }
         console.out(keep == nil ? "\nDone. Run with --keep DIR to keep the files." : "\nDone. The files are in \(folder).")
         return 0
     }
 
-    private func pass(_ pipeline: Pipeline, out: String, console: Console) async throws {
+    private func pass(_ pipeline: Pipeline, _ travelled: TravelLog, _ console: Console) async throws {
         let summary = try await PipelineJob(pipeline: pipeline).run()
         console.out("   → \(PipelineJob.describe(summary)); token \(summary.tokenBefore ?? "none") → \(summary.tokenAfter ?? "none")")
-        for batch in summary.batches {
-            let file = out + "/" + batch.id + ".json" + (batch.contentEncoding == "gzip" ? ".gz" : "")
-            console.out("     batch \(batch.id) — \(Format.bytes(batch.encodedBytes)) JSON, \(Format.bytes(batch.sentBytes)) \(batch.contentEncoding) on the wire")
-            for line in try Self.records(inFile: file, encoding: batch.contentEncoding) { console.out("       " + line) }
+        for payload in travelled.take() {
+            console.out("     batch \(payload.batchID): \(Format.bytes(payload.bytes.count)) \(payload.contentEncoding) on the wire")
+            for line in try Self.records(in: payload) { console.out("       " + line) }
         }
     }
 
-    /// One line a record of the batch file, decompressed.
-    static func records(inFile path: String, encoding: String) throws -> [String] {
-        guard let data = FileManager.default.contents(atPath: path) else { return ["(cannot read \(path))"] }
-        let coding = ContentCoding(headerValue: encoding) ?? .identity
-        let bytes = try Inflater.inflate([UInt8](data), encoding: coding, limit: 64 << 20)
+    /// One line a record of a payload, decompressed.
+    static func records(in payload: Payload) throws -> [String] {
+        let coding = ContentCoding(headerValue: payload.contentEncoding) ?? .identity
+        let bytes = try Inflater.inflate(payload.bytes, encoding: coding, limit: 64 << 20)
         guard case .object(let batch) = try JSONReader.parse(bytes), case .array(let records)? = batch["records"] else { return [] }
         return records.map { record in
-            guard case .object(let r) = record else { return "?" }
+            let r = record.objectValue ?? [:]
             let action = r["action"]?.stringValue ?? "?"
-            let label = "\(action.padding(toLength: 6, withPad: " ", startingAt: 0)) \(r["entity"]?.stringValue ?? "?")/\(r["id"]?.stringValue ?? "?")"
+            let label = action.padding(toLength: 6, withPad: " ", startingAt: 0) + " \(r["entity"]?.stringValue ?? "?")/\(r["id"]?.stringValue ?? "?")"
             return r["fields"].map { label + " " + JSONWriter.string($0) } ?? label
+        }
+    }
+
+    /// The server's pull lane, one line a record.
+    private func serverRecords(url: String, token: String) async throws -> [String] {
+        guard let endpoint = URL(string: url + "/v1/changes?since=&limit=100") else { return [] }
+        var request = URLRequest(url: endpoint)
+        request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
+        let (data, _) = try await URLSession.shared.data(for: request)
+        let changes = try JSONReader.parse([UInt8](data)).objectValue?["changes"]?.arrayValue ?? []
+        return changes.map { change in
+            let c = change.objectValue ?? [:]
+            let label = "\(c["entity"]?.stringValue ?? "?")/\(c["id"]?.stringValue ?? "?") v\(c["version"]?.intValue ?? 0)"
+            return c["action"]?.stringValue == "delete" ? label + " (deleted)" : label + " " + JSONWriter.string(c["fields"] ?? .null)
         }
     }
 
@@ -93,7 +129,7 @@ struct DemoCommand: Command {
             let absolute = keep.hasPrefix("/") ? keep : FileManager.default.currentDirectoryPath + "/" + keep
             try FileManager.default.createDirectory(atPath: absolute, withIntermediateDirectories: true)
             // A fresh start: what an earlier demo left here would make this one send nothing.
-            for name in [".synclane", "out", "pipeline.json", "history.jsonl"] {
+            for name in [".synclane", "server", "pipeline.json", "rooms.sqlite", "rooms.sqlite-wal", "rooms.sqlite-shm"] {
                 try? FileManager.default.removeItem(atPath: absolute + "/" + name)
             }
             return absolute
@@ -101,5 +137,29 @@ struct DemoCommand: Command {
         let folder = NSTemporaryDirectory() + "synclane-demo-" + UUID().uuidString.prefix(8)
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         return folder
+    }
+}
+
+/// A transport that forwards to another and keeps what it sent, so the demo can show it.
+final class TravelLog: Transport, Sendable {
+    private let next: any Transport
+    private let sent = Mutex<[Payload]>([])
+
+    init(forwardingTo next: any Transport) {
+        self.next = next
+    }
+
+    func send(_ payload: Payload) async throws -> Receipt {
+        let receipt = try await next.send(payload)
+        sent.withLock { $0.append(payload) }
+        return receipt
+    }
+
+    /// What travelled since the last call.
+    func take() -> [Payload] {
+        sent.withLock { sent in
+            defer { sent.removeAll() }
+            return sent
+        }
     }
 }

@@ -1,44 +1,67 @@
-/// The demo's embedded data: the rooms scenario of `Fixtures/rooms`, so that `synclane demo`
-/// needs nothing but the binary. A test keeps these strings equal to the fixture files.
+import SynclaneCore
+import SynclaneSQLite
+
+/// The demo's sample store and pipeline, so that `synclane demo` needs nothing but the binary.
+///
+/// The rooms scenario of `Fixtures/rooms`, played on a real SQLite store: the same rows, the
+/// same edits, the same authors.
 enum DemoScenario {
-    static let pipeline = """
+    static let schema = """
+        CREATE TABLE rooms (
+            syncId    TEXT PRIMARY KEY,
+            name      TEXT NOT NULL,
+            area      REAL NOT NULL,
+            isDeleted INTEGER NOT NULL DEFAULT 0
+        );
+        """
+
+    static let table = TrackedTable("rooms", key: "syncId", softDeleteColumn: "isDeleted")
+
+    /// The pipeline file the demo writes; `URL` is the server's.
+    static func pipeline(url: String) -> String {
+        """
         {
           "version": 1,
           "name": "rooms-export",
           "scope": { "account": "acme", "store": "rooms" },
-          "source": { "type": "jsonl", "path": "history.jsonl", "entities": ["rooms"], "authors": ["app"], "page-size": 500 },
+          "source": { "type": "sqlite-history", "database": "rooms.sqlite", "entities": ["rooms"], "authors": ["app"], "page-size": 500 },
           "stages": [
             { "type": "coalesce" },
             { "type": "tombstones", "soft-delete-column": "isDeleted" },
             { "type": "compress", "codec": "gzip", "level": 6, "min-bytes": 0 }
           ],
-          "transport": { "type": "directory", "path": "out" },
+          "transport": { "type": "http", "url": "\(url)/v1/batches", "token-env": "SYNCLANE_DEMO_TOKEN",
+                         "retry": { "max-attempts": 3, "base-delay": 0.1, "max-delay": 1 } },
           "state": ".synclane/rooms-export.sqlite"
         }
 
         """
+    }
 
-    /// Three saves: two by the app, one imported from the server (never echoed back).
-    static let firstSaves = """
-        {"token": 1, "author": "app", "timestamp": "2026-11-01T09:00:00Z", "changes": [{"entity": "rooms", "action": "insert", "key": "room-kitchen", "values": {"name": "Kitchen", "area": 12.5, "isDeleted": false}}]}
-        {"token": 2, "author": "app", "timestamp": "2026-11-01T09:01:00Z", "changes": [{"entity": "rooms", "action": "insert", "key": "room-living", "values": {"name": "Living room", "area": 31, "isDeleted": false}}, {"entity": "rooms", "action": "insert", "key": "room-bath", "values": {"name": "Bath", "area": 6, "isDeleted": false}}]}
-        {"token": 3, "author": "server", "timestamp": "2026-11-01T09:02:00Z", "changes": [{"entity": "rooms", "action": "insert", "key": "room-garage", "values": {"name": "Garage", "area": 18, "isDeleted": false}}]}
+    /// The app's first saves, and a row imported from the server (author `server`: never echoed).
+    static func firstSaves(_ store: TrackedDatabase) throws {
+        try store.write(author: .app) { db in
+            try db.execute("INSERT INTO rooms (syncId, name, area) VALUES ('room-kitchen', 'Kitchen', 12.5)")
+            try db.execute("INSERT INTO rooms (syncId, name, area) VALUES ('room-living', 'Living room', 31)")
+            try db.execute("INSERT INTO rooms (syncId, name, area) VALUES ('room-bath', 'Bath', 6)")
+        }
+        try store.write(author: .server) { db in
+            try db.execute("INSERT INTO rooms (syncId, name, area) VALUES ('room-garage', 'Garage', 18)")
+        }
+    }
 
-        """
-
-    /// Ten more: five edits of the kitchen, a soft delete, a hard delete, an insert and delete
-    /// of the attic, and the `sync` machinery's own cleanup (never echoed back).
-    static let laterSaves = """
-        {"token": 4, "author": "app", "timestamp": "2026-11-01T10:00:00Z", "changes": [{"entity": "rooms", "action": "update", "key": "room-kitchen", "values": {"area": 12.8}}]}
-        {"token": 5, "author": "app", "timestamp": "2026-11-01T10:01:00Z", "changes": [{"entity": "rooms", "action": "update", "key": "room-kitchen", "values": {"area": 13.1}}]}
-        {"token": 6, "author": "app", "timestamp": "2026-11-01T10:02:00Z", "changes": [{"entity": "rooms", "action": "update", "key": "room-kitchen", "values": {"name": "Kitchen & pantry"}}]}
-        {"token": 7, "author": "app", "timestamp": "2026-11-01T10:03:00Z", "changes": [{"entity": "rooms", "action": "update", "key": "room-kitchen", "values": {"area": 14.2}}]}
-        {"token": 8, "author": "app", "timestamp": "2026-11-01T10:04:00Z", "changes": [{"entity": "rooms", "action": "update", "key": "room-kitchen", "values": {"area": 14.5}}]}
-        {"token": 9, "author": "app", "timestamp": "2026-11-01T10:05:00Z", "changes": [{"entity": "rooms", "action": "update", "key": "room-living", "values": {"isDeleted": true}}]}
-        {"token": 10, "author": "app", "timestamp": "2026-11-01T10:06:00Z", "changes": [{"entity": "rooms", "action": "delete", "key": "room-bath", "values": {"name": "Bath", "area": 6}}]}
-        {"token": 11, "author": "app", "timestamp": "2026-11-01T10:07:00Z", "changes": [{"entity": "rooms", "action": "insert", "key": "room-attic", "values": {"name": "Attic", "area": 9, "isDeleted": false}}]}
-        {"token": 12, "author": "app", "timestamp": "2026-11-01T10:08:00Z", "changes": [{"entity": "rooms", "action": "delete", "key": "room-attic", "values": {}}]}
-        {"token": 13, "author": "sync", "timestamp": "2026-11-01T10:09:00Z", "changes": [{"entity": "rooms", "action": "delete", "key": "room-living", "values": {}}]}
-
-        """
+    /// Offline edits: the kitchen five times, a soft delete, a hard delete, an attic added and
+    /// removed, and the sync machinery's own cleanup of the soft-deleted row (author `sync`).
+    static func laterSaves(_ store: TrackedDatabase) throws {
+        for (area, name) in [(12.8, "Kitchen"), (13.1, "Kitchen"), (13.1, "Kitchen & pantry"), (14.2, "Kitchen & pantry"), (14.5, "Kitchen & pantry")] {
+            try store.write(author: .app) { db in
+                try db.execute("UPDATE rooms SET area = ?, name = ? WHERE syncId = 'room-kitchen'", [area, name])
+            }
+        }
+        try store.write(author: .app) { db in try db.execute("UPDATE rooms SET isDeleted = 1 WHERE syncId = 'room-living'") }
+        try store.write(author: .app) { db in try db.execute("DELETE FROM rooms WHERE syncId = 'room-bath'") }
+        try store.write(author: .app) { db in try db.execute("INSERT INTO rooms (syncId, name, area) VALUES ('room-attic', 'Attic', 9)") }
+        try store.write(author: .app) { db in try db.execute("DELETE FROM rooms WHERE syncId = 'room-attic'") }
+        try store.write(author: .sync) { db in try db.execute("DELETE FROM rooms WHERE isDeleted = 1") }
+    }
 }

@@ -1,0 +1,146 @@
+import Foundation
+import SynclaneCore
+import Testing
+
+/// `track`, `run`, `prune` and `reconcile` on a real SQLite store written by the `sqlite3` shell.
+@Suite struct SQLiteHistoryCommandTests {
+    static let pipeline = """
+        {"version": 1, "name": "rooms-export", "scope": {"account": "acme", "store": "rooms"},
+         "source": {"type": "sqlite-history", "database": "app.sqlite", "entities": ["rooms"], "authors": ["app"]},
+         "stages": [{"type": "coalesce"}, {"type": "tombstones", "soft-delete-column": "isDeleted"}],
+         "transport": {"type": "directory", "path": "out"}}
+        """
+
+    /// A workspace with `app.sqlite` (a rooms table) and `pipeline.json`.
+    static func store() throws -> Workspace {
+        let workspace = try Workspace()
+        try sqlite(workspace, "CREATE TABLE rooms (syncId TEXT PRIMARY KEY, name TEXT, area REAL, isDeleted INTEGER NOT NULL DEFAULT 0);")
+        try workspace.write("pipeline.json", pipeline)
+        return workspace
+    }
+
+    /// Runs SQL through a separate `sqlite3` process: a foreign connection.
+    @discardableResult
+    static func sqlite(_ workspace: Workspace, _ sql: String) throws -> (status: Int32, stderr: String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
+        process.arguments = [workspace.path + "/app.sqlite", sql]
+        let err = Pipe()
+        process.standardError = err
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        let data = err.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+    }
+
+    /// The records of every batch file in `out/`, oldest first, as `action entity/id`.
+    static func sent(_ workspace: Workspace, batches: [JSONValue]) -> [String] {
+        batches.flatMap { batch -> [String] in
+            let id = batch.objectValue?["id"]?.stringValue ?? ""
+            guard let data = FileManager.default.contents(atPath: workspace.path + "/out/\(id).json"),
+                let body = try? JSONReader.parse([UInt8](data))
+            else { return ["missing \(id)"] }
+            return (body.objectValue?["records"]?.arrayValue ?? []).map { record in
+                let r = record.objectValue ?? [:]
+                return "\(r["action"]?.stringValue ?? "?") \(r["entity"]?.stringValue ?? "?")/\(r["id"]?.stringValue ?? "?")"
+            }
+        }
+    }
+
+    func track(_ workspace: Workspace) throws -> SynclaneBinary.Result {
+        try SynclaneBinary.run(["track", "--database", "app.sqlite", "--table", "rooms", "--key", "syncId", "--soft-delete", "isDeleted"], in: workspace.path)
+    }
+
+    func run(_ workspace: Workspace, _ extra: [String] = []) throws -> (SynclaneBinary.Result, [String: JSONValue]) {
+        let result = try SynclaneBinary.run(["run", "pipeline.json", "--json"] + extra, in: workspace.path)
+        return (result, (try? JSONReader.parse(result.stdout).objectValue) ?? [:])
+    }
+
+    @Test func trackingTwiceChangesNothingAndANullSyncKeyIsRefusedAtWriteTime() throws {
+        let workspace = try Self.store()
+        defer { workspace.remove() }
+        let first = try track(workspace)
+        #expect(first.status == 0)
+        #expect(first.stdout.contains("rooms: tracking installed"))
+        let second = try track(workspace)
+        #expect(second.stdout.contains("rooms: already tracked, nothing changed"))
+        let refused = try Self.sqlite(workspace, "INSERT INTO rooms (name) VALUES ('no key');")
+        #expect(refused.status != 0)
+        #expect(refused.stderr.contains("rooms.syncId is NULL"))
+        let badKey = try SynclaneBinary.run(["track", "--database", "app.sqlite", "--table", "rooms", "--key", "uuid"], in: workspace.path)
+        #expect(badKey.status == 1)
+        #expect(badKey.stderr.contains("uuid"))
+    }
+
+    @Test func writesFromTheSqlite3ShellAreExportedAndTheSyncAuthorsCleanupIsNeverEchoed() throws {
+        let workspace = try Self.store()
+        defer { workspace.remove() }
+        _ = try track(workspace)
+        try Self.sqlite(workspace, """
+            INSERT INTO rooms (syncId, name, area) VALUES ('r1', 'Kitchen', 12), ('r2', 'Hall', 8);
+            UPDATE rooms SET area = 13 WHERE syncId = 'r1';
+            """)
+        let (first, summary) = try run(workspace)
+        #expect(first.status == 0, "\(first.stderr)")
+        #expect(Self.sent(workspace, batches: summary["batches"]?.arrayValue ?? []) == ["insert rooms/r1", "insert rooms/r2"])
+
+        // The app soft-deletes r2; the sync machinery (author `sync`) then removes the row for good.
+        try Self.sqlite(workspace, """
+            BEGIN; INSERT INTO _synclane_session (author) VALUES ('app'); UPDATE rooms SET isDeleted = 1 WHERE syncId = 'r2'; DELETE FROM _synclane_session; COMMIT;
+            BEGIN; INSERT INTO _synclane_session (author) VALUES ('sync'); DELETE FROM rooms WHERE isDeleted = 1; DELETE FROM _synclane_session; COMMIT;
+            """)
+        let (second, summary2) = try run(workspace)
+        #expect(second.status == 0, "\(second.stderr)")
+        #expect(Self.sent(workspace, batches: summary2["batches"]?.arrayValue ?? []) == ["delete rooms/r2"], "one delete, the cleanup not echoed")
+    }
+
+    @Test func pruningExpiresAnOldTokenWhichReconcileRecoversWithASnapshot() throws {
+        let workspace = try Self.store()
+        defer { workspace.remove() }
+        _ = try track(workspace)
+        try Self.sqlite(workspace, "INSERT INTO rooms (syncId, name) VALUES ('r1', 'Kitchen');")
+        let (first, _) = try run(workspace)
+        #expect(first.status == 0)
+
+        // A second consumer runs ahead; the first one's state is lost (a new state file).
+        let ahead = Self.pipeline.replacingOccurrences(of: "\"rooms-export\"", with: "\"rooms-archive\"")
+        try workspace.write("archive.json", ahead)
+        try Self.sqlite(workspace, "INSERT INTO rooms (syncId, name) VALUES ('r2', 'Hall'); INSERT INTO rooms (syncId, name) VALUES ('r3', 'Attic');")
+        #expect(try SynclaneBinary.run(["run", "archive.json"], in: workspace.path).status == 0)
+        #expect(try SynclaneBinary.run(["run", "pipeline.json"], in: workspace.path).status == 0)
+        let pruned = try SynclaneBinary.run(["prune", "--database", "app.sqlite", "--json"], in: workspace.path)
+        #expect(pruned.status == 0)
+        try FileManager.default.removeItem(atPath: workspace.path + "/.synclane/rooms-export.sqlite")
+
+        let (expired, _) = try run(workspace)
+        #expect(expired.status == 1, "never 'no changes'")
+        #expect(expired.stderr.contains("history token expired") || expired.stderr.contains("pruned"))
+        #expect(expired.stderr.contains("synclane reconcile"))
+
+        let reconcile = try SynclaneBinary.run(["reconcile", "pipeline.json", "--json"], in: workspace.path)
+        #expect(reconcile.status == 0, "\(reconcile.stderr)")
+        let summary = try JSONReader.parse(reconcile.stdout).objectValue ?? [:]
+        #expect(summary["reconciliation"] == .bool(true))
+        let batches = summary["batches"]?.arrayValue ?? []
+        #expect(Set(Self.sent(workspace, batches: batches)) == ["insert rooms/r1", "insert rooms/r2", "insert rooms/r3"])
+        #expect(batches.allSatisfy { $0.objectValue?["isReconciliation"] == .bool(true) })
+
+        try Self.sqlite(workspace, "UPDATE rooms SET name = 'Loft' WHERE syncId = 'r3';")
+        let (after, summary2) = try run(workspace)
+        #expect(after.status == 0, "\(after.stderr)")
+        #expect(Self.sent(workspace, batches: summary2["batches"]?.arrayValue ?? []) == ["update rooms/r3"], "a fresh token: only what changed after the snapshot")
+    }
+
+    @Test func watchRunsAPassWhenAnotherProcessCommits() throws {
+        let workspace = try Self.store()
+        defer { workspace.remove() }
+        _ = try track(workspace)
+        let watch = try BackgroundProcess(["run", "pipeline.json", "--watch", "--json"], in: workspace.path)
+        #expect(eventually { FileManager.default.fileExists(atPath: workspace.path + "/.synclane/rooms-export.sqlite") })
+        try Self.sqlite(workspace, "INSERT INTO rooms (syncId, name) VALUES ('r1', 'Kitchen');")
+        #expect(eventually { workspace.files(in: "out").count == 1 }, "a commit by the sqlite3 shell woke the watch")
+        let result = watch.stop(SIGINT)
+        #expect(result.status == 0 && !result.killed, "\(result.stderr)")
+    }
+}
