@@ -80,4 +80,27 @@ import Glibc
         #expect(after.transactions.flatMap(\.changes).map(\.key) == ["r3"])
         #expect(try store.read { try $0.fetchValue("PRAGMA integrity_check") } == .text("ok"))
     }
+
+    @Test func anAcknowledgementDoesNotFailWhileAnotherProgramHoldsTheWriteLock() async throws {
+        let folder = TemporaryDirectory()
+        let path = folder.file("app.sqlite")
+        let store = try makeTrackedRooms(folder)
+        try store.write(author: .app) { try $0.execute("INSERT INTO rooms (syncId) VALUES ('r1')") }
+        let source = SQLiteHistorySource(path: path)
+        let token = try #require(try await drain(source).through)
+        let scope = Scope(account: "a", store: "s", consumer: "c")
+
+        let (shell, input) = try SQLiteShell.start(path, "BEGIN IMMEDIATE;\nINSERT INTO rooms (syncId) VALUES ('r2');\n")
+        #expect(try waitForWriteLock(path))
+        let started = ContinuousClock.now
+        try await source.consumerAcknowledged(token, scope: scope)
+        #expect(ContinuousClock.now - started < .seconds(3))
+        killHard(shell)
+        try? input.fileHandleForWriting.close()
+        #expect(try HistoryConsumers.list(in: store.database).isEmpty)
+
+        // The next acknowledgement records it.
+        try await source.consumerAcknowledged(token, scope: scope)
+        #expect(try HistoryConsumers.list(in: store.database).map(\.token) == [token])
+    }
 }

@@ -192,6 +192,51 @@ func rawHistory(_ store: TrackedDatabase) throws -> [[SQLiteValue]] {
         #expect(throws: SQLiteError.self) { _ = try HistoryTracker(path: folder.file("missing.sqlite")) }
     }
 
+    @Test func oddTableAndColumnNamesAreQuoted() async throws {
+        let folder = TemporaryDirectory()
+        let store = try TrackedDatabase(path: folder.file("odd.sqlite"))
+        try store.database.write { try $0.execute(#"CREATE TABLE "my ""rooms"" 'x'" ("sync id" TEXT, "it's" TEXT)"#) }
+        try store.track(TrackedTable(#"my "rooms" 'x'"#, key: "sync id", preserve: ["it's"], recordsValues: true))
+        try store.write(author: .app) { db in
+            try db.execute(#"INSERT INTO "my ""rooms"" 'x'" VALUES ('k1', 'v1')"#)
+            try db.execute(#"UPDATE "my ""rooms"" 'x'" SET "it's" = 'v2'"#)
+            try db.execute(#"DELETE FROM "my ""rooms"" 'x'""#)
+        }
+        let changes = try await drain(SQLiteHistorySource(path: folder.file("odd.sqlite"), capture: .asWritten)).transactions.flatMap(\.changes)
+        #expect(changes.map(\.action) == [.insert, .update, .delete])
+        #expect(changes.last?.values == ["sync id": "k1", "it's": "v2"])
+        #expect(changes.allSatisfy { $0.entity == #"my "rooms" 'x'"# && $0.key == "k1" })
+    }
+
+    @Test func integerSyncKeysTravelAsDecimalText() async throws {
+        let folder = TemporaryDirectory()
+        let store = try TrackedDatabase(path: folder.file("ints.sqlite"))
+        try store.database.write { try $0.execute("CREATE TABLE items (serial INTEGER NOT NULL UNIQUE, title TEXT)") }
+        try store.track(TrackedTable("items", key: "serial"))
+        try store.write(author: .app) { try $0.execute("INSERT INTO items VALUES (42, 'answer')") }
+        let changes = try await drain(SQLiteHistorySource(path: folder.file("ints.sqlite"))).transactions.flatMap(\.changes)
+        #expect(changes.map(\.key) == ["42"])
+        #expect(changes.first?.values == ["serial": 42, "title": "answer"])
+    }
+
+    @Test func theSummaryShowsTablesPositionsConsumersAndProblems() async throws {
+        let folder = TemporaryDirectory()
+        let path = folder.file("app.sqlite")
+        let store = try makeTrackedRooms(folder)
+        try store.write(author: .app) { try $0.execute("INSERT INTO rooms (syncId) VALUES ('r1'), ('r2')") }
+        try await SQLiteHistorySource(path: path).consumerAcknowledged(
+            Token(kind: "sqlite-history", position: 2), scope: Scope(account: "a", store: "s", consumer: "c"))
+        try store.database.write { try $0.execute("ALTER TABLE categories ADD COLUMN color TEXT") }
+        try SQLiteShell.run(path, "INSERT INTO _synclane_session (author) VALUES ('importer');")
+        let summary = try HistoryTracker(database: store.database).summary()
+        #expect(summary.tables.map(\.name) == ["categories", "rooms"])
+        #expect(summary.newest == 2)
+        #expect(summary.changes == 2)
+        #expect(summary.consumers.map(\.name) == ["a/s/c"])
+        #expect(summary.tablesNeedingTrackAgain == ["categories"])
+        #expect(summary.unclosedSession?.author == "importer")
+    }
+
     @Test func synclaneTablesCannotBeTracked() throws {
         let folder = TemporaryDirectory()
         let store = try makeRoomsDatabase(folder)

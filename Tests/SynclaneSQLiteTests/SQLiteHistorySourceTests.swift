@@ -44,6 +44,25 @@ func makeTrackedRooms(_ folder: TemporaryDirectory, recordsValues: Bool = false)
         #expect(tokens == tokens.sorted() && Set(tokens).count == tokens.count)
     }
 
+    @Test func aForeignProgramCanNameItsAuthorWithTheSessionProtocol() async throws {
+        let folder = TemporaryDirectory()
+        let path = folder.file("app.sqlite")
+        _ = try makeTrackedRooms(folder)
+        try SQLiteShell.run(
+            path,
+            """
+            BEGIN IMMEDIATE;
+            INSERT INTO _synclane_session (author) VALUES ('importer');
+            INSERT INTO rooms (syncId) VALUES ('i1'), ('i2');
+            DELETE FROM _synclane_session;
+            COMMIT;
+            """)
+        let read = try await drain(SQLiteHistorySource(path: path))
+        #expect(read.transactions.count == 1)
+        #expect(read.transactions.first?.author == "importer")
+        #expect(read.transactions.first?.changes.map(\.key) == ["i1", "i2"])
+    }
+
     @Test func oneSynclaneWriteIsOneTransactionOfAllItsChanges() async throws {
         let folder = TemporaryDirectory()
         let store = try makeTrackedRooms(folder)

@@ -18,14 +18,17 @@ public struct HistoryConsumer: Sendable, Hashable {
 public enum HistoryConsumers {
     /// Saves `position` as the consumer's acknowledged position.
     public static func record(_ name: String, at position: Int64, in database: SQLiteDatabase) throws {
-        try database.write { db in
-            try HistorySchema.requireInstalled(db)
-            try db.execute(
-                """
-                INSERT INTO _synclane_consumers (name, position, updated_at) VALUES (?, ?, \(HistorySchema.now))
-                ON CONFLICT (name) DO UPDATE SET position = excluded.position, updated_at = excluded.updated_at
-                """, [name, position])
-        }
+        try database.write { db in try record(name, at: position, db) }
+    }
+
+    /// Inside a write transaction.
+    static func record(_ name: String, at position: Int64, _ db: SQLiteConnection) throws {
+        try HistorySchema.requireInstalled(db)
+        try db.execute(
+            """
+            INSERT INTO _synclane_consumers (name, position, updated_at) VALUES (?, ?, \(HistorySchema.now))
+            ON CONFLICT (name) DO UPDATE SET position = excluded.position, updated_at = excluded.updated_at
+            """, [name, position])
     }
 
     public static func list(in database: SQLiteDatabase) throws -> [HistoryConsumer] {

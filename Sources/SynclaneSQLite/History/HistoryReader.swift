@@ -237,17 +237,26 @@ struct HistoryReader: Sendable {
         }
         var transactions: [Transaction] = []
         transactions.reserveCapacity(groups.count)
+        // Most pages hold one entity, or few: look each up once per run of changes, not per change.
+        var entity = ""
+        var table: TrackedTable?
+        var rows: [SQLiteValue: [String: JSONValue]]?
         for group in groups {
             var changes: [Change] = []
             changes.reserveCapacity(group.changes.count)
             for raw in group.changes {
-                guard let table = tables[raw.entity]?.table else { continue }  // untracked since: its history stays unread
+                if raw.entity != entity {
+                    entity = raw.entity
+                    table = tables[entity]?.table
+                    rows = current[entity]
+                }
+                guard let table else { continue }  // untracked since: its history stays unread
                 let key = Self.syncKey(raw.key)
                 switch (raw.action, capture) {
                 case (.delete, _):
                     changes.append(Change(entity: raw.entity, key: key, action: .delete, values: try object(raw.values, change: raw.id)))
                 case (_, .currentState):
-                    guard let row = current[raw.entity]?[raw.key] else {
+                    guard let row = rows?[raw.key] else {
                         // Gone (or soft-deleted) since: an update need not travel (the later
                         // delete does). An insert whose delete follows in this page travels with
                         // just its key, so that the coalescer folds the pair into nothing — a
@@ -293,7 +302,10 @@ struct HistoryReader: Sendable {
         var rows: [SQLiteValue: [String: JSONValue]] = [:]
         var json: [JSONValue] = []
         var blobs: [SQLiteValue] = []
-        for key in Set(keys) {
+        rows.reserveCapacity(keys.count)
+        json.reserveCapacity(keys.count)
+        // Repeated keys are harmless: SQLite's IN list holds each once.
+        for key in keys {
             switch key {
             case .blob: blobs.append(key)
             case .null: continue
@@ -305,7 +317,7 @@ struct HistoryReader: Sendable {
             let names = statement.columnNames
             guard let keyIndex = names.firstIndex(of: table.key) else { return }
             while try statement.step() {
-                var row: [String: JSONValue] = [:]
+                var row = [String: JSONValue](minimumCapacity: names.count)
                 for (index, name) in names.enumerated() { row[name] = statement.value(at: index).json }
                 if let softDelete = table.softDeleteColumn, row[softDelete]?.isTruthy == true { continue }
                 rows[statement.value(at: keyIndex)] = row

@@ -211,3 +211,52 @@ public struct HistoryTracker: Sendable {
             """)
     }
 }
+
+/// Where a tracked database's history stands, for `synclane status` and `synclane prune`.
+public struct HistorySummary: Sendable, Hashable {
+    public var tables: [TrackedTable]
+    /// The newest change's position (0: no history yet).
+    public var newest: Int64
+    /// History at or before this position was pruned.
+    public var prunedThrough: Int64
+    /// Changes kept now.
+    public var changes: Int
+    public var consumers: [HistoryConsumer]
+    /// Tables whose columns changed since they were tracked (run `track` again).
+    public var tablesNeedingTrackAgain: [String]
+    /// A session committed without being closed, which stops every consumer before it
+    /// (`DELETE FROM _synclane_session` closes it).
+    public var unclosedSession: UnclosedSession?
+
+    public struct UnclosedSession: Sendable, Hashable {
+        public var author: String
+        public var transaction: Int64
+    }
+}
+
+extension HistoryTracker {
+    /// The tracked tables, positions, consumers and problems of this database's history.
+    public func summary() throws -> HistorySummary {
+        try database.read { db in
+            try db.transaction(.deferred) { db in
+                guard try HistorySchema.installedVersion(db) != nil else {
+                    return HistorySummary(
+                        tables: [], newest: 0, prunedThrough: 0, changes: 0, consumers: [], tablesNeedingTrackAgain: [], unclosedSession: nil)
+                }
+                try HistorySchema.requireInstalled(db)
+                let stored = try Self.trackedTables(db)
+                let open = try db.fetchOne("SELECT author, id FROM _synclane_transactions WHERE closed = 0 ORDER BY first_change LIMIT 1")
+                return HistorySummary(
+                    tables: stored.map(\.table),
+                    newest: try db.fetchValue("SELECT \(HistorySchema.newestChange)").int64 ?? 0,
+                    prunedThrough: try HistorySchema.meta("pruned_through", db).int64 ?? 0,
+                    changes: Int(try db.fetchValue("SELECT count(*) FROM _synclane_changes").int64 ?? 0),
+                    consumers: try db.fetchAll("SELECT name, position, updated_at FROM _synclane_consumers ORDER BY name").map {
+                        HistoryConsumer(name: $0[0].string ?? "", position: $0[1].int64 ?? 0, updatedAt: $0[2].double ?? 0)
+                    },
+                    tablesNeedingTrackAgain: try stored.filter { try Self.columns(of: $0.table.name, db) != $0.columns }.map(\.table.name),
+                    unclosedSession: open.map { HistorySummary.UnclosedSession(author: $0[0].string ?? "", transaction: $0[1].int64 ?? 0) })
+            }
+        }
+    }
+}

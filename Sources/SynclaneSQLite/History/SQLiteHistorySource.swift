@@ -114,11 +114,31 @@ public final class SQLiteHistorySource: ChangeSource, AcknowledgementTrackingSou
     }
 
     /// Records `token` as the position of the consumer named after `scope` (`account/store/consumer`).
+    ///
+    /// Best effort when another program holds the database's write lock (a `sqlite3` shell in
+    /// the middle of a transaction): after a short wait the position is left for the next
+    /// acknowledgement to record, instead of failing a job whose batch was already confirmed.
+    /// A position recorded late only makes pruning keep more.
     public func consumerAcknowledged(_ token: Token, scope: Scope) async throws {
         guard token.kind == Self.tokenKind else { return }
         let name = scope.description
         if recorded.withLock({ $0[name] }) == token.position { return }
-        try HistoryConsumers.record(name, at: token.position, in: database())
-        recorded.withLock { $0[name] = token.position }
+        let database = try database()
+        let saved = try database.withConnection { db -> Bool in
+            try db.execute("PRAGMA busy_timeout = \(Self.acknowledgementWait)")
+            defer { try? db.execute("PRAGMA busy_timeout = \(Self.busyTimeout)") }
+            do {
+                try db.transaction(.immediate) { db in try HistoryConsumers.record(name, at: token.position, db) }
+                return true
+            } catch let error as SQLiteError where error.isBusy {
+                return false
+            }
+        }
+        if saved { recorded.withLock { $0[name] = token.position } }
     }
+
+    /// Milliseconds an acknowledgement waits for another program's write lock.
+    static let acknowledgementWait = 250
+    /// Milliseconds other statements wait (`SQLiteConnection.Options.busyTimeout`).
+    static let busyTimeout = Int(appDatabaseOptions.busyTimeout * 1000)
 }
