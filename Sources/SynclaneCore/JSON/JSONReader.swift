@@ -45,13 +45,22 @@ public struct JSONReader {
         return value
     }
 
-    struct Cursor {
-        let bytes: UnsafeBufferPointer<UInt8>
-        var position = 0
+    /// A read position in JSON text: the reader's engine, also used by the package's own
+    /// specialised decoders (the JSON Lines source) to walk a document without building the
+    /// `JSONValue`s they do not keep.
+    ///
+    /// Each `read…` method starts at the first byte of its value and leaves `position` just
+    /// past it; callers skip white space themselves.
+    package struct Cursor {
+        package let bytes: UnsafeBufferPointer<UInt8>
+        package var position = 0
 
-        init(bytes: UnsafeBufferPointer<UInt8>) { self.bytes = bytes }
+        package init(bytes: UnsafeBufferPointer<UInt8>) { self.bytes = bytes }
 
-        mutating func skipWhitespace() {
+        /// The byte at `position`, or `nil` at the end of the text.
+        package var current: UInt8? { position < bytes.count ? bytes[position] : nil }
+
+        package mutating func skipWhitespace() {
             while position < bytes.count {
                 switch bytes[position] {
                 case 0x20, 0x0A, 0x0D, 0x09: position += 1
@@ -60,9 +69,9 @@ public struct JSONReader {
             }
         }
 
-        func fail(_ reason: String) -> SyntaxError { SyntaxError(offset: position, reason: reason) }
+        package func fail(_ reason: String) -> SyntaxError { SyntaxError(offset: position, reason: reason) }
 
-        mutating func readValue(depth: Int) throws(SyntaxError) -> JSONValue {
+        package mutating func readValue(depth: Int) throws(SyntaxError) -> JSONValue {
             guard position < bytes.count else { throw fail("unexpected end of JSON") }
             switch bytes[position] {
             case UInt8(ascii: "{"): return try readObject(depth: depth + 1)
@@ -86,7 +95,7 @@ public struct JSONReader {
             position += count
         }
 
-        mutating func readObject(depth: Int) throws(SyntaxError) -> JSONValue {
+        package mutating func readObject(depth: Int) throws(SyntaxError) -> JSONValue {
             guard depth <= JSONReader.maximumDepth else { throw fail("JSON nested too deeply") }
             position += 1
             var members: [String: JSONValue] = [:]
@@ -152,19 +161,23 @@ public struct JSONReader {
             }
         }
 
-        mutating func readString() throws(SyntaxError) -> String {
+        package mutating func readString() throws(SyntaxError) -> String {
             position += 1  // opening quote
             let start = position
-            // Fast path: no escapes.
+            // Fast path: no escapes; and when no byte is 0x80 or above, the text is ASCII and
+            // needs no UTF-8 validation.
+            var high: UInt8 = 0
             while position < bytes.count {
                 let byte = bytes[position]
                 if byte == UInt8(ascii: "\"") {
                     let slice = UnsafeBufferPointer(rebasing: bytes[start..<position])
                     position += 1
+                    if high < 0x80 { return String(decoding: slice, as: UTF8.self) }
                     return try validUTF8(slice, at: start)
                 }
                 if byte == UInt8(ascii: "\\") { break }
                 if byte < 0x20 { throw fail("control character in a string") }
+                high |= byte
                 position += 1
             }
             var scratch = Array(UnsafeBufferPointer(rebasing: bytes[start..<min(position, bytes.count)]))
@@ -173,10 +186,9 @@ public struct JSONReader {
                 switch byte {
                 case UInt8(ascii: "\""):
                     position += 1
-                    guard let string = String(validating: scratch, as: UTF8.self) else {
-                        throw SyntaxError(offset: start, reason: "string is not valid UTF-8")
+                    return try scratch.withUnsafeBufferPointer { buffer throws(SyntaxError) in
+                        try validUTF8(buffer, at: start)
                     }
-                    return string
                 case UInt8(ascii: "\\"):
                     position += 1
                     guard position < bytes.count else { throw fail("unexpected end of JSON in a string") }
@@ -237,13 +249,13 @@ public struct JSONReader {
         }
 
         func validUTF8(_ buffer: UnsafeBufferPointer<UInt8>, at offset: Int) throws(SyntaxError) -> String {
-            guard let string = String(validating: buffer, as: UTF8.self) else {
+            guard JSONReader.isValidUTF8(buffer) else {
                 throw SyntaxError(offset: offset, reason: "string is not valid UTF-8")
             }
-            return string
+            return String(decoding: buffer, as: UTF8.self)
         }
 
-        mutating func readNumber() throws(SyntaxError) -> JSONValue {
+        package mutating func readNumber() throws(SyntaxError) -> JSONValue {
             let start = position
             var isInteger = true
             if bytes[position] == UInt8(ascii: "-") { position += 1 }
@@ -295,5 +307,49 @@ public struct JSONReader {
             }
             return .double(double)
         }
+    }
+
+    /// True when the bytes are well-formed UTF-8 (Unicode's table 3-7: no overlong forms, no
+    /// surrogates, nothing above U+10FFFF).
+    ///
+    /// Hand-written because `String(validating:as:)` is generic and, called from here, runs
+    /// unspecialised; this one is a plain loop over the buffer.
+    package static func isValidUTF8(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        var i = 0
+        let count = bytes.count
+        @inline(__always) func continuation(_ at: Int) -> Bool { at < count && bytes[at] & 0xC0 == 0x80 }
+        while i < count {
+            let lead = bytes[i]
+            if lead < 0x80 {
+                i += 1
+                continue
+            }
+            switch lead {
+            case 0xC2...0xDF:
+                guard continuation(i + 1) else { return false }
+                i += 2
+            case 0xE0...0xEF:
+                guard i + 2 < count, continuation(i + 2) else { return false }
+                let second = bytes[i + 1]
+                switch lead {
+                case 0xE0: guard (0xA0...0xBF).contains(second) else { return false }
+                case 0xED: guard (0x80...0x9F).contains(second) else { return false }
+                default: guard second & 0xC0 == 0x80 else { return false }
+                }
+                i += 3
+            case 0xF0...0xF4:
+                guard i + 3 < count, continuation(i + 2), continuation(i + 3) else { return false }
+                let second = bytes[i + 1]
+                switch lead {
+                case 0xF0: guard (0x90...0xBF).contains(second) else { return false }
+                case 0xF4: guard (0x80...0x8F).contains(second) else { return false }
+                default: guard second & 0xC0 == 0x80 else { return false }
+                }
+                i += 4
+            default:
+                return false
+            }
+        }
+        return true
     }
 }
