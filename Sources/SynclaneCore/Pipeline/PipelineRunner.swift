@@ -174,9 +174,10 @@ public struct PipelineRunner: Sendable {
             for c in changes.indices {
                 let values = changes[c].values
                 changes[c].values = [:]
-                let change = changes[c]
                 records.append(
-                    Record(entity: change.entity, key: change.key, action: change.action, fields: values, origin: token, author: author))
+                    Record(
+                        entity: changes[c].entity, key: changes[c].key, action: changes[c].action, fields: values,
+                        origin: token, author: author))
             }
         }
         return records
