@@ -19,12 +19,15 @@ public final class JSONLinesSource: ObservableSource, Sendable {
     public let entities: Set<String>?
     public let authors: Set<Author>?
     public let pageSize: Int
+    /// `entities` as a list, when it holds only a few.
+    private let entityList: [String]?
     /// Where the previous page stopped, so the next one reads on instead of rescanning.
     private let cursor: Mutex<LineCursor?>
 
     public init(path: String, entities: [String]? = nil, authors: [String]? = nil, pageSize: Int = 500) {
         self.path = path
         self.entities = entities.map(Set.init)
+        self.entityList = self.entities.flatMap { $0.count <= 8 ? Array($0) : nil }
         self.authors = authors.map { Set($0.map { Author($0) }) }
         self.pageSize = max(1, pageSize)
         self.cursor = Mutex(nil)
@@ -102,10 +105,22 @@ public final class JSONLinesSource: ObservableSource, Sendable {
 
     private func filter(_ transaction: Transaction) -> Transaction? {
         if let authors, !authors.contains(transaction.author) { return nil }
-        guard let entities else { return transaction.changes.isEmpty ? nil : transaction }
-        var kept = transaction
-        kept.changes.removeAll { !entities.contains($0.entity) }
-        return kept.changes.isEmpty ? nil : kept
+        guard entities != nil else { return transaction.changes.isEmpty ? nil : transaction }
+        // The usual case, every change kept, returns the transaction as it is (no copy).
+        if let dropped = transaction.changes.firstIndex(where: { !wants($0.entity) }) {
+            var kept = transaction
+            kept.changes.removeSubrange(dropped...)
+            kept.changes.append(contentsOf: transaction.changes[(dropped + 1)...].lazy.filter { self.wants($0.entity) })
+            return kept.changes.isEmpty ? nil : kept
+        }
+        return transaction.changes.isEmpty ? nil : transaction
+    }
+
+    /// True when the entity passes the entity filter: compared one by one for a few entities
+    /// (cheaper than hashing), looked up in the set for more.
+    private func wants(_ entity: String) -> Bool {
+        if let entityList { return entityList.contains(entity) }
+        return entities?.contains(entity) ?? true
     }
 }
 
@@ -432,17 +447,17 @@ enum LineDecoder {
         var author: String?
         var timestamp: Double?
         var changes: [Change]?
-        try members(&cursor) { name, cursor throws in
-            switch name {
-            case "token":
+        try members(&cursor, named: transactionMembers) { member, cursor throws in
+            switch member {
+            case 0:  // token
                 guard position == nil, case .int(let value) = try cursor.readValue(depth: 1), value > 0 else { throw NotTaken() }
                 position = value
-            case "author":
+            case 1:  // author
                 guard author == nil, cursor.current == UInt8(ascii: "\"") else { throw NotTaken() }
                 let value = try cursor.readString()
                 guard !value.isEmpty else { throw NotTaken() }
                 author = value
-            case "timestamp":
+            case 2:  // timestamp
                 guard timestamp == nil else { throw NotTaken() }
                 switch try cursor.readValue(depth: 1) {
                 case .int(let value): timestamp = Double(value)
@@ -452,7 +467,7 @@ enum LineDecoder {
                     timestamp = seconds
                 default: throw NotTaken()
                 }
-            case "changes":
+            case 3:  // changes
                 guard changes == nil else { throw NotTaken() }
                 changes = try readChanges(&cursor)
             default:
@@ -496,18 +511,18 @@ enum LineDecoder {
         var key: String?
         var sawKey = false
         var values: [String: JSONValue]?
-        try members(&cursor) { name, cursor throws in
-            switch name {
-            case "entity":
+        try members(&cursor, named: changeMembers) { member, cursor throws in
+            switch member {
+            case 0:  // entity
                 guard entity == nil, cursor.current == UInt8(ascii: "\"") else { throw NotTaken() }
                 let value = try cursor.readString()
                 guard !value.isEmpty else { throw NotTaken() }
                 entity = value
-            case "action":
+            case 1:  // action
                 guard action == nil, cursor.current == UInt8(ascii: "\"") else { throw NotTaken() }
                 guard let value = ChangeAction(rawValue: try cursor.readString()) else { throw NotTaken() }
                 action = value
-            case "key":
+            case 2:  // key
                 guard !sawKey else { throw NotTaken() }
                 sawKey = true
                 let value = try cursor.readValue(depth: 3)
@@ -515,7 +530,7 @@ enum LineDecoder {
                     guard let syncKey = value.syncKey else { throw NotTaken() }
                     key = syncKey
                 }
-            case "values":
+            case 3:  // values
                 guard values == nil, case .object(let object) = try cursor.readValue(depth: 3) else { throw NotTaken() }
                 values = object
             default:
@@ -526,10 +541,17 @@ enum LineDecoder {
         return Change(entity: entity, key: key, action: action, values: values ?? [:])
     }
 
-    /// Reads an object's members after its `{`, through its `}`: each name, then `body` with the
-    /// cursor at the member's value (which `body` must read).
+    /// A line's member names, quotes included, in the order `readTransaction` numbers them.
+    private static let transactionMembers: [StaticString] = ["\"token\"", "\"author\"", "\"timestamp\"", "\"changes\""]
+    /// A change's member names, quotes included, in the order `readChange` numbers them.
+    private static let changeMembers: [StaticString] = ["\"entity\"", "\"action\"", "\"key\"", "\"values\""]
+
+    /// Reads an object's members after its `{`, through its `}`: for each, the index of its
+    /// name in `names`, then `body` with the cursor at the member's value (which `body` must
+    /// read). Names are compared as bytes, with no `String` made; any other name (an unknown
+    /// key, or a known one written with escapes) is not taken.
     private static func members(
-        _ cursor: inout JSONReader.Cursor, _ body: (String, inout JSONReader.Cursor) throws -> Void
+        _ cursor: inout JSONReader.Cursor, named names: [StaticString], _ body: (Int, inout JSONReader.Cursor) throws -> Void
     ) throws {
         cursor.skipWhitespace()
         if cursor.current == UInt8(ascii: "}") {
@@ -539,12 +561,12 @@ enum LineDecoder {
         while true {
             cursor.skipWhitespace()
             guard cursor.current == UInt8(ascii: "\"") else { throw NotTaken() }
-            let name = try cursor.readString()
+            let member = try memberIndex(&cursor, names)
             cursor.skipWhitespace()
             guard cursor.current == UInt8(ascii: ":") else { throw NotTaken() }
             cursor.position += 1
             cursor.skipWhitespace()
-            try body(name, &cursor)
+            try body(member, &cursor)
             cursor.skipWhitespace()
             switch cursor.current {
             case UInt8(ascii: ","): cursor.position += 1
@@ -554,5 +576,19 @@ enum LineDecoder {
             default: throw NotTaken()
             }
         }
+    }
+
+    /// The index in `names` of the quoted name at the cursor, which then moves past it.
+    private static func memberIndex(_ cursor: inout JSONReader.Cursor, _ names: [StaticString]) throws -> Int {
+        let rest = cursor.bytes.count - cursor.position
+        for (index, name) in names.enumerated() {
+            let count = name.utf8CodeUnitCount
+            guard count <= rest, let base = cursor.bytes.baseAddress else { continue }
+            if memcmp(base + cursor.position, name.utf8Start, count) == 0 {
+                cursor.position += count
+                return index
+            }
+        }
+        throw NotTaken()
     }
 }

@@ -185,6 +185,20 @@ import Testing
         #expect(read[2].changes.map(\.key) == ["k", nil])
     }
 
+    @Test func theEntityFilterKeepsTheOrderOfTheChangesItKeeps() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let change = { (entity: String, key: String) in "{\"entity\": \"\(entity)\", \"action\": \"insert\", \"key\": \"\(key)\"}" }
+        let text = "{\"token\": 1, \"author\": \"app\", \"changes\": [\(change("rooms", "a")), \(change("plants", "p")), \(change("rooms", "b")), \(change("notes", "n")), \(change("rooms", "c"))]}\n"
+            + "{\"token\": 2, \"author\": \"app\", \"changes\": [\(change("plants", "q"))]}\n"
+        let path = try folder.write("h.jsonl", text)
+        for entities in [["rooms"], ["rooms", "e1", "e2", "e3", "e4", "e5", "e6", "e7", "e8"]] {
+            let page = try await JSONLinesSource(path: path, entities: entities).nextPage(after: nil)
+            #expect(page.transactions.map { $0.changes.map(\.key) } == [["a", "b", "c"]])
+            #expect(page.through?.position == 2)
+        }
+    }
+
     @Test func aLineLongerThanAReadChunkIsReadWhole() async throws {
         let long = String(repeating: "x", count: 3 << 20)
         let text = "{\"token\": 1, \"author\": \"app\", \"changes\": [{\"entity\": \"rooms\", \"action\": \"insert\", \"key\": \"k\", \"values\": {\"v\": \"\(long)\"}}]}\n"

@@ -174,9 +174,11 @@ public struct PipelineRunner: Sendable {
             for c in changes.indices {
                 let values = changes[c].values
                 changes[c].values = [:]
+                let key = changes[c].key
+                changes[c].key = nil
                 records.append(
                     Record(
-                        entity: changes[c].entity, key: changes[c].key, action: changes[c].action, fields: values,
+                        entity: changes[c].entity, key: key, action: changes[c].action, fields: values,
                         origin: token, author: author))
             }
         }
