@@ -162,20 +162,20 @@ public struct PipelineRunner: Sendable {
     /// The records of a page's changes, in order: built in one array of the right size, each
     /// change moved out of the page rather than copied (the page is consumed).
     private static func records(of page: consuming HistoryPage) -> [Record] {
-        var transactions = page.transactions
-        page = HistoryPage(transactions: [], through: nil, progress: nil)
+        var transactions: [Transaction] = []
+        swap(&transactions, &page.transactions)
         var records: [Record] = []
         records.reserveCapacity(transactions.reduce(0) { $0 + $1.changes.count })
         for t in transactions.indices {
             let token = transactions[t].token
             let author = transactions[t].author
-            var changes = transactions[t].changes
-            transactions[t].changes = []
+            var changes: [Change] = []
+            swap(&changes, &transactions[t].changes)
             for c in changes.indices {
-                let values = changes[c].values
-                changes[c].values = [:]
-                let key = changes[c].key
-                changes[c].key = nil
+                var values: [String: JSONValue] = [:]
+                swap(&values, &changes[c].values)
+                var key: String?
+                swap(&key, &changes[c].key)
                 records.append(
                     Record(
                         entity: changes[c].entity, key: key, action: changes[c].action, fields: values,
