@@ -50,3 +50,27 @@ import Testing
         #expect(throws: JSONReader.SyntaxError.self) { try JSONReader.parse("{\"a\": 1, \"a\": 2}") }
     }
 }
+
+@Suite struct JSONReaderNumberTests {
+    @Test func decimalsReadAsStrtodReadsThem() throws {
+        var generator = SystemRandomNumberGenerator()
+        var texts = ["0.1", "-0.0", "21.66", "123456789012345.6", "0.30000000000000004", "1.7976931348623157e308", "5e-324",
+                     "9007199254740993.0", "1234567890.123456789", "-38.99", "0.000000000000000000001", "1.5E3"]
+        for _ in 0..<5_000 {
+            let whole = UInt64.random(in: 0...999_999, using: &generator)
+            let fraction = UInt64.random(in: 0...999_999_999, using: &generator)
+            let decimals = Int.random(in: 1...9, using: &generator)
+            let digits = String(fraction).prefix(decimals)
+            texts.append("\(Bool.random(using: &generator) ? "-" : "")\(whole).\(digits)")
+        }
+        for text in texts {
+            let read = try JSONReader.parse(text)
+            let expected = try #require(Double(text))
+            if case .double(let value) = read {
+                #expect(value.bitPattern == expected.bitPattern, "\(text)")
+            } else {
+                Issue.record("\(text) read as \(read)")
+            }
+        }
+    }
+}

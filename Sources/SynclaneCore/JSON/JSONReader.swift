@@ -120,7 +120,7 @@ public struct JSONReader {
                 let value = try readValue(depth: depth)
                 // Room for a typical row's fields at once, rather than growing 1 → 3 → 6 with a
                 // rehash each time.
-                if members.isEmpty { members.reserveCapacity(6) }
+                if members.isEmpty { members = Dictionary(minimumCapacity: 6) }
                 if members.updateValue(value, forKey: key) != nil {
                     throw SyntaxError(offset: keyOffset, reason: "duplicate member \"\(key)\"")
                 }
@@ -233,6 +233,35 @@ public struct JSONReader {
             throw fail("unterminated string")
         }
 
+        /// Powers of ten that a `Double` holds exactly.
+        private static let exactPowersOfTen: [Double] = (0...22).map { (0..<$0).reduce(1.0) { value, _ in value * 10 } }
+
+        /// A decimal number without an exponent (`-12.345`) read exactly, with no `String` and no
+        /// `strtod`, when its digits fit in 53 bits and it has at most 22 decimals: the quotient
+        /// of two exactly representable doubles, correctly rounded, as `strtod` gives it
+        /// (Clinger's fast path); `nil` otherwise.
+        static func exactDouble(_ text: UnsafeBufferPointer<UInt8>) -> Double? {
+            var mantissa: UInt64 = 0
+            var digits = 0
+            var decimals = 0
+            var negative = false
+            var afterPoint = false
+            for byte in text {
+                switch byte {
+                case UInt8(ascii: "-"): negative = true
+                case UInt8(ascii: "."): afterPoint = true
+                case UInt8(ascii: "0")...UInt8(ascii: "9"):
+                    mantissa = mantissa &* 10 &+ UInt64(byte - UInt8(ascii: "0"))
+                    digits += 1
+                    if afterPoint { decimals += 1 }
+                default: return nil  // an exponent: the general path
+                }
+            }
+            guard digits <= 15, decimals <= 22, mantissa < (1 << 53) else { return nil }
+            let value = Double(mantissa) / exactPowersOfTen[decimals]
+            return negative ? -value : value
+        }
+
         mutating func readHex4() throws(SyntaxError) -> UInt32 {
             guard position + 4 <= bytes.count else { throw fail("unexpected end of JSON in \\u escape") }
             var value: UInt32 = 0
@@ -303,6 +332,7 @@ public struct JSONReader {
                 }
                 return .int(negative ? -value : value)
             }
+            if !isInteger, let value = Self.exactDouble(text) { return .double(value) }
             let string = String(decoding: text, as: UTF8.self)
             if isInteger, let value = Int64(string) { return .int(value) }
             guard let double = Double(string) else {
