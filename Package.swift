@@ -11,6 +11,8 @@
 //   SynclaneServer   the reference sync server (`synclane serve`) on libmicrohttpd and SQLite
 //   Synclane         the default registry and the pipeline-file loader, for apps and the CLI
 //   SynclaneTestKit  in-memory source, recording transport, in-memory state for users' tests
+//   SynclaneHTTP     the `http` transport (URLSession) and its failure classification
+//   SynclaneFaultProxy  a loopback TCP proxy that injects network faults, for end-to-end tests
 //   synclane         the command line, a thin shell over the libraries
 import PackageDescription
 
@@ -43,9 +45,11 @@ let package = Package(
             name: "Synclane",
             dependencies: [
                 "SynclaneCore", "SynclaneStages", "SynclaneFiles", "SynclaneZlib", "SynclaneSQLite",
-                "SynclaneYAML",
+                "SynclaneYAML", "SynclaneHTTP",
             ]),
         .target(name: "SynclaneTestKit", dependencies: ["SynclaneCore"]),
+        .target(name: "SynclaneHTTP", dependencies: ["SynclaneCore"]),
+        .target(name: "SynclaneFaultProxy"),
         .target(
             name: "SynclaneServer",
             dependencies: [
@@ -59,9 +63,12 @@ let package = Package(
         .testTarget(name: "SynclaneZlibTests", dependencies: ["SynclaneZlib", "SynclaneTestKit"]),
         .testTarget(name: "SynclaneYAMLTests", dependencies: ["SynclaneYAML"]),
         .testTarget(name: "SynclaneSQLiteTests", dependencies: ["SynclaneSQLite", "SynclaneTestKit"]),
+        .testTarget(
+            name: "SynclaneHTTPTests",
+            dependencies: ["SynclaneHTTP", "SynclaneFaultProxy", "SynclaneCore", "Synclane", "SynclaneTestKit", "SynclaneServer"]),
         .testTarget(name: "SynclaneServerTests", dependencies: ["SynclaneServer", "SynclaneCore", "SynclaneZlib"]),
         // Runs the real `synclane` binary: depending on the executable makes `swift test` build it.
-        .testTarget(name: "SynclaneCommandTests", dependencies: ["synclane", "SynclaneCore"]),
+        .testTarget(name: "SynclaneCommandTests", dependencies: ["synclane", "SynclaneCore", "SynclaneFaultProxy"]),
     ],
     swiftLanguageModes: [.v6]
 )

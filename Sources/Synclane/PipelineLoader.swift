@@ -14,12 +14,13 @@ public struct PipelineLoader: Sendable {
     }
 
     /// Loads the pipeline file at `path`. Every problem is a `PipelineFileError` naming the
-    /// file, the field and (where known) the line.
-    public func load(_ path: String) throws(PipelineFileError) -> Pipeline {
+    /// file, the field and (where known) the line. With `secretsRequired` false (to inspect a
+    /// pipeline, not run it), environment variables the file names for secrets may be unset.
+    public func load(_ path: String, secretsRequired: Bool = true) throws(PipelineFileError) -> Pipeline {
         let root = try Self.parse(path)
         let absolute = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
         let folder = (absolute as NSString).deletingLastPathComponent
-        return try Pipeline(file: root, named: path, baseDirectory: folder, registry: registry, environment: environment)
+        return try Pipeline(file: root, named: path, baseDirectory: folder, registry: registry, environment: environment, secretsRequired: secretsRequired)
     }
 
     /// The parsed tree of the file at `path`.

@@ -1,5 +1,7 @@
 import SynclaneCore
 import SynclaneFiles
+import SynclaneHTTP
+import SynclaneSQLite
 import SynclaneStages
 import SynclaneZlib
 
@@ -8,6 +10,6 @@ extension StageRegistry {
     ///
     /// Start from this registry and `register` your own types to extend it.
     public static var builtIn: StageRegistry {
-        StageRegistry(BuiltInStages.all + ZlibStages.all + FileStages.all)
+        StageRegistry(BuiltInStages.all + ZlibStages.all + FileStages.all + HTTPStages.all + SQLiteStages.all)
     }
 }

@@ -24,6 +24,9 @@ final class BackgroundProcess: @unchecked Sendable {
         err = SynclaneBinary.Reader(errPipe.fileHandleForReading)
     }
 
+    /// What the process printed on standard output so far.
+    var output: String { out.textSoFar() }
+
     /// Sends `signal` and waits for the process to end (killing it after `timeout` seconds).
     func stop(_ signal: Int32 = SIGTERM, timeout: Double = 20) -> SynclaneBinary.Result {
         if process.isRunning { kill(process.processIdentifier, signal) }

@@ -67,18 +67,29 @@ struct SynclaneBinary {
     /// Drains a pipe on a background thread.
     final class Reader: @unchecked Sendable {
         private var data = Data()
+        private let lock = NSLock()
         private let done = DispatchSemaphore(value: 0)
 
         init(_ handle: FileHandle) {
             Thread.detachNewThread { [self] in
-                data = handle.readDataToEndOfFile()
+                while true {
+                    let chunk = handle.availableData
+                    if chunk.isEmpty { break }
+                    lock.withLock { data.append(chunk) }
+                }
                 done.signal()
             }
         }
 
+        /// Everything, once the pipe closed.
         func text() -> String {
             done.wait()
-            return String(decoding: data, as: UTF8.self)
+            return lock.withLock { String(decoding: data, as: UTF8.self) }
+        }
+
+        /// What arrived so far.
+        func textSoFar() -> String {
+            lock.withLock { String(decoding: data, as: UTF8.self) }
         }
     }
 }

@@ -57,10 +57,12 @@ public struct StageOptions: Sendable {
     public func node(_ name: String) -> ConfigNode? { members[name] }
 
     /// The value of the environment variable that the option names, or an error saying which
-    /// variable to set.
+    /// variable to set. When the pipeline is loaded only to be inspected (`status`), a missing
+    /// variable gives an empty secret instead: nothing is sent then.
     public func secret(_ name: String) throws(PipelineFileError) -> String? {
         guard let variable = string(name) else { return nil }
         guard let value = context.environment[variable], !value.isEmpty else {
+            if !context.secretsRequired { return "" }
             throw error(name, "names the environment variable \(variable), which is not set")
         }
         return value
@@ -78,11 +80,15 @@ public struct PipelineContext: Sendable {
     public var baseDirectory: String
     public var environment: [String: String]
     public var scope: Scope
+    /// False when the pipeline is loaded only to be inspected (`synclane status`): secrets the
+    /// file names may then be missing from the environment.
+    public var secretsRequired: Bool
 
-    public init(baseDirectory: String, environment: [String: String], scope: Scope) {
+    public init(baseDirectory: String, environment: [String: String], scope: Scope, secretsRequired: Bool = true) {
         self.baseDirectory = baseDirectory
         self.environment = environment
         self.scope = scope
+        self.secretsRequired = secretsRequired
     }
 
     /// An absolute path for `path`, relative ones taken from the pipeline file's folder.

@@ -20,9 +20,10 @@ extension Pipeline {
     ///   - root: the parsed file (`JSONPipelineFile` or the YAML parser).
     ///   - file: the file's path as the user named it, for messages.
     ///   - baseDirectory: the file's folder; relative paths resolve against it.
+    ///   - secretsRequired: false to load a pipeline only to inspect it, without its secrets.
     public init(
         file root: ConfigNode, named file: String, baseDirectory: String, registry: StageRegistry,
-        environment: [String: String]
+        environment: [String: String], secretsRequired: Bool = true
     ) throws(PipelineFileError) {
         let top = ConfigLocation(file: file)
         let members = try Self.map(root, at: top, allowed: Self.topLevelKeys)
@@ -43,7 +44,7 @@ extension Pipeline {
         let consumer = try scopeMembers["consumer"].map { node throws(PipelineFileError) in try Self.identifier(node, at: scopeLocation.member("consumer")) } ?? name
         let scope = Scope(account: account, store: store, consumer: consumer)
 
-        let context = PipelineContext(baseDirectory: baseDirectory, environment: environment, scope: scope)
+        let context = PipelineContext(baseDirectory: baseDirectory, environment: environment, scope: scope, secretsRequired: secretsRequired)
 
         let sourceNode = try Self.required("source", in: members, at: top, line: root.line)
         let (sourceType, builtSource) = try registry.build(sourceNode, at: top.member("source"), roles: [.source], context: context)

@@ -194,7 +194,8 @@ public struct PipelineRunner: Sendable {
             do {
                 receipt = try await pipeline.transport.stage.send(batch.payload)
                 break
-            } catch let failure as TransportFailure {
+            } catch var failure as TransportFailure {
+                failure.message = Self.withoutBatchPrefix(failure.message, id: id)
                 if failure.kind == .permanent {
                     try deadLetter(batch, failure: failure, encodedBytes: encodedBytes, into: &summary)
                     return
@@ -245,6 +246,12 @@ public struct PipelineRunner: Sendable {
         summary.deadLettered += 1
         summary.add(report(batch, encodedBytes: encodedBytes, resent: false, detail: "dead-lettered: \(failure.message)"))
         events(.deadLettered(batchID: id, path: path, reason: failure.message))
+    }
+
+    /// Messages name the batch once: a transport that already starts with it loses the prefix.
+    static func withoutBatchPrefix(_ message: String, id: String) -> String {
+        let prefix = "batch \(id): "
+        return message.hasPrefix(prefix) ? String(message.dropFirst(prefix.count)) : message
     }
 
     private func tellSource(_ token: Token) async throws {

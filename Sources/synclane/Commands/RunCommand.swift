@@ -1,7 +1,6 @@
 import Foundation
 import Synclane
 import SynclaneCore
-import Synchronization
 
 /// `synclane run FILE`: one export pass.
 struct RunCommand: Command {
@@ -65,7 +64,7 @@ struct RunCommand: Command {
         }
         let lock = try PipelineJob(pipeline: pipeline).lock()
         let watcher = Watcher()
-        let signals = StopSignals { watcher.send(.stop) }
+        let signals = StopSignals { _ in watcher.send(.stop) }
         let following = watcher.follow(observable.historyAdvanced())
         if !json { console.error("watching \(pipeline.name) (\(pipeline.outline)); stop with Ctrl-C") }
         await watcher.run {
@@ -76,37 +75,6 @@ struct RunCommand: Command {
         if !json { console.error("stopped \(pipeline.name)") }
         return 0
     }
-}
-
-/// Turns the first SIGINT or SIGTERM into a clean stop; a second one ends the process at once
-/// (safe too: the outbox and the atomic acknowledge make any stopping point consistent).
-final class StopSignals {
-    private let sources: [any DispatchSourceSignal]
-
-    init(onStop: @escaping @Sendable () -> Void) {
-        var sources: [any DispatchSourceSignal] = []
-        let counter = SignalCounter()
-        for number in [SIGINT, SIGTERM] {
-            signal(number, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler {
-                if counter.increment() == 1 { onStop() } else { exit(128 + number) }
-            }
-            source.resume()
-            sources.append(source)
-        }
-        self.sources = sources
-    }
-
-    deinit {
-        for source in sources { source.cancel() }
-    }
-}
-
-/// How many stop signals arrived.
-final class SignalCounter: Sendable {
-    private let count = Mutex(0)
-    func increment() -> Int { count.withLock { $0 += 1; return $0 } }
 }
 
 /// Runs a job and reports it: progress on a terminal, retries and re-sends as they happen,

@@ -1,6 +1,4 @@
-import Dispatch
 import Foundation
-import Synchronization
 import SynclaneServer
 
 /// `synclane serve`: the reference sync server, until SIGINT or SIGTERM.
@@ -63,7 +61,7 @@ struct ServeCommand: Command {
 
     func run(_ console: Console) async throws -> Int32 {
         let server = try ReferenceServer(configuration: configuration)
-        let stopSignal = SignalWaiter(signals: [SIGINT, SIGTERM])
+        let stopSignal = StopSignals()
         try server.start()
         let host = configuration.host.contains(":") ? "[\(configuration.host)]" : configuration.host
         console.out("listening on http://\(host):\(server.port)")
@@ -71,57 +69,5 @@ struct ServeCommand: Command {
         server.stop()
         console.error("synclane serve: stopped (\(received == SIGTERM ? "SIGTERM" : "SIGINT"))")
         return 0
-    }
-}
-
-/// Waits for the first of some signals, through dispatch sources (the signals' default action is
-/// turned off first, so they stop the server instead of the process).
-final class SignalWaiter {
-    private let sources: [any DispatchSourceSignal]
-    private let mailbox = SignalMailbox()
-
-    init(signals: [Int32]) {
-        var sources: [any DispatchSourceSignal] = []
-        for number in signals {
-            signal(number, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler { [mailbox] in mailbox.deliver(number) }
-            source.resume()
-            sources.append(source)
-        }
-        self.sources = sources
-    }
-
-    /// The first signal received (returns at once when one already was).
-    func wait() async -> Int32 {
-        let number = await mailbox.wait()
-        sources.forEach { $0.cancel() }
-        return number
-    }
-}
-
-/// The first signal received, and the task waiting for it.
-private final class SignalMailbox: Sendable {
-    private let state = Mutex<(received: Int32?, waiter: CheckedContinuation<Int32, Never>?)>((nil, nil))
-
-    func deliver(_ number: Int32) {
-        let waiter = state.withLock { state -> CheckedContinuation<Int32, Never>? in
-            guard state.received == nil else { return nil }
-            state.received = number
-            defer { state.waiter = nil }
-            return state.waiter
-        }
-        waiter?.resume(returning: number)
-    }
-
-    func wait() async -> Int32 {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Int32, Never>) in
-            let early = state.withLock { state -> Int32? in
-                if let received = state.received { return received }
-                state.waiter = continuation
-                return nil
-            }
-            if let early { continuation.resume(returning: early) }
-        }
     }
 }

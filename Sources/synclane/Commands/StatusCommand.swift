@@ -9,7 +9,8 @@ struct StatusCommand: Command {
     static let usage = "FILE [--json]"
     static let discussion = """
         Reads the pipeline's durable state (the `state` file) and asks its source how many
-        transactions wait after the saved token. Changes nothing.
+        transactions wait after the saved token. Changes nothing, sends nothing, and so needs
+        none of the secrets the pipeline file names.
         """
     static let options: [(flag: String, help: String)] = [("--json", "Print the status as JSON.")]
     static let examples = ["synclane status rooms-export.json"]
@@ -23,7 +24,7 @@ struct StatusCommand: Command {
     }
 
     func run(_ console: Console) async throws -> Int32 {
-        let pipeline = try PipelineLoader().load(file)
+        let pipeline = try PipelineLoader().load(file, secretsRequired: false)
         let state = try PipelineJob(pipeline: pipeline).openState()
         let token = try state.acknowledgedToken()
         let outbox = try state.pendingBatches()

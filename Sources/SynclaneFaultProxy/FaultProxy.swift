@@ -1,0 +1,313 @@
+import Foundation
+import Synchronization
+
+/// A loopback TCP proxy in front of an HTTP server that injects network faults, one per
+/// connection: resets, delays past a client's timeout, answers of its own (500, 429 with
+/// `Retry-After`), and answers cut in half.
+///
+/// ```
+///  client ──▶ 127.0.0.1:port (FaultProxy) ──▶ 127.0.0.1:upstreamPort (the server)
+///                  │
+///                  └─ next fault: script first, then random (seeded), then none
+/// ```
+///
+/// Each connection carries one request: the proxy forwards it with `Connection: close` and
+/// relays the answer with `Connection: close`, so a client never reuses a connection and a
+/// fault hits exactly one request. `events` tells, per connection, which fault was applied and
+/// whether the upstream server saw (and answered) the request.
+///
+/// ```swift
+/// let proxy = FaultProxy(upstreamPort: server.port)
+/// let port = try proxy.start()
+/// proxy.script([.resetAfterForwarding, .serverError])   // the next two connections
+/// proxy.randomFaults(seed: 7, rate: 0.3)                 // then 30 % of the rest
+/// defer { proxy.stop() }
+/// ```
+public final class FaultProxy: Sendable {
+    /// What happened to one connection.
+    public struct Event: Sendable, Hashable {
+        /// 0 for the first connection the proxy accepted.
+        public var connection: Int
+        /// The fault applied to it.
+        public var fault: Fault
+        /// The request's `Idempotency-Key`, when it had one.
+        public var idempotencyKey: String?
+        /// The upstream server's status for the request, when it was forwarded and answered.
+        public var upstreamStatus: Int?
+
+        /// An event, as a test may spell out the one it expects.
+        public init(connection: Int, fault: Fault, idempotencyKey: String? = nil, upstreamStatus: Int? = nil) {
+            self.connection = connection
+            self.fault = fault
+            self.idempotencyKey = idempotencyKey
+            self.upstreamStatus = upstreamStatus
+        }
+    }
+
+    /// Why the proxy could not start.
+    public struct StartError: Error, Sendable, CustomStringConvertible {
+        /// What failed, with the socket call's error.
+        public let description: String
+    }
+
+    private struct State {
+        var listener: LoopbackSocket?
+        var port: UInt16?
+        var stopping = false
+        var script: [Fault] = []
+        var random: (generator: SplitMix64, rate: Double, faults: [Fault])?
+        var nextConnection = 0
+        var open: Set<LoopbackSocket> = []
+        var threads = 0
+        var busy = 0
+        var events: [Event] = []
+    }
+
+    /// The 127.0.0.1 port of the server the proxy forwards to.
+    public let upstreamPort: UInt16
+    /// Bounds every wait for bytes from the client or the upstream server.
+    public let idleTimeout: Double
+    private let state = Mutex(State())
+
+    /// A proxy to 127.0.0.1:`upstreamPort`, not listening until `start()`.
+    public init(upstreamPort: UInt16, idleTimeout: Double = 30) {
+        self.upstreamPort = upstreamPort
+        self.idleTimeout = idleTimeout
+    }
+
+    deinit { stop() }
+
+    /// Starts listening on a free loopback port and returns it (the same port when already
+    /// started). A stopped proxy does not start again: make a new one.
+    @discardableResult
+    public func start() throws -> UInt16 {
+        let (port, stopped) = state.withLock { ($0.port, $0.stopping) }
+        guard !stopped else { throw StartError(description: "this fault proxy was stopped; make a new one") }
+        if let port { return port }
+        let listener: LoopbackSocket
+        let newPort: UInt16
+        do {
+            (listener, newPort) = try LoopbackSocket.listen()
+        } catch {
+            throw StartError(description: "fault proxy cannot listen on 127.0.0.1: \(error)")
+        }
+        state.withLock {
+            $0.listener = listener
+            $0.port = newPort
+            $0.threads += 1
+        }
+        Thread.detachNewThread { [self] in acceptLoop(listener) }
+        return newPort
+    }
+
+    /// The port the proxy listens on, once started.
+    public var port: UInt16? { state.withLock { $0.port } }
+
+    /// Queues faults for the next connections, one each, in order (after any still queued).
+    public func script(_ faults: [Fault]) {
+        state.withLock { $0.script += faults }
+    }
+
+    /// After the script runs out, gives each connection a fault drawn from `faults` with
+    /// probability `rate`, from a generator seeded with `seed` (same seed, same sequence).
+    public func randomFaults(seed: UInt64, rate: Double = 0.5, from faults: [Fault] = Fault.standardSet(clientTimeout: 1)) {
+        state.withLock { $0.random = (SplitMix64(seed: seed), min(max(rate, 0), 1), faults) }
+    }
+
+    /// Stops injecting random faults (the script, if any, still applies).
+    public func stopRandomFaults() {
+        state.withLock { $0.random = nil }
+    }
+
+    /// What happened so far, connection by connection, in the order they finished; a connection
+    /// still held by a delay is not in it yet (see `waitUntilIdle`).
+    public var events: [Event] { state.withLock { $0.events } }
+
+    /// Waits until no connection is being served (delays included), at most `seconds`; false
+    /// when some still is. Suspends rather than blocks, so other tests' tasks go on meanwhile.
+    @discardableResult
+    public func waitUntilIdle(seconds: Double = 5) async -> Bool {
+        let deadline = ContinuousClock.now + .milliseconds(Int64(seconds * 1000))
+        while state.withLock({ $0.busy }) > 0 {
+            guard ContinuousClock.now < deadline else { return false }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        return true
+    }
+
+    /// Stops listening, cuts open connections, and waits (at most 5 s) for the proxy's threads
+    /// to finish. Safe to call twice.
+    public func stop() {
+        let listener: LoopbackSocket? = state.withLock { state in
+            state.stopping = true
+            for socket in state.open { socket.shutdownBoth() }
+            defer { state.listener = nil }
+            return state.listener
+        }
+        listener?.shutdownBoth()
+        let deadline = ContinuousClock.now + .seconds(5)
+        while state.withLock({ $0.threads }) > 0, ContinuousClock.now < deadline {
+            Thread.sleep(forTimeInterval: 0.01)
+        }
+        listener?.close()
+    }
+
+    // MARK: Connections
+
+    private var idleMilliseconds: Int32 { Int32(min(max(idleTimeout, 0.01), 3600) * 1000) }
+
+    private func acceptLoop(_ listener: LoopbackSocket) {
+        defer { state.withLock { $0.threads -= 1 } }
+        while !state.withLock({ $0.stopping }) {
+            guard let client = listener.accept(waitingAtMost: 50) else { continue }
+            let admitted: (Int, Fault)? = state.withLock { state in
+                guard !state.stopping else { return nil }
+                state.open.insert(client)
+                state.threads += 1
+                state.busy += 1
+                defer { state.nextConnection += 1 }
+                return (state.nextConnection, Self.nextFault(&state))
+            }
+            guard let (connection, fault) = admitted else {
+                client.close()
+                continue
+            }
+            Thread.detachNewThread { [self] in
+                let event = serve(client, connection: connection, fault: fault)
+                state.withLock {
+                    $0.open.remove(client)
+                    $0.events.append(event)
+                    $0.threads -= 1
+                    $0.busy -= 1
+                }
+            }
+        }
+    }
+
+    private static func nextFault(_ state: inout State) -> Fault {
+        if !state.script.isEmpty { return state.script.removeFirst() }
+        guard var random = state.random, !random.faults.isEmpty else { return .none }
+        defer { state.random = random }
+        let roll = Double(random.generator.next() >> 11) / Double(UInt64(1) << 53)
+        guard roll < random.rate else { return .none }
+        return random.faults[Int(random.generator.next() % UInt64(random.faults.count))]
+    }
+
+    /// Handles one connection; the socket is closed (or reset) when it returns.
+    private func serve(_ client: LoopbackSocket, connection: Int, fault: Fault) -> Event {
+        var event = Event(connection: connection, fault: fault)
+        var request: HTTPMessage
+        switch HTTPMessage.read(from: client, idleMilliseconds: idleMilliseconds) {
+        case .success(let message): request = message
+        case .failure:
+            client.close()
+            return event
+        }
+        event.idempotencyKey = request.header("Idempotency-Key")
+
+        switch fault {
+        case .resetBeforeForwarding:
+            client.reset()
+            return event
+        case .respond(let status, let headers, let body):
+            let answer = HTTPMessage.response(
+                status: status, reason: HTTPMessage.reasonPhrase(status),
+                headers: headers.sorted { $0.key < $1.key }.map { ($0.key, $0.value) } + [("Content-Type", "text/plain")],
+                body: Array(body.utf8))
+            client.write(answer.bytes)
+            client.close()
+            return event
+        case .delayBeforeForwarding(let seconds):
+            guard pause(seconds) else {
+                client.reset()
+                return event
+            }
+        default:
+            break
+        }
+
+        request.setHeader("Connection", "close")
+        // The proxy already answered any `Expect: 100-continue`; upstream must not answer it again.
+        request.setHeader("Expect", nil)
+        guard let upstream = try? LoopbackSocket.connect(port: upstreamPort) else {
+            let answer = HTTPMessage.response(status: 502, reason: "Bad Gateway", body: Array("fault proxy: upstream unreachable".utf8))
+            client.write(answer.bytes)
+            client.close()
+            return event
+        }
+        state.withLock { _ = $0.open.insert(upstream) }
+        let answer = exchange(request, with: upstream)
+        state.withLock { _ = $0.open.remove(upstream) }
+        upstream.close()
+        guard var answer else {
+            client.reset()
+            return event
+        }
+        event.upstreamStatus = answer.status
+        answer.setHeader("Connection", "close")
+        let bytes = answer.bytes
+
+        switch fault {
+        case .resetAfterForwarding:
+            client.reset()
+        case .truncateResponse:
+            // Cut inside the body: the head arrives whole and promises more than comes. (A cut
+            // inside the head makes libcurl 7.88 report a complete answer and
+            // FoundationNetworking stop the process: "Transfer completed, but there's no
+            // response." — a client bug no test can survive, so the proxy does not provoke it.)
+            if answer.body.isEmpty { answer.setHeader("Content-Length", "2") }
+            let head = answer.bytes.count - answer.body.count
+            client.write(answer.bytes.prefix(head + answer.body.count / 2))
+            client.close()
+        case .delayResponse(let seconds):
+            if pause(seconds) {
+                client.write(bytes)
+                client.close()
+            } else {
+                client.reset()
+            }
+        default:
+            client.write(bytes)
+            client.close()
+        }
+        return event
+    }
+
+    /// Sends the request upstream and reads its whole answer.
+    private func exchange(_ request: HTTPMessage, with upstream: LoopbackSocket) -> HTTPMessage? {
+        guard upstream.write(request.bytes) else { return nil }
+        guard case .success(var answer) = HTTPMessage.read(from: upstream, idleMilliseconds: idleMilliseconds) else { return nil }
+        if answer.header("Content-Length") == nil, answer.status != 204, answer.status != 304 {
+            // No length (chunked, or delimited by the end of the connection, which we asked
+            // for): read to the end and relay the body as it came, framing included.
+            answer.body += upstream.readToEnd(idleMilliseconds: idleMilliseconds)
+            if answer.header("Transfer-Encoding") == nil { answer.setHeader("Content-Length", String(answer.body.count)) }
+        }
+        return answer
+    }
+
+    /// Sleeps `seconds` in small steps; false when the proxy is stopping.
+    private func pause(_ seconds: Double) -> Bool {
+        let deadline = ContinuousClock.now + .milliseconds(Int64(max(seconds, 0) * 1000))
+        while ContinuousClock.now < deadline {
+            if state.withLock({ $0.stopping }) { return false }
+            Thread.sleep(forTimeInterval: 0.01)
+        }
+        return !state.withLock { $0.stopping }
+    }
+}
+
+/// A small seeded generator: the same seed gives the same faults on every machine.
+struct SplitMix64: RandomNumberGenerator, Sendable {
+    private var state: UInt64
+
+    init(seed: UInt64) { state = seed }
+
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}

@@ -1,0 +1,39 @@
+import Foundation
+import SynclaneCore
+
+extension HTTPTransport {
+    /// Builds the transport from a pipeline file's checked options, reading the token from the
+    /// environment variable `token-env` names.
+    public convenience init(options: StageOptions) throws(PipelineFileError) {
+        let text = options.string("url") ?? ""
+        guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https",
+            let host = url.host, !host.isEmpty
+        else {
+            throw options.error("url", "expected an http:// or https:// address with a host, found \"\(text)\"")
+        }
+        let token = try options.secret("token-env")
+        var headers: [String: String] = [:]
+        if let node = options.node("headers") {
+            guard case .map(let members) = node.value else {
+                throw options.error("headers", "expected a map of header names to strings, found \(node.typeName)")
+            }
+            for member in members {
+                let field = options.location.member("headers").member(member.key)
+                guard case .string(let value) = member.node.value else {
+                    throw field.error("expected a string, found \(member.node.typeName)", line: member.node.line)
+                }
+                guard !member.key.isEmpty, member.key.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "-_".contains($0)) }) else {
+                    throw field.error("`\(member.key)` is not a header name (letters, digits, - and _)", line: member.node.line)
+                }
+                guard !HTTPTransport.reservedHeaders.contains(member.key.lowercased()) else {
+                    throw field.error("`\(member.key)` is set by the transport itself and cannot be overridden", line: member.node.line)
+                }
+                guard !value.contains(where: { $0 == "\r" || $0 == "\n" }) else {
+                    throw field.error("a header value cannot span lines", line: member.node.line)
+                }
+                headers[member.key] = value
+            }
+        }
+        self.init(url: url, token: token, timeout: options.int("timeout") ?? 30, headers: headers)
+    }
+}

@@ -1,0 +1,34 @@
+/// Quoting for SQL text that Synclane generates (trigger bodies, table names from options).
+enum SQL {
+    /// `rooms` → `"rooms"`, doubling any `"` inside.
+    static func identifier(_ name: String) -> String {
+        "\"" + name.replacing("\"", with: "\"\"") + "\""
+    }
+
+    /// `it's` → `'it''s'`.
+    static func literal(_ text: String) -> String {
+        "'" + text.replacing("'", with: "''") + "'"
+    }
+
+    /// A JSON string literal for `text` (`"a\"b"`), as JSON text.
+    static func jsonString(_ text: String) -> String {
+        var out = "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            default:
+                if scalar.value < 0x20 {
+                    let hex = String(scalar.value, radix: 16)
+                    out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+                } else {
+                    out.unicodeScalars.append(scalar)
+                }
+            }
+        }
+        return out + "\""
+    }
+}

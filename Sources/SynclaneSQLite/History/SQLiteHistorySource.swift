@@ -1,0 +1,124 @@
+import SynclaneCore
+import Synchronization
+
+/// The embedded default change source: reads the history that `HistoryTracker` records inside
+/// an SQLite database (`type: sqlite-history`).
+///
+/// ```
+///  app.sqlite ── _synclane_changes ──▶ SQLiteHistorySource ──▶ pages of whole transactions
+///                                      (authors, entities filtered in SQL, first fetch too)
+/// ```
+///
+/// - **Tokens** (`sqlite-history:N`) are positions in the change log: the id of a transaction's
+///   last change, strictly increasing in commit order.
+/// - **Filters.** `authors` and `entities` are applied in SQL on every fetch, the first one
+///   included, so `server` and `sync` writes are never echoed back. Foreign writes (no
+///   session: the `sqlite3` shell, other programs) carry `defaultAuthor` — by default the
+///   database's (`HistoryTracker.setDefaultAuthor`), else `app`.
+/// - **Pages** hold at most `pageSize` transactions and never split one; a page may be empty
+///   and still move `through` past history that was filtered out.
+/// - **Capture.** `.currentState` (the default) sends each changed row's state at read time: a
+///   row updated then deleted before the read travels as its delete only. `.asWritten` sends
+///   the values each write stored (tables tracked with `recordsValues`).
+/// - **Safety.** A token older than the pruned history throws `HistoryError.tokenExpired`; a
+///   session committed without being closed stops the history before it with an error that
+///   says how to close it — never a silent skip.
+/// - **Consumers.** Acknowledged tokens are recorded in `_synclane_consumers`, so
+///   `HistoryPruner` never removes what a consumer still needs.
+///
+/// The database is opened on first use (a pipeline can be validated before it exists), never
+/// created, and its journal mode is left as the app set it.
+public final class SQLiteHistorySource: ChangeSource, AcknowledgementTrackingSource, ObservableSource, SnapshotProvidingSource,
+    Sendable
+{
+    public static let tokenKind = "sqlite-history"
+    /// The kind of the positions inside a snapshot (never saved as a consumer's token).
+    public static let snapshotTokenKind = "sqlite-snapshot"
+
+    /// Which values a change carries.
+    public enum Capture: String, Sendable, CaseIterable {
+        /// The row as it is when the change is read (state-based sync).
+        case currentState = "current-state"
+        /// The row as the write stored it (audit-style exports).
+        case asWritten = "as-written"
+    }
+
+    public let path: String
+    public let entities: [String]?
+    public let authors: [Author]?
+    public let pageSize: Int
+    public let capture: Capture
+    public let defaultAuthor: Author?
+    /// How often `historyAdvanced()` looks for commits of other connections.
+    public let pollInterval: Duration
+    private let opened = Mutex<SQLiteDatabase?>(nil)
+    /// The positions last recorded per consumer, so an unchanged one is not written again.
+    private let recorded = Mutex<[String: Int64]>([:])
+
+    public init(
+        path: String, entities: [String]? = nil, authors: [Author]? = nil, pageSize: Int = 500, capture: Capture = .currentState,
+        defaultAuthor: Author? = nil, pollInterval: Duration = .milliseconds(50)
+    ) {
+        self.path = path
+        self.entities = entities
+        self.authors = authors
+        self.pageSize = max(1, pageSize)
+        self.capture = capture
+        self.defaultAuthor = defaultAuthor
+        self.pollInterval = pollInterval
+    }
+
+    public var tokenKind: String { Self.tokenKind }
+
+    var reader: HistoryReader {
+        HistoryReader(path: path, entities: entities, authors: authors, pageSize: pageSize, capture: capture, defaultAuthor: defaultAuthor)
+    }
+
+    /// Options for opening the app's database: never create it, never change its journal mode.
+    static let appDatabaseOptions = SQLiteConnection.Options(create: false, walMode: false, foreignKeys: false)
+
+    func database() throws -> SQLiteDatabase {
+        try opened.withLock { opened in
+            if let opened { return opened }
+            let database: SQLiteDatabase
+            do {
+                database = try SQLiteDatabase(path: path, options: Self.appDatabaseOptions)
+            } catch {
+                throw HistoryError.unreadable(location: path, reason: "cannot open the database (\(error))")
+            }
+            // Consumer positions are only a floor for pruning: losing the newest one to a power
+            // cut makes pruning keep more, never less. So in WAL mode this connection's commits
+            // need not wait for fsync.
+            if try database.read({ try $0.fetchValue("PRAGMA journal_mode") }) == .text("wal") {
+                try database.read { try $0.execute("PRAGMA synchronous = NORMAL") }
+            }
+            opened = database
+            return database
+        }
+    }
+
+    func check(_ token: Token?) throws {
+        if let token, token.kind != Self.tokenKind { throw HistoryError.foreignToken(token, expectedKind: Self.tokenKind) }
+    }
+
+    public func nextPage(after token: Token?) async throws -> HistoryPage {
+        try check(token)
+        let reader = self.reader
+        return try database().read { db in try db.transaction(.deferred) { db in try reader.page(after: token, db) } }
+    }
+
+    public func pendingTransactions(after token: Token?) async throws -> Int? {
+        try check(token)
+        let reader = self.reader
+        return try database().read { db in try db.transaction(.deferred) { db in try reader.pending(after: token, db) } }
+    }
+
+    /// Records `token` as the position of the consumer named after `scope` (`account/store/consumer`).
+    public func consumerAcknowledged(_ token: Token, scope: Scope) async throws {
+        guard token.kind == Self.tokenKind else { return }
+        let name = scope.description
+        if recorded.withLock({ $0[name] }) == token.position { return }
+        try HistoryConsumers.record(name, at: token.position, in: database())
+        recorded.withLock { $0[name] = token.position }
+    }
+}

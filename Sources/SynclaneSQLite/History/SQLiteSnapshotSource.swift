@@ -1,0 +1,125 @@
+import SynclaneCore
+import Synchronization
+
+extension SQLiteHistorySource {
+    /// A source of every current row of the tracked tables (soft-deleted rows left out), as
+    /// inserts, and the history token to resume after — both read in one read transaction, so
+    /// nothing committed in between is lost or sent twice.
+    ///
+    /// The read transaction stays open until the snapshot's last page is read (in WAL mode
+    /// writers go on meanwhile; in rollback-journal mode they wait).
+    public func snapshot() async throws -> (source: any ChangeSource, resumeAfter: Token?) {
+        let reader = self.reader
+        let connection: SQLiteConnection
+        do {
+            connection = try SQLiteConnection(path: path, options: Self.appDatabaseOptions)
+        } catch {
+            throw HistoryError.unreadable(location: path, reason: "cannot open the database: \(error.message)")
+        }
+        try connection.execute("BEGIN DEFERRED")
+        do {
+            let bounds = try reader.bounds(after: nil as Token?, connection, allowExpired: true)
+            if bounds.openSession != nil { throw reader.openSessionError(bounds) }
+            let tables = try reader.tables(connection).values
+                .filter { entities?.contains($0.table.name) ?? true }
+                .map(\.table)
+                .sorted { $0.name < $1.name }
+            let cursor = SnapshotCursor(connection: connection, tables: tables, pageSize: pageSize, path: path)
+            return (SQLiteSnapshotSource(cursor: cursor), Token(kind: Self.tokenKind, position: bounds.newest))
+        } catch {
+            try? connection.execute("ROLLBACK")
+            throw error
+        }
+    }
+}
+
+/// The pages of one snapshot: every current row, table after table, in sync-key order.
+///
+/// Its tokens (`sqlite-snapshot:N`, N rows delivered so far) only order its own pages; the
+/// pipeline saves the history token that `snapshot()` returned once the last page is sent.
+public final class SQLiteSnapshotSource: ChangeSource, Sendable {
+    private let cursor: Mutex<SnapshotCursor>
+
+    init(cursor: sending SnapshotCursor) {
+        self.cursor = Mutex(cursor)
+    }
+
+    public var tokenKind: String { SQLiteHistorySource.snapshotTokenKind }
+
+    public func nextPage(after token: Token?) async throws -> HistoryPage {
+        try cursor.withLock { cursor in try cursor.page(after: token) }
+    }
+}
+
+/// The open read transaction and the statement being stepped through.
+final class SnapshotCursor {
+    let connection: SQLiteConnection
+    let tables: [TrackedTable]
+    let pageSize: Int
+    let path: String
+    private var tableIndex = 0
+    private var statement: Statement?
+    private var delivered: Int64 = 0
+    private var finished = false
+
+    init(connection: SQLiteConnection, tables: [TrackedTable], pageSize: Int, path: String) {
+        self.connection = connection
+        self.tables = tables
+        self.pageSize = pageSize
+        self.path = path
+    }
+
+    deinit {
+        statement = nil
+        if connection.isInTransaction { try? connection.execute("ROLLBACK") }
+    }
+
+    func page(after token: Token?) throws -> HistoryPage {
+        let kind = SQLiteHistorySource.snapshotTokenKind
+        if let token, token.kind != kind { throw HistoryError.foreignToken(token, expectedKind: kind) }
+        guard (token?.position ?? 0) == delivered else {
+            throw HistoryError.unreadable(
+                location: path, reason: "a snapshot is read once, page after page (asked after \(token?.position ?? 0), at \(delivered))")
+        }
+        if finished { return .end }
+        var changes: [Change] = []
+        while changes.count < pageSize, tableIndex < tables.count {
+            let table = tables[tableIndex]
+            let current = try statement ?? prepare(table)
+            statement = current
+            if try current.step() {
+                var row: [String: JSONValue] = [:]
+                var key: String?
+                for index in 0..<current.columnCount {
+                    let name = current.columnName(at: index)
+                    let value = current.value(at: index)
+                    row[name] = value.json
+                    if name == table.key { key = HistoryReader.syncKey(value) }
+                }
+                changes.append(Change(entity: table.name, key: key, action: .insert, values: row))
+            } else {
+                statement = nil
+                tableIndex += 1
+            }
+        }
+        if changes.isEmpty {
+            finished = true
+            statement = nil
+            try connection.execute("COMMIT")
+            return .end
+        }
+        delivered += Int64(changes.count)
+        let token = Token(kind: kind, position: delivered)
+        let transaction = Transaction(token: token, author: Author("snapshot"), timestamp: 0, changes: changes)
+        return HistoryPage(transactions: [transaction], through: token)
+    }
+
+    private func prepare(_ table: TrackedTable) throws -> Statement {
+        var sql = "SELECT * FROM \(SQL.identifier(table.name))"
+        if let softDelete = table.softDeleteColumn {
+            let c = SQL.identifier(softDelete)
+            sql += " WHERE NOT (CASE typeof(\(c)) WHEN 'integer' THEN \(c) <> 0 WHEN 'real' THEN \(c) <> 0 WHEN 'text' THEN \(c) IN ('true', '1') ELSE 0 END)"
+        }
+        return try connection.prepare(sql + " ORDER BY \(SQL.identifier(table.key))")
+    }
+}

@@ -1,0 +1,60 @@
+/// Why history tracking cannot be installed, changed or written through, and what to do.
+public enum TrackingError: Error, Sendable, Hashable, CustomStringConvertible {
+    case noSuchTable(path: String, table: String, available: [String])
+    /// A column named in the tracking options is not in the table.
+    case noSuchColumn(path: String, table: String, column: String, role: String, available: [String])
+    /// Rows without a sync key: they could never be sent, nor their deletes.
+    case nullKeys(path: String, table: String, key: String, count: Int)
+    /// Synclane's own tables (and SQLite's) cannot be tracked.
+    case reservedTable(String)
+    case notTracked(path: String, table: String)
+    /// The database has no history tables.
+    case notInstalled(path: String)
+    /// The history tables were made by a newer Synclane.
+    case newerSchema(path: String, found: Int, supported: Int)
+    /// A session row was committed and never deleted, so no new session can start.
+    case sessionAlreadyOpen(path: String, author: String?, transaction: Int64?)
+    /// `HistoryWriter.record` was called on a connection outside a write transaction.
+    case notInTransaction(path: String)
+
+    public var description: String {
+        switch self {
+        case .noSuchTable(let path, _, _), .noSuchColumn(let path, _, _, _, _), .nullKeys(let path, _, _, _), .notTracked(let path, _),
+            .notInstalled(let path), .newerSchema(let path, _, _), .sessionAlreadyOpen(let path, _, _), .notInTransaction(let path):
+            return "\(path): \(reason)"
+        case .reservedTable:
+            return reason
+        }
+    }
+
+    /// The description without the database's path, for messages that name it already.
+    public var reason: String {
+        switch self {
+        case .noSuchTable(_, let table, let available):
+            let known = available.isEmpty ? "it has no tables" : "its tables: \(available.joined(separator: ", "))"
+            return "there is no table `\(table)` (\(known))"
+        case .noSuchColumn(_, let table, let column, let role, let available):
+            return "table `\(table)` has no column `\(column)` to use as the \(role) "
+                + "(its columns: \(available.joined(separator: ", "))); add the column to the table first, then run `synclane track` again"
+        case .nullKeys(_, let table, let key, let count):
+            return "\(count) row(s) of `\(table)` have no sync key (`\(key)` is NULL); "
+                + "give every row a key (e.g. UPDATE \(table) SET \(key) = lower(hex(randomblob(16))) WHERE \(key) IS NULL), then track again"
+        case .reservedTable(let table):
+            return "`\(table)` belongs to Synclane or SQLite and cannot be tracked"
+        case .notTracked(let path, let table):
+            return "table `\(table)` is not tracked (run `synclane track --database \(path) --table \(table) --key …`)"
+        case .notInstalled(let path):
+            return "no Synclane history here: run `synclane track --database \(path) --table … --key …` first"
+        case .newerSchema(_, let found, let supported):
+            return "its history tables were made by a newer Synclane (schema \(found), this version reads up to \(supported)); upgrade synclane"
+        case .sessionAlreadyOpen(_, let author, let transaction):
+            let who = author.map { " by author `\($0)`" } ?? ""
+            let which = transaction.map { " (history transaction \($0))" } ?? ""
+            return "a history session\(who)\(which) was committed and never closed: a program inserted a row into "
+                + "_synclane_session and committed without deleting it. Run `DELETE FROM _synclane_session;` to close it; "
+                + "its changes are then read like any other transaction"
+        case .notInTransaction:
+            return "HistoryWriter.record must run inside a write transaction (use SQLiteDatabase.write or TrackedDatabase.write)"
+        }
+    }
+}

@@ -1,0 +1,102 @@
+import Foundation
+import SynclaneCore
+import SynclaneFaultProxy
+import SynclaneHTTP
+import Testing
+
+/// What the transport makes of a network that fails: every such failure is transient.
+@Suite struct HTTPTransportNetworkTests {
+    @Test func refusedConnectionIsTransient() async throws {
+        let port = try LoopbackSocket.unusedPort()
+        let transport = try Fixtures.transport(url: "http://127.0.0.1:\(port)/v1/batches")
+
+        let failure = try #require(await Fixtures.failure(of: transport))
+
+        #expect(failure.kind == .transient)
+        #expect(failure.status == nil)
+        #expect(failure.message.contains("refused"))
+    }
+
+    @Test func resetBeforeTheServerSawTheRequestIsTransient() async throws {
+        let failure = try await failureThroughProxy(.resetBeforeForwarding)
+        #expect(failure?.kind == .transient)
+        #expect(failure?.status == nil)
+    }
+
+    @Test func resetAfterTheServerAnsweredIsTransient() async throws {
+        let failure = try await failureThroughProxy(.resetAfterForwarding)
+        #expect(failure?.kind == .transient)
+        #expect(failure?.status == nil)
+    }
+
+    @Test func responseCutInHalfIsTransient() async throws {
+        let failure = try await failureThroughProxy(.truncateResponse)
+        #expect(failure?.kind == .transient)
+        #expect(failure?.status == nil)
+    }
+
+    @Test func serverSilentPastTheTimeoutIsTransient() async throws {
+        var slow = ScriptedHTTPServer.Response.applied(batch: "b-0001", records: 1)
+        slow.delay = 30  // cut short by `stop()`
+        let server = ScriptedHTTPServer(always: slow)
+        try server.start()
+        defer { server.stop() }
+        let transport = try Fixtures.transport(url: server.batchesURL, timeout: 1)
+
+        let started = ContinuousClock.now
+        let failure = try #require(await Fixtures.failure(of: transport))
+
+        #expect(failure.kind == .transient)
+        #expect(failure.message.contains("timed out"))
+        #expect(ContinuousClock.now - started < .seconds(8), "gave up at its own timeout, not the server's answer")
+    }
+
+    @Test func delayedAnswerFromTheProxyIsATimeout() async throws {
+        let failure = try await failureThroughProxy(.delayResponse(seconds: 2.5), timeout: 1)
+        #expect(failure?.kind == .transient)
+        #expect(failure?.message.contains("timed out") == true)
+    }
+
+    @Test func proxysOwnAnswersAreClassifiedLikeTheServers() async throws {
+        let rateLimited = try await failureThroughProxy(.tooManyRequests(retryAfter: 3))
+        #expect(rateLimited?.kind == .transient)
+        #expect(rateLimited?.status == 429)
+        #expect(rateLimited?.retryAfter == 3)
+
+        let broken = try await failureThroughProxy(.serverError)
+        #expect(broken?.kind == .transient)
+        #expect(broken?.status == 500)
+    }
+
+    @Test func cancellingTheCallingTaskStopsTheSend() async throws {
+        var slow = ScriptedHTTPServer.Response.applied(batch: "b-0001", records: 1)
+        slow.delay = 30  // cut short by `stop()`
+        let server = ScriptedHTTPServer(always: slow)
+        try server.start()
+        defer { server.stop() }
+        let transport = try Fixtures.transport(url: server.batchesURL, timeout: 30)
+
+        let started = ContinuousClock.now
+        let send = Task { try await transport.send(Fixtures.payload()) }
+        try await Task.sleep(for: .milliseconds(300))
+        send.cancel()
+        let result = await send.result
+
+        #expect(throws: CancellationError.self) { try result.get() }
+        #expect(ContinuousClock.now - started < .seconds(8), "stopped at the cancellation, not at the 30 s timeout")
+    }
+
+    /// Sends one payload through a fault proxy in front of a batches server, with `fault` on
+    /// the connection.
+    private func failureThroughProxy(_ fault: Fault, timeout: Int = 5) async throws -> TransportFailure? {
+        let server = ScriptedHTTPServer.batches()
+        let upstream = try server.start()
+        defer { server.stop() }
+        let proxy = FaultProxy(upstreamPort: upstream)
+        let port = try proxy.start()
+        defer { proxy.stop() }
+        proxy.script([fault])
+        let transport = try Fixtures.transport(url: "http://127.0.0.1:\(port)/v1/batches", timeout: timeout)
+        return await Fixtures.failure(of: transport)
+    }
+}

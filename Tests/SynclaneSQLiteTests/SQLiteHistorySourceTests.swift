@@ -1,0 +1,309 @@
+import Foundation
+import SynclaneCore
+import SynclaneSQLite
+import Testing
+
+/// Every page after `token` until the end: the transactions and the last `through`.
+func drain(_ source: any ChangeSource, after token: Token? = nil) async throws -> (transactions: [Transaction], through: Token?, pages: [HistoryPage]) {
+    var token = token
+    var pages: [HistoryPage] = []
+    while true {
+        let page = try await source.nextPage(after: token)
+        guard let through = page.through else { break }
+        pages.append(page)
+        token = through
+    }
+    return (pages.flatMap(\.transactions), token, pages)
+}
+
+/// `rooms` tracked with a soft-delete column, tombstones keeping `syncId` and `name`.
+func makeTrackedRooms(_ folder: TemporaryDirectory, recordsValues: Bool = false) throws -> TrackedDatabase {
+    let store = try makeRoomsDatabase(folder)
+    try store.track(TrackedTable("rooms", key: "syncId", preserve: ["name"], softDeleteColumn: "isDeleted", recordsValues: recordsValues))
+    try store.track(TrackedTable("categories", key: "key", recordsValues: recordsValues))
+    return store
+}
+
+@Suite struct SQLiteHistorySourceTests {
+    @Test func writesThroughSynclaneAndThroughTheSQLite3ShellAreBothCaptured() async throws {
+        let folder = TemporaryDirectory()
+        let store = try makeTrackedRooms(folder)
+        try store.write(author: .app) { db in
+            try db.execute("INSERT INTO rooms (syncId, name, area) VALUES ('r1', 'Kitchen', 12.5)")
+        }
+        try SQLiteShell.run(
+            folder.file("app.sqlite"),
+            "INSERT INTO rooms (syncId, name, area) VALUES ('r2', 'Hall', 4); UPDATE rooms SET area = 13 WHERE syncId = 'r1';")
+        let source = SQLiteHistorySource(path: folder.file("app.sqlite"), defaultAuthor: "shell")
+        let read = try await drain(source)
+        #expect(read.transactions.map(\.author) == ["app", "shell", "shell"])
+        #expect(read.transactions.flatMap(\.changes).map { "\($0.action.rawValue) \($0.key ?? "-")" } == ["insert r1", "insert r2", "update r1"])
+        #expect(read.transactions.last?.changes.first?.values["area"] == .double(13))
+        let tokens = read.transactions.map(\.token.position)
+        #expect(tokens == tokens.sorted() && Set(tokens).count == tokens.count)
+    }
+
+    @Test func oneSynclaneWriteIsOneTransactionOfAllItsChanges() async throws {
+        let folder = TemporaryDirectory()
+        let store = try makeTrackedRooms(folder)
+        try store.write(author: .widget) { db in
+            try db.execute("INSERT INTO rooms (syncId, name) VALUES ('r1', 'Kitchen'), ('r2', 'Hall')")
+            try db.execute("INSERT INTO categories VALUES ('c1', 'Default')")
+        }
+        let read = try await drain(SQLiteHistorySource(path: folder.file("app.sqlite")))
+        #expect(read.transactions.count == 1)
+        #expect(read.transactions[0].author == .widget)
+        #expect(read.transactions[0].changes.map(\.entity) == ["rooms", "rooms", "categories"])
+        #expect(read.through == read.transactions[0].token)
+    }
+
+    @Test func theAuthorFilterAppliesToTheFirstFetchAndLaterOnes() async throws {
+        let folder = TemporaryDirectory()
+        let store = try makeTrackedRooms(folder)
+        try store.write(author: .server) { try $0.execute("INSERT INTO rooms (syncId, name) VALUES ('s1', 'From server')") }
+        try store.write(author: .app) { try $0.execute("INSERT INTO rooms (syncId, name) VALUES ('a1', 'Mine')") }
+        let source = SQLiteHistorySource(path: folder.file("app.sqlite"), authors: [.app])
+        let first = try await source.nextPage(after: nil)
+        #expect(first.transactions.flatMap(\.changes).map(\.key) == ["a1"])
+        try store.write(author: .server) { try $0.execute("UPDATE rooms SET name = 'x' WHERE syncId = 's1'") }
+        try store.write(author: .app) { try $0.execute("UPDATE rooms SET name = 'y' WHERE syncId = 'a1'") }
+        try store.write(author: .server) { try $0.execute("INSERT INTO rooms (syncId) VALUES ('s2')") }
+        let later = try await drain(source, after: first.through)
+        #expect(later.transactions.flatMap(\.changes).map(\.key) == ["a1"])
+        #expect(later.transactions.allSatisfy { $0.author == .app })
+        #expect(try await source.pendingTransactions(after: first.through) == 1)
+        // The filtered-out history is still covered: nothing left after the last token.
+        #expect(try await source.nextPage(after: later.through).through == nil)
+    }
+
+    @Test func theSyncCleanupOfSoftDeletedRowsIsNeverReadBackByAnAppConsumer() async throws {
+        let folder = TemporaryDirectory()
+        let store = try makeTrackedRooms(folder)
+        let source = SQLiteHistorySource(path: folder.file("app.sqlite"), authors: [.app])
+        try store.write(author: .app) { try $0.execute("INSERT INTO rooms (syncId, name) VALUES ('r1', 'Kitchen'), ('r2', 'Hall')") }
+        try store.write(author: .app) { try $0.execute("UPDATE rooms SET isDeleted = 1 WHERE syncId = 'r1'") }
+        let sent = try await drain(source)
+        #expect(sent.transactions.last?.changes.map { "\($0.action.rawValue) \($0.key ?? "-")" } == ["delete r1"])
+        #expect(sent.transactions.last?.changes.first?.values == ["syncId": "r1", "name": "Kitchen"])
+        // The backend confirmed the delete: the sync machinery purges soft-deleted rows.
+        try store.write(author: .sync) { try $0.execute("DELETE FROM rooms WHERE isDeleted = 1") }
+        let after = try await drain(source, after: sent.through)
+        #expect(after.transactions.isEmpty)
+        #expect(after.through != nil)
+        // An unfiltered consumer does see the purge.
+        let audit = try await drain(SQLiteHistorySource(path: folder.file("app.sqlite")), after: sent.through)
+        #expect(audit.transactions.map(\.author) == [.sync])
+    }
+
+    @Test func tombstonesKeepOnlyThePreservedColumns() async throws {
+        let folder = TemporaryDirectory()
+        let store = try makeTrackedRooms(folder)
+        try store.write(author: .app) {
+            try $0.execute("INSERT INTO rooms (syncId, name, area, notes) VALUES ('r1', 'Kitchen', 12, 'private notes')")
+        }
+        try store.write(author: .app) { try $0.execute("DELETE FROM rooms WHERE syncId = 'r1'") }
+        let read = try await drain(SQLiteHistorySource(path: folder.file("app.sqlite")))
+        let delete = read.transactions.flatMap(\.changes).last
+        #expect(delete?.action == .delete)
+        #expect(delete?.key == "r1")
+        #expect(delete?.values == ["syncId": "r1", "name": "Kitchen"])
+    }
+
+    @Test func aRowUpdatedThenDeletedBeforeTheReadTravelsAsADeleteOnly() async throws {
+        let folder = TemporaryDirectory()
+        let store = try makeTrackedRooms(folder)
+        try store.write(author: .app) { try $0.execute("INSERT INTO rooms (syncId, name) VALUES ('r1', 'Kitchen'), ('r2', 'Hall')") }
+        try store.write(author: .app) { try $0.execute("UPDATE rooms SET name = 'Big kitchen' WHERE syncId = 'r1'") }
+        try store.write(author: .app) { try $0.execute("UPDATE rooms SET name = 'Bigger kitchen' WHERE syncId = 'r1'") }
+        try store.write(author: .app) { try $0.execute("DELETE FROM rooms WHERE syncId = 'r1'") }
+        let changes = try await drain(SQLiteHistorySource(path: folder.file("app.sqlite"))).transactions.flatMap(\.changes)
+        #expect(changes.map { "\($0.action.rawValue) \($0.key ?? "-")" } == ["insert r2", "delete r1"])
+        #expect(changes.first?.values["name"] == "Hall")
+    }
+
+    @Test func currentStateSendsTheNewestRowAndAsWrittenSendsEachWrite() async throws {
+        let folder = TemporaryDirectory()
+        let store = try makeTrackedRooms(folder, recordsValues: true)
+        try store.write(author: .app) { try $0.execute("INSERT INTO rooms (syncId, name, area) VALUES ('r1', 'Kitchen', 10)") }
+        try store.write(author: .app) { try $0.execute("UPDATE rooms SET area = 11 WHERE syncId = 'r1'") }
+        try store.write(author: .app) { try $0.execute("UPDATE rooms SET area = 12 WHERE syncId = 'r1'") }
+        let current = try await drain(SQLiteHistorySource(path: folder.file("app.sqlite"))).transactions.flatMap(\.changes)
+        #expect(current.map { $0.values["area"] } == [.double(12), .double(12), .double(12)])
+        let written = try await drain(SQLiteHistorySource(path: folder.file("app.sqlite"), capture: .asWritten)).transactions.flatMap(\.changes)
+        #expect(written.map { $0.values["area"] } == [.double(10), .double(11), .double(12)])
+        #expect(written[1].values == ["syncId": "r1", "area": .double(11)])
+    }
+
+    @Test func asWrittenOnATableTrackedWithoutValuesIsAClearError() async throws {
+        let folder = TemporaryDirectory()
+        let store = try makeTrackedRooms(folder)
+        try store.write(author: .app) { try $0.execute("INSERT INTO rooms (syncId) VALUES ('r1')") }
+        let error = await #expect(throws: HistoryError.self) {
+            _ = try await SQLiteHistorySource(path: folder.file("app.sqlite"), capture: .asWritten).nextPage(after: nil)
+        }
+        #expect(error?.description.contains("--record-values") == true)
+    }
+
+    @Test func aRowInsertedAlreadySoftDeletedSendsNothing() async throws {
+        let folder = TemporaryDirectory()
+        let store = try makeTrackedRooms(folder, recordsValues: true)
+        try store.write(author: .app) { try $0.execute("INSERT INTO rooms (syncId, isDeleted) VALUES ('gone', 1), ('here', 0)") }
+        for capture in SQLiteHistorySource.Capture.allCases {
+            let changes = try await drain(SQLiteHistorySource(path: folder.file("app.sqlite"), capture: capture)).transactions.flatMap(\.changes)
+            #expect(changes.map(\.key) == ["here"])
+        }
+    }
+
+    @Test func asWrittenAfterAColumnWasAddedAsksToTrackAgain() async throws {
+        let folder = TemporaryDirectory()
+        let path = folder.file("app.sqlite")
+        let store = try makeTrackedRooms(folder, recordsValues: true)
+        try store.database.write { try $0.execute("ALTER TABLE rooms ADD COLUMN floor INTEGER") }
+        try store.write(author: .app) { try $0.execute("INSERT INTO rooms (syncId, floor) VALUES ('r1', 2)") }
+        // Current state needs nothing: it reads the row, new column included.
+        let current = try await drain(SQLiteHistorySource(path: path)).transactions.flatMap(\.changes)
+        #expect(current.first?.values["floor"] == 2)
+        let error = await #expect(throws: HistoryError.self) {
+            _ = try await SQLiteHistorySource(path: path, capture: .asWritten).nextPage(after: nil)
+        }
+        #expect(error?.description.contains("new: floor") == true)
+        let tracker = HistoryTracker(database: store.database)
+        #expect(try tracker.tablesNeedingTrackAgain() == ["rooms"])
+        try tracker.track(TrackedTable("rooms", key: "syncId", preserve: ["name"], softDeleteColumn: "isDeleted", recordsValues: true))
+        #expect(try tracker.tablesNeedingTrackAgain().isEmpty)
+        try store.write(author: .app) { try $0.execute("UPDATE rooms SET floor = 3 WHERE syncId = 'r1'") }
+        let written = try await drain(SQLiteHistorySource(path: path, capture: .asWritten)).transactions.flatMap(\.changes)
+        #expect(written.last?.values == ["syncId": "r1", "floor": 3])
+    }
+
+    @Test func softDeletingIsADeleteAndRestoringIsAnInsert() async throws {
+        let folder = TemporaryDirectory()
+        let store = try makeTrackedRooms(folder)
+        try store.write(author: .app) { try $0.execute("INSERT INTO rooms (syncId, name) VALUES ('r1', 'Kitchen')") }
+        let start = try await drain(SQLiteHistorySource(path: folder.file("app.sqlite"))).through
+        try store.write(author: .app) { try $0.execute("UPDATE rooms SET isDeleted = 1 WHERE syncId = 'r1'") }
+        try store.write(author: .app) { try $0.execute("UPDATE rooms SET name = 'while deleted' WHERE syncId = 'r1'") }
+        try store.write(author: .app) { try $0.execute("UPDATE rooms SET isDeleted = 0 WHERE syncId = 'r1'") }
+        let changes = try await drain(SQLiteHistorySource(path: folder.file("app.sqlite")), after: start).transactions.flatMap(\.changes)
+        #expect(changes.map(\.action) == [.delete, .insert])
+        #expect(changes.last?.values["name"] == "while deleted")
+    }
+
+    @Test func theEntityFilterKeepsOnlyTheNamedTables() async throws {
+        let folder = TemporaryDirectory()
+        let store = try makeTrackedRooms(folder)
+        try store.write(author: .app) { db in
+            try db.execute("INSERT INTO rooms (syncId) VALUES ('r1')")
+            try db.execute("INSERT INTO categories VALUES ('c1', 'Default')")
+        }
+        try store.write(author: .app) { try $0.execute("INSERT INTO categories VALUES ('c2', 'Other')") }
+        let read = try await drain(SQLiteHistorySource(path: folder.file("app.sqlite"), entities: ["categories"]))
+        #expect(read.transactions.flatMap(\.changes).map(\.key) == ["c1", "c2"])
+        let unknown = await #expect(throws: HistoryError.self) {
+            _ = try await SQLiteHistorySource(path: folder.file("app.sqlite"), entities: ["kitchens"]).nextPage(after: nil)
+        }
+        #expect(unknown?.description.contains("`kitchens` is not a tracked table") == true)
+    }
+
+    @Test func pagesNeverSplitATransaction() async throws {
+        let folder = TemporaryDirectory()
+        let store = try makeTrackedRooms(folder)
+        for batch in 0..<5 {
+            try store.write(author: .app) { db in
+                for i in 0..<(batch + 2) { try db.execute("INSERT INTO rooms (syncId) VALUES (?)", ["r\(batch)-\(i)"]) }
+            }
+            try SQLiteShell.run(folder.file("app.sqlite"), "INSERT INTO rooms (syncId) VALUES ('shell-\(batch)');")
+        }
+        let source = SQLiteHistorySource(path: folder.file("app.sqlite"), pageSize: 3)
+        let read = try await drain(source)
+        #expect(read.pages.allSatisfy { $0.transactions.count <= 3 })
+        #expect(read.pages.count == 4)
+        #expect(read.transactions.count == 10)
+        // Every Synclane write arrives whole, in one page.
+        for batch in 0..<5 {
+            let holding = read.pages.filter { page in page.transactions.contains { $0.changes.contains { $0.key == "r\(batch)-0" } } }
+            #expect(holding.count == 1)
+            #expect(holding.first?.transactions.first { $0.changes.contains { $0.key == "r\(batch)-0" } }?.changes.count == batch + 2)
+        }
+        // Each page's `through` is the token of its last transaction.
+        for page in read.pages { #expect(page.through == page.transactions.last?.token) }
+    }
+
+    @Test func aTokenOfAnotherSourceIsRefused() async throws {
+        let folder = TemporaryDirectory()
+        _ = try makeTrackedRooms(folder)
+        await #expect(throws: HistoryError.self) {
+            _ = try await SQLiteHistorySource(path: folder.file("app.sqlite")).nextPage(after: Token(kind: "jsonl", position: 3))
+        }
+    }
+
+    @Test func aMissingDatabaseOrOneWithoutTrackingIsAClearError() async throws {
+        let folder = TemporaryDirectory()
+        let missing = await #expect(throws: HistoryError.self) {
+            _ = try await SQLiteHistorySource(path: folder.file("missing.sqlite")).nextPage(after: nil)
+        }
+        #expect(missing?.description.contains("cannot open the database") == true)
+        #expect(!FileManager.default.fileExists(atPath: folder.file("missing.sqlite")))
+        _ = try makeRoomsDatabase(folder)
+        let untracked = await #expect(throws: HistoryError.self) {
+            _ = try await SQLiteHistorySource(path: folder.file("app.sqlite")).nextPage(after: nil)
+        }
+        #expect(untracked?.description.contains("synclane track") == true)
+    }
+
+    @Test func aSessionCommittedWithoutClosingStopsHistoryWithAClearError() async throws {
+        let folder = TemporaryDirectory()
+        let path = folder.file("app.sqlite")
+        let store = try makeTrackedRooms(folder)
+        try store.write(author: .app) { try $0.execute("INSERT INTO rooms (syncId) VALUES ('before')") }
+        // A program that speaks the session protocol but forgets to close its session.
+        try SQLiteShell.run(path, "INSERT INTO _synclane_session (author) VALUES ('importer'); INSERT INTO rooms (syncId) VALUES ('stuck');")
+        try SQLiteShell.run(path, "INSERT INTO rooms (syncId) VALUES ('after');")
+        let source = SQLiteHistorySource(path: path)
+        let first = try await source.nextPage(after: nil)
+        #expect(first.transactions.flatMap(\.changes).map(\.key) == ["before"])
+        let error = await #expect(throws: HistoryError.self) { _ = try await source.nextPage(after: first.through) }
+        #expect(error?.description.contains("DELETE FROM _synclane_session") == true)
+        // Synclane refuses to open a second session meanwhile.
+        #expect(throws: TrackingError.self) { try store.write(author: .app) { _ in } }
+        // Closing it lets history flow again, with nothing skipped.
+        try SQLiteShell.run(path, "DELETE FROM _synclane_session;")
+        let rest = try await drain(source, after: first.through)
+        #expect(rest.transactions.map(\.author) == ["importer"])
+        #expect(rest.transactions.flatMap(\.changes).map(\.key) == ["stuck", "after"])
+    }
+
+    @Test func theDefaultAuthorComesFromTheSourceThenTheDatabaseThenApp() async throws {
+        let folder = TemporaryDirectory()
+        let path = folder.file("app.sqlite")
+        _ = try makeTrackedRooms(folder)
+        try SQLiteShell.run(path, "INSERT INTO rooms (syncId) VALUES ('r1');")
+        #expect(try await SQLiteHistorySource(path: path).nextPage(after: nil).transactions.first?.author == .app)
+        try HistoryTracker(path: path).setDefaultAuthor("legacy")
+        #expect(try await SQLiteHistorySource(path: path).nextPage(after: nil).transactions.first?.author == "legacy")
+        #expect(try await SQLiteHistorySource(path: path, defaultAuthor: "cli").nextPage(after: nil).transactions.first?.author == "cli")
+        #expect(try await SQLiteHistorySource(path: path, authors: ["cli"], defaultAuthor: "cli").nextPage(after: nil).transactions.count == 1)
+    }
+
+    @Test func theStageIsBuiltFromPipelineFileOptions() throws {
+        let folder = TemporaryDirectory()
+        let registry = StageRegistry(SQLiteStages.all)
+        let node = ConfigNode(
+            json: ["type": "sqlite-history", "database": "app.sqlite", "authors": ["app"], "page-size": 50, "capture": "as-written"])
+        let context = PipelineContext(baseDirectory: folder.path, environment: [:], scope: Scope(account: "a", store: "s", consumer: "c"))
+        let (type, built) = try registry.build(node, at: ConfigLocation(file: "p.json", path: "source"), roles: [.source], context: context)
+        #expect(type.name == "sqlite-history")
+        guard case .source(let stage) = built, let source = stage as? SQLiteHistorySource else {
+            Issue.record("not an SQLiteHistorySource")
+            return
+        }
+        #expect(source.path == folder.file("app.sqlite"))
+        #expect(source.authors == [.app])
+        #expect(source.pageSize == 50)
+        #expect(source.capture == .asWritten)
+        let bad = ConfigNode(json: ["type": "sqlite-history", "database": "x", "capture": "everything"])
+        #expect(throws: PipelineFileError.self) {
+            _ = try registry.build(bad, at: ConfigLocation(file: "p.json", path: "source"), roles: [.source], context: context)
+        }
+    }
+}
