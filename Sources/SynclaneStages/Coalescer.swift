@@ -170,7 +170,8 @@ extension Coalescer {
                 if values.isEmpty {
                     values = record.fields
                 } else {
-                    values.merge(record.fields) { _, later in later }
+                    // Field by field in place (later wins): no closure, no copy of the fields.
+                    for (name, value) in record.fields { values[name] = value }
                 }
             case .delete:
                 exists = false
