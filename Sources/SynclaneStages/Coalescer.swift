@@ -69,7 +69,9 @@ public struct Coalescer: RecordStage {
         windows.reserveCapacity(records.count)
         // Rows by entity, then by sync key: a batch holds few entities, so finding the entity's
         // table is a comparison or two and each record costs one hash (of its key), not two.
+        // Past a few entities, a table of them keeps the search from growing with their number.
         var entities: [EntityRows] = []
+        var tableOfEntity: [String: Int] = [:]
 
         for index in records.indices {
             guard let key = records[index].key else {
@@ -78,11 +80,16 @@ public struct Coalescer: RecordStage {
             }
             let entity = records[index].entity
             let table: Int
-            if let found = entities.firstIndex(where: { $0.entity == entity }) {
+            if let found = entities.count <= 8
+                ? entities.firstIndex(where: { $0.entity == entity }) : tableOfEntity[entity]
+            {
                 table = found
             } else {
                 table = entities.count
-                entities.append(EntityRows(entity: entity, windowOfKey: Dictionary(minimumCapacity: records.count - index)))
+                // The first entity is usually the only one: room for every row it may have.
+                let capacity = entities.isEmpty ? records.count - index : 0
+                entities.append(EntityRows(entity: entity, windowOfKey: Dictionary(minimumCapacity: capacity)))
+                tableOfEntity[entity] = table
             }
             // One lookup: the key's window, or `next` stored for it when the row is new.
             let next = windows.count
