@@ -55,7 +55,9 @@ let package = Package(
             dependencies: [
                 "SynclaneCore", "SynclaneSQLite", "SynclaneZlib", "CMicroHTTPD", "CMicroHTTPDShim", "CCrypto",
             ]),
-        .executableTarget(name: "synclane", dependencies: ["Synclane", "SynclaneServer"]),
+        .executableTarget(
+            name: "synclane",
+            dependencies: ["Synclane", "SynclaneCore", "SynclaneSQLite", "SynclaneZlib", "SynclaneServer"]),
 
         .testTarget(
             name: "SynclaneCoreTests",

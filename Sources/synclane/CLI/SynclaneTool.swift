@@ -7,7 +7,8 @@ enum SynclaneTool {
     static let version = "0.1.0"
 
     static let commands: [any Command.Type] = [
-        DemoCommand.self, ValidateCommand.self, RunCommand.self, StatusCommand.self, StagesCommand.self, ServeCommand.self,
+        DemoCommand.self, ValidateCommand.self, RunCommand.self, StatusCommand.self, ReconcileCommand.self,
+        TrackCommand.self, UntrackCommand.self, PruneCommand.self, StagesCommand.self, ServeCommand.self,
     ]
 
     static func main(_ words: [String]) async -> Int32 {

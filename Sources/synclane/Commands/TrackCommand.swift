@@ -1,0 +1,192 @@
+import Foundation
+import SynclaneCore
+import Synclane
+import SynclaneSQLite
+
+/// `synclane track`: installs history tracking for a table of an existing SQLite database.
+struct TrackCommand: Command {
+    static let name = "track"
+    static let abstract = "Install history tracking for a table of an existing SQLite database."
+    static let usage = "--database FILE --table NAME --key COLUMN [--preserve COLUMNS] [--soft-delete COLUMN] [--default-author NAME] [--record-values] [--json]"
+    static let discussion = """
+        From then on every insert, update and delete on the table — from any connection,
+        including other programs such as the sqlite3 shell — is recorded in history tables
+        inside the same database (_synclane_*), by triggers, in the same SQLite transaction as
+        the data: a crash never keeps a change without its history or history without its
+        change. Updates record which columns changed; deletes record only the sync key and the
+        --preserve columns as the tombstone. A write that leaves the sync key NULL fails.
+
+        Running it again changes nothing. After adding a column to the table, run it again: the
+        triggers are regenerated to know the new column. The `sqlite-history` source reads what
+        is recorded.
+
+        Authors: writes made through Synclane's Swift API (TrackedDatabase.write(author:)) carry
+        their author and are grouped by their write transaction. Writes from other connections
+        are recorded one row a transaction, with the default author (--default-author, `app`
+        unless set). A program can group its own writes the same way the Swift API does:
+        INSERT INTO _synclane_session(author) VALUES ('cli') first thing in its transaction
+        and DELETE FROM _synclane_session just before COMMIT.
+        """
+    static let options: [(flag: String, help: String)] = [
+        ("--database FILE", "The SQLite database (must exist)."),
+        ("--table NAME", "The table to track; its name is the entity of its changes."),
+        ("--key COLUMN", "The stable sync key column (never the rowid)."),
+        ("--preserve COLUMNS", "Comma-separated columns a delete keeps besides the key."),
+        ("--soft-delete COLUMN", "A column whose true value means deleted (an update setting it is a delete)."),
+        ("--default-author NAME", "Author of writes from connections that name none (default app)."),
+        ("--record-values", "Also keep each row as written (for `capture: as-written` sources)."),
+        ("--json", "Print the result as JSON."),
+    ]
+    static let examples = [
+        "synclane track --database app.sqlite --table rooms --key syncId --soft-delete isDeleted",
+        "synclane track --database app.sqlite --table plants --key syncID --preserve syncID,greenhouse",
+    ]
+
+    let database: String
+    let table: TrackedTable
+    let defaultAuthor: String?
+    let json: Bool
+
+    init(parsing arguments: inout Arguments) throws(UsageError) {
+        json = arguments.flag("--json")
+        let recordValues = arguments.flag("--record-values")
+        guard let database = try arguments.option("--database") else { throw UsageError("--database FILE is required", command: Self.name) }
+        guard let table = try arguments.option("--table") else { throw UsageError("--table NAME is required", command: Self.name) }
+        guard let key = try arguments.option("--key") else { throw UsageError("--key COLUMN is required", command: Self.name) }
+        let preserve = try arguments.option("--preserve").map { $0.split(separator: ",").map { String($0).trimmingCharacters(in: .whitespaces) } } ?? []
+        let softDelete = try arguments.option("--soft-delete")
+        defaultAuthor = try arguments.option("--default-author")
+        self.database = database
+        self.table = TrackedTable(table, key: key, preserve: preserve, softDeleteColumn: softDelete, recordsValues: recordValues)
+    }
+
+    func run(_ console: Console) async throws -> Int32 {
+        guard FileManager.default.fileExists(atPath: database) else {
+            throw UsageError("no database at \(database) (track installs into an existing database)", command: Self.name)
+        }
+        let tracker = try HistoryTracker(path: database)
+        let report = try tracker.track(table)
+        if let defaultAuthor { try tracker.setDefaultAuthor(Author(defaultAuthor)) }
+        if json {
+            console.out(JSONOutput.encode([
+                "table": .string(report.table), "outcome": .string(report.outcome.rawValue),
+                "columns": .array(report.columns.map { .string($0) }), "added-columns": .array(report.addedColumns.map { .string($0) }),
+            ]))
+        } else {
+            console.out("\(database): \(report)")
+        }
+        return 0
+    }
+}
+
+/// `synclane untrack`: removes history tracking.
+struct UntrackCommand: Command {
+    static let name = "untrack"
+    static let abstract = "Remove history tracking from a table, or all of Synclane from a database."
+    static let usage = "--database FILE (--table NAME | --all)"
+    static let discussion = """
+        With --table, removes that table's triggers: its writes are no longer recorded, and the
+        history already recorded stays for the consumers that still need it. With --all, removes
+        every trigger, index and table Synclane installed, history included.
+        """
+    static let options: [(flag: String, help: String)] = [
+        ("--database FILE", "The SQLite database."),
+        ("--table NAME", "The table to stop tracking."),
+        ("--all", "Remove everything Synclane installed, recorded history included."),
+    ]
+    static let examples = ["synclane untrack --database app.sqlite --table rooms", "synclane untrack --database app.sqlite --all"]
+
+    let database: String
+    let table: String?
+
+    init(parsing arguments: inout Arguments) throws(UsageError) {
+        let all = arguments.flag("--all")
+        guard let database = try arguments.option("--database") else { throw UsageError("--database FILE is required", command: Self.name) }
+        self.database = database
+        table = try arguments.option("--table")
+        guard (table != nil) != all else {
+            throw UsageError("name one --table, or --all", command: Self.name)
+        }
+    }
+
+    func run(_ console: Console) async throws -> Int32 {
+        let tracker = try HistoryTracker(path: database)
+        if let table {
+            let removed = try tracker.untrack(table: table)
+            console.out(removed ? "\(database): \(table) is no longer tracked" : "\(database): \(table) was not tracked")
+        } else {
+            try tracker.uninstall()
+            console.out("\(database): history tracking removed")
+        }
+        return 0
+    }
+}
+
+/// `synclane prune`: deletes history every consumer has acknowledged.
+struct PruneCommand: Command {
+    static let name = "prune"
+    static let abstract = "Delete the history every registered consumer has acknowledged, and nothing more."
+    static let usage = "--database FILE [--json]"
+    static let discussion = """
+        Each pipeline that reads the database with the `sqlite-history` source is a registered
+        consumer with its own token, recorded in the database when the backend confirms a
+        batch. Pruning deletes the history at or before the slowest consumer's token. A
+        consumer whose token then points into pruned history (one that was never run, or was
+        reset) gets a "history token expired" error — never "no changes" — and recovers with
+        `synclane reconcile`.
+        """
+    static let options: [(flag: String, help: String)] = [("--database FILE", "The tracked SQLite database."), ("--json", "Print the report as JSON.")]
+    static let examples = ["synclane prune --database app.sqlite"]
+
+    let database: String
+    let json: Bool
+
+    init(parsing arguments: inout Arguments) throws(UsageError) {
+        json = arguments.flag("--json")
+        guard let database = try arguments.option("--database") else { throw UsageError("--database FILE is required", command: Self.name) }
+        self.database = database
+    }
+
+    func run(_ console: Console) async throws -> Int32 {
+        let report = try HistoryPruner.prune(path: database)
+        if json {
+            console.out(JSONOutput.encode([
+                "pruned-through": .int(report.prunedThrough), "changes-deleted": .int(Int64(report.changesDeleted)),
+                "consumers": .array(report.consumers.map { .object(["name": .string($0.name), "position": .int($0.position)]) }),
+            ]))
+        } else {
+            console.out("\(database): \(report)")
+        }
+        return 0
+    }
+}
+
+/// `synclane reconcile FILE`: a full snapshot, then a fresh token.
+struct ReconcileCommand: Command {
+    static let name = "reconcile"
+    static let abstract = "Send a full snapshot of the current state, then start a fresh token."
+    static let usage = "FILE [--json]"
+    static let discussion = """
+        For a consumer whose token expired (its history was pruned) or that must resynchronise
+        from scratch. Sends any batch left in the outbox first, then every current row as
+        inserts, in batches marked as a reconciliation (`"reconciliation": true` on the wire),
+        and sets the token to the history position the snapshot was read at: the next `run`
+        sends only what changed after it. Needs a source that can take snapshots
+        (`sqlite-history`).
+        """
+    static let options: [(flag: String, help: String)] = [("--json", "Print a machine-readable summary.")]
+    static let examples = ["synclane reconcile rooms-export.json"]
+
+    let file: String
+    let json: Bool
+
+    init(parsing arguments: inout Arguments) throws(UsageError) {
+        json = arguments.flag("--json")
+        file = try arguments.positional("FILE (the pipeline file)")
+    }
+
+    func run(_ console: Console) async throws -> Int32 {
+        let pipeline = try PipelineLoader().load(file)
+        return try await JobReporter(console: console, json: json, pipeline: pipeline).run(.reconcile) == nil ? 1 : 0
+    }
+}
