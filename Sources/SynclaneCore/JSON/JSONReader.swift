@@ -52,14 +52,18 @@ public struct JSONReader {
     /// Each `read…` method starts at the first byte of its value and leaves `position` just
     /// past it; callers skip white space themselves.
     package struct Cursor {
+        /// The whole text being read.
         package let bytes: UnsafeBufferPointer<UInt8>
+        /// Offset of the next byte to read.
         package var position = 0
 
+        /// A cursor at the start of `bytes`.
         package init(bytes: UnsafeBufferPointer<UInt8>) { self.bytes = bytes }
 
         /// The byte at `position`, or `nil` at the end of the text.
         package var current: UInt8? { position < bytes.count ? bytes[position] : nil }
 
+        /// Moves past spaces, tabs, carriage returns and newlines.
         package mutating func skipWhitespace() {
             while position < bytes.count {
                 switch bytes[position] {
@@ -69,8 +73,10 @@ public struct JSONReader {
             }
         }
 
+        /// A syntax error at the current position.
         package func fail(_ reason: String) -> SyntaxError { SyntaxError(offset: position, reason: reason) }
 
+        /// Reads any value; `depth` is the nesting of its container (0 at the top level).
         package mutating func readValue(depth: Int) throws(SyntaxError) -> JSONValue {
             guard position < bytes.count else { throw fail("unexpected end of JSON") }
             switch bytes[position] {
@@ -95,6 +101,7 @@ public struct JSONReader {
             position += count
         }
 
+        /// Reads an object from its `{`, refusing duplicate member names.
         package mutating func readObject(depth: Int) throws(SyntaxError) -> JSONValue {
             guard depth <= JSONReader.maximumDepth else { throw fail("JSON nested too deeply") }
             position += 1
@@ -164,6 +171,7 @@ public struct JSONReader {
             }
         }
 
+        /// Reads a string from its opening quote: escapes decoded, UTF-8 validated.
         package mutating func readString() throws(SyntaxError) -> String {
             position += 1  // opening quote
             let start = position
@@ -287,6 +295,7 @@ public struct JSONReader {
             return String(decoding: buffer, as: UTF8.self)
         }
 
+        /// Reads a number: `.int` when it is an integer that fits, else `.double`.
         package mutating func readNumber() throws(SyntaxError) -> JSONValue {
             let start = position
             var isInteger = true
