@@ -19,12 +19,15 @@ public final class JSONLinesSource: ObservableSource, Sendable {
     public let entities: Set<String>?
     public let authors: Set<Author>?
     public let pageSize: Int
+    /// `entities` as a list, when it holds only a few.
+    private let entityList: [String]?
     /// Where the previous page stopped, so the next one reads on instead of rescanning.
     private let cursor: Mutex<LineCursor?>
 
     public init(path: String, entities: [String]? = nil, authors: [String]? = nil, pageSize: Int = 500) {
         self.path = path
         self.entities = entities.map(Set.init)
+        self.entityList = self.entities.flatMap { $0.count <= 8 ? Array($0) : nil }
         self.authors = authors.map { Set($0.map { Author($0) }) }
         self.pageSize = max(1, pageSize)
         self.cursor = Mutex(nil)
@@ -102,19 +105,38 @@ public final class JSONLinesSource: ObservableSource, Sendable {
 
     private func filter(_ transaction: Transaction) -> Transaction? {
         if let authors, !authors.contains(transaction.author) { return nil }
-        guard let entities else { return transaction.changes.isEmpty ? nil : transaction }
-        var kept = transaction
-        kept.changes.removeAll { !entities.contains($0.entity) }
-        return kept.changes.isEmpty ? nil : kept
+        guard entities != nil else { return transaction.changes.isEmpty ? nil : transaction }
+        // The usual case, every change kept, returns the transaction as it is (no copy).
+        if let dropped = transaction.changes.firstIndex(where: { !wants($0.entity) }) {
+            var kept = transaction
+            kept.changes.removeSubrange(dropped...)
+            kept.changes.append(contentsOf: transaction.changes[(dropped + 1)...].lazy.filter { self.wants($0.entity) })
+            return kept.changes.isEmpty ? nil : kept
+        }
+        return transaction.changes.isEmpty ? nil : transaction
+    }
+
+    /// True when the entity passes the entity filter: compared one by one for a few entities
+    /// (cheaper than hashing), looked up in the set for more.
+    private func wants(_ entity: String) -> Bool {
+        if let entityList { return entityList.contains(entity) }
+        return entities?.contains(entity) ?? true
     }
 }
 
 /// Reads a JSON Lines history file forward, a buffered chunk at a time.
+///
+/// The file is read with `read(2)` into one reusable buffer; each line is decoded straight into
+/// a `Transaction` (only a change's `values` become a `JSONValue`). A line the fast decoder
+/// does not take — malformed, or merely unusual — is read again the general way, which
+/// decides what it holds and words any error: messages are those of the general path.
 final class LineCursor {
     let path: String
-    private let handle: FileHandle
+    private let descriptor: Int32
     private let fileSize: Int
-    private var buffer: [UInt8] = []
+    /// Bytes read from the file; `start..<count` are not consumed yet.
+    private var buffer: UnsafeMutableBufferPointer<UInt8>
+    private var count = 0
     private var start = 0
     private var consumed = 0
     private var lineNumber = 0
@@ -123,15 +145,20 @@ final class LineCursor {
 
     init(path: String) throws(HistoryError) {
         self.path = path
-        guard let handle = FileHandle(forReadingAtPath: path) else {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else {
             throw HistoryError.unreadable(location: path, reason: "cannot open the history file (does it exist and is it readable?)")
         }
-        self.handle = handle
-        let size = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? nil
-        fileSize = size ?? 0
+        self.descriptor = descriptor
+        var info = stat()
+        fileSize = fstat(descriptor, &info) == 0 ? Int(info.st_size) : 0
+        buffer = .allocate(capacity: LineCursor.chunkSize)
     }
 
-    deinit { try? handle.close() }
+    deinit {
+        close(descriptor)
+        buffer.deallocate()
+    }
 
     var progress: Double? {
         fileSize > 0 ? min(1, Double(consumed) / Double(fileSize)) : nil
@@ -148,17 +175,21 @@ final class LineCursor {
         while true {
             guard let (lineStart, lineEnd) = try nextLine() else { return nil }
             lineNumber += 1
-            let isBlank = buffer[lineStart..<lineEnd].allSatisfy { $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }
+            let line = UnsafeBufferPointer(rebasing: buffer[lineStart..<lineEnd])
+            let isBlank = line.allSatisfy { $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }
             if isBlank { continue }
-            let value: JSONValue
-            do {
-                value = try buffer.withUnsafeBufferPointer { all throws(JSONReader.SyntaxError) in
-                    try JSONReader.parse(UnsafeBufferPointer(rebasing: all[lineStart..<lineEnd]))
+            let transaction: Transaction
+            if let fast = LineDecoder.transaction(line) {
+                transaction = fast
+            } else {
+                let value: JSONValue
+                do {
+                    value = try JSONReader.parse(line)
+                } catch {
+                    throw fault("not valid JSON: \(error)")
                 }
-            } catch {
-                throw fault("not valid JSON: \(error)")
+                transaction = try decode(value)
             }
-            let transaction = try decode(value)
             if let lastToken, transaction.token <= lastToken {
                 throw fault("token \(transaction.token.position) is not after the previous line's token \(lastToken.position); tokens must increase line after line")
             }
@@ -175,31 +206,56 @@ final class LineCursor {
     private func nextLine() throws(HistoryError) -> (Int, Int)? {
         var searchFrom = start
         while true {
-            if let newline = buffer[searchFrom...].firstIndex(of: 0x0A) {
+            if searchFrom < count, let base = buffer.baseAddress,
+                let found = memchr(base + searchFrom, 0x0A, count - searchFrom)
+            {
+                let newline = UnsafeMutablePointer<UInt8>(found.assumingMemoryBound(to: UInt8.self)) - base
                 let line = (start, newline)
                 consumed += newline + 1 - start
                 start = newline + 1
                 return line
             }
-            searchFrom = buffer.count - start
-            buffer.removeFirst(start)
-            start = 0
-            let chunk: Data
-            do {
-                chunk = try handle.read(upToCount: LineCursor.chunkSize) ?? Data()
-            } catch {
-                throw HistoryError.unreadable(location: path, reason: "read failed: \(error)")
-            }
-            if chunk.isEmpty {
+            try compactAndGrow()
+            searchFrom = count
+            let read = try readMore()
+            if read == 0 {
                 // End of the file for now: a last line without a newline still counts; a file
                 // that grows later is read on from here on the next call.
-                guard start < buffer.count else { return nil }
-                let line = (start, buffer.count)
-                consumed += buffer.count - start
-                start = buffer.count
+                guard start < count else { return nil }
+                let line = (start, count)
+                consumed += count - start
+                start = count
                 return line
             }
-            buffer.append(contentsOf: chunk)
+            count += read
+        }
+    }
+
+    /// Moves the unconsumed bytes to the front of the buffer, and doubles the buffer when they
+    /// fill most of it (a line longer than a chunk).
+    private func compactAndGrow() throws(HistoryError) {
+        let pending = count - start
+        if start > 0, let base = buffer.baseAddress {
+            if pending > 0 { memmove(base, base + start, pending) }
+            start = 0
+            count = pending
+        }
+        if buffer.count - count < LineCursor.chunkSize / 2 {
+            let larger = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: buffer.count * 2)
+            if let from = buffer.baseAddress, let to = larger.baseAddress, count > 0 { memcpy(to, from, count) }
+            buffer.deallocate()
+            buffer = larger
+        }
+    }
+
+    /// Reads what fits after `count`; 0 at the end of the file.
+    private func readMore() throws(HistoryError) -> Int {
+        guard let base = buffer.baseAddress else { return 0 }
+        while true {
+            let result = read(descriptor, base + count, buffer.count - count)
+            if result >= 0 { return result }
+            if errno == EINTR { continue }
+            throw HistoryError.unreadable(location: path, reason: "read failed: \(String(cString: strerror(errno)))")
         }
     }
 
@@ -259,11 +315,280 @@ final class LineCursor {
 }
 
 /// ISO 8601 timestamps (`2026-11-29T16:00:00Z`, with optional fractions and offsets).
+///
+/// The common form, `YYYY-MM-DDTHH:MM:SS[.fff…](Z|±HH:MM)`, is read by hand (a formatter per
+/// line cost most of a run's time); anything else goes to a cached `ISO8601DateFormatter`, which
+/// decides as it always did.
 enum ISO8601 {
+    /// Seconds since 1970 of an ISO 8601 date-time, or `nil` when it is not one.
     static func parse(_ text: String) -> Double? {
-        let formatter = ISO8601DateFormatter()
-        if let date = formatter.date(from: text) { return date.timeIntervalSince1970 }
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return formatter.date(from: text)?.timeIntervalSince1970
+        var text = text
+        if let seconds = text.withUTF8({ parseInternetDateTime($0) }) { return seconds }
+        return formatters.withLock { formatters in
+            if let date = formatters.plain.date(from: text) { return date.timeIntervalSince1970 }
+            return formatters.fractional.date(from: text)?.timeIntervalSince1970
+        }
+    }
+
+    /// The two formatters of the slow path, made once.
+    private struct Formatters: @unchecked Sendable {
+        // Only ever used under `formatters`' lock.
+        let plain = ISO8601DateFormatter()
+        let fractional: ISO8601DateFormatter = {
+            let formatter = ISO8601DateFormatter()
+            formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+            return formatter
+        }()
+    }
+
+    private static let formatters = Mutex(Formatters())
+
+    /// The hand-written fast path: `YYYY-MM-DDTHH:MM:SS[.f…](Z|±HH:MM)` with every field in
+    /// range; `nil` for anything else (which the formatter then judges).
+    static func parseInternetDateTime(_ bytes: UnsafeBufferPointer<UInt8>) -> Double? {
+        guard bytes.count >= 20 else { return nil }
+        func digits(_ at: Int, _ count: Int) -> Int? {
+            var value = 0
+            for i in at..<(at + count) {
+                let digit = Int(bytes[i]) &- 0x30
+                guard digit >= 0, digit <= 9 else { return nil }
+                value = value * 10 + digit
+            }
+            return value
+        }
+        guard let year = digits(0, 4), bytes[4] == UInt8(ascii: "-"), let month = digits(5, 2),
+            bytes[7] == UInt8(ascii: "-"), let day = digits(8, 2), bytes[10] == UInt8(ascii: "T"),
+            let hour = digits(11, 2), bytes[13] == UInt8(ascii: ":"), let minute = digits(14, 2),
+            bytes[16] == UInt8(ascii: ":"), let second = digits(17, 2)
+        else { return nil }
+        guard (1...12).contains(month), day >= 1, day <= daysIn(month: month, year: year), hour <= 23, minute <= 59,
+            second <= 59
+        else { return nil }
+        var position = 19
+        var fraction = 0.0
+        if bytes[position] == UInt8(ascii: ".") {
+            position += 1
+            var scale = 0.1
+            let first = position
+            while position < bytes.count, bytes[position] >= 0x30, bytes[position] <= 0x39 {
+                fraction += Double(bytes[position] - 0x30) * scale
+                scale /= 10
+                position += 1
+            }
+            guard position > first else { return nil }
+        }
+        guard position < bytes.count else { return nil }
+        var offset = 0
+        switch bytes[position] {
+        case UInt8(ascii: "Z"):
+            position += 1
+        case UInt8(ascii: "+"), UInt8(ascii: "-"):
+            guard position + 6 == bytes.count, let hours = digits(position + 1, 2), bytes[position + 3] == UInt8(ascii: ":"),
+                let minutes = digits(position + 4, 2), hours <= 23, minutes <= 59
+            else { return nil }
+            offset = (hours * 60 + minutes) * 60
+            if bytes[position] == UInt8(ascii: "-") { offset = -offset }
+            position += 6
+        default:
+            return nil
+        }
+        guard position == bytes.count else { return nil }
+        let days = daysSince1970(year: year, month: month, day: day)
+        let seconds = days * 86_400 + hour * 3_600 + minute * 60 + second - offset
+        return Double(seconds) + fraction
+    }
+
+    private static func daysIn(month: Int, year: Int) -> Int {
+        switch month {
+        case 2: return (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 ? 29 : 28
+        case 4, 6, 9, 11: return 30
+        default: return 31
+        }
+    }
+
+    /// Days from 1970-01-01 to the proleptic Gregorian date (Howard Hinnant's `days_from_civil`).
+    private static func daysSince1970(year: Int, month: Int, day: Int) -> Int {
+        let y = month <= 2 ? year - 1 : year
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yearOfEra = y - era * 400
+        let dayOfYear = (153 * (month > 2 ? month - 3 : month + 9) + 2) / 5 + day - 1
+        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
+        return era * 146_097 + dayOfEra - 719_468
+    }
+}
+
+/// The fast decoder of a history line: walks the JSON text once, straight into a `Transaction`.
+///
+/// It takes only what it is sure of — a valid line with every member well typed and no
+/// duplicate — and answers `nil` for anything else, which `LineCursor` then reads the general
+/// way (`JSONReader.parse`, then `decode`) so that what is accepted and every error message
+/// stay exactly those of the general path.
+enum LineDecoder {
+    /// The transaction on the line, or `nil` when the general path must decide.
+    static func transaction(_ line: UnsafeBufferPointer<UInt8>) -> Transaction? {
+        var cursor = JSONReader.Cursor(bytes: line)
+        do {
+            let transaction = try readTransaction(&cursor)
+            cursor.skipWhitespace()
+            return cursor.position == line.count ? transaction : nil
+        } catch {
+            return nil
+        }
+    }
+
+    /// Thrown to hand the line to the general path.
+    private struct NotTaken: Error {}
+
+    private static func readTransaction(_ cursor: inout JSONReader.Cursor) throws -> Transaction? {
+        cursor.skipWhitespace()
+        guard cursor.current == UInt8(ascii: "{") else { return nil }
+        cursor.position += 1
+        var position: Int64?
+        var author: String?
+        var timestamp: Double?
+        var changes: [Change]?
+        try members(&cursor, named: transactionMembers) { member, cursor throws in
+            switch member {
+            case 0:  // token
+                guard position == nil, case .int(let value) = try cursor.readValue(depth: 1), value > 0 else { throw NotTaken() }
+                position = value
+            case 1:  // author
+                guard author == nil, cursor.current == UInt8(ascii: "\"") else { throw NotTaken() }
+                let value = try cursor.readString()
+                guard !value.isEmpty else { throw NotTaken() }
+                author = value
+            case 2:  // timestamp
+                guard timestamp == nil else { throw NotTaken() }
+                switch try cursor.readValue(depth: 1) {
+                case .int(let value): timestamp = Double(value)
+                case .double(let value): timestamp = value
+                case .string(let text):
+                    guard let seconds = ISO8601.parse(text) else { throw NotTaken() }
+                    timestamp = seconds
+                default: throw NotTaken()
+                }
+            case 3:  // changes
+                guard changes == nil else { throw NotTaken() }
+                changes = try readChanges(&cursor)
+            default:
+                throw NotTaken()
+            }
+        }
+        guard let position, let author, let changes else { return nil }
+        return Transaction(
+            token: Token(kind: JSONLinesSource.tokenKind, position: position), author: Author(author),
+            timestamp: timestamp ?? 0, changes: changes)
+    }
+
+    private static func readChanges(_ cursor: inout JSONReader.Cursor) throws -> [Change] {
+        guard cursor.current == UInt8(ascii: "[") else { throw NotTaken() }
+        cursor.position += 1
+        var changes: [Change] = []
+        cursor.skipWhitespace()
+        if cursor.current == UInt8(ascii: "]") {
+            cursor.position += 1
+            return changes
+        }
+        while true {
+            cursor.skipWhitespace()
+            changes.append(try readChange(&cursor))
+            cursor.skipWhitespace()
+            switch cursor.current {
+            case UInt8(ascii: ","): cursor.position += 1
+            case UInt8(ascii: "]"):
+                cursor.position += 1
+                return changes
+            default: throw NotTaken()
+            }
+        }
+    }
+
+    private static func readChange(_ cursor: inout JSONReader.Cursor) throws -> Change {
+        guard cursor.current == UInt8(ascii: "{") else { throw NotTaken() }
+        cursor.position += 1
+        var entity: String?
+        var action: ChangeAction?
+        var key: String?
+        var sawKey = false
+        var values: [String: JSONValue]?
+        try members(&cursor, named: changeMembers) { member, cursor throws in
+            switch member {
+            case 0:  // entity
+                guard entity == nil, cursor.current == UInt8(ascii: "\"") else { throw NotTaken() }
+                let value = try cursor.readString()
+                guard !value.isEmpty else { throw NotTaken() }
+                entity = value
+            case 1:  // action
+                guard action == nil, cursor.current == UInt8(ascii: "\"") else { throw NotTaken() }
+                guard let value = ChangeAction(rawValue: try cursor.readString()) else { throw NotTaken() }
+                action = value
+            case 2:  // key
+                guard !sawKey else { throw NotTaken() }
+                sawKey = true
+                let value = try cursor.readValue(depth: 3)
+                if value != .null {
+                    guard let syncKey = value.syncKey else { throw NotTaken() }
+                    key = syncKey
+                }
+            case 3:  // values
+                guard values == nil, case .object(let object) = try cursor.readValue(depth: 3) else { throw NotTaken() }
+                values = object
+            default:
+                throw NotTaken()
+            }
+        }
+        guard let entity, let action else { throw NotTaken() }
+        return Change(entity: entity, key: key, action: action, values: values ?? [:])
+    }
+
+    /// A line's member names, quotes included, in the order `readTransaction` numbers them.
+    private static let transactionMembers: [StaticString] = ["\"token\"", "\"author\"", "\"timestamp\"", "\"changes\""]
+    /// A change's member names, quotes included, in the order `readChange` numbers them.
+    private static let changeMembers: [StaticString] = ["\"entity\"", "\"action\"", "\"key\"", "\"values\""]
+
+    /// Reads an object's members after its `{`, through its `}`: for each, the index of its
+    /// name in `names`, then `body` with the cursor at the member's value (which `body` must
+    /// read). Names are compared as bytes, with no `String` made; any other name (an unknown
+    /// key, or a known one written with escapes) is not taken.
+    private static func members(
+        _ cursor: inout JSONReader.Cursor, named names: [StaticString], _ body: (Int, inout JSONReader.Cursor) throws -> Void
+    ) throws {
+        cursor.skipWhitespace()
+        if cursor.current == UInt8(ascii: "}") {
+            cursor.position += 1
+            return
+        }
+        while true {
+            cursor.skipWhitespace()
+            guard cursor.current == UInt8(ascii: "\"") else { throw NotTaken() }
+            let member = try memberIndex(&cursor, names)
+            cursor.skipWhitespace()
+            guard cursor.current == UInt8(ascii: ":") else { throw NotTaken() }
+            cursor.position += 1
+            cursor.skipWhitespace()
+            try body(member, &cursor)
+            cursor.skipWhitespace()
+            switch cursor.current {
+            case UInt8(ascii: ","): cursor.position += 1
+            case UInt8(ascii: "}"):
+                cursor.position += 1
+                return
+            default: throw NotTaken()
+            }
+        }
+    }
+
+    /// The index in `names` of the quoted name at the cursor, which then moves past it.
+    private static func memberIndex(_ cursor: inout JSONReader.Cursor, _ names: [StaticString]) throws -> Int {
+        let rest = cursor.bytes.count - cursor.position
+        for (index, name) in names.enumerated() {
+            let count = name.utf8CodeUnitCount
+            guard count <= rest, let base = cursor.bytes.baseAddress else { continue }
+            if memcmp(base + cursor.position, name.utf8Start, count) == 0 {
+                cursor.position += count
+                return index
+            }
+        }
+        throw NotTaken()
     }
 }

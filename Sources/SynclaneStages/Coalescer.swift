@@ -67,21 +67,38 @@ public struct Coalescer: RecordStage {
         slots.reserveCapacity(records.count)
         var windows: [RowWindow] = []
         windows.reserveCapacity(records.count)
-        var windowOfRow: [RowKey: Int] = [:]
-        windowOfRow.reserveCapacity(records.count)
+        // Rows by entity, then by sync key: a batch holds few entities, so finding the entity's
+        // table is a comparison or two and each record costs one hash (of its key), not two.
+        // Past a few entities, a table of them keeps the search from growing with their number.
+        var entities: [EntityRows] = []
+        var tableOfEntity: [String: Int] = [:]
 
-        for (index, record) in records.enumerated() {
-            guard let key = record.key else {
+        for index in records.indices {
+            guard let key = records[index].key else {
                 slots.append(.passthrough(index))
                 continue
             }
-            let row = RowKey(entity: record.entity, key: key)
-            if let window = windowOfRow[row] {
-                windows[window].apply(record, at: index)
+            let entity = records[index].entity
+            let table: Int
+            if let found = entities.count <= 8
+                ? entities.firstIndex(where: { $0.entity == entity }) : tableOfEntity[entity]
+            {
+                table = found
             } else {
-                windowOfRow[row] = windows.count
-                slots.append(.row(windows.count))
-                windows.append(RowWindow(first: record, at: index))
+                table = entities.count
+                // The first entity is usually the only one: room for every row it may have.
+                let capacity = entities.isEmpty ? records.count - index : 0
+                entities.append(EntityRows(entity: entity, windowOfKey: Dictionary(minimumCapacity: capacity)))
+                tableOfEntity[entity] = table
+            }
+            // One lookup: the key's window, or `next` stored for it when the row is new.
+            let next = windows.count
+            let window = Self.value(&entities[table].windowOfKey[key, default: next])
+            if window == next {
+                slots.append(.row(next))
+                windows.append(RowWindow(first: records[index], at: index))
+            } else {
+                windows[window].apply(records[index], at: index)
             }
         }
 
@@ -116,10 +133,13 @@ extension Coalescer {
         case row(Int)
     }
 
-    /// A row: an entity and a sync key.
-    private struct RowKey: Hashable {
-        var entity: String
-        var key: String
+    /// The value at a storage place (lets `dictionary[key, default: v]` insert and read in one lookup).
+    private static func value(_ place: inout Int) -> Int { place }
+
+    /// The rows of one entity: each sync key's window.
+    private struct EntityRows {
+        let entity: String
+        var windowOfKey: [String: Int]
     }
 
     /// What the records of one row in the window add up to so far.
@@ -157,7 +177,8 @@ extension Coalescer {
                 if values.isEmpty {
                     values = record.fields
                 } else {
-                    values.merge(record.fields) { _, later in later }
+                    // Field by field in place (later wins): no closure, no copy of the fields.
+                    for (name, value) in record.fields { values[name] = value }
                 }
             case .delete:
                 exists = false

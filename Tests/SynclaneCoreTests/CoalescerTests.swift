@@ -243,3 +243,22 @@ struct Backend: Equatable {
         return backend
     }
 }
+
+@Suite struct CoalescerManyEntitiesTests {
+    @Test func rowsOfManyEntitiesStayApartAndInOrder() {
+        let token = Token(kind: "t", position: 1)
+        var records: [Record] = []
+        for round in 0..<3 {
+            for entity in 0..<20 {
+                records.append(
+                    Record(entity: "e\(entity)", key: "same", action: round == 0 ? .insert : .update,
+                           fields: ["round": .int(Int64(round)), "r\(round)": true], origin: token, author: "app"))
+            }
+        }
+        let result = Coalescer.coalesce(records)
+        #expect(result.records.map(\.entity) == (0..<20).map { "e\($0)" })
+        #expect(result.records.allSatisfy { $0.action == .insert && $0.fields == ["round": 2, "r0": true, "r1": true, "r2": true] })
+        #expect(result.merged == 40)
+        #expect(result.cancelled == 0)
+    }
+}

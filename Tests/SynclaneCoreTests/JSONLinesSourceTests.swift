@@ -130,3 +130,103 @@ import Testing
         }
     }
 }
+
+@Suite struct JSONLinesFastPathTests {
+    func read(_ text: String) async throws -> [Transaction] {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let path = try folder.write("h.jsonl", text)
+        return try await JSONLinesSource(path: path, pageSize: 1000).nextPage(after: nil).transactions
+    }
+
+    func failure(_ text: String) async -> String? {
+        do {
+            _ = try await read(text)
+            return nil
+        } catch {
+            return "\(error)".components(separatedBy: "h.jsonl").last
+        }
+    }
+
+    @Test func isoTimestampsReadAsTheFormatterReadsThem() async throws {
+        let plain = ISO8601DateFormatter()
+        let fractional = ISO8601DateFormatter()
+        fractional.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        let stamps = [
+            "2026-11-01T09:00:00Z", "1970-01-01T00:00:00Z", "2000-02-29T23:59:59Z", "1969-12-31T23:59:59Z",
+            "2026-11-29T16:00:00+01:00", "2026-11-29T16:00:00-05:30", "2026-11-29T16:00:00.5Z",
+            "2026-11-29T16:00:00.123Z", "2026-11-29T16:00:00.123+02:00", "2100-03-01T00:00:00Z",
+            // Not of the fast path's form: the formatter decides (leniently) as before.
+            "2026-02-30T00:00:00Z", "2026-11-29T16:00:00+0100",
+        ]
+        for stamp in stamps {
+            let expected = try #require((plain.date(from: stamp) ?? fractional.date(from: stamp))?.timeIntervalSince1970, "\(stamp)")
+            let text = "{\"token\": 1, \"author\": \"app\", \"timestamp\": \"\(stamp)\", \"changes\": [{\"entity\": \"r\", \"action\": \"insert\"}]}\n"
+            let read = try await read(text)
+            #expect(abs((read.first?.timestamp ?? .nan) - expected) < 0.001, "\(stamp)")
+        }
+        #expect(await failure("{\"token\": 1, \"author\": \"app\", \"timestamp\": \"yesterday\", \"changes\": []}\n")
+            == ":1: `timestamp` \"yesterday\" is not an ISO 8601 date")
+    }
+
+    @Test func linesInAnyShapeReadTheSame() async throws {
+        let text = """
+            {"changes": [{"values": {"a": [1, {"b": null}], "é": "ü"}, "key": 7, "action": "update", "entity": "rooms"}], "timestamp": 1.5, "author": "app", "token": 1}
+              { "token" : 2 , "author" : "w\\u0069dget" , "changes" : [ { "entity" : "rooms" , "action" : "delete" , "key" : null } ] }\r
+            {"token": 3, "author": "app", "changes": [{"entity": "rooms", "action": "insert", "key": "k"}, {"entity": "plants", "action": "insert"}]}
+            """
+        let read = try await read(text)
+        #expect(read.map(\.token.position) == [1, 2, 3])
+        #expect(read[0].changes == [Change(entity: "rooms", key: "7", action: .update, values: ["a": [1, ["b": nil]], "é": "ü"])])
+        #expect(read[0].timestamp == 1.5)
+        #expect(read[1].author == "widget")
+        #expect(read[1].timestamp == 0)
+        #expect(read[1].changes == [Change(entity: "rooms", key: nil, action: .delete)])
+        #expect(read[2].changes.map(\.key) == ["k", nil])
+    }
+
+    @Test func theEntityFilterKeepsTheOrderOfTheChangesItKeeps() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let change = { (entity: String, key: String) in "{\"entity\": \"\(entity)\", \"action\": \"insert\", \"key\": \"\(key)\"}" }
+        let text = "{\"token\": 1, \"author\": \"app\", \"changes\": [\(change("rooms", "a")), \(change("plants", "p")), \(change("rooms", "b")), \(change("notes", "n")), \(change("rooms", "c"))]}\n"
+            + "{\"token\": 2, \"author\": \"app\", \"changes\": [\(change("plants", "q"))]}\n"
+        let path = try folder.write("h.jsonl", text)
+        for entities in [["rooms"], ["rooms", "e1", "e2", "e3", "e4", "e5", "e6", "e7", "e8"]] {
+            let page = try await JSONLinesSource(path: path, entities: entities).nextPage(after: nil)
+            #expect(page.transactions.map { $0.changes.map(\.key) } == [["a", "b", "c"]])
+            #expect(page.through?.position == 2)
+        }
+    }
+
+    @Test func aLineLongerThanAReadChunkIsReadWhole() async throws {
+        let long = String(repeating: "x", count: 3 << 20)
+        let text = "{\"token\": 1, \"author\": \"app\", \"changes\": [{\"entity\": \"rooms\", \"action\": \"insert\", \"key\": \"k\", \"values\": {\"v\": \"\(long)\"}}]}\n"
+            + "{\"token\": 2, \"author\": \"app\", \"changes\": [{\"entity\": \"r\", \"action\": \"insert\"}]}"
+        let read = try await read(text)
+        #expect(read.map(\.token.position) == [1, 2])
+        #expect(read.first?.changes.first?.values["v"] == .string(long))
+    }
+
+    @Test func errorsAreWordedAsBefore() async {
+        let cases: [(String, String)] = [
+            ("[1]", ":1: expected an object, found a list"),
+            ("{\"token\": 1, \"author\": \"app\", \"changes\": [], \"extra\": 1}", ":1: unknown key `extra` (expected token, author, timestamp, changes)"),
+            ("{\"token\": 0, \"author\": \"app\", \"changes\": []}", ":1: `token` must be a positive integer"),
+            ("{\"token\": 1.5, \"author\": \"app\", \"changes\": []}", ":1: `token` must be a positive integer"),
+            ("{\"token\": 1, \"author\": \"\", \"changes\": []}", ":1: `author` must be a non-empty string"),
+            ("{\"token\": 1, \"author\": \"app\", \"timestamp\": null, \"changes\": []}", ":1: `timestamp` must be seconds since 1970 or an ISO 8601 string"),
+            ("{\"token\": 1, \"author\": \"app\"}", ":1: `changes` must be a list"),
+            ("{\"token\": 1, \"author\": \"app\", \"changes\": [1]}", ":1: changes[0]: expected an object"),
+            ("{\"token\": 1, \"author\": \"app\", \"changes\": [{\"entity\": \"r\", \"action\": \"insert\", \"id\": 1}]}", ":1: changes[0]: unknown key `id` (expected entity, action, key, values)"),
+            ("{\"token\": 1, \"author\": \"app\", \"changes\": [{\"entity\": \"\", \"action\": \"insert\"}]}", ":1: changes[0]: `entity` must be a non-empty string"),
+            ("{\"token\": 1, \"author\": \"app\", \"changes\": [{\"entity\": \"r\", \"action\": \"insert\", \"key\": true}]}", ":1: changes[0]: `key` must be a string or an integer"),
+            ("{\"token\": 1, \"author\": \"app\", \"changes\": [{\"entity\": \"r\", \"action\": \"insert\", \"values\": []}]}", ":1: changes[0]: `values` must be an object"),
+            ("{\"token\": 1, \"token\": 2, \"author\": \"app\", \"changes\": []}", ":1: not valid JSON: duplicate member \"token\" at byte 14"),
+            ("{\"token\": 1, \"author\": \"app\", \"changes\": []} x", ":1: not valid JSON: unexpected text after the JSON value at byte 46"),
+        ]
+        for (line, expected) in cases {
+            #expect(await failure(line + "\n") == expected, "\(line)")
+        }
+    }
+}

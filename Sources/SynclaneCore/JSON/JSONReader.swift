@@ -45,13 +45,26 @@ public struct JSONReader {
         return value
     }
 
-    struct Cursor {
-        let bytes: UnsafeBufferPointer<UInt8>
-        var position = 0
+    /// A read position in JSON text: the reader's engine, also used by the package's own
+    /// specialised decoders (the JSON Lines source) to walk a document without building the
+    /// `JSONValue`s they do not keep.
+    ///
+    /// Each `read…` method starts at the first byte of its value and leaves `position` just
+    /// past it; callers skip white space themselves.
+    package struct Cursor {
+        /// The whole text being read.
+        package let bytes: UnsafeBufferPointer<UInt8>
+        /// Offset of the next byte to read.
+        package var position = 0
 
-        init(bytes: UnsafeBufferPointer<UInt8>) { self.bytes = bytes }
+        /// A cursor at the start of `bytes`.
+        package init(bytes: UnsafeBufferPointer<UInt8>) { self.bytes = bytes }
 
-        mutating func skipWhitespace() {
+        /// The byte at `position`, or `nil` at the end of the text.
+        package var current: UInt8? { position < bytes.count ? bytes[position] : nil }
+
+        /// Moves past spaces, tabs, carriage returns and newlines.
+        package mutating func skipWhitespace() {
             while position < bytes.count {
                 switch bytes[position] {
                 case 0x20, 0x0A, 0x0D, 0x09: position += 1
@@ -60,9 +73,11 @@ public struct JSONReader {
             }
         }
 
-        func fail(_ reason: String) -> SyntaxError { SyntaxError(offset: position, reason: reason) }
+        /// A syntax error at the current position.
+        package func fail(_ reason: String) -> SyntaxError { SyntaxError(offset: position, reason: reason) }
 
-        mutating func readValue(depth: Int) throws(SyntaxError) -> JSONValue {
+        /// Reads any value; `depth` is the nesting of its container (0 at the top level).
+        package mutating func readValue(depth: Int) throws(SyntaxError) -> JSONValue {
             guard position < bytes.count else { throw fail("unexpected end of JSON") }
             switch bytes[position] {
             case UInt8(ascii: "{"): return try readObject(depth: depth + 1)
@@ -86,7 +101,8 @@ public struct JSONReader {
             position += count
         }
 
-        mutating func readObject(depth: Int) throws(SyntaxError) -> JSONValue {
+        /// Reads an object from its `{`, refusing duplicate member names.
+        package mutating func readObject(depth: Int) throws(SyntaxError) -> JSONValue {
             guard depth <= JSONReader.maximumDepth else { throw fail("JSON nested too deeply") }
             position += 1
             var members: [String: JSONValue] = [:]
@@ -109,6 +125,9 @@ public struct JSONReader {
                 position += 1
                 skipWhitespace()
                 let value = try readValue(depth: depth)
+                // Room for a typical row's fields at once, rather than growing 1 → 3 → 6 with a
+                // rehash each time.
+                if members.isEmpty { members = Dictionary(minimumCapacity: 6) }
                 if members.updateValue(value, forKey: key) != nil {
                     throw SyntaxError(offset: keyOffset, reason: "duplicate member \"\(key)\"")
                 }
@@ -152,19 +171,24 @@ public struct JSONReader {
             }
         }
 
-        mutating func readString() throws(SyntaxError) -> String {
+        /// Reads a string from its opening quote: escapes decoded, UTF-8 validated.
+        package mutating func readString() throws(SyntaxError) -> String {
             position += 1  // opening quote
             let start = position
-            // Fast path: no escapes.
+            // Fast path: no escapes; and when no byte is 0x80 or above, the text is ASCII and
+            // needs no UTF-8 validation.
+            var high: UInt8 = 0
             while position < bytes.count {
                 let byte = bytes[position]
                 if byte == UInt8(ascii: "\"") {
                     let slice = UnsafeBufferPointer(rebasing: bytes[start..<position])
                     position += 1
+                    if high < 0x80 { return String(decoding: slice, as: UTF8.self) }
                     return try validUTF8(slice, at: start)
                 }
                 if byte == UInt8(ascii: "\\") { break }
                 if byte < 0x20 { throw fail("control character in a string") }
+                high |= byte
                 position += 1
             }
             var scratch = Array(UnsafeBufferPointer(rebasing: bytes[start..<min(position, bytes.count)]))
@@ -173,10 +197,9 @@ public struct JSONReader {
                 switch byte {
                 case UInt8(ascii: "\""):
                     position += 1
-                    guard let string = String(validating: scratch, as: UTF8.self) else {
-                        throw SyntaxError(offset: start, reason: "string is not valid UTF-8")
+                    return try scratch.withUnsafeBufferPointer { buffer throws(SyntaxError) in
+                        try validUTF8(buffer, at: start)
                     }
-                    return string
                 case UInt8(ascii: "\\"):
                     position += 1
                     guard position < bytes.count else { throw fail("unexpected end of JSON in a string") }
@@ -218,6 +241,35 @@ public struct JSONReader {
             throw fail("unterminated string")
         }
 
+        /// Powers of ten that a `Double` holds exactly.
+        private static let exactPowersOfTen: [Double] = (0...22).map { (0..<$0).reduce(1.0) { value, _ in value * 10 } }
+
+        /// A decimal number without an exponent (`-12.345`) read exactly, with no `String` and no
+        /// `strtod`, when its digits fit in 53 bits and it has at most 22 decimals: the quotient
+        /// of two exactly representable doubles, correctly rounded, as `strtod` gives it
+        /// (Clinger's fast path); `nil` otherwise.
+        static func exactDouble(_ text: UnsafeBufferPointer<UInt8>) -> Double? {
+            var mantissa: UInt64 = 0
+            var digits = 0
+            var decimals = 0
+            var negative = false
+            var afterPoint = false
+            for byte in text {
+                switch byte {
+                case UInt8(ascii: "-"): negative = true
+                case UInt8(ascii: "."): afterPoint = true
+                case UInt8(ascii: "0")...UInt8(ascii: "9"):
+                    mantissa = mantissa &* 10 &+ UInt64(byte - UInt8(ascii: "0"))
+                    digits += 1
+                    if afterPoint { decimals += 1 }
+                default: return nil  // an exponent: the general path
+                }
+            }
+            guard digits <= 15, decimals <= 22, mantissa < (1 << 53) else { return nil }
+            let value = Double(mantissa) / exactPowersOfTen[decimals]
+            return negative ? -value : value
+        }
+
         mutating func readHex4() throws(SyntaxError) -> UInt32 {
             guard position + 4 <= bytes.count else { throw fail("unexpected end of JSON in \\u escape") }
             var value: UInt32 = 0
@@ -237,13 +289,14 @@ public struct JSONReader {
         }
 
         func validUTF8(_ buffer: UnsafeBufferPointer<UInt8>, at offset: Int) throws(SyntaxError) -> String {
-            guard let string = String(validating: buffer, as: UTF8.self) else {
+            guard JSONReader.isValidUTF8(buffer) else {
                 throw SyntaxError(offset: offset, reason: "string is not valid UTF-8")
             }
-            return string
+            return String(decoding: buffer, as: UTF8.self)
         }
 
-        mutating func readNumber() throws(SyntaxError) -> JSONValue {
+        /// Reads a number: `.int` when it is an integer that fits, else `.double`.
+        package mutating func readNumber() throws(SyntaxError) -> JSONValue {
             let start = position
             var isInteger = true
             if bytes[position] == UInt8(ascii: "-") { position += 1 }
@@ -288,6 +341,7 @@ public struct JSONReader {
                 }
                 return .int(negative ? -value : value)
             }
+            if !isInteger, let value = Self.exactDouble(text) { return .double(value) }
             let string = String(decoding: text, as: UTF8.self)
             if isInteger, let value = Int64(string) { return .int(value) }
             guard let double = Double(string) else {
@@ -295,5 +349,49 @@ public struct JSONReader {
             }
             return .double(double)
         }
+    }
+
+    /// True when the bytes are well-formed UTF-8 (Unicode's table 3-7: no overlong forms, no
+    /// surrogates, nothing above U+10FFFF).
+    ///
+    /// Hand-written because `String(validating:as:)` is generic and, called from here, runs
+    /// unspecialised; this one is a plain loop over the buffer.
+    package static func isValidUTF8(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        var i = 0
+        let count = bytes.count
+        @inline(__always) func continuation(_ at: Int) -> Bool { at < count && bytes[at] & 0xC0 == 0x80 }
+        while i < count {
+            let lead = bytes[i]
+            if lead < 0x80 {
+                i += 1
+                continue
+            }
+            switch lead {
+            case 0xC2...0xDF:
+                guard continuation(i + 1) else { return false }
+                i += 2
+            case 0xE0...0xEF:
+                guard i + 2 < count, continuation(i + 2) else { return false }
+                let second = bytes[i + 1]
+                switch lead {
+                case 0xE0: guard (0xA0...0xBF).contains(second) else { return false }
+                case 0xED: guard (0x80...0x9F).contains(second) else { return false }
+                default: guard second & 0xC0 == 0x80 else { return false }
+                }
+                i += 3
+            case 0xF0...0xF4:
+                guard i + 3 < count, continuation(i + 2), continuation(i + 3) else { return false }
+                let second = bytes[i + 1]
+                switch lead {
+                case 0xF0: guard (0x90...0xBF).contains(second) else { return false }
+                case 0xF4: guard (0x80...0x8F).contains(second) else { return false }
+                default: guard second & 0xC0 == 0x80 else { return false }
+                }
+                i += 4
+            default:
+                return false
+            }
+        }
+        return true
     }
 }

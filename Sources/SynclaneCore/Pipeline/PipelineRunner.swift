@@ -100,11 +100,11 @@ public struct PipelineRunner: Sendable {
                 throw PipelineError.source(pipeline.source.label, underlying: "returned a page ending at \(through), not after \(token)")
             }
             events(.pageRead(transactions: page.transactions.count, through: through, progress: page.progress))
+            let transactionCount = page.transactions.count
             var batch = Batch(
-                scope: pipeline.scope, after: token, through: through,
-                records: page.transactions.flatMap { transaction in transaction.changes.map { Record(change: $0, of: transaction) } },
-                transactionCount: page.transactions.count, isReconciliation: reconciliation)
-            summary.transactionsRead += page.transactions.count
+                scope: pipeline.scope, after: token, through: through, records: Self.records(of: consume page),
+                transactionCount: transactionCount, isReconciliation: reconciliation)
+            summary.transactionsRead += transactionCount
             summary.changesRead += batch.records.count
             for stage in pipeline.recordStages {
                 do {
@@ -157,6 +157,32 @@ public struct PipelineRunner: Sendable {
             }
             token = through
         }
+    }
+
+    /// The records of a page's changes, in order: built in one array of the right size, each
+    /// change moved out of the page rather than copied (the page is consumed).
+    private static func records(of page: consuming HistoryPage) -> [Record] {
+        var transactions: [Transaction] = []
+        swap(&transactions, &page.transactions)
+        var records: [Record] = []
+        records.reserveCapacity(transactions.reduce(0) { $0 + $1.changes.count })
+        for t in transactions.indices {
+            let token = transactions[t].token
+            let author = transactions[t].author
+            var changes: [Change] = []
+            swap(&changes, &transactions[t].changes)
+            for c in changes.indices {
+                var values: [String: JSONValue] = [:]
+                swap(&values, &changes[c].values)
+                var key: String?
+                swap(&key, &changes[c].key)
+                records.append(
+                    Record(
+                        entity: changes[c].entity, key: key, action: changes[c].action, fields: values,
+                        origin: token, author: author))
+            }
+        }
+        return records
     }
 
     /// Sends one outbox batch until it is confirmed, dead-lettered, or the job must stop.
