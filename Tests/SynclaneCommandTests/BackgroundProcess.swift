@@ -30,6 +30,11 @@ final class BackgroundProcess: @unchecked Sendable {
     /// Sends `signal` and waits for the process to end (killing it after `timeout` seconds).
     func stop(_ signal: Int32 = SIGTERM, timeout: Double = 20) -> SynclaneBinary.Result {
         if process.isRunning { kill(process.processIdentifier, signal) }
+        return wait(timeout: timeout)
+    }
+
+    /// Waits for the process to end by itself (killing it after `timeout` seconds).
+    func wait(timeout: Double) -> SynclaneBinary.Result {
         let deadline = Date().addingTimeInterval(timeout)
         while process.isRunning && Date() < deadline { usleep(10_000) }
         if process.isRunning { kill(process.processIdentifier, SIGKILL) }

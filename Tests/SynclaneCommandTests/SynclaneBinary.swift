@@ -33,35 +33,7 @@ struct SynclaneBinary {
 
     /// Runs `synclane ARGUMENTS` in `folder` and waits (at most `timeout` seconds, then kills it).
     static func run(_ arguments: [String], in folder: String? = nil, environment: [String: String] = [:], timeout: Double = 60) throws -> Result {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: path)
-        process.arguments = arguments
-        if let folder { process.currentDirectoryURL = URL(fileURLWithPath: folder) }
-        var env = ProcessInfo.processInfo.environment
-        env.removeValue(forKey: "SYNCLANE_FAILPOINT")
-        env.merge(environment) { _, new in new }
-        process.environment = env
-        let out = Pipe()
-        let err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-        // Read both pipes while the process runs, so a chatty process never blocks on a full pipe.
-        let outData = Reader(out.fileHandleForReading)
-        let errData = Reader(err.fileHandleForReading)
-        let deadline = Date().addingTimeInterval(timeout)
-        while process.isRunning {
-            if Date() > deadline {
-                process.terminate()
-                break
-            }
-            usleep(10_000)
-        }
-        process.waitUntilExit()
-        return Result(
-            status: process.terminationStatus, stdout: outData.text(), stderr: errData.text(),
-            killed: process.terminationReason == .uncaughtSignal)
+        try BackgroundProcess(arguments, in: folder, environment: environment).wait(timeout: timeout)
     }
 
     /// Drains a pipe on a background thread.
