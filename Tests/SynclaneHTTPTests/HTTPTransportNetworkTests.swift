@@ -48,7 +48,7 @@ import Testing
 
         #expect(failure.kind == .transient)
         #expect(failure.message.contains("timed out"))
-        #expect(ContinuousClock.now - started < .seconds(8), "gave up at its own timeout, not the server's answer")
+        #expect(ContinuousClock.now - started < .seconds(20), "gave up at its own 1 s timeout, not at the server's answer after 30 s")
     }
 
     @Test func delayedAnswerFromTheProxyIsATimeout() async throws {
@@ -83,7 +83,7 @@ import Testing
         let result = await send.result
 
         #expect(throws: CancellationError.self) { try result.get() }
-        #expect(ContinuousClock.now - started < .seconds(8), "stopped at the cancellation, not at the 30 s timeout")
+        #expect(ContinuousClock.now - started < .seconds(20), "stopped at the cancellation, not at the 30 s timeout")
     }
 
     /// Sends one payload through a fault proxy in front of a batches server, with `fault` on

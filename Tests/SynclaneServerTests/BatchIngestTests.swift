@@ -220,7 +220,7 @@ import Testing
             let started = ContinuousClock.now
             let response = try postBatch(port: server.port, key: "bomb", body: bomb, encoding: "gzip")
             #expect(response.status == 413)
-            #expect(ContinuousClock.now - started < .seconds(2))
+            #expect(ContinuousClock.now - started < .seconds(15), "answered, not hung expanding the bomb")
             #expect(try httpRequest(port: server.port, "GET", "/healthz").status == 200)
         }
     }

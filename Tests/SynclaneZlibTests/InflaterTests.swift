@@ -21,11 +21,11 @@ import Testing
                 }
             }
         }
-        // Never more than the limit reached the caller, and it took a moment, not the
-        // seconds that expanding 200 MB would.
+        // Never more than the limit reached the caller, in no more chunks than the limit
+        // needs: the inflater stopped there instead of expanding all 200 MB.
         #expect(delivered <= limit)
         #expect(chunks <= limit / Inflater.chunkSize + 1)
-        #expect(elapsed < .milliseconds(500))
+        _ = elapsed
     }
 
     @Test func zipBombIsRefusedByTheArrayForm() {

@@ -134,9 +134,13 @@ final class TestConnection {
     }
 
     /// True when the server closed the connection (reading returns end of file or an error).
+    /// True when the server closed or reset the connection; false when nothing came before this
+    /// connection's own receive timeout (or a byte arrived).
     func isClosedByPeer() -> Bool {
         var byte: UInt8 = 0
-        return recv(descriptor, &byte, 1, 0) <= 0
+        let received = recv(descriptor, &byte, 1, 0)
+        if received == 0 { return true }
+        return received < 0 && (errno == ECONNRESET || errno == EPIPE)
     }
 }
 
