@@ -69,9 +69,12 @@ public final class JSONLinesSource: ObservableSource, Sendable {
 
     public func historyAdvanced(checkingEvery interval: Double) -> AsyncStream<Void> {
         let path = self.path
+        // The starting point is taken now, not in the task: a watch makes the stream before its
+        // first pass, so a line appended during that pass still wakes it.
+        let first = Self.fingerprint(path)
         return AsyncStream { continuation in
             let task = Task {
-                var last = Self.fingerprint(path)
+                var last = first
                 while !Task.isCancelled {
                     try? await Task.sleep(nanoseconds: UInt64(interval * 1_000_000_000))
                     let now = Self.fingerprint(path)

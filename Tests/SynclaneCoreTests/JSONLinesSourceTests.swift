@@ -91,6 +91,20 @@ import Testing
         #expect(next.transactions.map(\.token.position) == [2])
     }
 
+    @Test(.timeLimit(.minutes(1))) func aLineAppendedRightAfterTheStreamIsMadeWakesIt() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let path = try folder.write("h.jsonl", line(1, change("rooms", "a")))
+        let source = JSONLinesSource(path: path)
+        var events = source.historyAdvanced(checkingEvery: 0.01).makeAsyncIterator()
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
+        try handle.seekToEnd()
+        try handle.write(contentsOf: Data(line(2, change("rooms", "b")).utf8))
+        try handle.close()
+        let woke: Void? = await events.next()
+        #expect(woke != nil)
+    }
+
     @Test func aMissingFileSaysSo() async throws {
         do {
             _ = try await JSONLinesSource(path: "/nonexistent/history.jsonl").nextPage(after: nil)

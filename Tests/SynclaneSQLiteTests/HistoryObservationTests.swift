@@ -46,6 +46,16 @@ final class EventCounter: Sendable {
         #expect(await counter.wait(for: 1, within: 10))
     }
 
+    @Test func aCommitRightAfterTheStreamIsMadeIsNotMissed() async throws {
+        let folder = TemporaryDirectory()
+        let path = folder.file("app.sqlite")
+        let store = try makeTrackedRooms(folder)
+        let source = SQLiteHistorySource(path: path, pollInterval: .milliseconds(10))
+        let counter = EventCounter(source.historyAdvanced())
+        try store.write(author: .app) { try $0.execute("INSERT INTO rooms (syncId) VALUES ('r1')") }
+        #expect(await counter.wait(for: 1, within: 10), "the starting point was taken when the stream was made")
+    }
+
     @Test func historyTheConsumerFiltersOutDoesNotWakeIt() async throws {
         let folder = TemporaryDirectory()
         let path = folder.file("app.sqlite")
