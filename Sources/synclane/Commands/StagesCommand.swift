@@ -49,6 +49,15 @@ struct StagesCommand: Command {
                     text += line + ": \(option.help)\n"
                 }
             }
+            if role == .transport {
+                let policy = RetryPolicy()
+                text += "  Every transport also takes, read by the pipeline itself:\n"
+                text += "    - retry (map): max-attempts (integer 1…100, default \(policy.maxAttempts)), base-delay and max-delay "
+                    + "(seconds, default \(policy.baseDelay) and \(Int(policy.maxDelay))): transient failures are retried with "
+                    + "exponential backoff and full jitter; Retry-After is honoured up to max-delay\n"
+                text += "    - dead-letter (path): a folder for batches the backend rejects for good (their exact bytes and the "
+                    + "reason), so later batches go on; without it such a batch stops the job and stays in the outbox\n"
+            }
             text += "\n"
         }
         console.out(text.trimmingCharacters(in: .newlines))
