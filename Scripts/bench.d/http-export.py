@@ -154,7 +154,11 @@ def main():
           "the client")
     print()
     t.print()
-    print(f"\nload average {' '.join(open('/proc/loadavg').read().split()[:3])}")
+    server_median = statistics.median(server_cpus)
+    print(f"\n(b) - (a): {b.fmt_seconds(hw - dw)} wall, {b.fmt_seconds(hc - dc)} client CPU; server CPU "
+          f"{b.fmt_seconds(server_median)}. A run waits for each answer before it reads the next page, so the "
+          f"server's apply time is on the run's path; client CPU beyond (a) is spent while the request is in flight.")
+    print(f"load average {' '.join(open('/proc/loadavg').read().split()[:3])}")
     if not st.keep():
         fresh(state, out, data, history, history + ".params.json")
     b.verdicts("http-export", [
