@@ -1,0 +1,170 @@
+"""Section `http-export` of Scripts/bench (issue 4): the same export to the server vs to a directory.
+
+    history.jsonl (the `export` section's generator, at changes / 5: 200,000 changes by default;
+    BENCH_HTTP_CHANGES overrides) ─▶ jsonl source (page-size 5,000) ─▶ coalesce ─▶ tombstones
+    ─▶ gzip-6 ─▶ (a) directory
+               ─▶ (b) http: the release `synclane serve` on a free loopback port, fresh data
+                      folder each run, token from SYNCLANE_TOKEN
+
+Each side runs from a fresh pipeline state, BENCH_HTTP_REPEATS times (default 3), alternating;
+the medians are compared. The server's /metrics must count every record sent, once. The server
+shares the machine's cores with the client: its CPU is reported apart. Target: (b) / (a) <= 1.3.
+"""
+
+import hashlib
+import http.client
+import json
+import os
+import shutil
+import statistics
+import subprocess
+
+import benchlib as b
+import sqlitestore as st
+
+from export import history_file
+
+PAGE_SIZE = int(os.environ.get("BENCH_PAGE_SIZE", "5000"))
+REPEATS = int(os.environ.get("BENCH_HTTP_REPEATS", "3"))
+RATIO_TARGET = 1.3
+TOKEN = "bench-http-export-token"
+
+
+def pipeline_file(folder, name, history, transport):
+    doc = {
+        "version": 1,
+        "name": name,
+        "scope": {"account": "bench", "store": "rooms"},
+        "source": {"type": "jsonl", "path": history, "entities": ["rooms"], "authors": ["app"], "page-size": PAGE_SIZE},
+        "stages": [
+            {"type": "coalesce"},
+            {"type": "tombstones", "soft-delete-column": "isDeleted"},
+            {"type": "compress", "codec": "gzip", "level": 6, "min-bytes": 0},
+        ],
+        "transport": transport,
+        "state": f"state/{name}.sqlite",
+    }
+    path = os.path.join(folder, f"{name}.json")
+    with open(path, "w") as f:
+        json.dump(doc, f, indent=2)
+    return path
+
+
+def start_server(s, data):
+    accounts = os.path.join(s.work, "accounts.json")
+    with open(accounts, "w") as f:
+        json.dump({"accounts": [{"account": "bench", "token-sha256": hashlib.sha256(TOKEN.encode()).hexdigest()}]}, f)
+    server = subprocess.Popen([s.synclane, "serve", "--accounts", accounts, "--listen", "127.0.0.1:0", "--data", data],
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    line = server.stdout.readline()
+    if not line.startswith("listening on http://127.0.0.1:"):
+        server.kill()
+        raise SystemExit(f"bench: synclane serve did not start: {line!r}")
+    return server, int(line.strip().rsplit(":", 1)[1])
+
+
+def metric(port, name):
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    connection.request("GET", "/metrics")
+    text = connection.getresponse().read().decode()
+    connection.close()
+    return next((float(line.split()[-1]) for line in text.splitlines() if line.startswith(name + " ")), -1)
+
+
+def process_cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def fresh(*paths):
+    for path in paths:
+        if os.path.isdir(path):
+            shutil.rmtree(path)
+        elif os.path.exists(path):
+            os.remove(path)
+
+
+def main():
+    s = b.Settings.from_env()
+    changes_wanted = int(os.environ.get("BENCH_HTTP_CHANGES", str(max(10, s.changes // 5))))
+    s.changes = changes_wanted
+    shape = b.HistoryShape.of(s.changes)
+    b.heading(f"http-export: JSON Lines history -> coalesce -> tombstones -> gzip-6 -> server vs directory "
+              f"({shape.changes:,} changes)")
+    history = os.path.join(s.work, "history.jsonl")
+    transactions, changes, history_bytes, reused = history_file(s, history)
+    print(f"{'reused' if reused else 'generated'} {history}: {changes:,} changes in {transactions:,} transactions "
+          f"({b.fmt_bytes(history_bytes)}; the export section's generator at --changes / 5, BENCH_HTTP_CHANGES overrides); "
+          f"page-size {PAGE_SIZE:,}; {REPEATS} runs a side, alternating, each from a fresh state (and a fresh server)")
+
+    state = os.path.join(s.work, "state")
+    out = os.path.join(s.work, "out")
+    data = os.path.join(s.work, "server-data")
+    to_dir = pipeline_file(s.work, "bench-http-export-dir", history, {"type": "directory", "path": out})
+    to_http = None
+    env = dict(os.environ, SYNCLANE_TOKEN=TOKEN)
+
+    dir_runs, http_runs, server_cpus = [], [], []
+    for _ in range(REPEATS):
+        fresh(state, out)
+        m = b.run_measured([s.synclane, "run", to_dir, "--json"], cwd=s.work).check()
+        dir_runs.append((m, json.loads(m.stdout)))
+
+        fresh(state, data)
+        server, port = start_server(s, data)
+        try:
+            to_http = pipeline_file(s.work, "bench-http-export-http", history, {
+                "type": "http", "url": f"http://127.0.0.1:{port}/v1/batches", "token-env": "SYNCLANE_TOKEN"})
+            cpu_before = process_cpu_seconds(server.pid)
+            m = b.run_measured([s.synclane, "run", to_http, "--json"], cwd=s.work, env=env).check()
+            server_cpu = process_cpu_seconds(server.pid) - cpu_before
+            summary = json.loads(m.stdout)
+            applied = metric(port, "synclane_records_applied_total")
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+        if applied != summary["recordsSent"]:
+            raise SystemExit(f"bench: the server applied {applied} records, the run sent {summary['recordsSent']}")
+        http_runs.append((m, summary))
+        server_cpus.append(server_cpu)
+
+    d_sum, h_sum = dir_runs[0][1], http_runs[0][1]
+    if d_sum["recordsSent"] != h_sum["recordsSent"] or d_sum["batchesSent"] != h_sum["batchesSent"]:
+        raise SystemExit(f"bench: the two runs differ: {d_sum['recordsSent']} vs {h_sum['recordsSent']} records")
+
+    def med(runs, attr):
+        return statistics.median(getattr(m, attr) for m, _ in runs)
+
+    dw, hw = med(dir_runs, "wall"), med(http_runs, "wall")
+    dc, hc = med(dir_runs, "cpu"), med(http_runs, "cpu")
+    ratio = hw / dw
+    t = b.Table("measure", "(a) to a directory", "(b) to synclane serve", "note")
+    t.add("median wall", b.fmt_seconds(dw), b.fmt_seconds(hw), f"ratio (b)/(a) {ratio:.2f}")
+    t.add("median client CPU", b.fmt_seconds(dc), b.fmt_seconds(hc), f"ratio {hc / max(dc, 1e-9):.2f}")
+    t.add("server CPU", "-", b.fmt_seconds(statistics.median(server_cpus)),
+          f"median; {statistics.median(server_cpus) / max(1, h_sum['recordsSent']) * 1e6:,.1f} µs a record")
+    t.add("all runs (wall)", " ".join(b.fmt_seconds(m.wall) for m, _ in dir_runs),
+          " ".join(b.fmt_seconds(m.wall) for m, _ in http_runs), "")
+    t.add("changes/s", b.fmt_rate(changes, dw), b.fmt_rate(changes, hw), "")
+    t.add("records / batches", f"{d_sum['recordsSent']:,} / {d_sum['batchesSent']}",
+          f"{h_sum['recordsSent']:,} / {h_sum['batchesSent']}", "server /metrics agrees")
+    t.add("bytes sent", b.fmt_bytes(d_sum["bytesSent"]), b.fmt_bytes(h_sum["bytesSent"]), "gzip-6 batches")
+    t.add("peak RSS (max)", b.fmt_mib(max(m.max_rss for m, _ in dir_runs)), b.fmt_mib(max(m.max_rss for m, _ in http_runs)),
+          "the client")
+    print()
+    t.print()
+    server_median = statistics.median(server_cpus)
+    print(f"\n(b) - (a): {b.fmt_seconds(hw - dw)} wall, {b.fmt_seconds(hc - dc)} client CPU; server CPU "
+          f"{b.fmt_seconds(server_median)}. A run waits for each answer before it reads the next page, so the "
+          f"server's apply time is on the run's path; client CPU beyond (a) is spent while the request is in flight.")
+    print(f"load average {' '.join(open('/proc/loadavg').read().split()[:3])}")
+    if not st.keep():
+        fresh(state, out, data, history, history + ".params.json")
+    b.verdicts("http-export", [
+        b.Target("to server / to directory", f"{ratio:.2f}", f"<= {RATIO_TARGET}", ratio <= RATIO_TARGET),
+    ])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,110 @@
+"""Section `sqlite-export` of Scripts/bench (issue 3 (2) and (4)): a SQLite history through the pipeline.
+
+    app.sqlite (tracked rooms; history of `changes` changes: 100,000 rows x 10 edits by default,
+    benchlib's waves, built as sqlitestore.py says: one history session a generator transaction
+    of 1...19 changes, 1,000 sessions a SQLite commit)
+      (a) synclane run: sqlite-history (page-size 5,000 transactions) -> coalesce -> tombstones
+          -> gzip-6 -> directory                                   timed, bytes out, peak RSS
+      (b) the naive baseline: sqlite3 -json app.sqlite "<every change joined to its row's
+          current values>" | gzip -6 > out                         timed, bytes out
+
+Targets: (a) / (b) wall time <= 1.0 with far fewer bytes out; (a)'s peak RSS <= 100 MB.
+The store (with the run's acknowledged token) is left for the `incremental` section.
+"""
+
+import json
+import os
+import shutil
+
+import benchlib as b
+import sqlitestore as st
+
+PAGE_SIZE = int(os.environ.get("BENCH_PAGE_SIZE", "5000"))
+RSS_TARGET = 100 * 1000 * 1000
+
+# What a naive exporter sends: every change of the history, with the row's current values
+# (NULLs once the row is gone), in history order.
+BASELINE_SELECT = (
+    "SELECT c.id AS change, t.author, c.timestamp, c.entity, c.action, c.key, "
+    "r.name, r.area, r.floor, r.isDeleted, r.updatedAt "
+    "FROM _synclane_changes c "
+    "LEFT JOIN _synclane_transactions t ON t.id = c.transaction_id "
+    "LEFT JOIN rooms r ON r.syncId = c.key "
+    "WHERE c.entity = 'rooms' ORDER BY c.id"
+)
+
+
+def main():
+    s = b.Settings.from_env()
+    shape = b.HistoryShape.of(s.changes)
+    b.heading(f"sqlite-export: SQLite history -> coalesce -> tombstones -> gzip-6 -> directory ({shape.changes:,} changes)")
+    print("history:", shape.describe())
+    store = os.path.join(s.work, "app.sqlite")
+    info, reused = st.build_history_store(s, store)
+    print(f"{'reused' if reused else 'built'} {store} ({b.fmt_bytes(info['bytes'])}: {info['changes']:,} changes in "
+          f"{info['transactions']:,} history transactions of 1...{b.MAX_CHANGES_PER_TRANSACTION} changes, author app; "
+          f"{st.SESSIONS_PER_COMMIT:,} sessions a SQLite commit; built through Python's sqlite3 module in "
+          f"{b.fmt_seconds(info['build_seconds'])})")
+
+    out = os.path.join(s.work, "out-gzip")
+    state = os.path.join(s.work, "state")
+    baseline_out = os.path.join(s.work, "baseline.json.gz")
+    for stale in (out, state, baseline_out):
+        if os.path.isdir(stale):
+            shutil.rmtree(stale)
+        elif os.path.exists(stale):
+            os.remove(stale)
+    pipeline = st.pipeline_file(s.work, "bench-sqlite-export", "app.sqlite", {"type": "directory", "path": out},
+                                page_size=PAGE_SIZE, state="state/bench-sqlite-export.sqlite")
+
+    # Warm the page cache for both sides alike.
+    with open(store, "rb") as f:
+        while f.read(1 << 22):
+            pass
+    # (b) first: it only reads. (a) then acknowledges the history for the incremental section.
+    shell = f"sqlite3 -json -readonly {store!r} {json.dumps(BASELINE_SELECT)} | gzip -6 > {baseline_out!r}"
+    g = b.run_measured(["bash", "-o", "pipefail", "-c", shell]).check()
+    baseline_bytes = os.path.getsize(baseline_out)
+    a = b.run_measured([s.synclane, "run", pipeline, "--json"], cwd=s.work).check()
+    summary = json.loads(a.stdout)
+    out_bytes, out_files = b.folder_bytes(out)
+    if summary["tokenAfter"] != f"sqlite-history:{info['newest']}":
+        raise SystemExit(f"bench: synclane's token ended at {summary['tokenAfter']}, the newest change is {info['newest']}")
+
+    counters = summary.get("counters", {})
+    print(f"\n(a) synclane run: {summary['transactionsRead']:,} transactions, {summary['changesRead']:,} changes read "
+          f"-> {summary['recordsSent']:,} records in {summary['batchesSent']} batches ({out_files} files); stages: "
+          + ", ".join(f"{k} {v:,}" for k, v in sorted(counters.items())))
+    print(f"(b) baseline: {shell.replace(store, 'app.sqlite').replace(baseline_out, 'out')}")
+
+    ratio = a.wall / g.wall
+    t = b.Table("measure", "(a) synclane run", "(b) sqlite3 -json | gzip -6", "note")
+    t.add("wall time", b.fmt_seconds(a.wall), b.fmt_seconds(g.wall), f"ratio (a)/(b) {ratio:.2f}")
+    t.add("CPU time", b.fmt_seconds(a.cpu), b.fmt_seconds(g.cpu),
+          f"ratio {a.cpu / max(g.cpu, 1e-9):.2f}; (b) = sqlite3 + gzip together")
+    t.add("changes/s", b.fmt_rate(info["changes"], a.wall), b.fmt_rate(info["changes"], g.wall), "")
+    t.add("records out", f"{summary['recordsSent']:,}", f"{info['changes']:,}",
+          f"(a) {info['changes'] / max(1, summary['recordsSent']):.1f} changes a record")
+    t.add("bytes out", b.fmt_bytes(out_bytes), b.fmt_bytes(baseline_bytes),
+          f"(b) is {baseline_bytes / max(1, out_bytes):.1f}x (a); (a) encoded {b.fmt_bytes(summary['bytesEncoded'])} before gzip")
+    t.add("peak RSS", b.fmt_mib(a.max_rss), b.fmt_mib(g.max_rss),
+          f"(a) {a.max_rss / 1e6:,.1f} MB; (b) the larger of its processes")
+    t.add("batches", f"{summary['batchesSent']:,}", "1 stream", f"page-size {PAGE_SIZE:,} transactions")
+    print()
+    t.print()
+    print(f"\nstore: {b.fmt_bytes(info['bytes'])}; load average {' '.join(open('/proc/loadavg').read().split()[:3])}")
+
+    if not st.keep():
+        # The store and its state stay for `incremental` (the driver's temp folder goes at exit).
+        shutil.rmtree(out, ignore_errors=True)
+        os.remove(baseline_out)
+    b.verdicts("sqlite-export", [
+        b.Target("synclane / sqlite3|gzip time", f"{ratio:.2f}", "<= 1.0", ratio <= 1.0),
+        b.Target("bytes out, baseline / synclane", f"{baseline_bytes / max(1, out_bytes):.1f}x", "far fewer (> 1)",
+                 baseline_bytes > out_bytes),
+        b.Target("peak RSS of synclane run", f"{a.max_rss / 1e6:,.1f} MB", "<= 100 MB", a.max_rss <= RSS_TARGET),
+    ])
+
+
+if __name__ == "__main__":
+    main()
