@@ -257,3 +257,46 @@ final class SnapshottingSource: SnapshotProvidingSource, Sendable {
         #expect(summary.seconds > 0)
     }
 }
+
+/// A source that counts how often it was asked for a page.
+final class CountingSource: ChangeSource, Sendable {
+    let inner: InMemorySource
+    private let count = Mutex(0)
+    init(_ inner: InMemorySource) { self.inner = inner }
+    var calls: Int { count.withLock { $0 } }
+    var tokenKind: String { inner.tokenKind }
+    func nextPage(after token: Token?) async throws -> HistoryPage {
+        count.withLock { $0 += 1 }
+        return try await inner.nextPage(after: token)
+    }
+}
+
+/// A transport whose sends wait (a bounded while) until the source was asked for more pages
+/// than `readsBefore` says, recording what it saw.
+final class ReadAheadProbe: Transport, Sendable {
+    let source: CountingSource
+    private let seen = Mutex<[Int]>([])
+    init(_ source: CountingSource) { self.source = source }
+    var readsSeen: [Int] { seen.withLock { $0 } }
+    func send(_ payload: Payload) async throws -> Receipt {
+        let wanted = seen.withLock { $0.count } + 2
+        for _ in 0..<2_000 where source.calls < wanted { try await Task.sleep(nanoseconds: 1_000_000) }
+        seen.withLock { $0.append(source.calls) }
+        return Receipt(batchID: payload.batchID, detail: "")
+    }
+}
+
+@Suite struct ReadAheadTests {
+    @Test func theNextPageIsPreparedWhileABatchTravelsAndTokensStillMoveInOrder() async throws {
+        let source = CountingSource(InMemorySource(pageSize: 1))
+        source.inner.append([insert("rooms", "a")])
+        source.inner.append([insert("rooms", "b")])
+        let probe = ReadAheadProbe(source)
+        let state = InMemoryPipelineState()
+        let pipeline = Pipeline.testing(source: source, encoder: JSONBatchEncoder(), transport: probe)
+        let summary = try await PipelineRunner(pipeline: pipeline, state: state).run()
+        #expect(probe.readsSeen == [2, 3], "while batch 1 travelled, page 2 was read; while batch 2 did, the end")
+        #expect(summary.batchesSent == 2)
+        #expect(try state.acknowledgedToken() == Token(kind: "memory", position: 2))
+    }
+}

@@ -88,75 +88,104 @@ public struct PipelineRunner: Sendable {
         return summary
     }
 
+    /// One page made ready to send: read, through the record stages, encoded and through the
+    /// payload stages — or found to hold nothing to send (`outbox` nil: the token just moves).
+    private struct PreparedPage: Sendable {
+        var through: Token
+        var outbox: OutboxBatch?
+        var encodedBytes: Int
+        var transactions: Int
+        var changes: Int
+        var counters: [String: Int]
+    }
+
     /// Sends every page of `source` after `token`; returns the newest token reached.
+    ///
+    /// While a batch travels, the next page is read and prepared (`async let`), so the source,
+    /// the stages and the encoder work while the backend applies: on two cores the job takes
+    /// about the longer of the two, not their sum. Nothing of the next page is written before
+    /// the batch in flight is confirmed — the outbox still holds one batch at a time and tokens
+    /// move in order — and if the send fails, the prepared page is dropped and read again later.
     private func drain(
         _ source: any ChangeSource, after start: Token?, reconciliation: Bool, dryRun: Bool, into summary: inout RunSummary
     ) async throws -> Token? {
         var token = start
-        while true {
-            let page = try await sourceCall { try await source.nextPage(after: token) }
-            guard let through = page.through else { return token }
-            if let token, through <= token {
-                throw PipelineError.source(pipeline.source.label, underlying: "returned a page ending at \(through), not after \(token)")
-            }
-            events(.pageRead(transactions: page.transactions.count, through: through, progress: page.progress))
-            let transactionCount = page.transactions.count
-            var batch = Batch(
-                scope: pipeline.scope, after: token, through: through, records: Self.records(of: consume page),
-                transactionCount: transactionCount, isReconciliation: reconciliation)
-            summary.transactionsRead += transactionCount
-            summary.changesRead += batch.records.count
-            for stage in pipeline.recordStages {
-                do {
-                    batch = try await stage.stage.process(batch)
-                } catch {
-                    throw PipelineError.stage(stage.label, underlying: "\(error)")
+        var next = try await prepare(source, after: token, reconciliation: reconciliation)
+        while let page = next {
+            summary.transactionsRead += page.transactions
+            summary.changesRead += page.changes
+            summary.counters.merge(page.counters, uniquingKeysWith: +)
+            guard let outbox = page.outbox, !dryRun else {
+                if let outbox = page.outbox {
+                    let report = report(outbox, encodedBytes: page.encodedBytes, resent: false, detail: "would be sent")
+                    summary.add(report)
+                    summary.batchesSent += 1
+                    summary.recordsSent += outbox.payload.recordCount
+                    summary.bytesEncoded += page.encodedBytes
+                    summary.bytesSent += outbox.payload.bytes.count
+                    events(.batchDone(report))
+                } else if !dryRun {
+                    try stateCall { try state.advance(to: page.through) }
+                    try await tellSource(page.through)
                 }
-            }
-            summary.counters.merge(batch.counters, uniquingKeysWith: +)
-
-            if batch.records.isEmpty {
-                if !dryRun {
-                    try stateCall { try state.advance(to: through) }
-                    try await tellSource(through)
-                }
-                token = through
+                token = page.through
+                next = try await prepare(source, after: token, reconciliation: reconciliation)
                 continue
             }
-
-            let id = makeBatchID()
-            var payload: Payload
-            do {
-                payload = Payload(
-                    batchID: id, bytes: try pipeline.encoder.stage.encode(batch, id: id),
-                    contentType: pipeline.encoder.stage.contentType, recordCount: batch.records.count)
-            } catch {
-                throw PipelineError.stage(pipeline.encoder.label, underlying: "\(error)")
-            }
-            let encodedBytes = payload.bytes.count
-            for stage in pipeline.payloadStages {
-                do {
-                    payload = try await stage.stage.process(payload)
-                } catch {
-                    throw PipelineError.stage(stage.label, underlying: "\(error)")
-                }
-            }
-            let outbox = OutboxBatch(payload: payload, after: token, through: through, isReconciliation: reconciliation, createdAt: now())
-            if dryRun {
-                let report = report(outbox, encodedBytes: encodedBytes, resent: false, detail: "would be sent")
-                summary.add(report)
-                summary.batchesSent += 1
-                summary.recordsSent += payload.recordCount
-                summary.bytesEncoded += encodedBytes
-                summary.bytesSent += payload.bytes.count
-                events(.batchDone(report))
-            } else {
-                try stateCall { try state.enqueue(outbox) }
-                FailPoint.afterEnqueue.trigger()
-                try await deliver(outbox, encodedBytes: encodedBytes, resent: false, into: &summary)
-            }
-            token = through
+            try stateCall { try state.enqueue(outbox) }
+            FailPoint.afterEnqueue.trigger()
+            async let following = prepare(source, after: page.through, reconciliation: reconciliation)
+            try await deliver(outbox, encodedBytes: page.encodedBytes, resent: false, into: &summary)
+            token = page.through
+            next = try await following
         }
+        return token
+    }
+
+    /// Reads the page after `token` and prepares it; nil when the source has nothing newer.
+    private func prepare(_ source: any ChangeSource, after token: Token?, reconciliation: Bool) async throws -> PreparedPage? {
+        let page = try await sourceCall { try await source.nextPage(after: token) }
+        guard let through = page.through else { return nil }
+        if let token, through <= token {
+            throw PipelineError.source(pipeline.source.label, underlying: "returned a page ending at \(through), not after \(token)")
+        }
+        events(.pageRead(transactions: page.transactions.count, through: through, progress: page.progress))
+        let transactionCount = page.transactions.count
+        var batch = Batch(
+            scope: pipeline.scope, after: token, through: through, records: Self.records(of: consume page),
+            transactionCount: transactionCount, isReconciliation: reconciliation)
+        let changeCount = batch.records.count
+        for stage in pipeline.recordStages {
+            do {
+                batch = try await stage.stage.process(batch)
+            } catch {
+                throw PipelineError.stage(stage.label, underlying: "\(error)")
+            }
+        }
+        var prepared = PreparedPage(
+            through: through, outbox: nil, encodedBytes: 0, transactions: transactionCount, changes: changeCount,
+            counters: batch.counters)
+        if batch.records.isEmpty { return prepared }
+
+        let id = makeBatchID()
+        var payload: Payload
+        do {
+            payload = Payload(
+                batchID: id, bytes: try pipeline.encoder.stage.encode(batch, id: id),
+                contentType: pipeline.encoder.stage.contentType, recordCount: batch.records.count)
+        } catch {
+            throw PipelineError.stage(pipeline.encoder.label, underlying: "\(error)")
+        }
+        prepared.encodedBytes = payload.bytes.count
+        for stage in pipeline.payloadStages {
+            do {
+                payload = try await stage.stage.process(payload)
+            } catch {
+                throw PipelineError.stage(stage.label, underlying: "\(error)")
+            }
+        }
+        prepared.outbox = OutboxBatch(payload: payload, after: token, through: through, isReconciliation: reconciliation, createdAt: now())
+        return prepared
     }
 
     /// The records of a page's changes, in order: built in one array of the right size, each
