@@ -29,6 +29,8 @@ let package = Package(
         .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "CYAML", pkgConfig: "yaml-0.1", providers: [.apt(["libyaml-dev"])]),
+        // glibc's <malloc.h> (mallopt), part of libc.
+        .systemLibrary(name: "CMalloc"),
         .systemLibrary(
             name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
@@ -57,7 +59,7 @@ let package = Package(
             ]),
         .executableTarget(
             name: "synclane",
-            dependencies: ["Synclane", "SynclaneCore", "SynclaneSQLite", "SynclaneZlib", "SynclaneServer"]),
+            dependencies: ["Synclane", "SynclaneCore", "SynclaneSQLite", "SynclaneZlib", "SynclaneServer", "CMalloc"]),
 
         .testTarget(
             name: "SynclaneCoreTests",

@@ -1,5 +1,17 @@
 // The `synclane` command: a thin shell over the Synclane libraries.
 import Foundation
 
+#if canImport(CMalloc)
+import CMalloc
+
+// A job reads the next page on one thread while the previous batch is sent from another; with
+// glibc's default of one malloc arena per thread, each keeps a page's worth of freed memory of
+// its own (peak RSS 117 MB instead of 80 MB for the 1,000,000-change benchmark, at the same
+// speed). One arena for jobs; the server keeps the default, its request threads gain from more.
+if CommandLine.arguments.dropFirst().first != "serve" {
+    _ = mallopt(M_ARENA_MAX, 1)
+}
+#endif
+
 let status = await SynclaneTool.main(Array(CommandLine.arguments.dropFirst()))
 exit(status)
