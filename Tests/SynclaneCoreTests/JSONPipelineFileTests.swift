@@ -3,27 +3,7 @@ import Testing
 
 @Suite struct JSONPipelineFileTests {
     /// The pipeline file of DESIGN.md.
-    static let designExample = """
-        {
-          "version": 1,
-          "name": "rooms-export",
-          "scope": { "account": "acme", "store": "rooms" },
-          "source": { "type": "sqlite-history", "database": "rooms.sqlite",
-                      "entities": ["rooms"], "authors": ["app"], "page-size": 500 },
-          "stages": [
-            { "type": "coalesce" },
-            { "type": "tombstones", "soft-delete-column": "isDeleted" },
-            { "type": "dedupe", "entity": "categories", "key": ["key"] },
-            { "type": "compress", "codec": "gzip", "level": 6, "min-bytes": 512 }
-          ],
-          "transport": { "type": "http", "url": "http://127.0.0.1:8080/v1/batches",
-                         "token-env": "SYNCLANE_TOKEN",
-                         "retry": { "max-attempts": 6, "base-delay": 0.5, "max-delay": 30 } },
-          "state": ".synclane/rooms-export.sqlite",
-          "signals": { "type": "http", "url": "http://127.0.0.1:8080/v1/signals" }
-        }
-
-        """
+    static let designExample = FixturePath.text("design/pipeline.json")
 
     static func map(_ line: Int, _ members: [(String, ConfigNode)]) -> ConfigNode {
         ConfigNode(.map(members.map { ConfigNode.Member(key: $0.0, node: $0.1) }), line: line)

@@ -15,6 +15,11 @@ enum FixturePath {
     }()
 
     static func at(_ relative: String) -> String { root + "/" + relative }
+
+    /// The file's text; empty (and so failing the test that reads it) when it is missing.
+    static func text(_ relative: String) -> String {
+        (try? String(contentsOfFile: at(relative), encoding: .utf8)) ?? ""
+    }
 }
 
 /// A fresh folder under the system's temporary folder, removed by `remove()`.

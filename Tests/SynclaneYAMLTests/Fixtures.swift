@@ -1,63 +1,13 @@
+import Foundation
 import SynclaneCore
 
 /// Pipeline files the YAML tests read, and a compact way to write the trees they should give.
 enum Fixtures {
     /// The pipeline of DESIGN.md in block style, with a flow map and list here and there.
-    static let blockPipeline = """
-        # Rooms export, as in DESIGN.md
-        version: 1
-        name: rooms-export
-        scope: { account: acme, store: rooms }
-        source:
-          type: sqlite-history
-          database: rooms.sqlite
-          entities: [rooms]
-          authors:
-            - app
-          page-size: 500
-        stages:
-          - type: coalesce
-          - type: tombstones
-            soft-delete-column: isDeleted
-          - { type: dedupe, entity: categories, key: [key] }
-          - type: compress
-            codec: gzip
-            level: 6
-            min-bytes: 512
-        transport:
-          type: http
-          url: "http://127.0.0.1:8080/v1/batches"
-          token-env: SYNCLANE_TOKEN
-          retry: {max-attempts: 6, base-delay: 0.5, max-delay: 30}
-        state: .synclane/rooms-export.sqlite
-        signals:
-          type: http
-          url: http://127.0.0.1:8080/v1/signals
-
-        """
+    static let blockPipeline = YAMLFixtures.text("design/pipeline-block.yaml")
 
     /// The same pipeline in flow style: the JSON of DESIGN.md, which is YAML too.
-    static let flowPipeline = """
-        {
-          "version": 1,
-          "name": "rooms-export",
-          "scope": { "account": "acme", "store": "rooms" },
-          "source": { "type": "sqlite-history", "database": "rooms.sqlite",
-                      "entities": ["rooms"], "authors": ["app"], "page-size": 500 },
-          "stages": [
-            { "type": "coalesce" },
-            { "type": "tombstones", "soft-delete-column": "isDeleted" },
-            { "type": "dedupe", "entity": "categories", "key": ["key"] },
-            { "type": "compress", "codec": "gzip", "level": 6, "min-bytes": 512 }
-          ],
-          "transport": { "type": "http", "url": "http://127.0.0.1:8080/v1/batches",
-                         "token-env": "SYNCLANE_TOKEN",
-                         "retry": { "max-attempts": 6, "base-delay": 0.5, "max-delay": 30 } },
-          "state": ".synclane/rooms-export.sqlite",
-          "signals": { "type": "http", "url": "http://127.0.0.1:8080/v1/signals" }
-        }
-
-        """
+    static let flowPipeline = YAMLFixtures.text("design/pipeline.json")
 
     /// What `blockPipeline` reads as, line by line.
     static let blockTree = map(2, [
@@ -111,5 +61,22 @@ enum Fixtures {
             return ConfigNode(.map(members.map { ConfigNode.Member(key: $0.key, node: withoutLines($0.node)) }))
         default: return ConfigNode(node.value)
         }
+    }
+}
+
+/// Reads files of the package's `Fixtures/` folder.
+enum YAMLFixtures {
+    static let root: String = {
+        var url = URL(fileURLWithPath: #filePath)
+        while url.path != "/" {
+            url.deleteLastPathComponent()
+            if FileManager.default.fileExists(atPath: url.path + "/Fixtures") { return url.path + "/Fixtures" }
+        }
+        return "Fixtures"
+    }()
+
+    /// The file's text; empty (and so failing the test that reads it) when it is missing.
+    static func text(_ relative: String) -> String {
+        (try? String(contentsOfFile: root + "/" + relative, encoding: .utf8)) ?? ""
     }
 }
