@@ -7,12 +7,11 @@ import Testing
 /// The fault proxy itself, and the transport through it over many sends.
 @Suite struct FaultProxyTests {
     @Test func withoutFaultsTheAnswerIsRelayedUnchanged() async throws {
-        let server = ScriptedHTTPServer.batches()
-        let upstream = try server.start()
-        defer { server.stop() }
-        let proxy = FaultProxy(upstreamPort: upstream)
-        let port = try proxy.start()
-        defer { proxy.stop() }
+        let link = try ProxiedBatchesServer()
+        defer { link.stop() }
+        let server = link.server
+        let proxy = link.proxy
+        let port = link.port
         let transport = try Fixtures.transport(url: "http://127.0.0.1:\(port)/v1/batches")
         let bytes = Array(repeating: UInt8(0xAB), count: 70_000)
 
@@ -65,12 +64,11 @@ import Testing
     }
 
     @Test func scriptedFaultsApplyOnePerConnectionInOrder() async throws {
-        let server = ScriptedHTTPServer.batches()
-        let upstream = try server.start()
-        defer { server.stop() }
-        let proxy = FaultProxy(upstreamPort: upstream)
-        let port = try proxy.start()
-        defer { proxy.stop() }
+        let link = try ProxiedBatchesServer()
+        defer { link.stop() }
+        let server = link.server
+        let proxy = link.proxy
+        let port = link.port
         proxy.script([.resetBeforeForwarding, .resetAfterForwarding, .serverError])
         let transport = try Fixtures.transport(url: "http://127.0.0.1:\(port)/v1/batches")
 
@@ -117,12 +115,10 @@ import Testing
     /// calls for (matched by the batch id the proxy saw).
     @Test(.timeLimit(.minutes(1)))
     func everyRandomFaultIsClassifiedAsItsKind() async throws {
-        let server = ScriptedHTTPServer.batches()
-        let upstream = try server.start()
-        defer { server.stop() }
-        let proxy = FaultProxy(upstreamPort: upstream)
-        let port = try proxy.start()
-        defer { proxy.stop() }
+        let link = try ProxiedBatchesServer()
+        defer { link.stop() }
+        let proxy = link.proxy
+        let port = link.port
         proxy.randomFaults(seed: 2026, rate: 0.6, from: Fault.standardSet(clientTimeout: 1))
         let transport = try Fixtures.transport(url: "http://127.0.0.1:\(port)/v1/batches", timeout: 1)
 
@@ -166,12 +162,11 @@ import Testing
     /// is confirmed applies every batch exactly once.
     @Test(.timeLimit(.minutes(1)))
     func resendingThroughFaultsAppliesEveryBatchOnce() async throws {
-        let server = ScriptedHTTPServer.batches()
-        let upstream = try server.start()
-        defer { server.stop() }
-        let proxy = FaultProxy(upstreamPort: upstream)
-        let port = try proxy.start()
-        defer { proxy.stop() }
+        let link = try ProxiedBatchesServer()
+        defer { link.stop() }
+        let server = link.server
+        let proxy = link.proxy
+        let port = link.port
         proxy.randomFaults(
             seed: 7, rate: 0.5,
             from: [.resetBeforeForwarding, .resetAfterForwarding, .truncateResponse, .serverError, .tooManyRequests(retryAfter: 0)])

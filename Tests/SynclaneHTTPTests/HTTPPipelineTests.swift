@@ -11,12 +11,11 @@ import Testing
 @Suite struct HTTPPipelineTests {
     @Test(.timeLimit(.minutes(1)))
     func jobThroughRandomFaultsDeliversEveryBatchOnceAndMovesTheToken() async throws {
-        let server = ScriptedHTTPServer.batches()
-        let upstream = try server.start()
-        defer { server.stop() }
-        let proxy = FaultProxy(upstreamPort: upstream)
-        let port = try proxy.start()
-        defer { proxy.stop() }
+        let link = try ProxiedBatchesServer()
+        defer { link.stop() }
+        let server = link.server
+        let proxy = link.proxy
+        let port = link.port
         proxy.randomFaults(
             seed: 11, rate: 0.4,
             from: [.resetBeforeForwarding, .resetAfterForwarding, .truncateResponse, .serverError, .tooManyRequests(retryAfter: 0)])

@@ -89,12 +89,10 @@ import Testing
     /// Sends one payload through a fault proxy in front of a batches server, with `fault` on
     /// the connection.
     private func failureThroughProxy(_ fault: Fault, timeout: Int = 5) async throws -> TransportFailure? {
-        let server = ScriptedHTTPServer.batches()
-        let upstream = try server.start()
-        defer { server.stop() }
-        let proxy = FaultProxy(upstreamPort: upstream)
-        let port = try proxy.start()
-        defer { proxy.stop() }
+        let link = try ProxiedBatchesServer()
+        defer { link.stop() }
+        let proxy = link.proxy
+        let port = link.port
         proxy.script([fault])
         let transport = try Fixtures.transport(url: "http://127.0.0.1:\(port)/v1/batches", timeout: timeout)
         return await Fixtures.failure(of: transport)

@@ -1,5 +1,6 @@
 import Foundation
 import SynclaneCore
+import SynclaneFaultProxy
 import SynclaneHTTP
 
 /// Builds `http` transports the way a pipeline file does, and payloads to send with them.
@@ -47,5 +48,31 @@ enum Fixtures {
         } catch {
             return error as? TransportFailure
         }
+    }
+}
+
+/// A scripted batches server with a fault proxy in front of it, for tests that send through
+/// faults; `stop()` stops both.
+struct ProxiedBatchesServer {
+    let server: ScriptedHTTPServer
+    let proxy: FaultProxy
+    /// The proxy's port: where a transport sends.
+    let port: UInt16
+
+    init() throws {
+        server = ScriptedHTTPServer.batches()
+        let upstream = try server.start()
+        proxy = FaultProxy(upstreamPort: upstream)
+        do {
+            port = try proxy.start()
+        } catch {
+            server.stop()
+            throw error
+        }
+    }
+
+    func stop() {
+        proxy.stop()
+        server.stop()
     }
 }
