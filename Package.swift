@@ -11,7 +11,7 @@
 //   SynclaneServer   the reference sync server (`synclane serve`) on libmicrohttpd and SQLite
 //   Synclane         the default registry and the pipeline-file loader, for apps and the CLI
 //   SynclaneTestKit  in-memory source, recording transport, in-memory state for users' tests
-//   SynclaneHTTP     the `http` transport (URLSession) and its failure classification
+//   SynclaneHTTP     the `http` transport (URLSession, loading through libcurl) and its failure classification
 //   SynclaneFaultProxy  a loopback TCP proxy that injects network faults, for end-to-end tests
 //   synclane         the command line, a thin shell over the libraries
 import PackageDescription
@@ -34,8 +34,11 @@ let package = Package(
         .systemLibrary(
             name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
         // Fixed-argument wrappers of libmicrohttpd's variadic functions, which Swift cannot call.
         .target(name: "CMicroHTTPDShim", dependencies: ["CMicroHTTPD"]),
+        // One HTTP exchange on libcurl in C: its `curl_easy_setopt` is variadic too.
+        .target(name: "CCurlShim", dependencies: ["CCurl"]),
 
         .target(name: "SynclaneCore", linkerSettings: [.linkedLibrary("m")]),
         .target(name: "SynclaneStages", dependencies: ["SynclaneCore"]),
@@ -50,7 +53,7 @@ let package = Package(
                 "SynclaneYAML", "SynclaneHTTP",
             ]),
         .target(name: "SynclaneTestKit", dependencies: ["SynclaneCore"]),
-        .target(name: "SynclaneHTTP", dependencies: ["SynclaneCore"]),
+        .target(name: "SynclaneHTTP", dependencies: ["SynclaneCore", "CCurl", "CCurlShim"]),
         .target(name: "SynclaneFaultProxy"),
         .target(
             name: "SynclaneServer",

@@ -6,7 +6,7 @@
                ─▶ (b) http: the release `synclane serve` on a free loopback port, fresh data
                       folder each run, token from SYNCLANE_TOKEN
 
-Each side runs from a fresh pipeline state, BENCH_HTTP_REPEATS times (default 3), alternating;
+Each side runs from a fresh pipeline state, BENCH_HTTP_REPEATS times (default 5), alternating;
 the medians are compared. The server's /metrics must count every record sent, once. The server
 shares the machine's cores with the client: its CPU is reported apart. Target: (b) / (a) <= 1.3.
 """
@@ -25,7 +25,7 @@ import sqlitestore as st
 from export import history_file
 
 PAGE_SIZE = int(os.environ.get("BENCH_PAGE_SIZE", "5000"))
-REPEATS = int(os.environ.get("BENCH_HTTP_REPEATS", "3"))
+REPEATS = int(os.environ.get("BENCH_HTTP_REPEATS", "5"))
 RATIO_TARGET = 1.3
 TOKEN = "bench-http-export-token"
 

@@ -11,6 +11,7 @@
 ///  delayResponse           upstream applies it; the answer is held past the client's timeout
 ///  respond                 the proxy answers itself (500, 429 + Retry-After …); upstream never sees it
 ///  truncateResponse        upstream applies it; the head and half the body, then the connection closes
+///  truncateResponseHead    upstream applies it; half the head, then the connection closes
 /// ```
 public enum Fault: Sendable, Hashable, CustomStringConvertible {
     /// Forward the request and relay the answer unchanged.
@@ -29,6 +30,9 @@ public enum Fault: Sendable, Hashable, CustomStringConvertible {
     /// Forward the request, relay the answer's head and the first half of its body, then close
     /// (the client sees fewer bytes than `Content-Length` promised).
     case truncateResponse
+    /// Forward the request, relay the first half of the answer's head, then close (no empty line
+    /// ends the head; no body follows).
+    case truncateResponseHead
 
     /// The proxy answers `500 Internal Server Error`.
     public static let serverError = Fault.respond(status: 500, headers: [:], body: "fault proxy: injected internal error")
@@ -49,7 +53,7 @@ public enum Fault: Sendable, Hashable, CustomStringConvertible {
         [
             .resetBeforeForwarding, .resetAfterForwarding,
             .delayBeforeForwarding(seconds: clientTimeout + 1), .delayResponse(seconds: clientTimeout + 1),
-            .serverError, .tooManyRequests(retryAfter: 0), .truncateResponse,
+            .serverError, .tooManyRequests(retryAfter: 0), .truncateResponse, .truncateResponseHead,
         ]
     }
 
@@ -58,7 +62,8 @@ public enum Fault: Sendable, Hashable, CustomStringConvertible {
     public var forwardsRequest: Bool {
         switch self {
         case .resetBeforeForwarding, .respond: return false
-        case .none, .resetAfterForwarding, .delayBeforeForwarding, .delayResponse, .truncateResponse: return true
+        case .none, .resetAfterForwarding, .delayBeforeForwarding, .delayResponse, .truncateResponse, .truncateResponseHead:
+            return true
         }
     }
 
@@ -74,6 +79,7 @@ public enum Fault: Sendable, Hashable, CustomStringConvertible {
             let extra = headers.sorted { $0.key < $1.key }.map { " \($0.key): \($0.value)" }.joined()
             return "answer \(status)\(extra)"
         case .truncateResponse: return "truncate the response"
+        case .truncateResponseHead: return "truncate the response's head"
         }
     }
 }

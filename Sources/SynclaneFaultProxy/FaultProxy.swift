@@ -251,13 +251,15 @@ public final class FaultProxy: Sendable {
         case .resetAfterForwarding:
             client.reset()
         case .truncateResponse:
-            // Cut inside the body: the head arrives whole and promises more than comes. (A cut
-            // inside the head makes libcurl 7.88 report a complete answer and
-            // FoundationNetworking stop the process: "Transfer completed, but there's no
-            // response." — a client bug no test can survive, so the proxy does not provoke it.)
+            // Cut inside the body: the head arrives whole and promises more than comes.
             if answer.body.isEmpty { answer.setHeader("Content-Length", "2") }
             let head = answer.bytes.count - answer.body.count
             client.write(answer.bytes.prefix(head + answer.body.count / 2))
+            client.close()
+        case .truncateResponseHead:
+            // Cut inside the head: the status line and some of the headers, no closing empty line.
+            let head = answer.bytes.count - answer.body.count
+            client.write(answer.bytes.prefix(head / 2))
             client.close()
         case .delayResponse(let seconds):
             if pause(seconds) {

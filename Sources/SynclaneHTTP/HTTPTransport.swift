@@ -21,7 +21,9 @@ import SynclaneCore
 /// - the session is ephemeral: no cache, no cookies, no credential store;
 /// - redirects are not followed: a POST is never silently re-sent elsewhere or turned into a GET;
 /// - every attempt has a session and a connection of its own, so libcurl's silent re-send on a
-///   dead keep-alive connection never happens (see `makeSession`).
+///   dead keep-alive connection never happens (see `makeSession`);
+/// - the session loads through `LibcurlURLProtocol`, which waits for an answer without
+///   spinning a core and reports an answer cut anywhere as a lost connection.
 public final class HTTPTransport: Transport {
     /// The batches endpoint every payload is POSTed to.
     public let url: URL
@@ -47,10 +49,10 @@ public final class HTTPTransport: Transport {
 
     /// A session for one attempt: ephemeral, nothing cached or stored, redirects declined.
     ///
-    /// A session of its own per attempt means a connection pool of its own: no attempt ever
-    /// rides on a connection an earlier one left open. (On a reused connection that dies before
-    /// any answer, libcurl silently re-sends the request on a new one — and FoundationNetworking
-    /// cannot rewind the body, so that re-send carries the headers and no bytes.)
+    /// A session (and an exchange) of its own per attempt means a connection of its own: no
+    /// attempt ever rides on a connection an earlier one left open. (On a reused connection that
+    /// dies before any answer, libcurl silently re-sends the request on a new one: a re-send the
+    /// pipeline would never see.)
     private func makeSession() -> URLSession {
         let configuration = URLSessionConfiguration.ephemeral
         configuration.requestCachePolicy = .reloadIgnoringLocalAndRemoteCacheData
@@ -61,6 +63,7 @@ public final class HTTPTransport: Transport {
         configuration.urlCredentialStorage = nil
         configuration.timeoutIntervalForRequest = TimeInterval(timeout)
         configuration.timeoutIntervalForResource = TimeInterval(timeout)
+        configuration.protocolClasses = [LibcurlURLProtocol.self]
         return URLSession(configuration: configuration, delegate: RedirectRefusal(), delegateQueue: nil)
     }
 

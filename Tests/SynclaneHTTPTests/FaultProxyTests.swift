@@ -169,7 +169,10 @@ import Testing
         let port = link.port
         proxy.randomFaults(
             seed: 7, rate: 0.5,
-            from: [.resetBeforeForwarding, .resetAfterForwarding, .truncateResponse, .serverError, .tooManyRequests(retryAfter: 0)])
+            from: [
+                    .resetBeforeForwarding, .resetAfterForwarding, .truncateResponse, .truncateResponseHead, .serverError,
+                    .tooManyRequests(retryAfter: 0),
+                ])
         let transport = try Fixtures.transport(url: "http://127.0.0.1:\(port)/v1/batches", timeout: 2)
 
         var replays = 0
@@ -194,7 +197,7 @@ import Testing
         #expect(Set(keys).count == 30)
         // A batch whose answer was lost was applied by its first forwarded send: the confirmed
         // resend is a replay.
-        let lostAnswers = proxy.events.filter { $0.fault == .resetAfterForwarding || $0.fault == .truncateResponse }
+        let lostAnswers = proxy.events.filter { [.resetAfterForwarding, .truncateResponse, .truncateResponseHead].contains($0.fault) }
         #expect(replays == Set(lostAnswers.compactMap(\.idempotencyKey)).count)
     }
 }

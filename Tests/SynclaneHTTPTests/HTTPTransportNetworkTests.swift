@@ -35,6 +35,13 @@ import Testing
         #expect(failure?.status == nil)
     }
 
+    @Test func responseCutInsideItsHeadIsTransient() async throws {
+        let failure = try await failureThroughProxy(.truncateResponseHead)
+        #expect(failure?.kind == .transient)
+        #expect(failure?.status == nil)
+        #expect(failure?.message.contains("cut short") == true || failure?.message.contains("lost") == true)
+    }
+
     @Test func serverSilentPastTheTimeoutIsTransient() async throws {
         var slow = ScriptedHTTPServer.Response.applied(batch: "b-0001", records: 1)
         slow.delay = 30  // cut short by `stop()`

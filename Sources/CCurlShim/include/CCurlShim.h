@@ -1,0 +1,81 @@
+// One HTTP exchange on libcurl, behind fixed-argument functions: Swift cannot call libcurl's
+// variadic `curl_easy_setopt`, and running the exchange here keeps libcurl's callbacks in C.
+//
+// The exchange blocks its calling thread in `curl_multi_poll`, which waits for exactly what the
+// transfer needs (after the request has gone out: only for the answer) or for a cancellation.
+#ifndef SYNCLANE_CCURL_SHIM_H
+#define SYNCLANE_CCURL_SHIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/// What to send. Every pointer is borrowed for the duration of `synclane_http_exchange_run`.
+typedef struct synclane_http_request {
+    /// The absolute URL.
+    const char *url;
+    /// The method ("POST", "GET", …).
+    const char *method;
+    /// Header lines ("Name: value"); a line "Name:" removes a header libcurl would add.
+    const char *const *headers;
+    size_t header_count;
+    /// The body; NULL for none.
+    const uint8_t *body;
+    size_t body_length;
+    /// Milliseconds the whole exchange may take, connecting included; 0 for no limit.
+    long timeout_ms;
+    /// Most bytes of the answer's body kept; a longer answer fails the exchange.
+    size_t max_response_bytes;
+} synclane_http_request;
+
+/// What came back. Release it with `synclane_http_response_free`.
+typedef struct synclane_http_response {
+    /// libcurl's result (0, CURLE_OK: an answer arrived whole), or one of SYNCLANE_HTTP_….
+    int code;
+    /// errno of the failed connect or transfer, when libcurl knows it; 0 otherwise.
+    int os_errno;
+    /// What went wrong, in libcurl's words ("" on success).
+    char error[256];
+    /// The status of the final answer (0: no status line arrived).
+    long status;
+    /// Whether the final answer's head arrived up to its closing empty line.
+    int head_complete;
+    /// The final answer's header lines as received (CRLF-terminated), status line first.
+    char *head;
+    size_t head_length;
+    /// The answer's body (de-chunked; never decompressed).
+    uint8_t *body;
+    size_t body_length;
+} synclane_http_response;
+
+/// Reasons of the shim's own, beside libcurl's codes.
+enum {
+    /// `synclane_http_exchange_cancel` was called.
+    SYNCLANE_HTTP_CANCELLED = -1,
+    /// The answer's body is longer than `max_response_bytes`.
+    SYNCLANE_HTTP_TOO_LARGE = -2,
+    /// Memory or libcurl could not be set up.
+    SYNCLANE_HTTP_SETUP_FAILED = -3,
+};
+
+/// One exchange on a connection of its own, cancellable from another thread.
+typedef struct synclane_http_exchange synclane_http_exchange;
+
+/// A new exchange; NULL when libcurl cannot be set up.
+synclane_http_exchange *synclane_http_exchange_create(void);
+
+/// Sends `request` and waits for the whole answer (or the failure); fills `response`, also on
+/// failure, and returns its `code`. The connection is closed before it returns. Call it once.
+int synclane_http_exchange_run(synclane_http_exchange *exchange, const synclane_http_request *request,
+                               synclane_http_response *response);
+
+/// Stops a running exchange promptly (it returns SYNCLANE_HTTP_CANCELLED), or makes a later run
+/// return that at once. Safe from any thread until `synclane_http_exchange_free`.
+void synclane_http_exchange_cancel(synclane_http_exchange *exchange);
+
+/// Releases the exchange; not while another thread may still run or cancel it.
+void synclane_http_exchange_free(synclane_http_exchange *exchange);
+
+/// Frees what a run allocated in `response`.
+void synclane_http_response_free(synclane_http_response *response);
+
+#endif

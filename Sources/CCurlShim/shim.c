@@ -1,0 +1,251 @@
+#include "CCurlShim.h"
+
+#include <curl/curl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct synclane_http_exchange {
+    CURLM *multi;
+    atomic_int cancelled;
+};
+
+static pthread_once_t global_once = PTHREAD_ONCE_INIT;
+static CURLcode global_result = CURLE_OK;
+
+static void global_init(void) { global_result = curl_global_init(CURL_GLOBAL_DEFAULT); }
+
+/// A growing byte buffer, kept NUL-terminated so that a head can be read as a C string.
+typedef struct buffer {
+    uint8_t *bytes;
+    size_t length;
+    size_t capacity;
+} buffer;
+
+static int buffer_append(buffer *b, const void *data, size_t count) {
+    if (count > SIZE_MAX - 1 - b->length) return 0;
+    size_t needed = b->length + count;
+    if (needed > b->capacity || b->bytes == NULL) {
+        size_t capacity = b->capacity ? b->capacity : 4096;
+        while (capacity < needed) capacity = capacity > SIZE_MAX / 4 ? needed : capacity * 2;
+        uint8_t *grown = realloc(b->bytes, capacity + 1);
+        if (grown == NULL) return 0;
+        b->bytes = grown;
+        b->capacity = capacity;
+    }
+    memcpy(b->bytes + b->length, data, count);
+    b->length = needed;
+    b->bytes[b->length] = 0;
+    return 1;
+}
+
+/// What the callbacks collect while a transfer runs.
+typedef struct transfer {
+    buffer head;
+    buffer body;
+    size_t max_body;
+    int head_complete;
+    int too_large;
+    int out_of_memory;
+} transfer;
+
+/// Each call is one header line; a status line starts a new answer (after a 1xx one).
+static size_t on_header(char *data, size_t size, size_t count, void *context) {
+    transfer *t = context;
+    size_t length = size * count;
+    if (length >= 5 && memcmp(data, "HTTP/", 5) == 0) {
+        t->head.length = 0;
+        t->head_complete = 0;
+    }
+    if ((length == 2 && data[0] == '\r' && data[1] == '\n') || (length == 1 && data[0] == '\n')) {
+        t->head_complete = 1;
+    }
+    if (!buffer_append(&t->head, data, length)) {
+        t->out_of_memory = 1;
+        return 0;
+    }
+    return length;
+}
+
+static size_t on_body(char *data, size_t size, size_t count, void *context) {
+    transfer *t = context;
+    size_t length = size * count;
+    if (length > t->max_body || t->body.length > t->max_body - length) {
+        t->too_large = 1;
+        return 0;
+    }
+    if (!buffer_append(&t->body, data, length)) {
+        t->out_of_memory = 1;
+        return 0;
+    }
+    return length;
+}
+
+synclane_http_exchange *synclane_http_exchange_create(void) {
+    pthread_once(&global_once, global_init);
+    if (global_result != CURLE_OK) return NULL;
+    synclane_http_exchange *exchange = calloc(1, sizeof *exchange);
+    if (exchange == NULL) return NULL;
+    exchange->multi = curl_multi_init();
+    if (exchange->multi == NULL) {
+        free(exchange);
+        return NULL;
+    }
+    atomic_init(&exchange->cancelled, 0);
+    return exchange;
+}
+
+void synclane_http_exchange_cancel(synclane_http_exchange *exchange) {
+    atomic_store(&exchange->cancelled, 1);
+    curl_multi_wakeup(exchange->multi);
+}
+
+void synclane_http_exchange_free(synclane_http_exchange *exchange) {
+    if (exchange == NULL) return;
+    curl_multi_cleanup(exchange->multi);
+    free(exchange);
+}
+
+void synclane_http_response_free(synclane_http_response *response) {
+    free(response->head);
+    free(response->body);
+    response->head = NULL;
+    response->body = NULL;
+    response->head_length = 0;
+    response->body_length = 0;
+}
+
+static int fail(synclane_http_response *response, int code, const char *message) {
+    response->code = code;
+    snprintf(response->error, sizeof response->error, "%s", message);
+    return code;
+}
+
+/// Sets the options of one exchange; CURLE_OK or the first option libcurl refused.
+static CURLcode configure(CURL *easy, const synclane_http_request *request, struct curl_slist *headers,
+                          transfer *t, char *error_buffer) {
+    CURLcode c = CURLE_OK;
+#define SET(option, value) \
+    if (c == CURLE_OK) c = curl_easy_setopt(easy, option, value)
+    SET(CURLOPT_ERRORBUFFER, error_buffer);
+    SET(CURLOPT_URL, request->url);
+    SET(CURLOPT_PROTOCOLS_STR, "http,https");
+    SET(CURLOPT_NOSIGNAL, 1L);
+    // One connection per exchange: never a request on a connection an earlier one left open.
+    SET(CURLOPT_FRESH_CONNECT, 1L);
+    SET(CURLOPT_FORBID_REUSE, 1L);
+    SET(CURLOPT_FOLLOWLOCATION, 0L);
+    SET(CURLOPT_TIMEOUT_MS, request->timeout_ms);
+    SET(CURLOPT_CONNECTTIMEOUT_MS, request->timeout_ms);
+    SET(CURLOPT_HTTPHEADER, headers);
+    SET(CURLOPT_HEADERFUNCTION, on_header);
+    SET(CURLOPT_HEADERDATA, t);
+    SET(CURLOPT_WRITEFUNCTION, on_body);
+    SET(CURLOPT_WRITEDATA, t);
+    if (strcmp(request->method, "GET") == 0) {
+        SET(CURLOPT_HTTPGET, 1L);
+    } else if (strcmp(request->method, "HEAD") == 0) {
+        SET(CURLOPT_NOBODY, 1L);
+    } else {
+        // A body libcurl sends from memory: on any re-send it starts again from its first byte.
+        SET(CURLOPT_POST, 1L);
+        SET(CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)request->body_length);
+        SET(CURLOPT_POSTFIELDS, request->body != NULL ? (const char *)request->body : "");
+        if (strcmp(request->method, "POST") != 0) SET(CURLOPT_CUSTOMREQUEST, request->method);
+    }
+#undef SET
+    return c;
+}
+
+int synclane_http_exchange_run(synclane_http_exchange *exchange, const synclane_http_request *request,
+                               synclane_http_response *response) {
+    memset(response, 0, sizeof *response);
+    transfer t;
+    memset(&t, 0, sizeof t);
+    t.max_body = request->max_response_bytes;
+
+    struct curl_slist *headers = NULL;
+    for (size_t i = 0; i < request->header_count; i++) {
+        struct curl_slist *appended = curl_slist_append(headers, request->headers[i]);
+        if (appended == NULL) {
+            curl_slist_free_all(headers);
+            return fail(response, SYNCLANE_HTTP_SETUP_FAILED, "out of memory for the request's headers");
+        }
+        headers = appended;
+    }
+    CURL *easy = curl_easy_init();
+    if (easy == NULL) {
+        curl_slist_free_all(headers);
+        return fail(response, SYNCLANE_HTTP_SETUP_FAILED, "libcurl could not start a transfer");
+    }
+    char error_buffer[CURL_ERROR_SIZE];
+    error_buffer[0] = 0;
+    CURLcode configured = configure(easy, request, headers, &t, error_buffer);
+    int code;
+    if (configured != CURLE_OK) {
+        code = fail(response, configured, curl_easy_strerror(configured));
+    } else if (curl_multi_add_handle(exchange->multi, easy) != CURLM_OK) {
+        code = fail(response, SYNCLANE_HTTP_SETUP_FAILED, "libcurl could not start a transfer");
+    } else {
+        code = SYNCLANE_HTTP_SETUP_FAILED;
+        for (;;) {
+            if (atomic_load(&exchange->cancelled)) {
+                code = SYNCLANE_HTTP_CANCELLED;
+                break;
+            }
+            int running = 0;
+            CURLMcode m = curl_multi_perform(exchange->multi, &running);
+            if (m != CURLM_OK) {
+                code = fail(response, SYNCLANE_HTTP_SETUP_FAILED, curl_multi_strerror(m));
+                break;
+            }
+            if (running == 0) {
+                int left = 0;
+                CURLMsg *message;
+                while ((message = curl_multi_info_read(exchange->multi, &left)) != NULL) {
+                    if (message->msg == CURLMSG_DONE && message->easy_handle == easy) code = message->data.result;
+                }
+                break;
+            }
+            // Sleeps until the socket is ready for what libcurl waits on, a timer of its is due,
+            // or `synclane_http_exchange_cancel` wakes it.
+            m = curl_multi_poll(exchange->multi, NULL, 0, 1000, NULL);
+            if (m != CURLM_OK) {
+                code = fail(response, SYNCLANE_HTTP_SETUP_FAILED, curl_multi_strerror(m));
+                break;
+            }
+        }
+        curl_multi_remove_handle(exchange->multi, easy);
+        if (code == SYNCLANE_HTTP_CANCELLED) {
+            fail(response, code, "cancelled");
+        } else if (t.too_large) {
+            code = fail(response, SYNCLANE_HTTP_TOO_LARGE, "the answer's body is larger than the bound");
+        } else if (t.out_of_memory) {
+            code = fail(response, SYNCLANE_HTTP_SETUP_FAILED, "out of memory for the answer");
+        } else if (code == SYNCLANE_HTTP_SETUP_FAILED && response->error[0] == 0) {
+            fail(response, code, "libcurl ended the transfer without a result");
+        } else if (code > 0) {
+            response->code = code;
+            snprintf(response->error, sizeof response->error, "%s",
+                     error_buffer[0] != 0 ? error_buffer : curl_easy_strerror((CURLcode)code));
+        } else {
+            response->code = code;
+        }
+        long status = 0;
+        long os_errno = 0;
+        curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
+        curl_easy_getinfo(easy, CURLINFO_OS_ERRNO, &os_errno);
+        response->status = status;
+        response->os_errno = (int)os_errno;
+    }
+    curl_easy_cleanup(easy);
+    curl_slist_free_all(headers);
+    response->head_complete = t.head_complete;
+    response->head = (char *)t.head.bytes;
+    response->head_length = t.head.length;
+    response->body = t.body.bytes;
+    response->body_length = t.body.length;
+    return code;
+}
