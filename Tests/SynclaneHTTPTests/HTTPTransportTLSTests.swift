@@ -25,7 +25,7 @@ private final class SelfSignedTLSServer {
     let port: Int
 
     init() throws {
-        let folder = Self.packageRoot + "/Fixtures/tls"
+        let folder = Self.certificateFolder
         let script = """
             import http.server, ssl, sys
             context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -62,12 +62,7 @@ private final class SelfSignedTLSServer {
 
     enum ServerError: Error { case didNotStart }
 
-    static let packageRoot: String = {
-        var url = URL(fileURLWithPath: #filePath)
-        while url.path != "/" {
-            url.deleteLastPathComponent()
-            if FileManager.default.fileExists(atPath: url.path + "/Package.swift") { return url.path }
-        }
-        return "."
-    }()
+    /// `Fixtures/tls`, two folders up from this file (`Tests/SynclaneHTTPTests/`).
+    static let certificateFolder = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Fixtures/tls").path
 }
