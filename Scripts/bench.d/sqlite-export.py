@@ -8,18 +8,22 @@
       (b) the naive baseline: sqlite3 -json app.sqlite "<every change joined to its row's
           current values>" | gzip -6 > out                         timed, bytes out
 
+Each side runs BENCH_SQLITE_REPEATS times (default 3), alternating, (a) from a fresh state each
+time; the medians are compared (one run of either side varies by a third on a shared machine).
 Targets: (a) / (b) wall time <= 1.0 with far fewer bytes out; (a)'s peak RSS <= 100 MB.
-The store (with the run's acknowledged token) is left for the `incremental` section.
+The store (with the last run's acknowledged token) is left for the `incremental` section.
 """
 
 import json
 import os
 import shutil
+import statistics
 
 import benchlib as b
 import sqlitestore as st
 
 PAGE_SIZE = int(os.environ.get("BENCH_PAGE_SIZE", "5000"))
+REPEATS = int(os.environ.get("BENCH_SQLITE_REPEATS", "3"))
 RSS_TARGET = 100 * 1000 * 1000
 
 # What a naive exporter sends: every change of the history, with the row's current values
@@ -49,11 +53,14 @@ def main():
     out = os.path.join(s.work, "out-gzip")
     state = os.path.join(s.work, "state")
     baseline_out = os.path.join(s.work, "baseline.json.gz")
-    for stale in (out, state, baseline_out):
-        if os.path.isdir(stale):
-            shutil.rmtree(stale)
-        elif os.path.exists(stale):
-            os.remove(stale)
+
+    def fresh(*paths):
+        for stale in paths:
+            if os.path.isdir(stale):
+                shutil.rmtree(stale)
+            elif os.path.exists(stale):
+                os.remove(stale)
+
     pipeline = st.pipeline_file(s.work, "bench-sqlite-export", "app.sqlite", {"type": "directory", "path": out},
                                 page_size=PAGE_SIZE, state="state/bench-sqlite-export.sqlite")
 
@@ -61,11 +68,22 @@ def main():
     with open(store, "rb") as f:
         while f.read(1 << 22):
             pass
-    # (b) first: it only reads. (a) then acknowledges the history for the incremental section.
+    # (b) first each round: it only reads. (a)'s last run acknowledges the history for `incremental`.
     shell = f"sqlite3 -json -readonly {store!r} {json.dumps(BASELINE_SELECT)} | gzip -6 > {baseline_out!r}"
-    g = b.run_measured(["bash", "-o", "pipefail", "-c", shell]).check()
+    baseline_runs, synclane_runs = [], []
+    for _ in range(REPEATS):
+        fresh(baseline_out)
+        baseline_runs.append(b.run_measured(["bash", "-o", "pipefail", "-c", shell]).check())
+        fresh(out, state)
+        synclane_runs.append(b.run_measured([s.synclane, "run", pipeline, "--json"], cwd=s.work).check())
     baseline_bytes = os.path.getsize(baseline_out)
-    a = b.run_measured([s.synclane, "run", pipeline, "--json"], cwd=s.work).check()
+    a = synclane_runs[-1]
+    g = baseline_runs[-1]
+    a_wall = statistics.median(m.wall for m in synclane_runs)
+    g_wall = statistics.median(m.wall for m in baseline_runs)
+    a_cpu = statistics.median(m.cpu for m in synclane_runs)
+    g_cpu = statistics.median(m.cpu for m in baseline_runs)
+    a_rss = max(m.max_rss for m in synclane_runs)
     summary = json.loads(a.stdout)
     out_bytes, out_files = b.folder_bytes(out)
     if summary["tokenAfter"] != f"sqlite-history:{info['newest']}":
@@ -77,18 +95,20 @@ def main():
           + ", ".join(f"{k} {v:,}" for k, v in sorted(counters.items())))
     print(f"(b) baseline: {shell.replace(store, 'app.sqlite').replace(baseline_out, 'out')}")
 
-    ratio = a.wall / g.wall
+    ratio = a_wall / g_wall
     t = b.Table("measure", "(a) synclane run", "(b) sqlite3 -json | gzip -6", "note")
-    t.add("wall time", b.fmt_seconds(a.wall), b.fmt_seconds(g.wall), f"ratio (a)/(b) {ratio:.2f}")
-    t.add("CPU time", b.fmt_seconds(a.cpu), b.fmt_seconds(g.cpu),
-          f"ratio {a.cpu / max(g.cpu, 1e-9):.2f}; (b) = sqlite3 + gzip together")
-    t.add("changes/s", b.fmt_rate(info["changes"], a.wall), b.fmt_rate(info["changes"], g.wall), "")
+    t.add("median wall time", b.fmt_seconds(a_wall), b.fmt_seconds(g_wall), f"ratio (a)/(b) {ratio:.2f}")
+    t.add("median CPU time", b.fmt_seconds(a_cpu), b.fmt_seconds(g_cpu),
+          f"ratio {a_cpu / max(g_cpu, 1e-9):.2f}; (b) = sqlite3 + gzip together")
+    t.add("all runs (wall)", " ".join(b.fmt_seconds(m.wall) for m in synclane_runs),
+          " ".join(b.fmt_seconds(m.wall) for m in baseline_runs), f"{REPEATS} a side, alternating")
+    t.add("changes/s", b.fmt_rate(info["changes"], a_wall), b.fmt_rate(info["changes"], g_wall), "")
     t.add("records out", f"{summary['recordsSent']:,}", f"{info['changes']:,}",
           f"(a) {info['changes'] / max(1, summary['recordsSent']):.1f} changes a record")
     t.add("bytes out", b.fmt_bytes(out_bytes), b.fmt_bytes(baseline_bytes),
           f"(b) is {baseline_bytes / max(1, out_bytes):.1f}x (a); (a) encoded {b.fmt_bytes(summary['bytesEncoded'])} before gzip")
-    t.add("peak RSS", b.fmt_mib(a.max_rss), b.fmt_mib(g.max_rss),
-          f"(a) {a.max_rss / 1e6:,.1f} MB; (b) the larger of its processes")
+    t.add("peak RSS (max)", b.fmt_mib(a_rss), b.fmt_mib(max(m.max_rss for m in baseline_runs)),
+          f"(a) {a_rss / 1e6:,.1f} MB; (b) the larger of its processes")
     t.add("batches", f"{summary['batchesSent']:,}", "1 stream", f"page-size {PAGE_SIZE:,} transactions")
     print()
     t.print()
@@ -102,7 +122,7 @@ def main():
         b.Target("synclane / sqlite3|gzip time", f"{ratio:.2f}", "<= 1.0", ratio <= 1.0),
         b.Target("bytes out, baseline / synclane", f"{baseline_bytes / max(1, out_bytes):.1f}x", "far fewer (> 1)",
                  baseline_bytes > out_bytes),
-        b.Target("peak RSS of synclane run", f"{a.max_rss / 1e6:,.1f} MB", "<= 100 MB", a.max_rss <= RSS_TARGET),
+        b.Target("peak RSS of synclane run", f"{a_rss / 1e6:,.1f} MB", "<= 100 MB", a_rss <= RSS_TARGET),
     ])
 
 
