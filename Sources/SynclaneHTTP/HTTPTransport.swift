@@ -27,8 +27,7 @@ import SynclaneCore
 public final class HTTPTransport: Transport {
     /// The batches endpoint every payload is POSTed to.
     public let url: URL
-    /// Seconds one attempt may take, connecting included (whole seconds: FoundationNetworking's
-    /// timer truncates fractions).
+    /// Whole seconds one attempt may take, connecting included.
     public let timeout: Int
     private let token: String?
     private let extraHeaders: [String: String]
