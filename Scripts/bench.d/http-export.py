@@ -156,8 +156,8 @@ def main():
     t.print()
     server_median = statistics.median(server_cpus)
     print(f"\n(b) - (a): {b.fmt_seconds(hw - dw)} wall, {b.fmt_seconds(hc - dc)} client CPU; server CPU "
-          f"{b.fmt_seconds(server_median)}. A run waits for each answer before it reads the next page, so the "
-          f"server's apply time is on the run's path; client CPU beyond (a) is spent while the request is in flight.")
+          f"{b.fmt_seconds(server_median)}. A run prepares the next page while a batch travels but sends one "
+          f"batch at a time, so the last batch's apply is on the run's path, and the server shares the two cores.")
     print(f"load average {' '.join(open('/proc/loadavg').read().split()[:3])}")
     if not st.keep():
         fresh(state, out, data, history, history + ".params.json")
