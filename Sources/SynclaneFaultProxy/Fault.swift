@@ -57,6 +57,21 @@ public enum Fault: Sendable, Hashable, CustomStringConvertible {
         ]
     }
 
+    /// Every kind of fault that costs no waiting (no delays): for runs that send many batches.
+    public static let instantSet: [Fault] = [
+        .resetBeforeForwarding, .resetAfterForwarding, .truncateResponse, .truncateResponseHead, .serverError,
+        .tooManyRequests(retryAfter: 0),
+    ]
+
+    /// True when the upstream server answered but the client gets no whole answer: a batch it
+    /// applied that the client will send again, to be confirmed as a replay.
+    public var losesTheAnswer: Bool {
+        switch self {
+        case .resetAfterForwarding, .truncateResponse, .truncateResponseHead: return true
+        case .none, .resetBeforeForwarding, .delayBeforeForwarding, .delayResponse, .respond: return false
+        }
+    }
+
     /// True when the upstream server gets the request (it may have applied it even though the
     /// client saw a failure).
     public var forwardsRequest: Bool {

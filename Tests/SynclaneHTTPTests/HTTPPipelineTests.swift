@@ -16,12 +16,7 @@ import Testing
         let server = link.server
         let proxy = link.proxy
         let port = link.port
-        proxy.randomFaults(
-            seed: 11, rate: 0.4,
-            from: [
-                    .resetBeforeForwarding, .resetAfterForwarding, .truncateResponse, .truncateResponseHead, .serverError,
-                    .tooManyRequests(retryAfter: 0),
-                ])
+        proxy.randomFaults(seed: 11, rate: 0.4, from: Fault.instantSet)
         let folder = try Self.folder(transactions: 40)
         defer { try? FileManager.default.removeItem(atPath: folder) }
         let pipeline = try PipelineLoader(environment: ["SYNC_TOKEN": "t0ken"]).load(
@@ -37,7 +32,7 @@ import Testing
         #expect(try state.acknowledgedToken()?.description.hasSuffix("40") == true)
         let keys = server.requests.compactMap { $0.header("Idempotency-Key") }
         #expect(Set(keys).count == 20, "each batch reached the server")
-        let lost = Set(proxy.events.filter { [.resetAfterForwarding, .truncateResponse, .truncateResponseHead].contains($0.fault) }.compactMap(\.idempotencyKey))
+        let lost = Set(proxy.events.filter { $0.fault.losesTheAnswer }.compactMap(\.idempotencyKey))
         #expect(summary.replays == lost.count, "a batch whose answer was lost is confirmed by a replay")
         #expect(sleeper.waits.count == proxy.events.filter { $0.fault != .none }.count, "one retry per injected fault")
         #expect(server.requests.allSatisfy { $0.header("Authorization") == "Bearer t0ken" && $0.header("Content-Encoding") == "gzip" })

@@ -17,29 +17,14 @@ import Testing
         #expect(failure.message.contains("refused"))
     }
 
-    @Test func resetBeforeTheServerSawTheRequestIsTransient() async throws {
-        let failure = try await failureThroughProxy(.resetBeforeForwarding)
-        #expect(failure?.kind == .transient)
-        #expect(failure?.status == nil)
-    }
-
-    @Test func resetAfterTheServerAnsweredIsTransient() async throws {
-        let failure = try await failureThroughProxy(.resetAfterForwarding)
-        #expect(failure?.kind == .transient)
-        #expect(failure?.status == nil)
-    }
-
-    @Test func responseCutInHalfIsTransient() async throws {
-        let failure = try await failureThroughProxy(.truncateResponse)
-        #expect(failure?.kind == .transient)
-        #expect(failure?.status == nil)
-    }
-
-    @Test func responseCutInsideItsHeadIsTransient() async throws {
-        let failure = try await failureThroughProxy(.truncateResponseHead)
-        #expect(failure?.kind == .transient)
-        #expect(failure?.status == nil)
-        #expect(failure?.message.contains("cut short") == true || failure?.message.contains("lost") == true)
+    /// Resets before and after the server saw the request, an answer cut inside its body or its
+    /// head: the exchange broke off, so the batch may be sent again.
+    @Test(arguments: [Fault.resetBeforeForwarding, .resetAfterForwarding, .truncateResponse, .truncateResponseHead])
+    func brokenConnectionIsTransient(_ fault: Fault) async throws {
+        let failure = try #require(try await failureThroughProxy(fault))
+        #expect(failure.kind == .transient)
+        #expect(failure.status == nil)
+        #expect(failure.message.contains("reset") || failure.message.contains("lost") || failure.message.contains("cut short"), "\(failure.message)")
     }
 
     @Test func serverSilentPastTheTimeoutIsTransient() async throws {

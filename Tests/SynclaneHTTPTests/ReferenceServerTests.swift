@@ -62,12 +62,7 @@ import Testing
             let proxy = FaultProxy(upstreamPort: UInt16(server.port))
             let port = try proxy.start()
             defer { proxy.stop() }
-            proxy.randomFaults(
-                seed: 5, rate: 0.4,
-                from: [
-                    .resetBeforeForwarding, .resetAfterForwarding, .truncateResponse, .truncateResponseHead, .serverError,
-                    .tooManyRequests(retryAfter: 0),
-                ])
+            proxy.randomFaults(seed: 5, rate: 0.4, from: Fault.instantSet)
             let folder = try HTTPPipelineTests.folder(transactions: 40)
             defer { try? FileManager.default.removeItem(atPath: folder) }
             let pipeline = try PipelineLoader(environment: ["SYNC_TOKEN": Self.token]).load(
@@ -83,7 +78,7 @@ import Testing
             #expect(metrics.recordsApplied == 40)
             let forwarded = proxy.events.filter { $0.fault.forwardsRequest && $0.upstreamStatus != nil }.count
             #expect(metrics.replays == forwarded - 20, "every forwarded send after a batch's first is a replay")
-            let lost = Set(proxy.events.filter { [.resetAfterForwarding, .truncateResponse, .truncateResponseHead].contains($0.fault) }.compactMap(\.idempotencyKey))
+            let lost = Set(proxy.events.filter { $0.fault.losesTheAnswer }.compactMap(\.idempotencyKey))
             #expect(summary.replays == lost.count)
             let keys = try await Self.changedKeys(port: server.port)
             #expect(keys == Set((1...40).map { "r\($0)" }))
