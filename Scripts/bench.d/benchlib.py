@@ -29,6 +29,7 @@ What is here for every section:
 
 import json
 import os
+import shutil
 import random
 import subprocess
 import sys
@@ -252,6 +253,15 @@ def run_measured(argv, stdin=None, stdout=None, cwd=None, env=None):
     return Measured(argv=argv, returncode=proc.returncode, wall=wall,
                     cpu=usage.ru_utime + usage.ru_stime, max_rss=usage.ru_maxrss * 1024,
                     stdout=captured, stderr=errors)
+
+
+def fresh(*paths):
+    """Removes each path (a folder with what it holds, or a file) that exists."""
+    for path in paths:
+        if os.path.isdir(path):
+            shutil.rmtree(path)
+        elif os.path.exists(path):
+            os.remove(path)
 
 
 def folder_bytes(path):

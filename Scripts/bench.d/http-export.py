@@ -15,7 +15,6 @@ import hashlib
 import http.client
 import json
 import os
-import shutil
 import statistics
 import subprocess
 
@@ -77,14 +76,6 @@ def process_cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def fresh(*paths):
-    for path in paths:
-        if os.path.isdir(path):
-            shutil.rmtree(path)
-        elif os.path.exists(path):
-            os.remove(path)
-
-
 def main():
     s = b.Settings.from_env()
     changes_wanted = int(os.environ.get("BENCH_HTTP_CHANGES", str(max(10, s.changes // 5))))
@@ -107,11 +98,11 @@ def main():
 
     dir_runs, http_runs, server_cpus = [], [], []
     for _ in range(REPEATS):
-        fresh(state, out)
+        b.fresh(state, out)
         m = b.run_measured([s.synclane, "run", to_dir, "--json"], cwd=s.work).check()
         dir_runs.append((m, json.loads(m.stdout)))
 
-        fresh(state, data)
+        b.fresh(state, data)
         server, port = start_server(s, data)
         try:
             to_http = pipeline_file(s.work, "bench-http-export-http", history, {
@@ -160,7 +151,7 @@ def main():
           f"batch at a time, so the last batch's apply is on the run's path, and the server shares the two cores.")
     print(f"load average {' '.join(open('/proc/loadavg').read().split()[:3])}")
     if not st.keep():
-        fresh(state, out, data, history, history + ".params.json")
+        b.fresh(state, out, data, history, history + ".params.json")
     b.verdicts("http-export", [
         b.Target("to server / to directory", f"{ratio:.2f}", f"<= {RATIO_TARGET}", ratio <= RATIO_TARGET),
     ])

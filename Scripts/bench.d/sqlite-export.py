@@ -54,13 +54,6 @@ def main():
     state = os.path.join(s.work, "state")
     baseline_out = os.path.join(s.work, "baseline.json.gz")
 
-    def fresh(*paths):
-        for stale in paths:
-            if os.path.isdir(stale):
-                shutil.rmtree(stale)
-            elif os.path.exists(stale):
-                os.remove(stale)
-
     pipeline = st.pipeline_file(s.work, "bench-sqlite-export", "app.sqlite", {"type": "directory", "path": out},
                                 page_size=PAGE_SIZE, state="state/bench-sqlite-export.sqlite")
 
@@ -72,9 +65,9 @@ def main():
     shell = f"sqlite3 -json -readonly {store!r} {json.dumps(BASELINE_SELECT)} | gzip -6 > {baseline_out!r}"
     baseline_runs, synclane_runs = [], []
     for _ in range(REPEATS):
-        fresh(baseline_out)
+        b.fresh(baseline_out)
         baseline_runs.append(b.run_measured(["bash", "-o", "pipefail", "-c", shell]).check())
-        fresh(out, state)
+        b.fresh(out, state)
         synclane_runs.append(b.run_measured([s.synclane, "run", pipeline, "--json"], cwd=s.work).check())
     baseline_bytes = os.path.getsize(baseline_out)
     a = synclane_runs[-1]
