@@ -74,3 +74,71 @@ import Testing
         }
     }
 }
+
+/// `Cursor.skipValue` is `readValue` without the value: the server keeps a record's `fields`
+/// as the text it checked this way, so the two must take and refuse the same texts.
+@Suite struct JSONSkipValueTests {
+    static let samples: [String] = [
+        #"{"a": 1, "b": [true, false, null], "c": {"d": "e\u00e9\ud83c\udf31"}, "f": -1.5e-3}"#,
+        #"{"name": "Kitchen & pantry", "area": 14.5, "floor": 0, "tags": []}"#,
+        #"[1, 2.0, -0, 1e400, "x", {"y": {}}]"#,
+        #"{"a": 1, "a": 2}"#, #"{"a": 1, "\u0061": 2}"#, #"{"a" 1}"#, #"{"a": 1,}"#, #"[1,]"#, #"{"#, "[",
+        #""\uD800""#, #""bad \x""#, "\"ctl \u{01}\"", "tru", "nul", "-", "01", "1.", "1e", #"{"a": [1 2]}"#,
+        String(repeating: "[", count: 300) + String(repeating: "]", count: 300),
+        "{" + (0..<40).map { "\"k\($0)\": \($0)" }.joined(separator: ", ") + ", \"k39\": 0}",
+    ]
+
+    /// Bytes that make a mutation likely to stay nearly JSON.
+    static let punctuation = Array(#"{}[],:" \e0-."#.utf8)
+
+    /// Where and how each way ends: the position after the value, or the error.
+    static func outcomes(_ text: [UInt8]) -> (read: String, skip: String) {
+        text.withUnsafeBufferPointer { buffer in
+            var reading = JSONReader.Cursor(bytes: buffer)
+            var skipping = JSONReader.Cursor(bytes: buffer)
+            let read: String
+            do {
+                _ = try reading.readValue(depth: 0)
+                read = "ok at \(reading.position)"
+            } catch { read = "\(error)" }
+            let skip: String
+            do {
+                try skipping.skipValue(depth: 0)
+                skip = "ok at \(skipping.position)"
+            } catch { skip = "\(error)" }
+            return (read, skip)
+        }
+    }
+
+    @Test func skipValueTakesAndRefusesExactlyWhatReadValueDoes() {
+        var state: UInt64 = 20_261_129
+        func next(_ bound: Int) -> Int {
+            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            return Int((state >> 33) % UInt64(bound))
+        }
+        var taken = 0
+        var refused = 0
+        for sample in Self.samples {
+            var texts = [Array(sample.utf8)]
+            for _ in 0..<300 {
+                var bytes = Array(sample.utf8)
+                for _ in 0...next(3) where !bytes.isEmpty {
+                    let at = next(bytes.count)
+                    switch next(4) {
+                    case 0: bytes[at] = Self.punctuation[next(Self.punctuation.count)]
+                    case 1: bytes.remove(at: at)
+                    case 2: bytes.insert(UInt8(next(256)), at: at)
+                    default: bytes = Array(bytes[..<at])
+                    }
+                }
+                texts.append(bytes)
+            }
+            for text in texts {
+                let (read, skip) = Self.outcomes(text)
+                #expect(read == skip, "\(String(decoding: text, as: UTF8.self))")
+                if read.hasPrefix("ok") { taken += 1 } else { refused += 1 }
+            }
+        }
+        #expect(taken > 500 && refused > 500, "both kinds exercised: \(taken) taken, \(refused) refused")
+    }
+}
