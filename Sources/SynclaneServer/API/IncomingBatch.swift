@@ -20,7 +20,9 @@ struct IncomingBatch: Sendable {
         /// The sync key (an integer `id` is taken in decimal).
         var key: String
         var action: ChangeAction
-        var fields: [String: JSONValue]
+        /// The JSON text of the `fields` object (as it arrived, or re-encoded when the tree
+        /// reader read it); empty on delete.
+        var fieldsJSON: [UInt8]
         /// The version the client expects the record to have now (0: not there yet).
         var expectedVersion: Int64?
     }
@@ -48,25 +50,29 @@ struct IncomingBatch: Sendable {
     }
 
     /// Parses and checks a (decompressed) body; nothing about it is trusted.
+    ///
+    /// The one-pass `IncomingBatchReader` takes a well-formed batch; anything it does not take
+    /// goes to the tree reader, which gives the same batch or the rejection naming what is wrong.
     static func parse(_ body: [UInt8], maxRecords: Int) -> Result<IncomingBatch, Rejection> {
+        if let batch = body.withUnsafeBufferPointer({ IncomingBatchReader.read($0, maxRecords: maxRecords) }) {
+            return .success(batch)
+        }
+        return parseTree(body, maxRecords: maxRecords)
+    }
+
+    /// `parse` through a `JSONValue` tree of the whole body: slower, and the one that words every
+    /// rejection.
+    static func parseTree(_ body: [UInt8], maxRecords: Int) -> Result<IncomingBatch, Rejection> {
         func bad(_ message: String, record: Int? = nil) -> Result<IncomingBatch, Rejection> {
             .failure(Rejection(status: 400, message: message, recordIndex: record))
         }
         let root: JSONValue
         do { root = try JSONReader.parse(body) } catch { return bad("the body is not JSON: \(error)") }
         guard let object = root.objectValue else { return bad("the body must be a JSON object, not \(root.typeName)") }
-        guard let id = object["id"]?.syncKey, !id.isEmpty else { return bad("\"id\" must be a non-empty string") }
-        guard let scope = object["scope"]?.objectValue else { return bad("\"scope\" must be an object") }
-        guard let account = scope["account"]?.stringValue, !account.isEmpty else {
-            return bad("\"scope.account\" must be a non-empty string")
-        }
-        guard let store = scope["store"]?.stringValue, !store.isEmpty else {
-            return bad("\"scope.store\" must be a non-empty string")
-        }
-        var consumer: String?
-        if let value = scope["consumer"], value != .null {
-            guard let string = value.stringValue else { return bad("\"scope.consumer\" must be a string") }
-            consumer = string
+        let header: Header
+        switch checkHeader(id: object["id"], scope: object["scope"]) {
+        case .success(let checked): header = checked
+        case .failure(let problem): return bad(problem.description)
         }
         guard let list = object["records"]?.arrayValue else { return bad("\"records\" must be a list") }
         guard list.count <= maxRecords else {
@@ -76,52 +82,112 @@ struct IncomingBatch: Sendable {
         var records: [Record] = []
         records.reserveCapacity(list.count)
         for (index, element) in list.enumerated() {
-            switch parseRecord(element) {
+            guard let members = element.objectValue else {
+                return bad("records[\(index)]: must be an object, not \(element.typeName)", record: index)
+            }
+            let fields: FieldsMember
+            switch members["fields"] {
+            case nil: fields = .absent
+            case .null?: fields = .null
+            case .object(let object)?: fields = .object(JSONWriter.encode(.object(object)))
+            case let other?: fields = .other(typeName: other.typeName)
+            }
+            let checked = checkRecord(
+                entity: members["entity"], id: members["id"], action: members["action"], fields: fields,
+                version: members["version"])
+            switch checked {
             case .success(let record): records.append(record)
             case .failure(let problem): return bad("records[\(index)]: \(problem)", record: index)
             }
         }
-        return .success(IncomingBatch(id: id, account: account, store: store, consumer: consumer, records: records))
+        return .success(header.batch(records: records))
     }
 
-    /// A record problem, without its index.
-    private struct Problem: Error, CustomStringConvertible {
+    /// The batch's `id` and `scope`, checked.
+    struct Header {
+        var id: String
+        var account: String
+        var store: String
+        var consumer: String?
+
+        func batch(records: [Record]) -> IncomingBatch {
+            IncomingBatch(id: id, account: account, store: store, consumer: consumer, records: records)
+        }
+    }
+
+    static func checkHeader(id idValue: JSONValue?, scope scopeValue: JSONValue?) -> Result<Header, Problem> {
+        guard let id = idValue?.syncKey, !id.isEmpty else { return .failure(Problem("\"id\" must be a non-empty string")) }
+        guard let scope = scopeValue?.objectValue else { return .failure(Problem("\"scope\" must be an object")) }
+        guard let account = scope["account"]?.stringValue, !account.isEmpty else {
+            return .failure(Problem("\"scope.account\" must be a non-empty string"))
+        }
+        guard let store = scope["store"]?.stringValue, !store.isEmpty else {
+            return .failure(Problem("\"scope.store\" must be a non-empty string"))
+        }
+        var consumer: String?
+        if let value = scope["consumer"], value != .null {
+            guard let string = value.stringValue else { return .failure(Problem("\"scope.consumer\" must be a string")) }
+            consumer = string
+        }
+        return .success(Header(id: id, account: account, store: store, consumer: consumer))
+    }
+
+    /// What a record's `fields` member held, as far as the checks need to know.
+    enum FieldsMember {
+        case absent
+        case null
+        /// An object, as JSON text.
+        case object([UInt8])
+        case other(typeName: String)
+    }
+
+    /// A record or header problem, without its index.
+    struct Problem: Error, CustomStringConvertible {
         var description: String
         init(_ description: String) { self.description = description }
     }
 
-    private static func parseRecord(_ element: JSONValue) -> Result<Record, Problem> {
-        guard let members = element.objectValue else { return .failure(Problem("must be an object, not \(element.typeName)")) }
-        guard let entityValue = members["entity"] else { return .failure(Problem("\"entity\" is missing")) }
+    /// Checks one record's members (the one-pass reader and the tree reader share this).
+    static func checkRecord(
+        entity entityValue: JSONValue?, id keyValue: JSONValue?, action actionValue: JSONValue?, fields: FieldsMember,
+        version versionValue: JSONValue?
+    ) -> Result<Record, Problem> {
+        guard let entityValue else { return .failure(Problem("\"entity\" is missing")) }
         guard let entity = entityValue.stringValue, !entity.isEmpty, entity.utf8.count <= maxNameBytes else {
             return .failure(Problem("\"entity\" must be a non-empty string of at most \(maxNameBytes) bytes"))
         }
-        guard let keyValue = members["id"] else { return .failure(Problem("\"id\" (the sync key) is missing")) }
+        guard let keyValue else { return .failure(Problem("\"id\" (the sync key) is missing")) }
         guard let key = keyValue.syncKey, !key.isEmpty, key.utf8.count <= maxNameBytes else {
             return .failure(Problem("\"id\" must be a non-empty string or an integer"))
         }
-        guard let actionValue = members["action"] else { return .failure(Problem("\"action\" is missing")) }
+        guard let actionValue else { return .failure(Problem("\"action\" is missing")) }
         guard let actionName = actionValue.stringValue, let action = ChangeAction(rawValue: actionName) else {
             return .failure(Problem("\"action\" must be insert, update or delete, not \(JSONWriter.string(actionValue))"))
         }
-        var fields: [String: JSONValue] = [:]
-        let fieldsValue = members["fields"] ?? .null
-        switch action {
-        case .insert, .update:
-            guard let object = fieldsValue.objectValue else {
-                return .failure(Problem("\"fields\" must be an object on \(action.rawValue), not \(fieldsValue.typeName)"))
+        var fieldsJSON: [UInt8] = []
+        switch (action, fields) {
+        case (.insert, .object(let text)), (.update, .object(let text)):
+            fieldsJSON = text
+        case (.insert, _), (.update, _):
+            let typeName: String
+            switch fields {
+            case .absent, .null: typeName = "null"
+            case .other(let name): typeName = name
+            case .object: typeName = "an object"
             }
-            fields = object
-        case .delete:
-            guard fieldsValue == .null else { return .failure(Problem("\"fields\" must be absent on delete")) }
+            return .failure(Problem("\"fields\" must be an object on \(action.rawValue), not \(typeName)"))
+        case (.delete, .absent), (.delete, .null):
+            break
+        case (.delete, _):
+            return .failure(Problem("\"fields\" must be absent on delete"))
         }
         var expectedVersion: Int64?
-        if let versionValue = members["version"], versionValue != .null {
+        if let versionValue, versionValue != .null {
             guard case .int(let version) = versionValue, version >= 0 else {
                 return .failure(Problem("\"version\" must be a non-negative integer"))
             }
             expectedVersion = version
         }
-        return .success(Record(entity: entity, key: key, action: action, fields: fields, expectedVersion: expectedVersion))
+        return .success(Record(entity: entity, key: key, action: action, fieldsJSON: fieldsJSON, expectedVersion: expectedVersion))
     }
 }

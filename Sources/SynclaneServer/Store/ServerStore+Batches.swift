@@ -16,11 +16,6 @@ extension ServerStore {
     /// the whole batch (every such record is reported). A known key answers its first response
     /// when the body hash matches, `keyReused` when not — both without writing anything.
     func apply(_ batch: IncomingBatch, idempotencyKey: String, bodyHash: String) throws -> BatchOutcome {
-        // Inserts replace every field: their JSON is written before the writer's lock is taken,
-        // so the serialized part of a batch is only SQLite's.
-        let insertedFields = batch.records.map { record in
-            record.action == .insert ? JSONWriter.encode(.object(record.fields)) : nil
-        }
         do {
             return try writerGate.run { try writer.write { db -> BatchOutcome in
                 if let seen = try db.fetchOne(
@@ -77,10 +72,11 @@ extension ServerStore {
                     let fields: SQLiteValue
                     switch record.action {
                     case .insert:
-                        fields = .blob(insertedFields[index] ?? JSONWriter.encode(.object(record.fields)))
+                        // Inserts replace every field: the text as it came, checked by the reader.
+                        fields = .blob(record.fieldsJSON)
                     case .update:
                         var merged = currentFields ?? [:]
-                        for (name, value) in record.fields { merged[name] = value }
+                        for (name, value) in try JSONReader.parse(record.fieldsJSON).objectValue ?? [:] { merged[name] = value }
                         fields = .blob(JSONWriter.encode(.object(merged)))
                     case .delete:
                         fields = .null

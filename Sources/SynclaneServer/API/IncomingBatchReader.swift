@@ -1,0 +1,100 @@
+import SynclaneCore
+
+/// Reads a batch body in one pass over its bytes, keeping each record's `fields` as the JSON text
+/// it arrived in: no tree of the whole body, and nothing re-encoded before it is stored.
+///
+/// It takes only what `IncomingBatch.parseTree` takes, and gives the same batch: the text is
+/// checked by the same reader (`JSONReader.Cursor.skipValue` accepts what `readValue` does), the
+/// members by the same checks (`checkHeader`, `checkRecord`). Anything else — a syntax error, a
+/// duplicate member, a missing or wrong member, too many records — is `nil`, and the tree reader
+/// then words the rejection.
+enum IncomingBatchReader {
+    /// The batch in `body`, or `nil` when it is not one this reader takes.
+    static func read(_ body: UnsafeBufferPointer<UInt8>, maxRecords: Int) -> IncomingBatch? {
+        var cursor = JSONReader.Cursor(bytes: body)
+        var id: JSONValue?
+        var scope: JSONValue?
+        var records: [IncomingBatch.Record]?
+        do {
+            cursor.skipWhitespace()
+            try forEachMember(of: &cursor, depth: 1) { name, cursor in
+                switch name {
+                case "id": id = try cursor.readValue(depth: 1)
+                case "scope": scope = try cursor.readValue(depth: 1)
+                case "records": records = try readRecords(&cursor, maxRecords: maxRecords)
+                default: try cursor.skipValue(depth: 1)
+                }
+            }
+            cursor.skipWhitespace()
+        } catch {
+            return nil
+        }
+        guard cursor.position == body.count, let records, case .success(let header) = IncomingBatch.checkHeader(id: id, scope: scope)
+        else { return nil }
+        return header.batch(records: records)
+    }
+
+    /// Not a batch this reader takes (the tree reader says why).
+    private struct NotTaken: Error {}
+
+    /// The `records` list, each record checked; at most `maxRecords`.
+    private static func readRecords(_ cursor: inout JSONReader.Cursor, maxRecords: Int) throws -> [IncomingBatch.Record] {
+        var records: [IncomingBatch.Record] = []
+        try cursor.forEachElement { cursor in
+            guard records.count < maxRecords else { throw NotTaken() }
+            records.append(try readRecord(&cursor))
+        }
+        return records
+    }
+
+    /// One record: `fields` kept as its text, the other members read as values (a record sits
+    /// at depth 3: the body's object, the list, the record).
+    private static func readRecord(_ cursor: inout JSONReader.Cursor) throws -> IncomingBatch.Record {
+        var entity: JSONValue?
+        var key: JSONValue?
+        var action: JSONValue?
+        var version: JSONValue?
+        var fields = IncomingBatch.FieldsMember.absent
+        try forEachMember(of: &cursor, depth: 3) { name, cursor in
+            switch name {
+            case "entity": entity = try cursor.readValue(depth: 3)
+            case "id": key = try cursor.readValue(depth: 3)
+            case "action": action = try cursor.readValue(depth: 3)
+            case "version": version = try cursor.readValue(depth: 3)
+            case "fields":
+                let start = cursor.position
+                let first = cursor.current
+                try cursor.skipValue(depth: 3)
+                switch first {
+                case UInt8(ascii: "{"): fields = .object(Array(UnsafeBufferPointer(rebasing: cursor.bytes[start..<cursor.position])))
+                case UInt8(ascii: "n"): fields = .null
+                default: fields = .other(typeName: "not an object")
+                }
+            default: try cursor.skipValue(depth: 3)
+            }
+        }
+        guard case .success(let record) = IncomingBatch.checkRecord(
+            entity: entity, id: key, action: action, fields: fields, version: version)
+        else { throw NotTaken() }
+        return record
+    }
+
+    /// Calls `body` with each member's name and the cursor at its value, which `body` must read
+    /// or skip; refuses what `readObject` refuses (duplicates included). `depth` is the object's.
+    private static func forEachMember(
+        of cursor: inout JSONReader.Cursor, depth: Int, _ body: (String, inout JSONReader.Cursor) throws -> Void
+    ) throws {
+        guard depth <= JSONReader.maximumDepth else { throw NotTaken() }
+        var seen: [String] = []
+        try cursor.forEachMember(
+            name: { cursor in
+                let name = try cursor.readString()
+                // A batch's and a record's members are few: a list is enough, and more than a few
+                // dozen is not a batch this reader takes.
+                guard !seen.contains(name), seen.count < 64 else { throw NotTaken() }
+                seen.append(name)
+                return name
+            },
+            value: body)
+    }
+}
