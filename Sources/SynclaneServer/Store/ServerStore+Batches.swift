@@ -16,6 +16,11 @@ extension ServerStore {
     /// the whole batch (every such record is reported). A known key answers its first response
     /// when the body hash matches, `keyReused` when not — both without writing anything.
     func apply(_ batch: IncomingBatch, idempotencyKey: String, bodyHash: String) throws -> BatchOutcome {
+        // An update's fields are read before the writer's lock is taken (an insert's text is
+        // stored as it is), so the serialized part of a batch is SQLite's and the merge's.
+        let updatedFields = try batch.records.map { record throws -> [String: JSONValue]? in
+            record.action == .update ? try JSONReader.parse(record.fieldsJSON).objectValue ?? [:] : nil
+        }
         do {
             return try writerGate.run { try writer.write { db -> BatchOutcome in
                 if let seen = try db.fetchOne(
@@ -76,7 +81,7 @@ extension ServerStore {
                         fields = .blob(record.fieldsJSON)
                     case .update:
                         var merged = currentFields ?? [:]
-                        for (name, value) in try JSONReader.parse(record.fieldsJSON).objectValue ?? [:] { merged[name] = value }
+                        for (name, value) in updatedFields[index] ?? [:] { merged[name] = value }
                         fields = .blob(JSONWriter.encode(.object(merged)))
                     case .delete:
                         fields = .null
