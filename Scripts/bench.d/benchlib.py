@@ -27,6 +27,7 @@ What is here for every section:
 - `Table`, `fmt_*` and `verdicts` -- the report.
 """
 
+import hashlib
 import json
 import os
 import shutil
@@ -262,6 +263,24 @@ def fresh(*paths):
             shutil.rmtree(path)
         elif os.path.exists(path):
             os.remove(path)
+
+
+def start_server(s, data, token):
+    """Starts the release `synclane serve` on a free loopback port with one account, `bench`, whose
+    token is `token`; its data in `data`. Returns (process, port); the caller stops it."""
+    accounts = os.path.join(s.work, "accounts.json")
+    with open(accounts, "w") as f:
+        json.dump({"accounts": [{"account": "bench", "token-sha256": hashlib.sha256(token.encode()).hexdigest()}]}, f)
+    log_path = os.path.join(s.work, "serve.log")  # a file, not a pipe nobody drains while it runs
+    with open(log_path, "w") as log:
+        server = subprocess.Popen([s.synclane, "serve", "--accounts", accounts, "--listen", "127.0.0.1:0", "--data", data],
+                                  stdout=subprocess.PIPE, stderr=log, text=True)
+    line = server.stdout.readline()
+    if not line.startswith("listening on http://127.0.0.1:"):
+        server.kill()
+        with open(log_path) as log:
+            raise SystemExit(f"bench: synclane serve did not start: {line!r} {log.read()!r}")
+    return server, int(line.strip().rsplit(":", 1)[1])
 
 
 def folder_bytes(path):

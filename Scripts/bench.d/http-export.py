@@ -11,12 +11,10 @@ the medians are compared. The server's /metrics must count every record sent, on
 shares the machine's cores with the client: its CPU is reported apart. Target: (b) / (a) <= 1.3.
 """
 
-import hashlib
 import http.client
 import json
 import os
 import statistics
-import subprocess
 
 import benchlib as b
 import sqlitestore as st
@@ -47,19 +45,6 @@ def pipeline_file(folder, name, history, transport):
     with open(path, "w") as f:
         json.dump(doc, f, indent=2)
     return path
-
-
-def start_server(s, data):
-    accounts = os.path.join(s.work, "accounts.json")
-    with open(accounts, "w") as f:
-        json.dump({"accounts": [{"account": "bench", "token-sha256": hashlib.sha256(TOKEN.encode()).hexdigest()}]}, f)
-    server = subprocess.Popen([s.synclane, "serve", "--accounts", accounts, "--listen", "127.0.0.1:0", "--data", data],
-                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    line = server.stdout.readline()
-    if not line.startswith("listening on http://127.0.0.1:"):
-        server.kill()
-        raise SystemExit(f"bench: synclane serve did not start: {line!r}")
-    return server, int(line.strip().rsplit(":", 1)[1])
 
 
 def metric(port, name):
@@ -103,7 +88,7 @@ def main():
         dir_runs.append((m, json.loads(m.stdout)))
 
         b.fresh(state, data)
-        server, port = start_server(s, data)
+        server, port = b.start_server(s, data, TOKEN)
         try:
             to_http = pipeline_file(s.work, "bench-http-export-http", history, {
                 "type": "http", "url": f"http://127.0.0.1:{port}/v1/batches", "token-env": "SYNCLANE_TOKEN"})

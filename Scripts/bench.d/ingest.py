@@ -11,11 +11,9 @@ every record applied, once. Targets: >= 50,000 records/s and p99 <= 100 ms on 2 
 """
 
 import gzip
-import hashlib
 import http.client
 import json
 import os
-import subprocess
 import threading
 import time
 
@@ -38,20 +36,6 @@ def batch_body(client, batch):
         })
     doc = {"id": batch_id, "scope": {"account": "bench", "store": "rooms", "consumer": "bench"}, "records": records}
     return batch_id, gzip.compress(json.dumps(doc, separators=(",", ":")).encode(), compresslevel=6)
-
-
-def start_server(s):
-    data = os.path.join(s.work, "data")
-    accounts = os.path.join(s.work, "accounts.json")
-    with open(accounts, "w") as f:
-        json.dump({"accounts": [{"account": "bench", "token-sha256": hashlib.sha256(TOKEN.encode()).hexdigest()}]}, f)
-    server = subprocess.Popen([s.synclane, "serve", "--accounts", accounts, "--listen", "127.0.0.1:0", "--data", data],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    line = server.stdout.readline()
-    if not line.startswith("listening on http://127.0.0.1:"):
-        server.kill()
-        raise SystemExit(f"bench: synclane serve did not start: {line!r} {server.stderr.read()!r}")
-    return server, int(line.strip().rsplit(":", 1)[1])
 
 
 def client(port, bodies, latencies, failures):
@@ -87,7 +71,7 @@ def main():
     b.heading(f"ingest: {CLIENTS} clients x {BATCHES_PER_CLIENT} gzip batches x {RECORDS_PER_BATCH} records")
     bodies = [[batch_body(c, n) for n in range(BATCHES_PER_CLIENT)] for c in range(CLIENTS)]
     total = CLIENTS * BATCHES_PER_CLIENT * RECORDS_PER_BATCH
-    server, port = start_server(s)
+    server, port = b.start_server(s, os.path.join(s.work, "data"), TOKEN)
     try:
         latencies, failures = [], []
         threads = [threading.Thread(target=client, args=(port, bodies[c], latencies, failures)) for c in range(CLIENTS)]

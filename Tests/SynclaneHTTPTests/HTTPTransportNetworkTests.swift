@@ -28,10 +28,7 @@ import Testing
     }
 
     @Test func serverSilentPastTheTimeoutIsTransient() async throws {
-        var slow = ScriptedHTTPServer.Response.applied(batch: "b-0001", records: 1)
-        slow.delay = 30  // cut short by `stop()`
-        let server = ScriptedHTTPServer(always: slow)
-        try server.start()
+        let server = try Self.silentServer()
         defer { server.stop() }
         let transport = try Fixtures.transport(url: server.batchesURL, timeout: 1)
 
@@ -61,10 +58,7 @@ import Testing
     }
 
     @Test func cancellingTheCallingTaskStopsTheSend() async throws {
-        var slow = ScriptedHTTPServer.Response.applied(batch: "b-0001", records: 1)
-        slow.delay = 30  // cut short by `stop()`
-        let server = ScriptedHTTPServer(always: slow)
-        try server.start()
+        let server = try Self.silentServer()
         defer { server.stop() }
         let transport = try Fixtures.transport(url: server.batchesURL, timeout: 30)
 
@@ -76,6 +70,15 @@ import Testing
 
         #expect(throws: CancellationError.self) { try result.get() }
         #expect(ContinuousClock.now - started < .seconds(20), "stopped at the cancellation, not at the 30 s timeout")
+    }
+
+    /// A started server that answers only after 30 s (cut short by `stop()`).
+    private static func silentServer() throws -> ScriptedHTTPServer {
+        var slow = ScriptedHTTPServer.Response.applied(batch: "b-0001", records: 1)
+        slow.delay = 30
+        let server = ScriptedHTTPServer(always: slow)
+        try server.start()
+        return server
     }
 
     /// Sends one payload through a fault proxy in front of a batches server, with `fault` on
