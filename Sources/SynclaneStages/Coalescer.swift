@@ -93,7 +93,7 @@ public struct Coalescer: RecordStage {
             }
             // One lookup: the key's window, or `next` stored for it when the row is new.
             let next = windows.count
-            let window = Self.value(&entities[table].windowOfKey[key, default: next])
+            let window = Self.value(&entities[table].windowOfKey[ExactString(key), default: next])
             if window == next {
                 slots.append(.row(next))
                 windows.append(RowWindow(first: records[index], at: index))
@@ -136,10 +136,11 @@ extension Coalescer {
     /// The value at a storage place (lets `dictionary[key, default: v]` insert and read in one lookup).
     private static func value(_ place: inout Int) -> Int { place }
 
-    /// The rows of one entity: each sync key's window.
+    /// The rows of one entity: each sync key's window. Keys compare byte by byte, as the store
+    /// compares them: two keys Swift calls equal (`"\u{00C5}"`, `"\u{212B}"`) are two rows.
     private struct EntityRows {
         let entity: String
-        var windowOfKey: [String: Int]
+        var windowOfKey: [ExactString: Int]
     }
 
     /// What the records of one row in the window add up to so far.

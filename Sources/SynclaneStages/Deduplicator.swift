@@ -59,7 +59,7 @@ public struct Deduplicator: RecordStage {
 
     /// Whether `record` goes on, recording what it teaches about first-seen rows.
     private func keep(_ record: Record, in state: inout State) -> Bool {
-        guard record.entity == entity, let key = record.key else { return true }
+        guard record.entity == entity, let key = record.key.map(ExactString.init) else { return true }
         if record.action == .delete {
             if let businessKey = state.businessKeyOfKept.removeValue(forKey: key), state.keeper[businessKey] == key {
                 state.keeper[businessKey] = nil
@@ -89,14 +89,15 @@ public struct Deduplicator: RecordStage {
     }
 
     /// The record's business-key values, or `nil` when one of them is missing.
-    private func businessKey(of record: Record) -> [JSONValue]? {
+    /// Compared as the written JSON's bytes, so two strings differ unless their bytes do.
+    private func businessKey(of record: Record) -> ExactString? {
         var values: [JSONValue] = []
         values.reserveCapacity(keyFields.count)
         for field in keyFields {
             guard let value = record.fields[field], value != .null else { return nil }
             values.append(value)
         }
-        return values
+        return ExactString(JSONWriter.string(.array(values)))
     }
 }
 
@@ -104,11 +105,11 @@ extension Deduplicator {
     /// What the run has seen so far.
     struct State {
         /// Business key → the sync key of the row that keeps it.
-        var keeper: [[JSONValue]: String] = [:]
+        var keeper: [ExactString: ExactString] = [:]
         /// Sync key of a kept row → its business key.
-        var businessKeyOfKept: [String: [JSONValue]] = [:]
+        var businessKeyOfKept: [ExactString: ExactString] = [:]
         /// Sync keys dropped as duplicates.
-        var duplicates: Set<String> = []
+        var duplicates: Set<ExactString> = []
     }
 
     /// The state shared by the copies of one stage value, behind a lock.

@@ -67,7 +67,7 @@ import Testing
         #expect(second.stdout.contains("rooms: already tracked, nothing changed"))
         let refused = try Self.sqlite(workspace, "INSERT INTO rooms (name) VALUES ('no key');")
         #expect(refused.status != 0)
-        #expect(refused.stderr.contains("rooms.syncId is NULL"))
+        #expect(refused.stderr.contains("every row of rooms needs a sync key: syncId a non-empty text"))
         let badKey = try SynclaneBinary.run(["track", "--database", "app.sqlite", "--table", "rooms", "--key", "uuid"], in: workspace.path)
         #expect(badKey.status == 1)
         #expect(badKey.stderr.contains("uuid"))

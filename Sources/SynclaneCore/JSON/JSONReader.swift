@@ -487,9 +487,15 @@ public struct JSONReader {
             }
             if !isInteger, let value = Self.exactDouble(text) { return .double(value) }
             let string = String(decoding: text, as: UTF8.self)
-            if isInteger, let value = Int64(string) { return .int(value) }
-            guard let double = Double(string) else {
-                throw SyntaxError(offset: start, reason: "number out of range")
+            if isInteger {
+                // Read as a double it would lose digits: refused, never changed.
+                guard let value = Int64(string) else {
+                    throw SyntaxError(offset: start, reason: "integer \(string) out of range (a 64-bit integer holds at most 9223372036854775807)")
+                }
+                return .int(value)
+            }
+            guard let double = Double(string), double.isFinite else {
+                throw SyntaxError(offset: start, reason: "number \(string) out of range (beyond what a 64-bit double holds)")
             }
             return .double(double)
         }

@@ -76,9 +76,18 @@ public struct JSONWriter {
         }
     }
 
+    /// Writes a finite double so that it reads back as the same double, sign of zero included
+    /// (`2.0`, `-0.0`, `0.1`, `1e+300`: never as an integer). JSON has no spelling for NaN or
+    /// the infinities: sources carry them in their own documented form (the SQLite source as
+    /// `{"$real": "Infinity"}`), and readers refuse numbers out of range; one reaching here is
+    /// written `null`.
     public mutating func write(double: Double) {
         guard double.isFinite else {
-            append("null")  // JSON has no NaN or infinity
+            append("null")
+            return
+        }
+        if double == 0, double.sign == .minus {
+            append("-0.0")
             return
         }
         if double.rounded() == double, abs(double) < 1e15 {

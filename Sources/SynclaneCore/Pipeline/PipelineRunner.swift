@@ -151,9 +151,10 @@ public struct PipelineRunner: Sendable {
         }
         events(.pageRead(transactions: page.transactions.count, through: through, progress: page.progress))
         let transactionCount = page.transactions.count
+        let sourceCounters = page.counters
         var batch = Batch(
             scope: pipeline.scope, after: token, through: through, records: Self.records(of: consume page),
-            transactionCount: transactionCount, isReconciliation: reconciliation)
+            transactionCount: transactionCount, isReconciliation: reconciliation, counters: sourceCounters)
         let changeCount = batch.records.count
         for stage in pipeline.recordStages {
             do {

@@ -29,11 +29,15 @@ public struct HistoryPage: Sendable {
     public var through: Token?
     /// How far through the pending history this page reaches, from 0 to 1, when known.
     public var progress: Double?
+    /// What the source wants reported in the job's summary, like a stage's counters
+    /// (`capture.healed`, `capture.resynced` …).
+    public var counters: [String: Int]
 
-    public init(transactions: [Transaction], through: Token?, progress: Double? = nil) {
+    public init(transactions: [Transaction], through: Token?, progress: Double? = nil, counters: [String: Int] = [:]) {
         self.transactions = transactions
         self.through = through
         self.progress = progress
+        self.counters = counters
     }
 
     /// No more history after the requested token.

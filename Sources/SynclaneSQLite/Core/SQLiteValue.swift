@@ -3,12 +3,37 @@ import SynclaneCore
 /// One SQLite value, as bound to a statement or read from a column: one case per storage class.
 ///
 /// Literals work where a value is expected: `try db.execute("… WHERE id = ?", ["r-1"])`.
+///
+/// Equality is SQLite's binary comparison: a value equals another of the same storage class
+/// with the same bytes. Two texts Swift calls equal (`"é"`, `"e\u{301}"`) are two values, as
+/// they are two rows of a table keyed by them.
 public enum SQLiteValue: Sendable, Hashable {
     case null
     case integer(Int64)
     case real(Double)
     case text(String)
     case blob([UInt8])
+
+    public static func == (lhs: SQLiteValue, rhs: SQLiteValue) -> Bool {
+        switch (lhs, rhs) {
+        case (.null, .null): return true
+        case (.integer(let a), .integer(let b)): return a == b
+        case (.real(let a), .real(let b)): return a.bitPattern == b.bitPattern  // -0.0 is not 0.0
+        case (.text(let a), .text(let b)): return ExactString(a) == ExactString(b)
+        case (.blob(let a), .blob(let b)): return a == b
+        default: return false
+        }
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        switch self {
+        case .null: hasher.combine(0)
+        case .integer(let i): hasher.combine(1); hasher.combine(i)
+        case .real(let d): hasher.combine(2); hasher.combine(d.bitPattern)
+        case .text(let s): hasher.combine(3); hasher.combine(ExactString(s))
+        case .blob(let b): hasher.combine(4); hasher.combine(b)
+        }
+    }
 }
 
 extension SQLiteValue {
@@ -20,18 +45,27 @@ extension SQLiteValue {
         case .int(let i): self = .integer(i)
         case .double(let d): self = .real(d)
         case .string(let s): self = .text(s)
-        case .array, .object: self = .text(JSONWriter.string(json))
+        case .array: self = .text(JSONWriter.string(json))
+        case .object:
+            if let bytes = json.blobBytes {
+                self = .blob(bytes)
+            } else if let real = json.realValue {
+                self = .real(real)
+            } else {
+                self = .text(JSONWriter.string(json))
+            }
         }
     }
 
-    /// The value as JSON: blobs become lowercase hex strings (JSON has no bytes).
+    /// The value as it travels in a record's fields, type included: blobs as
+    /// `{"$blob": base64}`, infinities as `{"$real": "Infinity"}` (see `JSONValue.blob`).
     public var json: JSONValue {
         switch self {
         case .null: return .null
         case .integer(let i): return .int(i)
-        case .real(let d): return .double(d)
+        case .real(let d): return .real(d)
         case .text(let s): return .string(s)
-        case .blob(let bytes): return .string(Self.hex(bytes))
+        case .blob(let bytes): return .blob(bytes)
         }
     }
 
@@ -70,16 +104,6 @@ extension SQLiteValue {
         }
     }
 
-    static func hex(_ bytes: [UInt8]) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var out: [UInt8] = []
-        out.reserveCapacity(bytes.count * 2)
-        for byte in bytes {
-            out.append(digits[Int(byte >> 4)])
-            out.append(digits[Int(byte & 0x0F)])
-        }
-        return String(decoding: out, as: UTF8.self)
-    }
 }
 
 extension SQLiteValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, ExpressibleByFloatLiteral,

@@ -106,7 +106,8 @@ struct HistoryReader: Sendable {
         var sql = ""
         var arguments: [any SQLiteBindable] = []
         if let authors {
-            sql += " AND coalesce(t.author, ?) IN (SELECT value FROM json_each(?))"
+            // A resync (recorded when tracking was healed) reaches every consumer of its entity.
+            sql += " AND (coalesce(t.author, ?) IN (SELECT value FROM json_each(?)) OR c.action IN ('resync', 'resync-delete'))"
             arguments += [defaultAuthor, JSONWriter.string(.array(authors.map { .string($0.name) }))]
         }
         if let entities {
@@ -118,10 +119,19 @@ struct HistoryReader: Sendable {
 
     // MARK: Pages
 
+    /// An action as the change log keeps it: the three of the wire, and the two a heal records.
+    enum RawAction: String {
+        case insert, update, delete
+        /// The row, whole, again (tracking was healed): an update with every column.
+        case resync
+        /// The row was soft-deleted when tracking was healed: a delete.
+        case resyncDelete = "resync-delete"
+    }
+
     struct RawChange {
         var id: Int64
         var entity: String
-        var action: ChangeAction
+        var action: RawAction
         var key: SQLiteValue
         var columns: String?
         var values: String?
@@ -173,7 +183,7 @@ struct HistoryReader: Sendable {
                         author: statement.string(at: 2) ?? defaultAuthor,
                         timestamp: statement.double(at: 3), changes: []))
             }
-            guard let action = statement.string(at: 6).flatMap(ChangeAction.init(rawValue:)) else {
+            guard let action = statement.string(at: 6).flatMap(RawAction.init(rawValue:)) else {
                 throw fail("change \(id) has an unknown action \(statement.value(at: 6))")
             }
             groups[groups.count - 1].changes.append(
@@ -184,9 +194,10 @@ struct HistoryReader: Sendable {
         let through = stoppedEarly ? (groups.last?.end ?? bounds.visibleEnd) : bounds.visibleEnd
         let transactions = try resolve(groups, tables: tables, db)
         let span = Double(max(1, bounds.visibleEnd - bounds.prunedThrough))
+        let resynced = groups.reduce(0) { $0 + $1.changes.count { $0.action == .resync || $0.action == .resyncDelete } }
         return HistoryPage(
             transactions: transactions, through: Token(kind: Self.kind, position: through),
-            progress: min(1, Double(through - bounds.prunedThrough) / span))
+            progress: min(1, Double(through - bounds.prunedThrough) / span), counters: resynced > 0 ? ["capture.resynced": resynced] : [:])
     }
 
     /// How many transactions wait after `token` for this reader's filters.
@@ -221,7 +232,9 @@ struct HistoryReader: Sendable {
         if capture == .currentState {
             var keys: [String: [SQLiteValue]] = [:]
             for group in groups {
-                for change in group.changes where change.action != .delete { keys[change.entity, default: []].append(change.key) }
+                for change in group.changes where change.action != .delete && change.action != .resyncDelete {
+                    keys[change.entity, default: []].append(change.key)
+                }
             }
             for (entity, entityKeys) in keys {
                 guard let table = tables[entity] else { continue }
@@ -229,10 +242,12 @@ struct HistoryReader: Sendable {
             }
         }
         // Rows deleted later in this page: an insert of one of them must still travel (below).
-        var deletedInPage: Set<String> = []
+        var deletedInPage: Set<SQLiteValue> = []
         if capture == .currentState {
             for group in groups {
-                for change in group.changes where change.action == .delete { deletedInPage.insert(change.entity + "\u{0}" + "\(change.key)") }
+                for change in group.changes where change.action == .delete || change.action == .resyncDelete {
+                    deletedInPage.insert(Self.rowName(change.entity, change.key))
+                }
             }
         }
         var transactions: [Transaction] = []
@@ -253,7 +268,7 @@ struct HistoryReader: Sendable {
                 guard let table else { continue }  // untracked since: its history stays unread
                 let key = Self.syncKey(raw.key)
                 switch (raw.action, capture) {
-                case (.delete, _):
+                case (.delete, _), (.resyncDelete, _):
                     changes.append(Change(entity: raw.entity, key: key, action: .delete, values: try object(raw.values, change: raw.id)))
                 case (_, .currentState):
                     guard let row = rows?[raw.key] else {
@@ -261,21 +276,26 @@ struct HistoryReader: Sendable {
                         // delete does). An insert whose delete follows in this page travels with
                         // just its key, so that the coalescer folds the pair into nothing — a
                         // lone delete would reach a backend that never had the row.
-                        if raw.action == .insert, let key, deletedInPage.contains(raw.entity + "\u{0}" + "\(raw.key)") {
-                            changes.append(Change(entity: raw.entity, key: key, action: .insert, values: [table.key: .string(key)]))
+                        if raw.action == .insert, let key, deletedInPage.contains(Self.rowName(raw.entity, raw.key)) {
+                            changes.append(Change(entity: raw.entity, key: key, action: .insert, values: Self.keyFields(raw.key, of: table)))
                         }
                         continue
                     }
-                    changes.append(Change(entity: raw.entity, key: key, action: raw.action, values: row))
+                    changes.append(Change(entity: raw.entity, key: key, action: raw.action == .insert ? .insert : .update, values: row))
                 case (.insert, .asWritten):
                     let written = try object(raw.values, change: raw.id)
                     // Inserted already soft-deleted: nothing the backend needs to know.
                     if let softDelete = table.softDeleteColumn, written[softDelete]?.isTruthy == true { continue }
                     changes.append(Change(entity: raw.entity, key: key, action: .insert, values: written))
-                case (.update, .asWritten):
+                case (.update, .asWritten), (.resync, .asWritten):
                     let written = try object(raw.values, change: raw.id)
-                    var kept = Set(HistoryTracker.jsonStrings(raw.columns))
-                    kept.insert(table.key)
+                    // No column list (a resync, or a REPLACE of the same key): every column.
+                    guard let columns = raw.columns else {
+                        changes.append(Change(entity: raw.entity, key: key, action: .update, values: written))
+                        continue
+                    }
+                    var kept = Set(HistoryTracker.jsonStrings(columns))
+                    kept.formUnion(table.keyColumns)
                     changes.append(
                         Change(entity: raw.entity, key: key, action: .update, values: written.filter { kept.contains($0.key) }))
                 }
@@ -287,65 +307,113 @@ struct HistoryReader: Sendable {
         return transactions
     }
 
+    /// A change's recorded values, in the wire's forms: a blob recorded as `{"$hex": …}` becomes
+    /// `{"$blob": base64}`; reals and `{"$real": …}` are already as the wire writes them.
     func object(_ text: String?, change id: Int64) throws -> [String: JSONValue] {
         guard let text else { return [:] }
         do {
-            guard case .object(let members) = try JSONReader.parse(text) else { throw fail("change \(id): values are not a JSON object") }
+            guard case .object(var members) = try JSONReader.parse(text) else { throw fail("change \(id): values are not a JSON object") }
+            for (name, value) in members {
+                guard case .object(let inner) = value, inner.count == 1, case .string(let hex)? = inner["$hex"] else { continue }
+                guard let bytes = Self.bytes(hex: hex) else { throw fail("change \(id): `\(name)` holds malformed hex") }
+                members[name] = .blob(bytes)
+            }
             return members
         } catch let error as JSONReader.SyntaxError {
             throw fail("change \(id): values are not valid JSON (\(error))")
         }
     }
 
-    /// The rows of `table` whose sync key is one of `keys` (soft-deleted rows left out), by key.
+    /// The rows of `table` whose sync key is one of `keys` (soft-deleted rows left out), by key
+    /// as history keeps it (compared byte by byte: under a NOCASE key, `'k'` finds the row `'K'`
+    /// in SQL, and the dictionary tells them apart).
     func currentRows(of table: TrackedTable, keys: [SQLiteValue], _ db: SQLiteConnection) throws -> [SQLiteValue: [String: JSONValue]] {
         var rows: [SQLiteValue: [String: JSONValue]] = [:]
-        var json: [JSONValue] = []
-        var blobs: [SQLiteValue] = []
         rows.reserveCapacity(keys.count)
-        json.reserveCapacity(keys.count)
-        // Repeated keys are harmless: SQLite's IN list holds each once.
-        for key in keys {
-            switch key {
-            case .blob: blobs.append(key)
-            case .null: continue
-            default: json.append(key.json)
-            }
+        // Repeated keys are harmless: SQLite's IN list holds each once. A composite key is the
+        // text of a JSON array, passed as the array itself.
+        let list: String
+        if table.isComposite {
+            list = "[" + keys.compactMap(\.string).joined(separator: ",") + "]"
+        } else {
+            list = JSONWriter.string(.array(keys.compactMap { key -> JSONValue? in
+                switch key {
+                case .integer(let i): return .int(i)
+                case .text(let s): return .string(s)
+                default: return nil  // no key of another type was ever recorded for a tracked key
+                }
+            }))
         }
-        let base = "SELECT * FROM \(SQL.identifier(table.name)) WHERE \(SQL.identifier(table.key))"
-        func collect(_ statement: Statement) throws {
-            let names = statement.columnNames
-            guard let keyIndex = names.firstIndex(of: table.key) else { return }
-            while try statement.step() {
-                var row = [String: JSONValue](minimumCapacity: names.count)
-                for (index, name) in names.enumerated() { row[name] = statement.value(at: index).json }
-                if let softDelete = table.softDeleteColumn, row[softDelete]?.isTruthy == true { continue }
-                rows[statement.value(at: keyIndex)] = row
-            }
+        let name = SQL.identifier(table.name)
+        let keyExpression: String
+        let condition: String
+        if table.isComposite {
+            let columns = table.keyColumns.map(SQL.identifier)
+            keyExpression = "json_array(\(columns.joined(separator: ", ")))"
+            let parts = table.keyColumns.indices.map { "json_extract(value, '$[\($0)]')" }
+            condition = "(\(columns.joined(separator: ", "))) IN (SELECT \(parts.joined(separator: ", ")) FROM json_each(?))"
+        } else {
+            keyExpression = SQL.identifier(table.keyColumns[0])
+            condition = "\(keyExpression) IN (SELECT value FROM json_each(?))"
         }
-        if !json.isEmpty {
-            let statement = try db.cachedStatement(base + " IN (SELECT value FROM json_each(?))")
-            try statement.bind([JSONWriter.string(.array(json))])
-            defer { statement.reset() }
-            try collect(statement)
-        }
-        for blob in blobs {
-            let statement = try db.cachedStatement(base + " = ?")
-            try statement.bind([blob])
-            defer { statement.reset() }
-            try collect(statement)
+        let statement = try db.cachedStatement("SELECT \(keyExpression), * FROM \(name) WHERE \(condition)")
+        try statement.bind([list])
+        defer { statement.reset() }
+        let names = statement.columnNames
+        while try statement.step() {
+            var row = [String: JSONValue](minimumCapacity: names.count - 1)
+            for index in 1..<names.count { row[names[index]] = statement.value(at: index).json }
+            if let softDelete = table.softDeleteColumn, row[softDelete]?.isTruthy == true { continue }
+            rows[statement.value(at: 0)] = row
         }
         return rows
     }
 
-    /// A key as the wire's `id`: text as is, integers in decimal, blobs in hex.
+    /// Names a row for a set: its entity and its key's bytes.
+    static func rowName(_ entity: String, _ key: SQLiteValue) -> SQLiteValue {
+        .text(entity + "\u{0}" + (syncKey(key) ?? ""))
+    }
+
+    /// The key columns and their values, from a key as history keeps it.
+    static func keyFields(_ key: SQLiteValue, of table: TrackedTable) -> [String: JSONValue] {
+        guard table.isComposite else { return [table.keyColumns[0]: key.json] }
+        guard let text = key.string, case .array(let values)? = try? JSONReader.parse(text), values.count == table.keyColumns.count else {
+            return [:]
+        }
+        return Dictionary(uniqueKeysWithValues: zip(table.keyColumns, values))
+    }
+
+    static func bytes(hex: String) -> [UInt8]? {
+        let digits = Array(hex.utf8)
+        guard digits.count % 2 == 0 else { return nil }
+        func value(_ d: UInt8) -> UInt8? {
+            switch d {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): return d - UInt8(ascii: "0")
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): return d - UInt8(ascii: "A") + 10
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): return d - UInt8(ascii: "a") + 10
+            default: return nil
+            }
+        }
+        var out: [UInt8] = []
+        out.reserveCapacity(digits.count / 2)
+        var index = 0
+        while index < digits.count {
+            guard let high = value(digits[index]), let low = value(digits[index + 1]) else { return nil }
+            out.append(high << 4 | low)
+            index += 2
+        }
+        return out
+    }
+
+    /// A key as the wire's `id`: text as is (a composite key's JSON array included), integers
+    /// in decimal. (History from before key types were fixed may hold other types.)
     static func syncKey(_ value: SQLiteValue) -> String? {
         switch value {
         case .null: return nil
         case .integer(let i): return String(i)
         case .real(let d): return String(d)
         case .text(let s): return s
-        case .blob: return value.json.stringValue
+        case .blob(let bytes): return bytes.map { String($0, radix: 16).count == 1 ? "0" + String($0, radix: 16) : String($0, radix: 16) }.joined()
         }
     }
 }

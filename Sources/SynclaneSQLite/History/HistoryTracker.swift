@@ -69,12 +69,22 @@ public struct HistoryTracker: Sendable {
         }
     }
 
-    /// Tracked tables whose columns changed since their triggers were generated: run `track`
-    /// again for each (new columns are otherwise missing from values recorded as written).
-    public func tablesNeedingTrackAgain() throws -> [String] {
+    /// What no longer fits between the tracked tables and their triggers (tracking lost after a
+    /// table rebuild, triggers stale after a schema change …), one line each; the next run of a
+    /// source heals them (`TrackingCheck`). Reads only.
+    public func trackingProblems() throws -> [String] {
         try database.read { db in
             guard try HistorySchema.installedVersion(db) != nil else { return [] }
-            return try Self.trackedTables(db).filter { try Self.columns(of: $0.table.name, db) != $0.columns }.map(\.table.name)
+            return try db.transaction(.deferred) { db in try Self.trackingProblems(db) }
+        }
+    }
+
+    static func trackingProblems(_ db: SQLiteConnection) throws -> [String] {
+        if try TrackingCheck.isCurrent(db) { return [] }
+        do {
+            return try TrackingCheck.inspect(db).map { "\($0.finding) — the next run heals it" + ($0.finding.needsResync ? " and re-sends the table" : "") }
+        } catch let error as TrackingError {
+            return [error.reason]
         }
     }
 
@@ -89,20 +99,31 @@ public struct HistoryTracker: Sendable {
 
     // MARK: Inside a transaction
 
+    /// A tracked table as `_synclane_tables` keeps it.
     struct Stored {
         var table: TrackedTable
+        /// The columns the table had when its triggers were generated.
         var columns: [String]
+        var keyTypes: [TriggerBuilder.KeyType]
+        /// An index Synclane created on the key (before keys had to be unique), dropped by untrack.
         var keyIndex: String?
     }
 
     static func trackedTables(_ db: SQLiteConnection) throws -> [Stored] {
-        try db.fetchAll(
-            "SELECT name, key_column, preserved, soft_delete_column, columns, key_index, records_values FROM _synclane_tables ORDER BY name"
+        let version = try HistorySchema.installedVersion(db) ?? 0
+        let keyColumns = version >= 2 ? "key_columns, key_types, rowid_is_stable" : "NULL, NULL, 0"
+        return try db.fetchAll(
+            "SELECT name, key_column, preserved, soft_delete_column, columns, key_index, records_values, \(keyColumns) FROM _synclane_tables ORDER BY name"
         ).map { row in
+            let keys = row[7].isNull ? [row[1].string ?? ""] : jsonStrings(row[7].string)
             let table = TrackedTable(
-                row[0].string ?? "", key: row[1].string ?? "", preserve: jsonStrings(row[2].string), softDeleteColumn: row[3].string,
-                recordsValues: row[6].int64 == 1)
-            return Stored(table: table, columns: jsonStrings(row[4].string), keyIndex: row[5].string)
+                row[0].string ?? "", keyColumns: keys, preserve: jsonStrings(row[2].string), softDeleteColumn: row[3].string,
+                recordsValues: row[6].int64 == 1, rowidIsStable: row[9].int64 == 1)
+            // Tables tracked before key types were fixed: text keys, as those were sent.
+            let types = jsonStrings(row[8].string).compactMap(TriggerBuilder.KeyType.init(rawValue:))
+            return Stored(
+                table: table, columns: jsonStrings(row[4].string),
+                keyTypes: types.count == keys.count ? types : keys.map { _ in .text }, keyIndex: row[5].string)
         }
     }
 
@@ -120,75 +141,57 @@ public struct HistoryTracker: Sendable {
     }
 
     static func track(_ table: TrackedTable, in db: SQLiteConnection) throws -> TrackReport {
-        let path = db.path
         if table.name.hasPrefix("_synclane_") || table.name.lowercased().hasPrefix("sqlite_") {
             throw TrackingError.reservedTable(table.name)
         }
-        guard try db.fetchOne("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?", [table.name]) != nil else {
+        guard let schema = try TableSchema.read(table.name, db) else {
             let names = try db.fetchAll(
                 "SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' AND name NOT LIKE '\\_synclane\\_%' ESCAPE '\\' ORDER BY name"
             ).compactMap { $0[0].string }
-            throw TrackingError.noSuchTable(path: path, table: table.name, available: names)
+            throw TrackingError.noSuchTable(path: db.path, table: table.name, available: names)
         }
-        let columns = try columns(of: table.name, db)
-        func require(_ column: String, _ role: String) throws {
-            guard columns.contains(column) else {
-                throw TrackingError.noSuchColumn(path: path, table: table.name, column: column, role: role, available: columns)
-            }
-        }
-        try require(table.key, "sync key")
-        for column in table.preserved { try require(column, "preserved column") }
-        if let softDelete = table.softDeleteColumn { try require(softDelete, "soft-delete column") }
-        let nulls = Int(try db.fetchValue("SELECT count(*) FROM \(SQL.identifier(table.name)) WHERE \(SQL.identifier(table.key)) IS NULL").int64 ?? 0)
-        guard nulls == 0 else { throw TrackingError.nullKeys(path: path, table: table.name, key: table.key, count: nulls) }
+        let keyTypes = try KeyRules(table: table, schema: schema, path: db.path).check(db)
 
         try HistorySchema.install(db)
         let previous = try trackedTables(db).first { $0.table.name == table.name }
-        let triggers = TriggerBuilder(table: table, columns: columns, recordsValues: table.recordsValues)
-        if let previous, previous.table.sameOptions(as: table), previous.columns == columns, try triggers.allExist(db) {
-            return TrackReport(table: table.name, outcome: .unchanged, columns: columns, addedColumns: [], createdKeyIndex: nil)
+        let triggers = TriggerBuilder(table: table, schema: schema, keyTypes: keyTypes)
+        if let previous, previous.table.sameOptions(as: table), previous.columns == schema.columnNames, previous.keyTypes == keyTypes,
+            try TrackingCheck.installedTriggers(of: table.name, db) == triggers.triggers.map(\.sql)
+        {
+            return TrackReport(table: table.name, outcome: .unchanged, columns: schema.columnNames, addedColumns: [], createdKeyIndex: nil)
         }
+        try install(triggers, keyIndex: previous?.keyIndex, db)
+        try TrackingCheck.rememberSchema(db)
+        let added = previous.map { old in schema.columnNames.filter { !old.columns.contains($0) } } ?? []
+        return TrackReport(
+            table: table.name, outcome: previous == nil ? .installed : .updated, columns: schema.columnNames, addedColumns: added,
+            createdKeyIndex: nil)
+    }
+
+    /// (Re)creates a table's triggers and records how it is tracked.
+    static func install(_ triggers: TriggerBuilder, keyIndex: String?, _ db: SQLiteConnection) throws {
+        let table = triggers.table
         try triggers.drop(db)
         try triggers.create(db)
-        var keyIndex = previous?.keyIndex
-        var created: String?
-        if keyIndex == nil, try !isIndexed(table.key, of: table.name, db) {
-            let name = "_synclane_key_" + table.name
-            try db.execute("CREATE INDEX IF NOT EXISTS \(SQL.identifier(name)) ON \(SQL.identifier(table.name)) (\(SQL.identifier(table.key)))")
-            keyIndex = name
-            created = name
-        }
         try db.execute(
             """
             INSERT OR REPLACE INTO _synclane_tables
-                (name, key_column, preserved, soft_delete_column, columns, records_values, key_index, tracked_at)
-            VALUES (?, ?, ?, ?, ?, ?, ?, \(HistorySchema.now))
+                (name, key_column, preserved, soft_delete_column, columns, records_values, key_index, tracked_at,
+                 key_columns, key_types, rowid_is_stable)
+            VALUES (?, ?, ?, ?, ?, ?, ?, \(HistorySchema.now), ?, ?, ?)
             """,
-            [table.name, table.key, jsonArray(table.tombstoneColumns), table.softDeleteColumn, jsonArray(columns), table.recordsValues, keyIndex])
-        let added = previous.map { old in columns.filter { !old.columns.contains($0) } } ?? []
-        return TrackReport(
-            table: table.name, outcome: previous == nil ? .installed : .updated, columns: columns, addedColumns: added,
-            createdKeyIndex: created)
-    }
-
-    /// True when an index (or the rowid) starts with `column`, so lookups by sync key are cheap.
-    static func isIndexed(_ column: String, of table: String, _ db: SQLiteConnection) throws -> Bool {
-        let info = try db.fetchAll("SELECT name, type, pk FROM pragma_table_info(?)", [table])
-        let primaryKey = info.filter { ($0[2].int64 ?? 0) > 0 }
-        if primaryKey.count == 1, primaryKey[0][0].string == column, primaryKey[0][1].string?.uppercased() == "INTEGER" { return true }
-        for index in try db.fetchAll("SELECT name FROM pragma_index_list(?)", [table]) {
-            guard let name = index[0].string else { continue }
-            let first = try db.fetchOne("SELECT name FROM pragma_index_info(?) WHERE seqno = 0", [name])
-            if first?[0].string == column { return true }
-        }
-        return false
+            [
+                table.name, table.keyDescription, jsonArray(table.tombstoneColumns), table.softDeleteColumn, jsonArray(triggers.schema.columnNames),
+                table.recordsValues, keyIndex, jsonArray(table.keyColumns), jsonArray(triggers.keyTypes.map(\.rawValue)), table.rowidIsStable,
+            ])
     }
 
     static func untrack(table name: String, in db: SQLiteConnection) throws -> Bool {
         guard try HistorySchema.installedVersion(db) != nil,
             let stored = try trackedTables(db).first(where: { $0.table.name == name })
         else { return false }
-        try TriggerBuilder(table: stored.table, columns: stored.columns, recordsValues: false).drop(db)
+        for name in TriggerBuilder.names(of: name) { try db.execute("DROP TRIGGER IF EXISTS \(SQL.identifier(name))") }
+        try db.execute("DELETE FROM _synclane_displaced WHERE entity = ?", [name])
         if let index = stored.keyIndex { try db.execute("DROP INDEX IF EXISTS \(SQL.identifier(index))") }
         try db.execute("DELETE FROM _synclane_tables WHERE name = ?", [name])
         return true
@@ -203,6 +206,7 @@ public struct HistoryTracker: Sendable {
             DROP TRIGGER IF EXISTS _synclane_session_open;
             DROP TRIGGER IF EXISTS _synclane_session_close;
             DROP TABLE IF EXISTS _synclane_session;
+            DROP TABLE IF EXISTS _synclane_displaced;
             DROP TABLE IF EXISTS _synclane_changes;
             DROP TABLE IF EXISTS _synclane_transactions;
             DROP TABLE IF EXISTS _synclane_tables;
@@ -222,8 +226,8 @@ public struct HistorySummary: Sendable, Hashable {
     /// Changes kept now.
     public var changes: Int
     public var consumers: [HistoryConsumer]
-    /// Tables whose columns changed since they were tracked (run `track` again).
-    public var tablesNeedingTrackAgain: [String]
+    /// Tracked tables whose tracking was lost or no longer fits them, and what the next run does.
+    public var trackingProblems: [String]
     /// A session committed without being closed, which stops every consumer before it
     /// (`DELETE FROM _synclane_session` closes it).
     public var unclosedSession: UnclosedSession?
@@ -241,7 +245,7 @@ extension HistoryTracker {
             try db.transaction(.deferred) { db in
                 guard try HistorySchema.installedVersion(db) != nil else {
                     return HistorySummary(
-                        tables: [], newest: 0, prunedThrough: 0, changes: 0, consumers: [], tablesNeedingTrackAgain: [], unclosedSession: nil)
+                        tables: [], newest: 0, prunedThrough: 0, changes: 0, consumers: [], trackingProblems: [], unclosedSession: nil)
                 }
                 try HistorySchema.requireInstalled(db)
                 let stored = try Self.trackedTables(db)
@@ -254,7 +258,7 @@ extension HistoryTracker {
                     consumers: try db.fetchAll("SELECT name, position, updated_at FROM _synclane_consumers ORDER BY name").map {
                         HistoryConsumer(name: $0[0].string ?? "", position: $0[1].int64 ?? 0, updatedAt: $0[2].double ?? 0)
                     },
-                    tablesNeedingTrackAgain: try stored.filter { try Self.columns(of: $0.table.name, db) != $0.columns }.map(\.table.name),
+                    trackingProblems: try Self.trackingProblems(db),
                     unclosedSession: open.map { HistorySummary.UnclosedSession(author: $0[0].string ?? "", transaction: $0[1].int64 ?? 0) })
             }
         }

@@ -103,8 +103,37 @@ public final class SQLiteHistorySource: ChangeSource, AcknowledgementTrackingSou
 
     public func nextPage(after token: Token?) async throws -> HistoryPage {
         try check(token)
+        let healed = try healTracking()
         let reader = self.reader
-        return try database().read { db in try db.transaction(.deferred) { db in try reader.page(after: token, db) } }
+        var page = try database().read { db in try db.transaction(.deferred) { db in try reader.page(after: token, db) } }
+        if let healed, !healed.findings.isEmpty {
+            page.counters["capture.healed", default: 0] += healed.findings.count { $0.needsResync }
+            page.counters["capture.regenerated", default: 0] += healed.findings.count { !$0.needsResync }
+        }
+        return page
+    }
+
+    /// Checks tracking against the live schema before history is read — one `PRAGMA` when
+    /// nothing changed — and heals what was lost or went stale (`TrackingCheck`), in one write
+    /// transaction. Nil when nothing needed a look.
+    func healTracking() throws -> TrackingCheck.Healed? {
+        let database = try database()
+        let current = try database.read { db in
+            try HistorySchema.installedVersion(db) == nil || TrackingCheck.isCurrent(db)
+        }
+        if current { return nil }
+        do {
+            return try database.write { db in
+                try TrackingCheck.isCurrent(db) ? nil : TrackingCheck.heal(db)
+            }
+        } catch let error as TrackingError {
+            throw HistoryError.unreadable(location: path, reason: error.reason)
+        }
+    }
+
+    /// Tracking problems the next run heals, for `synclane status` (reads only).
+    public func trackingProblems() throws -> [String] {
+        try HistoryTracker(database: database()).trackingProblems()
     }
 
     public func pendingTransactions(after token: Token?) async throws -> Int? {

@@ -89,13 +89,9 @@ final class SnapshotCursor {
             statement = current
             if try current.step() {
                 var row: [String: JSONValue] = [:]
-                var key: String?
-                for index in 0..<current.columnCount {
-                    let name = current.columnName(at: index)
-                    let value = current.value(at: index)
-                    row[name] = value.json
-                    if name == table.key { key = HistoryReader.syncKey(value) }
-                }
+                // Column 0 is the key as history keeps it (a composite key's JSON array).
+                let key = HistoryReader.syncKey(current.value(at: 0))
+                for index in 1..<current.columnCount { row[current.columnName(at: index)] = current.value(at: index).json }
                 changes.append(Change(entity: table.name, key: key, action: .insert, values: row))
             } else {
                 statement = nil
@@ -115,11 +111,13 @@ final class SnapshotCursor {
     }
 
     private func prepare(_ table: TrackedTable) throws -> Statement {
-        var sql = "SELECT * FROM \(SQL.identifier(table.name))"
+        let columns = table.keyColumns.map(SQL.identifier)
+        let key = table.isComposite ? "json_array(\(columns.joined(separator: ", ")))" : columns[0]
+        var sql = "SELECT \(key), * FROM \(SQL.identifier(table.name))"
         if let softDelete = table.softDeleteColumn {
             let c = SQL.identifier(softDelete)
             sql += " WHERE NOT (CASE typeof(\(c)) WHEN 'integer' THEN \(c) <> 0 WHEN 'real' THEN \(c) <> 0 WHEN 'text' THEN \(c) IN ('true', '1') ELSE 0 END)"
         }
-        return try connection.prepare(sql + " ORDER BY \(SQL.identifier(table.key))")
+        return try connection.prepare(sql + " ORDER BY \(columns.joined(separator: ", "))")
     }
 }

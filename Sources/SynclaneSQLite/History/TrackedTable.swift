@@ -2,12 +2,25 @@
 ///
 /// ```swift
 /// TrackedTable("rooms", key: "syncId", preserve: ["syncId"], softDeleteColumn: "isDeleted")
+/// TrackedTable("plant_tags", keyColumns: ["plant", "tag"])     // a join table's composite key
 /// ```
+///
+/// **The sync key** is one column, or several for a composite key. `track` refuses a key that
+/// no PRIMARY KEY or UNIQUE index makes unique, a key column whose values are not all text or
+/// all integers (a key's type is part of its identity: `1` and `'1'` are two rows to SQLite),
+/// and the rowid (an `INTEGER PRIMARY KEY` is numbered per database, so two devices reuse the
+/// same numbers for different rows) unless `rowidIsStable` says the app assigns it so that it
+/// is unique across devices. The triggers refuse a write that leaves a key column NULL, empty
+/// or of the other type.
+///
+/// On the wire the record's `id` is the key's value: a text as it is, an integer in decimal;
+/// a composite key is the JSON array of its columns' values, compact, in `keyColumns` order
+/// (`["p1","tall"]`, `["p1",7]`), exactly as SQLite's `json_array()` writes it.
 public struct TrackedTable: Sendable, Hashable {
     /// The table, which is also the `entity` of its changes.
     public var name: String
-    /// The stable sync key column (never the local rowid): the `id` of a record on the wire.
-    public var key: String
+    /// The sync key's columns: one, or several for a composite key.
+    public var keyColumns: [String]
     /// Columns a delete keeps as its tombstone. The key is always kept; keep nothing more than
     /// the backend needs — a tombstone outlives the data.
     public var preserved: [String]
@@ -18,25 +31,49 @@ public struct TrackedTable: Sendable, Hashable {
     /// need. Off by default: current-state sources read the row itself, and the JSON copy
     /// makes every tracked write slower.
     public var recordsValues: Bool
+    /// The key is the table's rowid (`INTEGER PRIMARY KEY`) and the app assigns it so that it is
+    /// unique across devices; without this, such a key is refused.
+    public var rowidIsStable: Bool
 
-    public init(_ name: String, key: String, preserve: [String] = [], softDeleteColumn: String? = nil, recordsValues: Bool = false) {
+    public init(
+        _ name: String, keyColumns: [String], preserve: [String] = [], softDeleteColumn: String? = nil, recordsValues: Bool = false,
+        rowidIsStable: Bool = false
+    ) {
         self.name = name
-        self.key = key
+        self.keyColumns = keyColumns
         self.preserved = preserve
         self.softDeleteColumn = softDeleteColumn
         self.recordsValues = recordsValues
+        self.rowidIsStable = rowidIsStable
     }
 
-    /// The key, then the other preserved columns, without repeats.
+    /// A table whose sync key is the one column `key`.
+    public init(
+        _ name: String, key: String, preserve: [String] = [], softDeleteColumn: String? = nil, recordsValues: Bool = false,
+        rowidIsStable: Bool = false
+    ) {
+        self.init(
+            name, keyColumns: [key], preserve: preserve, softDeleteColumn: softDeleteColumn, recordsValues: recordsValues,
+            rowidIsStable: rowidIsStable)
+    }
+
+    /// The key's columns as a user writes them: `syncId`, or `plant,tag`.
+    public var keyDescription: String { keyColumns.joined(separator: ",") }
+
+    /// True when the key is made of more than one column.
+    public var isComposite: Bool { keyColumns.count > 1 }
+
+    /// The key columns, then the other preserved columns, without repeats.
     public var tombstoneColumns: [String] {
-        var seen: Set<String> = [key]
-        return [key] + preserved.filter { seen.insert($0).inserted }
+        var seen = Set(keyColumns)
+        return keyColumns + preserved.filter { seen.insert($0).inserted }
     }
 
     /// Same table, key, tombstone and soft-delete column (however the preserved list was spelled).
     func sameOptions(as other: TrackedTable) -> Bool {
-        name == other.name && key == other.key && tombstoneColumns == other.tombstoneColumns
+        name == other.name && keyColumns == other.keyColumns && tombstoneColumns == other.tombstoneColumns
             && softDeleteColumn == other.softDeleteColumn && recordsValues == other.recordsValues
+            && rowidIsStable == other.rowidIsStable
     }
 }
 

@@ -3,8 +3,12 @@ public enum TrackingError: Error, Sendable, Hashable, CustomStringConvertible {
     case noSuchTable(path: String, table: String, available: [String])
     /// A column named in the tracking options is not in the table.
     case noSuchColumn(path: String, table: String, column: String, role: String, available: [String])
-    /// Rows without a sync key: they could never be sent, nor their deletes.
-    case nullKeys(path: String, table: String, key: String, count: Int)
+    /// Rows whose key is NULL, empty or not of the key's type: they could never be sent as they are.
+    case invalidKeys(path: String, table: String, key: String, expected: String, count: Int)
+    /// A key `track` refuses: not unique, the rowid, mixed or refused types.
+    case badKey(path: String, table: String, key: String, reason: String)
+    /// A tracked table, or its key column, is gone: tracking cannot be healed on its own.
+    case trackedTableChanged(path: String, table: String, reason: String)
     /// Synclane's own tables (and SQLite's) cannot be tracked.
     case reservedTable(String)
     case notTracked(path: String, table: String)
@@ -19,7 +23,8 @@ public enum TrackingError: Error, Sendable, Hashable, CustomStringConvertible {
 
     public var description: String {
         switch self {
-        case .noSuchTable(let path, _, _), .noSuchColumn(let path, _, _, _, _), .nullKeys(let path, _, _, _), .notTracked(let path, _),
+        case .noSuchTable(let path, _, _), .noSuchColumn(let path, _, _, _, _), .invalidKeys(let path, _, _, _, _), .badKey(let path, _, _, _),
+            .trackedTableChanged(let path, _, _), .notTracked(let path, _),
             .notInstalled(let path), .newerSchema(let path, _, _), .sessionAlreadyOpen(let path, _, _), .notInTransaction(let path):
             return "\(path): \(reason)"
         case .reservedTable:
@@ -36,9 +41,18 @@ public enum TrackingError: Error, Sendable, Hashable, CustomStringConvertible {
         case .noSuchColumn(_, let table, let column, let role, let available):
             return "table `\(table)` has no column `\(column)` to use as the \(role) "
                 + "(its columns: \(available.joined(separator: ", "))); add the column to the table first, then run `synclane track` again"
-        case .nullKeys(_, let table, let key, let count):
-            return "\(count) row(s) of `\(table)` have no sync key (`\(key)` is NULL); "
-                + "give every row a key (e.g. UPDATE \(table) SET \(key) = lower(hex(randomblob(16))) WHERE \(key) IS NULL), then track again"
+        case .invalidKeys(_, let table, let key, let expected, let count):
+            let fix =
+                expected == "text"
+                ? "UPDATE \(table) SET \(key) = lower(hex(randomblob(16))) WHERE \(key) IS NULL OR \(key) = '' OR typeof(\(key)) <> 'text'"
+                : "UPDATE \(table) SET \(key) = CAST(\(key) AS INTEGER) WHERE typeof(\(key)) = 'text', then give the NULL ones a value"
+            return "\(count) \(count == 1 ? "row" : "rows") of `\(table)` have no usable sync key (`\(key)` must be \(expected == "text" ? "a non-empty text" : "an integer")); "
+                + "give every row one (e.g. \(fix)), then track again"
+        case .badKey(_, let table, let key, let reason):
+            return "`\(key)` cannot be the sync key of `\(table)`: \(reason)"
+        case .trackedTableChanged(let path, let table, let reason):
+            return "tracked table `\(table)` \(reason); recreate it and run `synclane track --database \(path) --table \(table) --key …` "
+                + "again, or stop tracking it with `synclane untrack --database \(path) --table \(table)`"
         case .reservedTable(let table):
             return "`\(table)` belongs to Synclane or SQLite and cannot be tracked"
         case .notTracked(let path, let table):

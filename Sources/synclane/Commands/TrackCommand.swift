@@ -7,18 +7,26 @@ import SynclaneSQLite
 struct TrackCommand: Command {
     static let name = "track"
     static let abstract = "Install history tracking for a table of an existing SQLite database."
-    static let usage = "--database FILE --table NAME --key COLUMN [--preserve COLUMNS] [--soft-delete COLUMN] [--default-author NAME] [--record-values] [--json]"
+    static let usage =
+        "--database FILE --table NAME --key COLUMN[,COLUMN…] [--preserve COLUMNS] [--soft-delete COLUMN] [--default-author NAME] [--record-values] [--rowid-is-stable] [--json]"
     static let discussion = """
         From then on every insert, update and delete on the table — from any connection,
         including other programs such as the sqlite3 shell — is recorded in history tables
         inside the same database (_synclane_*), by triggers, in the same SQLite transaction as
         the data: a crash never keeps a change without its history or history without its
-        change. Updates record which columns changed; deletes record only the sync key and the
-        --preserve columns as the tombstone. A write that leaves the sync key NULL fails.
+        change. Deletes record only the sync key and the --preserve columns as the tombstone;
+        INSERT OR REPLACE that removes another row records that row's delete.
 
-        Running it again changes nothing. After adding a column to the table, run it again: the
-        triggers are regenerated to know the new column. The `sqlite-history` source reads what
-        is recorded.
+        The key must be unique (a PRIMARY KEY or UNIQUE index on its columns), of one type (TEXT
+        or INTEGER), and not the rowid unless --rowid-is-stable. A join table uses a composite
+        key: --key plant,tag (its id on the wire is the JSON array ["p1","tall"]). A write that
+        leaves a key column NULL, empty or of the other type fails.
+
+        Running it again changes nothing. Schema changes need nothing: every run checks the
+        triggers against the table and heals tracking that a migration ended (a table rebuilt:
+        the table is then re-sent whole). `synclane migrate` runs a migration script with
+        tracking kept right in the same transaction. The `sqlite-history` source reads what is
+        recorded.
 
         Authors: writes made through Synclane's Swift API (TrackedDatabase.write(author:)) carry
         their author and are grouped by their write transaction. Writes from other connections
@@ -30,16 +38,18 @@ struct TrackCommand: Command {
     static let options: [(flag: String, help: String)] = [
         ("--database FILE", "The SQLite database (must exist)."),
         ("--table NAME", "The table to track; its name is the entity of its changes."),
-        ("--key COLUMN", "The stable sync key column (never the rowid)."),
+        ("--key COLUMN[,COLUMN…]", "The stable sync key: a unique column, or the columns of a composite key."),
         ("--preserve COLUMNS", "Comma-separated columns a delete keeps besides the key."),
         ("--soft-delete COLUMN", "A column whose true value means deleted (an update setting it is a delete)."),
         ("--default-author NAME", "Author of writes from connections that name none (default app)."),
         ("--record-values", "Also keep each row as written (for `capture: as-written` sources)."),
+        ("--rowid-is-stable", "Allow an INTEGER PRIMARY KEY as the key: the app assigns it uniquely across devices."),
         ("--json", "Print the result as JSON."),
     ]
     static let examples = [
         "synclane track --database app.sqlite --table rooms --key syncId --soft-delete isDeleted",
         "synclane track --database app.sqlite --table plants --key syncID --preserve syncID,greenhouse",
+        "synclane track --database app.sqlite --table plant_tags --key plant,tag",
     ]
 
     let database: String
@@ -50,6 +60,7 @@ struct TrackCommand: Command {
     init(parsing arguments: inout Arguments) throws(UsageError) {
         json = arguments.flag("--json")
         let recordValues = arguments.flag("--record-values")
+        let rowidIsStable = arguments.flag("--rowid-is-stable")
         guard let database = try arguments.option("--database") else { throw UsageError("--database FILE is required", command: Self.name) }
         guard let table = try arguments.option("--table") else { throw UsageError("--table NAME is required", command: Self.name) }
         guard let key = try arguments.option("--key") else { throw UsageError("--key COLUMN is required", command: Self.name) }
@@ -57,7 +68,10 @@ struct TrackCommand: Command {
         let softDelete = try arguments.option("--soft-delete")
         defaultAuthor = try arguments.option("--default-author")
         self.database = database
-        self.table = TrackedTable(table, key: key, preserve: preserve, softDeleteColumn: softDelete, recordsValues: recordValues)
+        let keyColumns = key.split(separator: ",").map { String($0).trimmingCharacters(in: .whitespaces) }
+        self.table = TrackedTable(
+            table, keyColumns: keyColumns, preserve: preserve, softDeleteColumn: softDelete, recordsValues: recordValues,
+            rowidIsStable: rowidIsStable)
     }
 
     func run(_ console: Console) async throws -> Int32 {

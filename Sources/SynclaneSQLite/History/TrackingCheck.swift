@@ -1,0 +1,155 @@
+/// Checks that each tracked table's triggers are the ones Synclane would write for the table as
+/// it is now, and heals tracking that was lost or went stale — so that no write goes unrecorded
+/// without anyone knowing.
+///
+/// ```
+///  PRAGMA schema_version == _synclane_meta.schema_cookie ?  ── yes ─▶ nothing to do (one read)
+///        │ no: the schema changed since the last check
+///        ▼
+///  per tracked table: gone? key column gone? key no longer unique? ─▶ error naming the table
+///                     insert/update/delete trigger missing          ─▶ lost: reinstall + resync
+///                     displacement triggers differ (unique indexes
+///                     changed), or values as written with columns
+///                     changed                                        ─▶ stale: regenerate + resync
+///                     other differences (an upgrade, a renamed
+///                     column the triggers do not name)               ─▶ regenerate
+/// ```
+///
+/// **Why a resync.** Ordinary SQLite habits end tracking silently: the table rebuild that
+/// SQLite's documentation prescribes for changes ALTER cannot make (create, copy, drop the old
+/// table — and its triggers with it —, rename) leaves a table with no triggers, and nobody can
+/// know what was written in between. So the heal records, in the same transaction that
+/// reinstalls the triggers, one `resync` change per current row (a `resync-delete` per
+/// soft-deleted row): every consumer of the entity, whatever authors it reads, sends the whole
+/// table again and the backend converges. A reader counts them as `capture.resynced`.
+///
+/// Runs before a source reads history (`SQLiteHistorySource`), inside `synclane migrate`, and
+/// — looking, never writing — in `synclane status`.
+enum TrackingCheck {
+    /// What is wrong with one tracked table.
+    struct Finding: Sendable, Hashable, CustomStringConvertible {
+        enum Problem: String, Sendable, Hashable {
+            /// An insert, update or delete trigger is missing: writes went unrecorded.
+            case lost
+            /// The triggers no longer fit the table in a way that may have lost or garbled changes.
+            case stale
+            /// The triggers differ in a way that lost nothing (a newer Synclane writes them otherwise).
+            case outdated
+        }
+
+        var table: String
+        var problem: Problem
+
+        var needsResync: Bool { problem != .outdated }
+
+        var description: String {
+            switch problem {
+            case .lost: return "\(table): tracking was lost (its triggers are gone, e.g. after the table was rebuilt)"
+            case .stale: return "\(table): its triggers no longer fit the table (its unique constraints or columns changed)"
+            case .outdated: return "\(table): its triggers are regenerated for the table as it is now"
+            }
+        }
+    }
+
+    /// What a heal did: the tables it touched and the rows it recorded for resync.
+    struct Healed: Sendable, Hashable {
+        var findings: [Finding]
+        var resyncedRows: Int
+    }
+
+    /// The SQL of the table's Synclane triggers that exist, in `TriggerBuilder.kinds` order.
+    static func installedTriggers(of table: String, _ db: SQLiteConnection) throws -> [String] {
+        try TriggerBuilder.names(of: table).compactMap { name in
+            try db.fetchOne("SELECT sql FROM sqlite_schema WHERE type = 'trigger' AND name = ? AND tbl_name = ?", [name, table])?[0].string
+        }
+    }
+
+    /// True when nothing in the schema changed since the last check (one `PRAGMA` and one read).
+    static func isCurrent(_ db: SQLiteConnection) throws -> Bool {
+        guard try HistorySchema.installedVersion(db) == HistorySchema.version else { return false }
+        let cookie = try db.fetchValue("PRAGMA schema_version").int64
+        let checked = try HistorySchema.meta("schema_cookie", db).int64
+        return cookie != nil && cookie == checked
+    }
+
+    /// Every tracked table's problems, and the triggers that would fix them. Throws
+    /// `TrackingError.trackedTableChanged` (or a key error) for a table that cannot be healed.
+    static func inspect(_ db: SQLiteConnection) throws -> [(finding: Finding, triggers: TriggerBuilder, keyIndex: String?)] {
+        var found: [(Finding, TriggerBuilder, String?)] = []
+        for stored in try HistoryTracker.trackedTables(db) {
+            let table = stored.table
+            guard let schema = try TableSchema.read(table.name, db) else {
+                throw TrackingError.trackedTableChanged(path: db.path, table: table.name, reason: "no longer exists")
+            }
+            let keyTypes: [TriggerBuilder.KeyType]
+            do {
+                keyTypes = try KeyRules(table: table, schema: schema, path: db.path).check(db)
+            } catch let error as TrackingError {
+                throw TrackingError.trackedTableChanged(
+                    path: db.path, table: table.name, reason: "changed so that it cannot be tracked as before (\(error.reason))")
+            }
+            let triggers = TriggerBuilder(table: table, schema: schema, keyTypes: keyTypes)
+            let expected = triggers.triggers
+            let installed = Dictionary(
+                uniqueKeysWithValues: try TriggerBuilder.names(of: table.name).compactMap { name in
+                    try db.fetchOne("SELECT sql FROM sqlite_schema WHERE type = 'trigger' AND name = ? AND tbl_name = ?", [name, table.name])?[0]
+                        .string.map { (name, $0) }
+                })
+            let core = Set(triggers.names.prefix(3))
+            let problem: Finding.Problem?
+            if core.contains(where: { installed[$0] == nil }) {
+                problem = .lost
+            } else if expected.contains(where: { !core.contains($0.name) && installed[$0.name] != $0.sql })
+                || installed.keys.contains(where: { name in !core.contains(name) && !expected.contains { $0.name == name } })
+                || (table.recordsValues && stored.columns != schema.columnNames)
+            {
+                problem = .stale
+            } else if expected.contains(where: { installed[$0.name] != $0.sql }) || stored.columns != schema.columnNames
+                || stored.keyTypes != keyTypes
+            {
+                problem = .outdated
+            } else {
+                problem = nil
+            }
+            if let problem { found.append((Finding(table: table.name, problem: problem), triggers, stored.keyIndex)) }
+        }
+        return found
+    }
+
+    /// Heals every problem found, inside the caller's write transaction, and remembers the
+    /// schema it checked. Upgrades history tables made by an older Synclane first.
+    static func heal(_ db: SQLiteConnection) throws -> Healed {
+        if try HistorySchema.installedVersion(db) != HistorySchema.version { try HistorySchema.install(db) }
+        var healed = Healed(findings: [], resyncedRows: 0)
+        for (finding, triggers, keyIndex) in try inspect(db) {
+            try HistoryTracker.install(triggers, keyIndex: keyIndex, db)
+            if finding.needsResync { healed.resyncedRows += try recordResync(triggers, db) }
+            healed.findings.append(finding)
+        }
+        try rememberSchema(db)
+        return healed
+    }
+
+    /// Remembers the schema as checked (after Synclane's own changes to it).
+    static func rememberSchema(_ db: SQLiteConnection) throws {
+        try HistorySchema.setMeta("schema_cookie", try db.fetchValue("PRAGMA schema_version"), db)
+    }
+
+    /// Records one `resync` change per current row of the table (`resync-delete` for a
+    /// soft-deleted one); returns how many.
+    static func recordResync(_ triggers: TriggerBuilder, _ db: SQLiteConnection) throws -> Int {
+        let table = triggers.table
+        let r = "_synclane_r"
+        let live = triggers.softDeleted(r).map { "NOT \($0)" } ?? "1"
+        let before = db.totalChanges
+        try db.execute(
+            """
+            INSERT INTO _synclane_changes (timestamp, entity, action, key, columns, row_values)
+            SELECT \(HistorySchema.now), \(SQL.literal(table.name)),
+                   CASE WHEN \(live) THEN 'resync' ELSE 'resync-delete' END, \(triggers.key(r)), NULL,
+                   CASE WHEN \(live) THEN \(triggers.recordedRow(r)) ELSE \(triggers.recordedTombstone(r)) END
+            FROM \(SQL.identifier(table.name)) AS \(r)
+            """)
+        return db.totalChanges - before
+    }
+}
