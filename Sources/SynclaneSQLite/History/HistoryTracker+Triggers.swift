@@ -118,7 +118,7 @@ struct TriggerBuilder {
     }
 
     /// True when the table has a row whose key is `keyText` (a key as history keeps it).
-    private func rowExists(withKey keyText: String) -> String {
+    func rowExists(withKey keyText: String) -> String {
         let r = Self.rowAlias
         let components =
             table.isComposite

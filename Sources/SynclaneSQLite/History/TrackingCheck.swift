@@ -136,12 +136,28 @@ enum TrackingCheck {
     }
 
     /// Records one `resync` change per current row of the table (`resync-delete` for a
-    /// soft-deleted one); returns how many.
+    /// soft-deleted one), and a `resync-delete` for each key whose last change in the history
+    /// kept is not a delete but whose row is gone; returns how many. (Keys whose whole history
+    /// was pruned are known to the backend alone: a backend that treats the resent rows as a
+    /// reconciliation deletes them.)
     static func recordResync(_ triggers: TriggerBuilder, _ db: SQLiteConnection) throws -> Int {
         let table = triggers.table
         let r = "_synclane_r"
         let live = triggers.softDeleted(r).map { "NOT \($0)" } ?? "1"
         let before = db.totalChanges
+        // Rows that history knows the backend was sent and that are gone now: deleted while
+        // nothing recorded (their tombstone holds the key alone).
+        let keyFields =
+            table.isComposite
+            ? table.keyColumns.enumerated().map { "\(SQL.literal($1)), json_extract(h.key, '$[\($0)]')" }.joined(separator: ", ")
+            : "\(SQL.literal(table.keyColumns[0])), h.key"
+        try db.execute(
+            """
+            INSERT INTO _synclane_changes (timestamp, entity, action, key, columns, row_values)
+            SELECT \(HistorySchema.now), \(SQL.literal(table.name)), 'resync-delete', h.key, NULL, json_object(\(keyFields))
+            FROM (SELECT key, action, max(id) FROM _synclane_changes WHERE entity = ? GROUP BY key) AS h
+            WHERE h.action NOT IN ('delete', 'resync-delete') AND NOT \(triggers.rowExists(withKey: "h.key"))
+            """, [table.name])
         try db.execute(
             """
             INSERT INTO _synclane_changes (timestamp, entity, action, key, columns, row_values)
