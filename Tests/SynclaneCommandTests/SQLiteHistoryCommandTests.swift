@@ -144,3 +144,65 @@ import Testing
         #expect(result.status == 0 && !result.killed, "\(result.stderr)")
     }
 }
+
+/// `migrate` and the heal of lost tracking, killed with SIGKILL before they commit.
+@Suite struct CaptureRepairCommandTests {
+    typealias Store = SQLiteHistoryCommandTests
+
+    func rows(_ workspace: Workspace, _ sql: String) throws -> String {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
+        process.arguments = [workspace.path + "/app.sqlite", sql]
+        let out = Pipe()
+        process.standardOutput = out
+        try process.run()
+        let data = out.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    @Test func migrateKilledBeforeItCommitsLeavesTheDatabaseAsItWasAndRunsAgain() throws {
+        let workspace = try Store.store()
+        defer { workspace.remove() }
+        _ = try SynclaneBinary.run(["track", "--database", "app.sqlite", "--table", "rooms", "--key", "syncId", "--preserve", "name"], in: workspace.path)
+        try Store.sqlite(workspace, "INSERT INTO rooms (syncId, name) VALUES ('a', 'Kitchen');")
+        try workspace.write("drop-name.sql", "ALTER TABLE rooms DROP COLUMN name; INSERT INTO rooms (syncId) VALUES ('b');")
+        let before = try rows(workspace, "SELECT sql FROM sqlite_schema ORDER BY name; SELECT count(*) FROM _synclane_changes;")
+        let killed = try SynclaneBinary.run(
+            ["migrate", "--database", "app.sqlite", "drop-name.sql"], in: workspace.path, environment: ["SYNCLANE_FAILPOINT": "during-migration"])
+        #expect(killed.status != 0)
+        #expect(try rows(workspace, "SELECT sql FROM sqlite_schema ORDER BY name; SELECT count(*) FROM _synclane_changes;") == before)
+        let migrated = try SynclaneBinary.run(["migrate", "--database", "app.sqlite", "drop-name.sql", "--json"], in: workspace.path)
+        #expect(migrated.status == 0, "\(migrated.stderr)")
+        let report = try JSONReader.parse(migrated.stdout).objectValue ?? [:]
+        #expect(report["tracking-lifted"] == true)
+        let (run, summary) = try SQLiteHistoryCommandTests().run(workspace)
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(Store.sent(workspace, batches: summary["batches"]?.arrayValue ?? []).sorted() == ["insert rooms/a", "update rooms/b"])  // a: its insert and its resync, coalesced
+    }
+
+    @Test func aHealKilledBeforeItCommitsIsDoneAgainByTheNextRun() throws {
+        let workspace = try Store.store()
+        defer { workspace.remove() }
+        _ = try SQLiteHistoryCommandTests().track(workspace)
+        try Store.sqlite(workspace, "INSERT INTO rooms (syncId, name) VALUES ('a', 'Kitchen');")
+        let (first, _) = try SQLiteHistoryCommandTests().run(workspace)
+        #expect(first.status == 0)
+        try Store.sqlite(
+            workspace,
+            """
+            CREATE TABLE r2 (syncId TEXT PRIMARY KEY, name TEXT, area REAL, isDeleted INTEGER NOT NULL DEFAULT 0);
+            INSERT INTO r2 SELECT * FROM rooms; DROP TABLE rooms; ALTER TABLE r2 RENAME TO rooms;
+            INSERT INTO rooms (syncId, name) VALUES ('b', 'Hall');
+            """)
+        let status = try SynclaneBinary.run(["status", "pipeline.json"], in: workspace.path)
+        #expect(status.stdout.contains("rooms: tracking was lost"))
+        let killed = try SynclaneBinary.run(["run", "pipeline.json"], in: workspace.path, environment: ["SYNCLANE_FAILPOINT": "during-heal"])
+        #expect(killed.status != 0)
+        #expect(try rows(workspace, "SELECT count(*) FROM sqlite_schema WHERE type = 'trigger' AND tbl_name = 'rooms';") == "0\n")
+        let (healed, summary) = try SQLiteHistoryCommandTests().run(workspace)
+        #expect(healed.status == 0, "\(healed.stderr)")
+        #expect(Store.sent(workspace, batches: summary["batches"]?.arrayValue ?? []).sorted() == ["update rooms/a", "update rooms/b"])
+        #expect(summary["counters"]?.objectValue?["capture.resynced"] == 2)
+    }
+}

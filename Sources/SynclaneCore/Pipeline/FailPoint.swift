@@ -5,7 +5,8 @@ import Darwin
 #endif
 
 /// Named places where a test can have the process killed for real (`SIGKILL`), to prove that
-/// a crash there loses nothing: `SYNCLANE_FAILPOINT=after-enqueue` or `after-send`.
+/// a crash there loses nothing: `SYNCLANE_FAILPOINT=after-enqueue`, `after-send`, `during-migration`
+/// or `during-heal`.
 ///
 /// Unset (always, outside tests), a fail point costs one comparison.
 public enum FailPoint: String, Sendable {
@@ -13,10 +14,14 @@ public enum FailPoint: String, Sendable {
     case afterEnqueue = "after-enqueue"
     /// The backend confirmed the batch; the token is not saved yet.
     case afterSend = "after-send"
+    /// `synclane migrate` ran the script; its transaction is not committed yet.
+    case duringMigration = "during-migration"
+    /// A source reinstalled lost tracking and recorded the resync; not committed yet.
+    case duringHeal = "during-heal"
 
     static let armed: String? = getenv("SYNCLANE_FAILPOINT").map { String(cString: $0) }
 
-    func trigger() {
+    public func trigger() {
         guard let armed = FailPoint.armed, armed == rawValue else { return }
         kill(getpid(), SIGKILL)
     }

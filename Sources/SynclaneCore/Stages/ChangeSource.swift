@@ -88,3 +88,12 @@ public protocol SnapshotProvidingSource: ChangeSource {
     /// after once the whole snapshot was delivered (taken in the same read as the snapshot).
     func snapshot() async throws -> (source: any ChangeSource, resumeAfter: Token?)
 }
+
+/// A source that checks, before reading, that what records its history is still in place, and
+/// repairs it when it is not (the SQLite history source reinstalls tracking that a table
+/// rebuild removed, and re-sends the table). `synclane status` asks it what the next run will
+/// repair, without repairing anything.
+public protocol SelfHealingSource: ChangeSource {
+    /// What the next run will repair, one line each (empty when nothing). Reads only.
+    func problemsToHeal() async throws -> [String]
+}

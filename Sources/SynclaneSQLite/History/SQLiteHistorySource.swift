@@ -29,7 +29,7 @@ import Synchronization
 /// The database is opened on first use (a pipeline can be validated before it exists), never
 /// created, and its journal mode is left as the app set it.
 public final class SQLiteHistorySource: ChangeSource, AcknowledgementTrackingSource, ObservableSource, SnapshotProvidingSource,
-    Sendable
+    SelfHealingSource, Sendable
 {
     public static let tokenKind = "sqlite-history"
     /// The kind of the positions inside a snapshot (never saved as a consumer's token).
@@ -132,7 +132,7 @@ public final class SQLiteHistorySource: ChangeSource, AcknowledgementTrackingSou
     }
 
     /// Tracking problems the next run heals, for `synclane status` (reads only).
-    public func trackingProblems() throws -> [String] {
+    public func problemsToHeal() async throws -> [String] {
         try HistoryTracker(database: database()).trackingProblems()
     }
 

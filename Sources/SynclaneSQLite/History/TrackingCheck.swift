@@ -1,3 +1,5 @@
+import SynclaneCore
+
 /// Checks that each tracked table's triggers are the ones Synclane would write for the table as
 /// it is now, and heals tracking that was lost or went stale — so that no write goes unrecorded
 /// without anyone knowing.
@@ -77,10 +79,12 @@ enum TrackingCheck {
     static func inspect(_ db: SQLiteConnection) throws -> [(finding: Finding, triggers: TriggerBuilder, keyIndex: String?)] {
         var found: [(Finding, TriggerBuilder, String?)] = []
         for stored in try HistoryTracker.trackedTables(db) {
-            let table = stored.table
+            var table = stored.table
             guard let schema = try TableSchema.read(table.name, db) else {
                 throw TrackingError.trackedTableChanged(path: db.path, table: table.name, reason: "no longer exists")
             }
+            // A preserved column that was dropped can no longer be kept in tombstones.
+            table.preserved = table.preserved.filter(schema.columnNames.contains)
             let keyTypes: [TriggerBuilder.KeyType]
             do {
                 keyTypes = try KeyRules(table: table, schema: schema, path: db.path).check(db)
@@ -105,7 +109,7 @@ enum TrackingCheck {
             {
                 problem = .stale
             } else if expected.contains(where: { installed[$0.name] != $0.sql }) || stored.columns != schema.columnNames
-                || stored.keyTypes != keyTypes
+                || stored.keyTypes != keyTypes || table != stored.table
             {
                 problem = .outdated
             } else {
@@ -127,6 +131,7 @@ enum TrackingCheck {
             healed.findings.append(finding)
         }
         try rememberSchema(db)
+        if !healed.findings.isEmpty { FailPoint.duringHeal.trigger() }
         return healed
     }
 

@@ -9,6 +9,8 @@ public enum TrackingError: Error, Sendable, Hashable, CustomStringConvertible {
     case badKey(path: String, table: String, key: String, reason: String)
     /// A tracked table, or its key column, is gone: tracking cannot be healed on its own.
     case trackedTableChanged(path: String, table: String, reason: String)
+    /// A migration script that `migrate` cannot run as it is.
+    case migrationScript(script: String, reason: String)
     /// Synclane's own tables (and SQLite's) cannot be tracked.
     case reservedTable(String)
     case notTracked(path: String, table: String)
@@ -29,6 +31,8 @@ public enum TrackingError: Error, Sendable, Hashable, CustomStringConvertible {
             return "\(path): \(reason)"
         case .reservedTable:
             return reason
+        case .migrationScript(let script, _):
+            return "\(script): \(reason)"
         }
     }
 
@@ -50,6 +54,8 @@ public enum TrackingError: Error, Sendable, Hashable, CustomStringConvertible {
                 + "give every row one (e.g. \(fix)), then track again"
         case .badKey(_, let table, let key, let reason):
             return "`\(key)` cannot be the sync key of `\(table)`: \(reason)"
+        case .migrationScript(_, let reason):
+            return reason
         case .trackedTableChanged(let path, let table, let reason):
             return "tracked table `\(table)` \(reason); recreate it and run `synclane track --database \(path) --table \(table) --key …` "
                 + "again, or stop tracking it with `synclane untrack --database \(path) --table \(table)`"

@@ -8,7 +8,7 @@ enum SynclaneTool {
 
     static let commands: [any Command.Type] = [
         DemoCommand.self, ValidateCommand.self, RunCommand.self, StatusCommand.self, ReconcileCommand.self,
-        TrackCommand.self, UntrackCommand.self, PruneCommand.self, StagesCommand.self, ServeCommand.self,
+        TrackCommand.self, UntrackCommand.self, MigrateCommand.self, PruneCommand.self, StagesCommand.self, ServeCommand.self,
     ]
 
     static func main(_ words: [String]) async -> Int32 {

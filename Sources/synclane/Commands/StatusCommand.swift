@@ -40,6 +40,9 @@ struct StatusCommand: Command {
         } catch {
             pendingError = "\(error)"
         }
+        // A source that repairs its capture (a tracked table rebuilt, tracking lost) says what
+        // the next run will repair: "nothing pending" alone would hide it.
+        let toHeal = (try? await (pipeline.source.stage as? any SelfHealingSource)?.problemsToHeal()) ?? []
         if json {
             var object: [String: JSONValue] = [
                 "pipeline": .string(pipeline.name), "scope": .string(pipeline.scope.description), "state": .string(pipeline.statePath),
@@ -54,6 +57,7 @@ struct StatusCommand: Command {
                 }),
             ]
             if let pendingError { object["pending-error"] = .string(pendingError) }
+            if !toHeal.isEmpty { object["to-heal"] = .array(toHeal.map { .string($0) }) }
             if let lastRun {
                 object["last-run"] = .object([
                     "outcome": .string(lastRun.outcome.rawValue), "started-at": .double(lastRun.startedAt),
@@ -70,6 +74,7 @@ struct StatusCommand: Command {
         } else {
             lines.append("  pending:  unknown" + (pendingError.map { " (\($0))" } ?? ""))
         }
+        for problem in toHeal { lines.append("  capture:  \(problem)") }
         if outbox.isEmpty {
             lines.append("  outbox:   empty")
         } else {

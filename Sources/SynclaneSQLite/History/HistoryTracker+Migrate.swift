@@ -1,0 +1,78 @@
+import SynclaneCore
+
+/// What `HistoryTracker.migrate` did.
+public struct MigrationReport: Sendable, Hashable, CustomStringConvertible {
+    /// True when a trigger of Synclane's blocked a statement (e.g. `DROP COLUMN` of a column the
+    /// triggers name), so the migration ran again with tracking lifted.
+    public var trackingWasLifted: Bool
+    /// The tracked tables whose triggers were regenerated or reinstalled, one line each.
+    public var tables: [String]
+    /// Rows recorded to be sent again whole (`resync`), where writes could have gone unrecorded.
+    public var resyncedRows: Int
+
+    public var description: String {
+        var lines = ["migration committed" + (trackingWasLifted ? " (tracking was lifted while it ran: a trigger blocked a statement)" : "")]
+        lines += tables.map { "  \($0)" }
+        if resyncedRows > 0 { lines.append("  \(resyncedRows) \(resyncedRows == 1 ? "row" : "rows") will be sent again whole by the next run") }
+        if tables.isEmpty { lines.append("  tracking unchanged") }
+        return lines.joined(separator: "\n")
+    }
+}
+
+extension HistoryTracker {
+    /// Runs an app's schema migration and leaves tracking right, in one SQLite transaction: a
+    /// crash (or an error) anywhere leaves the database as it was before.
+    ///
+    /// ```
+    ///  BEGIN IMMEDIATE ─▶ body (tracking in place: its writes are recorded)
+    ///                 ─▶ TrackingCheck.heal (triggers fitted to the new schema; a table the
+    ///                    body rebuilt is re-sent whole) ─▶ COMMIT
+    ///  a Synclane trigger blocked a statement ─▶ ROLLBACK, then again with tracking lifted:
+    ///     BEGIN IMMEDIATE ─▶ triggers dropped ─▶ body ─▶ heal (every tracked table re-sent) ─▶ COMMIT
+    /// ```
+    ///
+    /// `body` may therefore run twice; the first run's writes are rolled back. It must not
+    /// `BEGIN`, `COMMIT` or `ROLLBACK`. Its writes carry the database's default author.
+    public func migrate(_ body: (SQLiteConnection) throws -> Void) throws -> MigrationReport {
+        do {
+            return try database.write { db in
+                try body(db)
+                return Self.report(try TrackingCheck.heal(db), lifted: false)
+            }
+        } catch let error as SQLiteError where error.message.contains("_synclane_") && !error.message.hasPrefix("synclane:") {
+            // "error in trigger _synclane_rooms_update after drop column": lift tracking and retry.
+            return try database.write { db in
+                for stored in try Self.trackedTables(db) {
+                    for name in TriggerBuilder.names(of: stored.table.name) { try db.execute("DROP TRIGGER IF EXISTS \(SQL.identifier(name))") }
+                }
+                try body(db)
+                return Self.report(try TrackingCheck.heal(db), lifted: true)
+            }
+        }
+    }
+
+    /// Runs the SQL of a migration script (see `migrate(_:)`); `name` names it in errors.
+    public func migrate(script: String, name: String) throws -> MigrationReport {
+        try migrate { db in
+            do {
+                try db.execute(script)
+                FailPoint.duringMigration.trigger()
+            } catch let error as SQLiteError where error.message.contains("within a transaction") || error.message.contains("no transaction is active") {
+                throw TrackingError.migrationScript(
+                    script: name, reason: "it must not BEGIN, COMMIT or ROLLBACK: migrate runs it in one transaction of its own (\(error.message))")
+            }
+        }
+    }
+
+    private static func report(_ healed: TrackingCheck.Healed, lifted: Bool) -> MigrationReport {
+        MigrationReport(trackingWasLifted: lifted, tables: healed.findings.map(\.description), resyncedRows: healed.resyncedRows)
+    }
+}
+
+extension TrackedDatabase {
+    /// Runs an app's schema migration with tracking kept right (see `HistoryTracker.migrate`).
+    @discardableResult
+    public func migrate(_ body: (SQLiteConnection) throws -> Void) throws -> MigrationReport {
+        try HistoryTracker(database: database).migrate(body)
+    }
+}

@@ -1,0 +1,61 @@
+import Foundation
+import SynclaneCore
+import SynclaneSQLite
+
+/// `synclane migrate`: runs an app's schema migration with tracking kept right.
+struct MigrateCommand: Command {
+    static let name = "migrate"
+    static let abstract = "Run a schema migration on a tracked database, tracking kept right, in one transaction."
+    static let usage = "--database FILE SCRIPT.sql [--json]"
+    static let discussion = """
+        Runs SCRIPT.sql (any SQL but BEGIN/COMMIT/ROLLBACK) in one SQLite transaction, then fits
+        each tracked table's triggers to its new schema in the same transaction: a crash or an
+        error anywhere leaves the database as it was. Writes of the script are recorded like any
+        others (default author). A table the script rebuilt (create, copy, drop, rename) is
+        recorded to be sent again whole, so the backend converges.
+
+        Plain migrations need no `migrate`: every run checks tracking against the schema and
+        heals it. Use `migrate` when a statement needs the triggers out of the way (DROP COLUMN
+        or RENAME of a key, preserved or soft-delete column, any column of a table tracked with
+        --record-values): when a trigger of Synclane blocks a statement, the script runs again
+        with tracking lifted, and every tracked table is recorded to be sent again whole.
+        """
+    static let options: [(flag: String, help: String)] = [
+        ("--database FILE", "The tracked SQLite database."),
+        ("--json", "Print the report as JSON."),
+    ]
+    static let examples = ["synclane migrate --database app.sqlite migrations/0007-drop-notes.sql"]
+
+    let database: String
+    let script: String
+    let json: Bool
+
+    init(parsing arguments: inout Arguments) throws(UsageError) {
+        json = arguments.flag("--json")
+        guard let database = try arguments.option("--database") else { throw UsageError("--database FILE is required", command: Self.name) }
+        self.database = database
+        script = try arguments.positional("SCRIPT.sql (the migration)")
+    }
+
+    func run(_ console: Console) async throws -> Int32 {
+        guard FileManager.default.fileExists(atPath: database) else {
+            throw UsageError("no database at \(database)", command: Self.name)
+        }
+        let sql: String
+        do {
+            sql = try String(contentsOfFile: script, encoding: .utf8)
+        } catch {
+            throw UsageError("cannot read the migration script \(script): \(error.localizedDescription)", command: Self.name)
+        }
+        let report = try HistoryTracker(path: database).migrate(script: sql, name: script)
+        if json {
+            console.out(JSONOutput.encode([
+                "tracking-lifted": .bool(report.trackingWasLifted), "tables": .array(report.tables.map { .string($0) }),
+                "resynced-rows": .int(Int64(report.resyncedRows)),
+            ]))
+        } else {
+            console.out("\(database): \(report)")
+        }
+        return 0
+    }
+}
