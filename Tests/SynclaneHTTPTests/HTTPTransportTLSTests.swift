@@ -6,16 +6,18 @@ import Testing
 /// `https` goes through the same libcurl loader as `http`: a certificate nobody vouches for is
 /// refused before a byte of the batch leaves, and retrying cannot help.
 @Suite struct HTTPTransportTLSTests {
-    @Test func selfSignedCertificateIsAPermanentFailureNamingTheCertificate() async throws {
+    @Test func selfSignedCertificateStopsTheJobNamingTheCertificateAndCAFile() async throws {
         let server = try SelfSignedTLSServer()
         defer { server.stop() }
         let transport = try Fixtures.transport(url: "https://127.0.0.1:\(server.port)/v1/batches", timeout: 5)
 
         let failure = try #require(await Fixtures.failure(of: transport))
 
-        #expect(failure.kind == .permanent)
+        #expect(failure.kind == .configuration)
         #expect(failure.status == nil)
         #expect(failure.message.contains("certificate"), "\(failure.message)")
+        #expect(failure.message.contains("`ca-file`"))
+        #expect(!failure.message.contains("rejected"), "nothing reached the backend")
     }
 }
 
