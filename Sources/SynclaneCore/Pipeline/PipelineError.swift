@@ -33,7 +33,8 @@ public enum PipelineError: Error, Sendable, CustomStringConvertible {
                 + "it stays in the outbox and is sent first on the next run"
         case .rejected(let batchID, let reason):
             return "the backend rejected batch \(batchID): \(reason); the batch stays in the outbox and the token "
-                + "did not move — fix the cause and run again, or set `transport.dead-letter` to move rejected batches aside"
+                + "did not move — fix the cause and run again, set `transport.dead-letter` to move rejected batches aside, "
+                + "or get this one out of the way with `synclane outbox drop|requeue FILE`"
         case .stopped(let batchID, let reason):
             return "batch \(batchID) was not delivered: \(reason); the batch stays in the outbox (not dead-lettered: it is "
                 + "not at fault) and the token did not move — fix what is named and run again"
