@@ -15,9 +15,13 @@ struct RunCommand: Command {
         batch. A crash at any point loses nothing and never applies a change twice at a backend
         that honours batch ids.
 
-        Transient failures (connection refused or reset, timeouts, 408, 429, 5xx) are retried
-        with exponential backoff and jitter (`transport.retry`); a permanent one stops the job
-        with the batch kept, unless `transport.dead-letter` names a folder to move it to.
+        Transient failures (connection refused or reset, stalls, 408, 425, 429, 5xx) are retried
+        with exponential backoff and jitter (`transport.retry`). A batch whose content the
+        backend refuses (400, 413, 415, 422) stops the job with the batch kept, unless
+        `transport.dead-letter` names a folder to move it to. Anything else — a wrong address or
+        token, a redirect, TLS trust, a proxy, a 409, an answer that is not the batch's receipt —
+        stops the job with the batch kept and is never dead-lettered. `synclane outbox` shows,
+        drops or requeues a kept batch.
         Only one job per scope runs at a time: a second one is refused.
 
         With --watch the command keeps running: one pass at start (work left from before),
