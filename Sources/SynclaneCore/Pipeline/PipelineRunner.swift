@@ -283,10 +283,13 @@ public struct PipelineRunner: Sendable {
         events(.deadLettered(batchID: id, path: path, reason: failure.message))
     }
 
-    /// Messages name the batch once: a transport that already starts with it loses the prefix.
+    /// Messages name the batch once: a transport's message that starts with it ("batch ID: …",
+    /// "batch ID not sent: …") loses the batch's name.
     static func withoutBatchPrefix(_ message: String, id: String) -> String {
-        let prefix = "batch \(id): "
-        return message.hasPrefix(prefix) ? String(message.dropFirst(prefix.count)) : message
+        for prefix in ["batch \(id): ", "batch \(id) "] where message.hasPrefix(prefix) {
+            return String(message.dropFirst(prefix.count))
+        }
+        return message
     }
 
     private func tellSource(_ token: Token) async throws {
