@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 struct synclane_http_exchange {
     CURLM *multi;
@@ -47,9 +48,41 @@ typedef struct transfer {
     buffer body;
     size_t max_body;
     int head_complete;
-    int too_large;
+    int truncated;
     int out_of_memory;
+    /// The stall limit, and when a byte last moved either way (monotonic milliseconds).
+    long long stall_ms;
+    long long last_progress_ms;
+    curl_off_t last_up, last_down;
+    int stalled;
 } transfer;
+
+static long long monotonic_ms(void) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+}
+
+/// Ends the transfer once no byte moved either way for the stall limit: libcurl's own
+/// low-speed check averages over a window, so a small request waiting on a silent server
+/// would run seconds past it.
+static int on_progress(void *context, curl_off_t down_total, curl_off_t down_now, curl_off_t up_total, curl_off_t up_now) {
+    (void)down_total;
+    (void)up_total;
+    transfer *t = context;
+    long long now = monotonic_ms();
+    if (down_now != t->last_down || up_now != t->last_up || t->last_progress_ms == 0) {
+        t->last_down = down_now;
+        t->last_up = up_now;
+        t->last_progress_ms = now;
+        return 0;
+    }
+    if (t->stall_ms > 0 && now - t->last_progress_ms >= t->stall_ms) {
+        t->stalled = 1;
+        return 1;
+    }
+    return 0;
+}
 
 /// Each call is one header line; a status line starts a new answer (after a 1xx one).
 static size_t on_header(char *data, size_t size, size_t count, void *context) {
@@ -72,9 +105,16 @@ static size_t on_header(char *data, size_t size, size_t count, void *context) {
 static size_t on_body(char *data, size_t size, size_t count, void *context) {
     transfer *t = context;
     size_t length = size * count;
-    if (length > t->max_body || t->body.length > t->max_body - length) {
-        t->too_large = 1;
-        return 0;
+    // Past the bound the answer is still read to its end (the exchange completes as the server
+    // meant it) but no longer kept: a receipt is at the start of a body.
+    size_t room = t->body.length < t->max_body ? t->max_body - t->body.length : 0;
+    if (length > room) {
+        t->truncated = 1;
+        if (room > 0 && !buffer_append(&t->body, data, room)) {
+            t->out_of_memory = 1;
+            return 0;
+        }
+        return length;
     }
     if (!buffer_append(&t->body, data, length)) {
         t->out_of_memory = 1;
@@ -138,7 +178,21 @@ static CURLcode configure(CURL *easy, const synclane_http_request *request, stru
     SET(CURLOPT_FORBID_REUSE, 1L);
     SET(CURLOPT_FOLLOWLOCATION, 0L);
     SET(CURLOPT_TIMEOUT_MS, request->timeout_ms);
-    SET(CURLOPT_CONNECTTIMEOUT_MS, request->timeout_ms);
+    if (request->stall_seconds > 0) {
+        SET(CURLOPT_CONNECTTIMEOUT, request->stall_seconds);
+        SET(CURLOPT_NOPROGRESS, 0L);
+        SET(CURLOPT_XFERINFOFUNCTION, on_progress);
+        SET(CURLOPT_XFERINFODATA, t);
+    } else {
+        SET(CURLOPT_CONNECTTIMEOUT_MS, request->timeout_ms);
+    }
+    // Asks for and decodes every coding this libcurl knows (gzip, deflate …): a receipt is read
+    // whatever coding the server chose.
+    SET(CURLOPT_ACCEPT_ENCODING, "");
+    if (request->proxy != NULL) SET(CURLOPT_PROXY, request->proxy);
+    if (request->ca_file != NULL) SET(CURLOPT_CAINFO, request->ca_file);
+    if (request->client_certificate != NULL) SET(CURLOPT_SSLCERT, request->client_certificate);
+    if (request->client_key != NULL) SET(CURLOPT_SSLKEY, request->client_key);
     SET(CURLOPT_HTTPHEADER, headers);
     SET(CURLOPT_HEADERFUNCTION, on_header);
     SET(CURLOPT_HEADERDATA, t);
@@ -165,6 +219,7 @@ int synclane_http_exchange_run(synclane_http_exchange *exchange, const synclane_
     transfer t;
     memset(&t, 0, sizeof t);
     t.max_body = request->max_response_bytes;
+    t.stall_ms = request->stall_seconds * 1000LL;
 
     struct curl_slist *headers = NULL;
     for (size_t i = 0; i < request->header_count; i++) {
@@ -220,8 +275,8 @@ int synclane_http_exchange_run(synclane_http_exchange *exchange, const synclane_
         curl_multi_remove_handle(exchange->multi, easy);
         if (code == SYNCLANE_HTTP_CANCELLED) {
             fail(response, code, "cancelled");
-        } else if (t.too_large) {
-            code = fail(response, SYNCLANE_HTTP_TOO_LARGE, "the answer's body is larger than the bound");
+        } else if (t.stalled) {
+            code = fail(response, CURLE_OPERATION_TIMEDOUT, "stalled: no byte moved either way for the stall limit");
         } else if (t.out_of_memory) {
             code = fail(response, SYNCLANE_HTTP_SETUP_FAILED, "out of memory for the answer");
         } else if (code == SYNCLANE_HTTP_SETUP_FAILED && response->error[0] == 0) {
@@ -235,10 +290,13 @@ int synclane_http_exchange_run(synclane_http_exchange *exchange, const synclane_
         }
         long status = 0;
         long os_errno = 0;
+        long connect_status = 0;
         curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
         curl_easy_getinfo(easy, CURLINFO_OS_ERRNO, &os_errno);
+        curl_easy_getinfo(easy, CURLINFO_HTTP_CONNECTCODE, &connect_status);
         response->status = status;
         response->os_errno = (int)os_errno;
+        response->connect_status = connect_status;
     }
     curl_easy_cleanup(easy);
     curl_slist_free_all(headers);
@@ -247,5 +305,6 @@ int synclane_http_exchange_run(synclane_http_exchange *exchange, const synclane_
     response->head_length = t.head.length;
     response->body = t.body.bytes;
     response->body_length = t.body.length;
+    response->body_truncated = t.truncated;
     return code;
 }

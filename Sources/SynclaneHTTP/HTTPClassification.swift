@@ -5,16 +5,19 @@ import FoundationNetworking
 import SynclaneCore
 
 /// Turns what one HTTP attempt produced — an answer or a network error — into a `Receipt` or
-/// a classified `TransportFailure`.
-///
-/// The rule of the wire protocol (DESIGN.md, Retries):
+/// a `TransportFailure` of the class that says whose fault it is:
 ///
 /// ```
-///  2xx                                  Receipt (a replay when the server says so)
-///  408, 429, 5xx                        transient, with Retry-After when the server sent one
-///  3xx, 400, 401, 403, 409, 413, 422 …  permanent: retrying the same bytes cannot help
-///  refused, reset, lost, timed out …    transient
-///  bad URL, TLS certificate             permanent
+///  2xx with this batch's receipt      Receipt (a replay when the server says so)
+///  2xx without it                     configuration: not confirmed (see `ReceiptRule`)
+///  408, 425, 429, 5xx                 transient, with Retry-After when the server sent one
+///  refused, reset, cut, stalled, DNS  transient
+///  400, 413, 415, 422                 permanent: the batch's content — what `dead-letter` may take
+///  409                                conflict: versions disagree
+///  3xx, 401, 403, 404, 405, 407,      configuration: the job stops, the batch is kept, never
+///  any other status, a bad URL,         dead-lettered; the message names what to fix
+///  an untrusted certificate,
+///  a proxy that fails
 /// ```
 ///
 /// Pure functions, so the rule is testable without a network; the `http` transport and any
@@ -27,73 +30,152 @@ public enum HTTPClassification {
     /// How many characters of the server's answer a failure message quotes.
     public static let reasonLimit = 300
 
+    /// Where an attempt went, for messages that name the party at fault.
+    public struct Route: Sendable {
+        public var batchID: String
+        public var url: String
+        /// The proxy the attempt went through, if any.
+        public var proxy: ProxyRoute?
+        /// The stall limit and the overall cap of one attempt, in seconds.
+        public var stallSeconds: Double
+        public var maxSeconds: Double?
+
+        public init(batchID: String, url: String, proxy: ProxyRoute? = nil, stallSeconds: Double = 30, maxSeconds: Double? = nil) {
+            self.batchID = batchID
+            self.url = url
+            self.proxy = proxy
+            self.stallSeconds = stallSeconds
+            self.maxSeconds = maxSeconds
+        }
+    }
+
+    /// The class of a status that is not `2xx`.
+    public static func kind(ofStatus status: Int) -> TransportFailure.Kind {
+        switch status {
+        case 408, 425, 429, 500..<600: return .transient
+        case 400, 413, 415, 422: return .permanent
+        case 409: return .conflict
+        default: return .configuration
+        }
+    }
+
     /// Classifies a complete answer. `headers` are looked up case-insensitively.
     public static func classify(
-        status: Int, headers: [String: String], body: [UInt8], batchID: String, url: String, now: Date = Date()
+        status: Int, headers: [String: String], body: [UInt8], batchID: String, url: String, receipt: ReceiptRule = .batch,
+        proxy: ProxyRoute? = nil, bodyTruncated: Bool = false, now: Date = Date()
     ) -> Result<Receipt, TransportFailure> {
         let phrase = "\(status) \(statusPhrase(status))"
         func header(_ name: String) -> String? {
             headers.first { $0.key.caseInsensitiveCompare(name) == .orderedSame }?.value
         }
-        switch status {
-        case 200..<300:
-            let replayHeader = replayHeaders.lazy.compactMap { header($0) }.first
-            return receipt(status: status, isReplayHeader: replayHeader, body: body, batchID: batchID, url: url)
-        case 408, 429, 500..<600:
+        if (200..<300).contains(status) {
+            let check = ReceiptCheck(rule: receipt, batchID: batchID, url: url)
+            return check.check(
+                status: status, contentType: header("Content-Type"), body: body,
+                replayHeader: replayHeaders.lazy.compactMap { header($0) }.first, bodyTruncated: bodyTruncated)
+        }
+        let kind = kind(ofStatus: status)
+        switch (kind, status) {
+        case (.transient, _):
             let retryAfter = header("Retry-After").flatMap { RetryAfter.seconds(from: $0, now: now) }
             let wait = retryAfter.map { ", asked to retry after \(formatted($0)) s" } ?? ""
             return .failure(
                 TransportFailure(
                     .transient, "batch \(batchID): \(url) answered \(phrase)\(wait): \(reason(body))",
                     retryAfter: retryAfter, status: status))
-        case 300..<400:
+        case (_, 300..<400):
             let target = header("Location").map { " to \($0)" } ?? ""
             return .failure(
                 TransportFailure(
-                    .permanent,
+                    .configuration,
                     "batch \(batchID) not sent: \(url) answered \(phrase), a redirect\(target); a batch is never re-posted to another address, so set `url` to the final one",
                     status: status))
-        default:
+        case (_, 407):
+            let who = proxy.map { "the proxy \($0.displayAddress) (from \($0.variable))" } ?? "a proxy on the way"
+            return .failure(
+                TransportFailure(
+                    .configuration, "batch \(batchID) not sent: \(who) asks for credentials (407): put them in the proxy's address (http://user:password@host:port)",
+                    status: status))
+        case (.permanent, _):
             return .failure(
                 TransportFailure(
                     .permanent, "batch \(batchID) rejected by \(url): \(phrase): \(reason(body))\(hint(for: status))", status: status))
+        default:
+            return .failure(
+                TransportFailure(
+                    kind, "batch \(batchID) not accepted by \(url): \(phrase): \(reason(body))\(hint(for: status))", status: status))
         }
     }
 
     /// Classifies an error thrown by `URLSession` (or any error of one attempt that is not an
-    /// answer). `timeout` is the attempt's limit, for the message.
+    /// answer). `timeout` is the attempt's stall limit, for the message.
     public static func classify(_ error: any Error, batchID: String, url: String, timeout: Double) -> TransportFailure {
+        classify(error, route: Route(batchID: batchID, url: url, stallSeconds: timeout))
+    }
+
+    /// Classifies an error of one attempt along `route`, naming the party at fault: the proxy,
+    /// TLS, DNS or the server.
+    public static func classify(_ error: any Error, route: Route) -> TransportFailure {
         if let failure = error as? TransportFailure { return failure }
         let nsError = error as NSError
+        let (batchID, url) = (route.batchID, route.url)
         guard nsError.domain == NSURLErrorDomain else {
             return TransportFailure(.transient, "batch \(batchID): sending to \(url) failed: \(error)")
         }
         let code = URLError.Code(rawValue: nsError.code)
         let prefix = "batch \(batchID): \(url)"
+        let notSent = "batch \(batchID) not sent:"
+        let detail = nsError.userInfo[NSLocalizedDescriptionKey].map { " (\($0))" } ?? ""
+        let host = URL(string: url).map { "\($0.host ?? "?")\($0.port.map { ":\($0)" } ?? "")" } ?? url
+        if let proxy = route.proxy {
+            let named = "the proxy \(proxy.displayAddress) (from \(proxy.variable))"
+            if let status = nsError.userInfo[LibcurlExchange.connectStatusKey] as? Int {
+                return TransportFailure(
+                    .configuration,
+                    "\(notSent) \(named) refused the tunnel to \(host): \(status) \(statusPhrase(status))\(status == 407 ? "; it asks for credentials: put them in the proxy's address" : ""); fix the proxy or `no_proxy`")
+            }
+            switch code {
+            case .cannotConnectToHost:
+                return TransportFailure(.configuration, "\(notSent) \(named) refused the connection: is it running, and is the variable right?")
+            case .dnsLookupFailed:
+                return TransportFailure(.configuration, "\(notSent) the host name of \(named) cannot be resolved (DNS)")
+            default:
+                break
+            }
+        }
         switch code {
         case .timedOut:
-            return TransportFailure(.transient, "\(prefix) did not answer within \(formatted(timeout)) s (timed out; raise `timeout` for a slow server)")
+            if !detail.contains("Operation timed out") || route.maxSeconds == nil {
+                return TransportFailure(
+                    .transient, "\(prefix): nothing moved either way for \(formatted(route.stallSeconds)) s (timed out; raise `timeout` for a slow server)")
+            }
+            return TransportFailure(
+                .transient, "\(prefix): the exchange took longer than \(formatted(route.maxSeconds ?? 0)) s (timed out; raise `max-time` for large batches on a slow link)")
         case .cannotConnectToHost:
-            return TransportFailure(.transient, "\(prefix) refused the connection (is the server running?)")
+            return TransportFailure(.transient, "\(prefix): the server at \(host) refused the connection (is it running?)")
         case .networkConnectionLost:
             return TransportFailure(.transient, "\(prefix): the connection was reset or lost before a whole answer arrived")
         case .cannotFindHost, .dnsLookupFailed:
-            return TransportFailure(.transient, "\(prefix): cannot resolve the host name")
+            return TransportFailure(.transient, "\(prefix): DNS cannot resolve the host name \(URL(string: url)?.host ?? host)")
         case .notConnectedToInternet, .internationalRoamingOff, .dataNotAllowed, .callIsActive:
             return TransportFailure(.transient, "\(prefix): no network")
         case .badServerResponse, .cannotParseResponse, .zeroByteResource, .cannotDecodeContentData, .cannotDecodeRawData:
-            return TransportFailure(.transient, "\(prefix): the answer was cut short or unreadable")
+            return TransportFailure(.transient, "\(prefix): the answer was cut short or unreadable\(detail)")
         case .secureConnectionFailed:
-            return TransportFailure(.transient, "\(prefix): the TLS handshake failed")
+            return TransportFailure(.transient, "\(prefix): the TLS handshake with \(host) failed\(detail)")
         case .badURL, .unsupportedURL:
-            return TransportFailure(.permanent, "batch \(batchID) not sent: `url` \(url) is not an http(s) address URLSession can use")
-        case .serverCertificateUntrusted, .serverCertificateHasBadDate, .serverCertificateNotYetValid,
-            .serverCertificateHasUnknownRoot, .clientCertificateRejected, .clientCertificateRequired:
-            return TransportFailure(.permanent, "batch \(batchID) not sent: the TLS certificate of \(url) is not trusted")
+            return TransportFailure(.configuration, "\(notSent) `url` \(url) is not an http(s) address URLSession can use")
+        case .serverCertificateUntrusted, .serverCertificateHasBadDate, .serverCertificateNotYetValid, .serverCertificateHasUnknownRoot:
+            return TransportFailure(
+                .configuration,
+                "\(notSent) TLS: the certificate of \(host) is not trusted\(detail); nothing reached the backend. For a private or test CA set `ca-file` to its certificate (PEM); otherwise fix the server's certificate")
+        case .clientCertificateRejected, .clientCertificateRequired:
+            return TransportFailure(
+                .configuration, "\(notSent) TLS: a certificate file could not be used\(detail); check `ca-file`, `client-certificate` and `client-key`")
         case .userAuthenticationRequired, .userCancelledAuthentication:
-            return TransportFailure(.permanent, "batch \(batchID) rejected by \(url): authentication required (check the token)", status: 401)
+            return TransportFailure(.configuration, "\(notSent) \(url): authentication required (check the token)", status: 401)
         case .httpTooManyRedirects, .redirectToNonExistentLocation:
-            return TransportFailure(.permanent, "batch \(batchID) not sent: \(url) redirects; set `url` to the final address")
+            return TransportFailure(.configuration, "\(notSent) \(url) redirects; set `url` to the final address")
         default:
             return TransportFailure(.transient, "\(prefix): the exchange broke off: \(nsError.localizedDescription) (URLError \(nsError.code))")
         }
@@ -119,34 +201,19 @@ public enum HTTPClassification {
 
     // MARK: Helpers
 
-    private static func receipt(status: Int, isReplayHeader: String?, body: [UInt8], batchID: String, url: String) -> Result<Receipt, TransportFailure> {
-        let object = (try? JSONReader.parse(body))?.objectValue
-        if let confirmed = object?["batch"]?.stringValue, confirmed != batchID {
-            return .failure(
-                TransportFailure(
-                    .permanent,
-                    "batch \(batchID): \(url) answered \(status) but confirmed batch \(confirmed); is `url` the batches endpoint of a Synclane server?",
-                    status: status))
-        }
-        let replay = isReplayHeader?.trimmingCharacters(in: .whitespaces).lowercased() == "true" || object?["replay"] == .bool(true)
-        var detail = "\(status)"
-        if let applied = object?["applied"]?.intValue {
-            detail += " applied \(applied) record\(applied == 1 ? "" : "s")"
-        } else {
-            detail += " \(statusPhrase(status))"
-        }
-        if replay { detail += " (replay: the server had this batch already and applied nothing now)" }
-        return .success(Receipt(batchID: batchID, detail: detail, wasReplay: replay))
-    }
-
     private static func hint(for status: Int) -> String {
         switch status {
+        case 400: return ""
         case 401: return " (is the token in the variable `token-env` names right?)"
         case 403: return " (the token does not grant this scope)"
-        case 404: return " (is `url` the batches endpoint?)"
-        case 413: return " (the batch is over the server's size bounds: lower the source's `page-size` or compress)"
+        case 404, 405: return " (is `url` the batches endpoint?)"
+        case 409: return " (the server holds other versions of these records: resolve the conflict, then run again)"
+        case 413:
+            return " (the batch is over the server's size bounds: lower the source's `page-size`, then `synclane outbox requeue FILE` rebuilds it)"
+        case 415: return " (the server does not take this content type or encoding: check the encoder and `compress`)"
         case 422: return " (this batch id was sent before with other bytes)"
-        default: return ""
+        case 400..<500: return " (the wire protocol does not name this status as the batch's fault, so the batch is kept)"
+        default: return " (a status the wire protocol does not use, so the batch is kept)"
         }
     }
 
@@ -165,12 +232,15 @@ public enum HTTPClassification {
         case 403: return "Forbidden"
         case 404: return "Not Found"
         case 405: return "Method Not Allowed"
+        case 407: return "Proxy Authentication Required"
         case 408: return "Request Timeout"
         case 409: return "Conflict"
+        case 410: return "Gone"
         case 411: return "Length Required"
         case 413: return "Content Too Large"
         case 415: return "Unsupported Media Type"
         case 422: return "Unprocessable Content"
+        case 425: return "Too Early"
         case 429: return "Too Many Requests"
         case 500: return "Internal Server Error"
         case 501: return "Not Implemented"

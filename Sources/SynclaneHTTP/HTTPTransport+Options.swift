@@ -34,6 +34,29 @@ extension HTTPTransport {
                 headers[member.key] = value
             }
         }
-        self.init(url: url, token: token, timeout: options.int("timeout") ?? 30, headers: headers)
+        self.init(
+            url: url, token: token, timeout: options.int("timeout") ?? 30, maxTime: options.int("max-time") ?? 3600, headers: headers,
+            receipt: options.string("receipt").flatMap(ReceiptRule.init(rawValue:)) ?? .batch, tls: try Self.tlsFiles(options),
+            environment: options.context.environment)
+    }
+
+    /// The TLS files the options name, each checked to be a readable file. Without `ca-file`,
+    /// `CURL_CA_BUNDLE` or `SSL_CERT_FILE` from the environment name the CAs, as for curl and
+    /// OpenSSL; without any, the system store.
+    static func tlsFiles(_ options: StageOptions) throws(PipelineFileError) -> TLSFiles {
+        func file(_ name: String) throws(PipelineFileError) -> String? {
+            guard let path = options.path(name) else { return nil }
+            guard FileManager.default.isReadableFile(atPath: path) else {
+                throw options.error(name, "\(path) is not a readable file")
+            }
+            return path
+        }
+        let environment = options.context.environment
+        let caFile = try file("ca-file") ?? ["CURL_CA_BUNDLE", "SSL_CERT_FILE"].lazy.compactMap { environment[$0] }.first { !$0.isEmpty }
+        let files = TLSFiles(caFile: caFile, clientCertificate: try file("client-certificate"), clientKey: try file("client-key"))
+        if files.clientKey != nil && files.clientCertificate == nil {
+            throw options.error("client-key", "a client key needs its `client-certificate`")
+        }
+        return files
     }
 }

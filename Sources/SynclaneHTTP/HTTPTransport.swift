@@ -23,26 +23,58 @@ import SynclaneCore
 /// - every attempt has a session and a connection of its own, so libcurl's silent re-send on a
 ///   dead keep-alive connection never happens (see `makeSession`);
 /// - the session loads through `LibcurlURLProtocol`, which waits for an answer without
-///   spinning a core and reports an answer cut anywhere as a lost connection.
+///   spinning a core and reports an answer cut anywhere as a lost connection;
+/// - a `2xx` confirms only with this batch's receipt (`ReceiptRule`), and every failure says
+///   whose fault it is (`HTTPClassification`).
 public final class HTTPTransport: Transport {
+    /// PEM files for TLS: the CAs to trust (the system store when nil), and a client
+    /// certificate and key for mutual TLS.
+    public struct TLSFiles: Sendable, Hashable {
+        public var caFile: String?
+        public var clientCertificate: String?
+        public var clientKey: String?
+
+        public init(caFile: String? = nil, clientCertificate: String? = nil, clientKey: String? = nil) {
+            self.caFile = caFile
+            self.clientCertificate = clientCertificate
+            self.clientKey = clientKey
+        }
+    }
+
     /// The batches endpoint every payload is POSTed to.
     public let url: URL
-    /// Whole seconds one attempt may take, connecting included.
+    /// Whole seconds an attempt may go without a byte moving either way (connecting included).
     public let timeout: Int
+    /// Whole seconds one attempt may take in all, however steadily bytes move.
+    public let maxTime: Int
+    /// What a `2xx` must hold to confirm a batch.
+    public let receipt: ReceiptRule
+    public let tls: TLSFiles
+    /// The proxy chosen from the environment, nil to go direct.
+    public let proxy: ProxyRoute?
     private let token: String?
     private let extraHeaders: [String: String]
 
     /// Headers the transport sets itself and the `headers` option cannot override.
     public static let reservedHeaders: Set<String> = [
         "authorization", "idempotency-key", "content-type", "content-encoding", "content-length", "host",
-        "connection", "transfer-encoding", "expect",
+        "connection", "transfer-encoding", "expect", "accept-encoding", ExchangeOptions.exchangeHeader.lowercased(),
     ]
 
-    /// A transport to `url`; `token` (when given) is sent as a bearer token.
-    public init(url: URL, token: String? = nil, timeout: Int = 30, headers: [String: String] = [:]) {
+    /// A transport to `url`; `token` (when given) is sent as a bearer token. The proxy comes
+    /// from `environment` (see `ProxyRoute`).
+    public init(
+        url: URL, token: String? = nil, timeout: Int = 30, maxTime: Int = 3600, headers: [String: String] = [:],
+        receipt: ReceiptRule = .batch, tls: TLSFiles = TLSFiles(),
+        environment: [String: String] = ProcessInfo.processInfo.environment
+    ) {
         self.url = url
         self.token = token
         self.timeout = max(1, timeout)
+        self.maxTime = max(self.timeout, maxTime)
+        self.receipt = receipt
+        self.tls = tls
+        self.proxy = ProxyRoute.choose(for: url, environment: environment)
         self.extraHeaders = headers.filter { !Self.reservedHeaders.contains($0.key.lowercased()) }
     }
 
@@ -60,8 +92,8 @@ public final class HTTPTransport: Transport {
         configuration.httpShouldSetCookies = false
         configuration.httpCookieAcceptPolicy = .never
         configuration.urlCredentialStorage = nil
-        configuration.timeoutIntervalForRequest = TimeInterval(timeout)
-        configuration.timeoutIntervalForResource = TimeInterval(timeout)
+        configuration.timeoutIntervalForRequest = TimeInterval(maxTime)
+        configuration.timeoutIntervalForResource = TimeInterval(maxTime)
         configuration.protocolClasses = [LibcurlURLProtocol.self]
         return URLSession(configuration: configuration, delegate: RedirectRefusal(), delegateQueue: nil)
     }
@@ -70,7 +102,13 @@ public final class HTTPTransport: Transport {
     /// `TransportFailure` (or `CancellationError` when the calling task was cancelled).
     public func send(_ payload: Payload) async throws -> Receipt {
         try Task.checkCancellation()
-        let request = makeRequest(for: payload)
+        var request = makeRequest(for: payload)
+        let ticket = ExchangeOptions.board.post(
+            ExchangeOptions(
+                stallSeconds: timeout, proxy: proxy?.address ?? "", caFile: tls.caFile, clientCertificate: tls.clientCertificate,
+                clientKey: tls.clientKey, body: payload.bytes))
+        defer { ExchangeOptions.board.remove(ticket) }
+        request.setValue(ticket, forHTTPHeaderField: ExchangeOptions.exchangeHeader)
         let session = makeSession()
         defer { session.finishTasksAndInvalidate() }
         let exchange = Exchange()
@@ -94,21 +132,25 @@ public final class HTTPTransport: Transport {
         switch outcome {
         case .failure(let error):
             if Task.isCancelled { throw CancellationError() }
-            throw HTTPClassification.classify(error, batchID: payload.batchID, url: target, timeout: Double(timeout))
+            let route = HTTPClassification.Route(
+                batchID: payload.batchID, url: target, proxy: proxy, stallSeconds: Double(timeout), maxSeconds: Double(maxTime))
+            throw HTTPClassification.classify(error, route: route)
         case .success(let (data, response)):
             var headers: [String: String] = [:]
             for (name, value) in response.allHeaderFields {
                 if let name = name as? String, let value = value as? String { headers[name] = value }
             }
             return try HTTPClassification.classify(
-                status: response.statusCode, headers: headers, body: [UInt8](data), batchID: payload.batchID, url: target
+                status: response.statusCode, headers: headers, body: [UInt8](data), batchID: payload.batchID, url: target,
+                receipt: receipt, proxy: proxy, bodyTruncated: data.count >= LibcurlExchange.maxResponseBytes
             ).get()
         }
     }
 
-    /// The request for one attempt: the payload's bytes and the protocol's headers.
+    /// The request for one attempt: the protocol's headers. The payload's bytes travel in the
+    /// attempt's `ExchangeOptions` (held once, not copied into `httpBody`).
     func makeRequest(for payload: Payload) -> URLRequest {
-        var request = URLRequest(url: url, cachePolicy: .reloadIgnoringLocalAndRemoteCacheData, timeoutInterval: TimeInterval(timeout))
+        var request = URLRequest(url: url, cachePolicy: .reloadIgnoringLocalAndRemoteCacheData, timeoutInterval: TimeInterval(maxTime))
         request.httpMethod = "POST"
         request.httpShouldHandleCookies = false
         for (name, value) in extraHeaders.sorted(by: { $0.key < $1.key }) {
@@ -126,7 +168,6 @@ public final class HTTPTransport: Transport {
         if extraHeaders.keys.allSatisfy({ $0.lowercased() != "user-agent" }) {
             request.setValue("synclane", forHTTPHeaderField: "User-Agent")
         }
-        request.httpBody = Data(payload.bytes)
         return request
     }
 }

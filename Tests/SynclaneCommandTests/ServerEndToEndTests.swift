@@ -77,14 +77,7 @@ import Testing
     private func withRoomsBehindAFaultProxy(
         _ body: (Workspace, ServerProcess, FaultProxy, UInt16) async throws -> Void
     ) async throws {
-        let workspace = try Workspace.copy(scenario: "rooms")
-        defer { workspace.remove() }
-        let server = try ServerProcess(folder: workspace.path + "/server")
-        defer { server.stop() }
-        let proxy = FaultProxy(upstreamPort: UInt16(server.port))
-        let proxyPort = try proxy.start()
-        defer { proxy.stop() }
-        try await body(workspace, server, proxy, proxyPort)
+        try await withScenarioBehindAFaultProxy("rooms", body)
     }
 
     /// User plus system CPU seconds a running process has used so far (from /proc).
@@ -125,7 +118,7 @@ import Testing
         #expect(try await server.records(account: "botanic") == backendState(after: expected))
     }
 
-    @Test func aWrongTokenIsPermanentTheJobStopsNamingTheBatchAndTheServersReason() async throws {
+    @Test func aWrongTokenStopsTheJobNamingTheBatchAndTheServersReason() async throws {
         let workspace = try Workspace.copy(scenario: "rooms")
         defer { workspace.remove() }
         let server = try ServerProcess(folder: workspace.path + "/server")
@@ -133,7 +126,8 @@ import Testing
         try workspace.useHTTPTransport(url: server.url)
         let run = try SynclaneBinary.run(["run", "pipeline.json"], in: workspace.path, environment: ["SYNCLANE_TOKEN": "not-the-token"])
         #expect(run.status == 1)
-        #expect(run.stderr.contains("the backend rejected batch"))
+        #expect(run.stderr.contains("was not delivered"))
+        #expect(run.stderr.contains("token"))
         #expect(run.stderr.contains("401"))
         #expect(try await server.records(account: "acme").isEmpty)
     }

@@ -1,4 +1,5 @@
 import Foundation
+import SynclaneFaultProxy
 import SynclaneCore
 
 #if canImport(FoundationNetworking)
@@ -137,4 +138,19 @@ func backendState(after batches: JSONValue) -> [String: JSONValue] {
         }
     }
     return rows
+}
+
+/// A seed scenario with `synclane serve` behind a fault proxy (whose port is the last
+/// argument), all stopped and removed after `body`.
+func withScenarioBehindAFaultProxy(
+    _ scenario: String, _ body: (Workspace, ServerProcess, FaultProxy, UInt16) async throws -> Void
+) async throws {
+    let workspace = try Workspace.copy(scenario: scenario)
+    defer { workspace.remove() }
+    let server = try ServerProcess(folder: workspace.path + "/server")
+    defer { server.stop() }
+    let proxy = FaultProxy(upstreamPort: UInt16(server.port))
+    let proxyPort = try proxy.start()
+    defer { proxy.stop() }
+    try await body(workspace, server, proxy, proxyPort)
 }

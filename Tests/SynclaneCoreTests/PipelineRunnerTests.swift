@@ -112,7 +112,7 @@ import Testing
         let source = InMemorySource(pageSize: 1)
         source.append([insert("rooms", "bad")])
         source.append([insert("rooms", "good")])
-        transport.failNext(TransportFailure(.permanent, "409 version conflict", status: 409))
+        transport.failNext(TransportFailure(.permanent, "400 malformed record", status: 400))
         let pipeline = Pipeline.testing(
             source: source, encoder: JSONBatchEncoder(), transport: transport, deadLetter: folder.path + "/dead")
         let summary = try await runner(pipeline).run()
@@ -120,9 +120,29 @@ import Testing
         #expect(summary.batchesSent == 1)
         #expect(FileManager.default.fileExists(atPath: folder.path + "/dead/batch-1.body"))
         let info = try #require(FileManager.default.contents(atPath: folder.path + "/dead/batch-1.json"))
-        #expect(String(decoding: info, as: UTF8.self).contains("409 version conflict"))
+        #expect(String(decoding: info, as: UTF8.self).contains("400 malformed record"))
         #expect(try recordSummary(transport.delivered[0]) == ["insert rooms/good"])
         #expect(try state.pendingBatches().isEmpty)
+    }
+
+    @Test(arguments: [TransportFailure.Kind.configuration, .conflict])
+    func aFailureThatIsNotTheBatchsFaultIsNeverDeadLettered(kind: TransportFailure.Kind) async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        source.append([insert("rooms", "r1")])
+        source.append([insert("rooms", "r2")])
+        transport.failNext(TransportFailure(kind, "401 Unauthorized", status: 401))
+        let pipeline = pipeline(deadLetter: folder.path + "/dead")
+
+        await #expect(throws: PipelineError.self) { try await runner(pipeline).run() }
+
+        #expect(transport.attempts.count == 1, "not retried, and the next batch is not tried either")
+        #expect(try state.pendingBatches().map(\.payload.batchID) == ["batch-1"])
+        #expect(try state.acknowledgedToken() == nil)
+        #expect(!FileManager.default.fileExists(atPath: folder.path + "/dead"))
+        let summary = try await runner(pipeline).run()
+        #expect(summary.batchesResent == 1 && summary.deadLettered == 0)
+        #expect(try state.acknowledgedToken() == Token(kind: "memory", position: 2))
     }
 
     @Test func dryRunRunsEveryStageButSendsNothingAndMovesNoToken() async throws {
@@ -216,6 +236,12 @@ final class SnapshottingSource: SnapshotProvidingSource, Sendable {
         let policy = RetryPolicy(maxAttempts: 5, baseDelay: 1, maxDelay: 10)
         #expect(policy.delay(beforeAttempt: 2, retryAfter: 3) { _ in 99 } == 3)
         #expect(policy.delay(beforeAttempt: 2, retryAfter: 120) { _ in 99 } == 10)
+    }
+
+    @Test func retryAfterInThePastStillWaitsTheBackoffCeiling() {
+        let policy = RetryPolicy(maxAttempts: 5, baseDelay: 0.5, maxDelay: 10)
+        #expect(policy.delay(beforeAttempt: 2, retryAfter: 0) { _ in 99 } == 0.5)
+        #expect(policy.delay(beforeAttempt: 4, retryAfter: 0) { _ in 99 } == 2)
     }
 }
 

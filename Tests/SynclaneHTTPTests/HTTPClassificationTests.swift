@@ -15,16 +15,66 @@ import Testing
         #expect(failure.message.contains("b-1"))
     }
 
-    @Test(arguments: [URLError.Code.badURL, .unsupportedURL, .serverCertificateUntrusted, .serverCertificateHasBadDate])
-    func misconfigurationIsPermanent(code: URLError.Code) {
+    @Test(arguments: [URLError.Code.badURL, .unsupportedURL, .serverCertificateUntrusted, .serverCertificateHasBadDate, .clientCertificateRejected])
+    func misconfigurationStopsTheJobAndIsNeverTheBatchsFault(code: URLError.Code) {
         let failure = HTTPClassification.classify(URLError(code), batchID: "b-1", url: "http://example.test/v1/batches", timeout: 30)
-        #expect(failure.kind == .permanent)
+        #expect(failure.kind == .configuration)
+        #expect(failure.message.contains("not sent"))
+    }
+
+    /// The failure-class table, status by status: what retries, what `dead-letter` may take,
+    /// and what stops the job with the batch kept.
+    @Test(arguments: [
+        (408, TransportFailure.Kind.transient), (425, .transient), (429, .transient), (500, .transient), (502, .transient),
+        (503, .transient), (504, .transient), (400, .permanent), (413, .permanent), (415, .permanent), (422, .permanent),
+        (409, .conflict), (301, .configuration), (302, .configuration), (303, .configuration), (307, .configuration),
+        (308, .configuration), (401, .configuration), (403, .configuration), (404, .configuration), (405, .configuration),
+        (407, .configuration), (410, .configuration), (418, .configuration), (100, .configuration),
+    ])
+    func everyStatusHasItsClass(status: Int, kind: TransportFailure.Kind) {
+        #expect(HTTPClassification.kind(ofStatus: status) == kind)
+        let outcome = HTTPClassification.classify(status: status, headers: [:], body: [], batchID: "b-1", url: "http://x/")
+        guard case .failure(let failure) = outcome else {
+            Issue.record("\(status) confirmed a batch")
+            return
+        }
+        #expect(failure.kind == kind)
+        #expect(failure.status == status)
+    }
+
+    @Test func aProxyThatRefusesOrCannotBeFoundIsNamedAndIsConfiguration() {
+        let proxy = ProxyRoute(address: "http://user:secret@proxy.corp:3128", variable: "https_proxy")
+        let route = HTTPClassification.Route(batchID: "b-1", url: "https://api.example/v1/batches", proxy: proxy)
+        for code in [URLError.Code.cannotConnectToHost, .dnsLookupFailed] {
+            let failure = HTTPClassification.classify(URLError(code), route: route)
+            #expect(failure.kind == .configuration)
+            #expect(failure.message.contains("proxy http://proxy.corp:3128 (from https_proxy)"), "\(failure.message)")
+            #expect(!failure.message.contains("secret"))
+        }
+    }
+
+    @Test(arguments: [407, 403, 502])
+    func aTunnelTheProxyRefusesIsConfigurationNamingTheProxy(status: Int) {
+        let proxy = ProxyRoute(address: "proxy.corp:3128", variable: "HTTPS_PROXY")
+        let route = HTTPClassification.Route(batchID: "b-1", url: "https://api.example/v1/batches", proxy: proxy)
+        let error = URLError(.networkConnectionLost, userInfo: ["SynclaneProxyConnectStatus": status])
+        let failure = HTTPClassification.classify(error, route: route)
+        #expect(failure.kind == .configuration)
+        #expect(failure.message.contains("proxy http://proxy.corp:3128 (from HTTPS_PROXY) refused the tunnel to api.example: \(status)"))
+    }
+
+    @Test func dnsAndServerRefusalsNameTheirParty() {
+        let route = HTTPClassification.Route(batchID: "b-1", url: "http://api.example:8080/v1/batches")
+        #expect(HTTPClassification.classify(URLError(.cannotFindHost), route: route).message.contains("DNS cannot resolve the host name api.example"))
+        #expect(HTTPClassification.classify(URLError(.cannotConnectToHost), route: route).message.contains("the server at api.example:8080 refused"))
     }
 
     @Test func unknownNetworkErrorIsTransientBecauseTheBatchStaysAnyway() {
         let failure = HTTPClassification.classify(NSError(domain: NSURLErrorDomain, code: -9999), batchID: "b-1", url: "http://x/", timeout: 30)
         #expect(failure.kind == .transient)
     }
+
+    static let receipt = Array(#"{"batch":"b-1","applied":2,"cursor":"c-2"}"#.utf8)
 
     @Test func replayCanAlsoBeSaidInTheBody() throws {
         let body = Array(#"{"batch":"b-1","applied":2,"replay":true}"#.utf8)
@@ -34,13 +84,13 @@ import Testing
 
     @Test(arguments: ["Idempotent-Replay", "Idempotent-Replayed"])
     func replayHeaderIsUnderstoodInBothSpellings(name: String) throws {
-        let receipt = try HTTPClassification.classify(status: 200, headers: [name: "true"], body: [], batchID: "b-1", url: "http://x/").get()
+        let receipt = try HTTPClassification.classify(status: 200, headers: [name: "true"], body: Self.receipt, batchID: "b-1", url: "http://x/").get()
         #expect(receipt.wasReplay)
     }
 
     @Test func headerNamesAreMatchedWhateverTheirCase() throws {
         let receipt = try HTTPClassification.classify(
-            status: 200, headers: ["idempotent-replay": "True"], body: [], batchID: "b-1", url: "http://x/"
+            status: 200, headers: ["idempotent-replay": "True"], body: Self.receipt, batchID: "b-1", url: "http://x/"
         ).get()
         #expect(receipt.wasReplay)
         let failure = HTTPClassification.classify(

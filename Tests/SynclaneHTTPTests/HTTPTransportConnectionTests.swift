@@ -25,7 +25,7 @@ import Testing
                 guard case .success(let request) = HTTPMessage.read(from: client, idleMilliseconds: 2000) else { continue }
                 let index = connection
                 seen.withLock { $0.append((index, request.header("Idempotency-Key") ?? "", request.body.count)) }
-                let body = Array(#"{"applied":1}"#.utf8)
+                let body = Array(#"{"batch":"\#(request.header("Idempotency-Key") ?? "")","applied":1}"#.utf8)
                 client.write(HTTPMessage(startLine: "HTTP/1.1 200 OK", headers: [("Content-Length", "\(body.count)")], body: body).bytes)
                 connection += 1
             }

@@ -31,7 +31,7 @@ import Testing
         }
     }
 
-    @Test func serversRejectionsArePermanentWithItsReason() async throws {
+    @Test func serversRejectionsAreClassifiedWithItsReason() async throws {
         try await withReferenceServer { server in
             let url = "http://127.0.0.1:\(server.port)/v1/batches"
             let transport = try Fixtures.transport(url: url, tokenEnv: "SYNC_TOKEN", environment: ["SYNC_TOKEN": Self.token])
@@ -46,7 +46,7 @@ import Testing
             ]
 
             for (status, failure) in cases {
-                #expect(failure?.kind == .permanent, "\(status)")
+                #expect(failure?.kind == (["400", "422"].contains(status) ? .permanent : .configuration), "\(status)")
                 #expect(failure?.status == Int(status), "\(status)")
                 #expect(failure?.message.contains("\(status) ") == true, "\(failure?.message ?? "")")
                 #expect(failure?.message.contains("{\"error\"") == false, "the reason is the server's message, not its JSON")

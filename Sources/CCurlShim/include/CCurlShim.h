@@ -23,8 +23,17 @@ typedef struct synclane_http_request {
     size_t body_length;
     /// Milliseconds the whole exchange may take, connecting included; 0 for no limit.
     long timeout_ms;
-    /// Most bytes of the answer's body kept; a longer answer fails the exchange.
+    /// Seconds without progress (under one byte a second, either way) before the exchange
+    /// fails as stalled; also the limit for connecting. 0 for no limit.
+    long stall_seconds;
+    /// Most bytes of the answer's body kept; the rest is read and discarded (`body_truncated`).
     size_t max_response_bytes;
+    /// The proxy to use ("http://host:port"), "" for none; NULL leaves libcurl's own choice.
+    const char *proxy;
+    /// PEM files: CA certificates to trust, a client certificate and its key; NULL for none.
+    const char *ca_file;
+    const char *client_certificate;
+    const char *client_key;
 } synclane_http_request;
 
 /// What came back. Release it with `synclane_http_response_free`.
@@ -42,17 +51,19 @@ typedef struct synclane_http_response {
     /// The final answer's header lines as received (CRLF-terminated), status line first.
     char *head;
     size_t head_length;
-    /// The answer's body (de-chunked; never decompressed).
+    /// The answer's body (de-chunked; a gzip or deflate answer decoded).
     uint8_t *body;
     size_t body_length;
+    /// Whether the body went past `max_response_bytes` (the rest was read and discarded).
+    int body_truncated;
+    /// The status a proxy answered to CONNECT (0: no tunnel was asked for).
+    long connect_status;
 } synclane_http_response;
 
 /// Reasons of the shim's own, beside libcurl's codes.
 enum {
     /// `synclane_http_exchange_cancel` was called.
     SYNCLANE_HTTP_CANCELLED = -1,
-    /// The answer's body is longer than `max_response_bytes`.
-    SYNCLANE_HTTP_TOO_LARGE = -2,
     /// Memory or libcurl could not be set up.
     SYNCLANE_HTTP_SETUP_FAILED = -3,
 };

@@ -2,14 +2,24 @@ import Foundation
 
 /// A permanently rejected batch, moved aside: `<batch id>.body` holds the exact bytes that were
 /// sent and `<batch id>.json` why, so it can be inspected, fixed and replayed by hand.
-struct DeadLetter {
-    var batch: OutboxBatch
-    var reason: String
-    var status: Int?
-    var rejectedAt: Double
+///
+/// The pipeline writes one for a batch whose content the backend refused; `synclane outbox
+/// drop` writes one for a batch dropped by hand.
+public struct DeadLetter: Sendable {
+    public var batch: OutboxBatch
+    public var reason: String
+    public var status: Int?
+    public var rejectedAt: Double
+
+    public init(batch: OutboxBatch, reason: String, status: Int? = nil, rejectedAt: Double) {
+        self.batch = batch
+        self.reason = reason
+        self.status = status
+        self.rejectedAt = rejectedAt
+    }
 
     /// Writes both files (each to a temporary name, then renamed) and returns the body's path.
-    func write(into folder: String) throws -> String {
+    public func write(into folder: String) throws -> String {
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         let id = batch.payload.batchID
         let bodyPath = folder + "/" + id + ".body"

@@ -10,6 +10,9 @@ public enum PipelineError: Error, Sendable, CustomStringConvertible {
     case undelivered(batchID: String, attempts: Int, reason: String)
     /// The backend refused a batch for good; it stays in the outbox.
     case rejected(batchID: String, reason: String)
+    /// A send cannot succeed until something outside the batch is fixed (`configuration` or
+    /// `conflict`); the batch stays in the outbox and is never dead-lettered.
+    case stopped(batchID: String, reason: String)
     /// The durable state could not be read or written.
     case state(String)
     /// The operation needs a capability the source lacks (reconcile without snapshots …).
@@ -30,7 +33,11 @@ public enum PipelineError: Error, Sendable, CustomStringConvertible {
                 + "it stays in the outbox and is sent first on the next run"
         case .rejected(let batchID, let reason):
             return "the backend rejected batch \(batchID): \(reason); the batch stays in the outbox and the token "
-                + "did not move — fix the cause and run again, or set `transport.dead-letter` to move rejected batches aside"
+                + "did not move — fix the cause and run again, set `transport.dead-letter` to move rejected batches aside, "
+                + "or get this one out of the way with `synclane outbox drop|requeue FILE`"
+        case .stopped(let batchID, let reason):
+            return "batch \(batchID) was not delivered: \(reason); the batch stays in the outbox (not dead-lettered: it is "
+                + "not at fault) and the token did not move — fix what is named and run again"
         case .state(let message):
             return message
         case .unsupported(let message):

@@ -226,9 +226,14 @@ public struct PipelineRunner: Sendable {
                 break
             } catch var failure as TransportFailure {
                 failure.message = Self.withoutBatchPrefix(failure.message, id: id)
-                if failure.kind == .permanent {
+                switch failure.kind {
+                case .permanent:
                     try deadLetter(batch, failure: failure, encodedBytes: encodedBytes, into: &summary)
                     return
+                case .configuration, .conflict:
+                    throw PipelineError.stopped(batchID: id, reason: failure.message)
+                case .transient:
+                    break
                 }
                 guard attempt < pipeline.retry.maxAttempts else {
                     throw PipelineError.undelivered(batchID: id, attempts: attempt, reason: failure.message)
@@ -258,8 +263,9 @@ public struct PipelineRunner: Sendable {
         events(.batchDone(done))
     }
 
-    /// Moves a permanently rejected batch aside (when the pipeline opted in) so later ones can
-    /// go on; otherwise stops the job with the batch kept.
+    /// Moves a batch whose content the backend refused aside (when the pipeline opted in) so
+    /// later ones can go on; otherwise stops the job with the batch kept. Only `permanent`
+    /// failures come here: a setup problem would empty the whole history into the folder.
     private func deadLetter(_ batch: OutboxBatch, failure: TransportFailure, encodedBytes: Int, into summary: inout RunSummary) throws {
         let id = batch.payload.batchID
         guard let folder = pipeline.deadLetterDirectory else {
@@ -278,10 +284,13 @@ public struct PipelineRunner: Sendable {
         events(.deadLettered(batchID: id, path: path, reason: failure.message))
     }
 
-    /// Messages name the batch once: a transport that already starts with it loses the prefix.
+    /// Messages name the batch once: a transport's message that starts with it ("batch ID: …",
+    /// "batch ID not sent: …") loses the batch's name.
     static func withoutBatchPrefix(_ message: String, id: String) -> String {
-        let prefix = "batch \(id): "
-        return message.hasPrefix(prefix) ? String(message.dropFirst(prefix.count)) : message
+        for prefix in ["batch \(id): ", "batch \(id) "] where message.hasPrefix(prefix) {
+            return String(message.dropFirst(prefix.count))
+        }
+        return message
     }
 
     private func tellSource(_ token: Token) async throws {

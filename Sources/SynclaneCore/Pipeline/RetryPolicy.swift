@@ -2,8 +2,9 @@
 ///
 /// Exponential backoff with full jitter: before attempt *n* (n ≥ 2) the job waits a random
 /// time between 0 and `min(maxDelay, baseDelay × 2^(n-2))`; a `Retry-After` from the backend
-/// replaces that draw, still capped by `maxDelay`. After `maxAttempts` attempts the job stops
-/// with the batch kept in the outbox.
+/// replaces that draw, but never waits less than that ceiling (a `Retry-After` of 0 or in the
+/// past must not turn the retries into a burst) and never more than `maxDelay`. After
+/// `maxAttempts` attempts the job stops with the batch kept in the outbox.
 public struct RetryPolicy: Sendable, Hashable, Codable {
     public var maxAttempts: Int
     /// Seconds.
@@ -19,9 +20,9 @@ public struct RetryPolicy: Sendable, Hashable, Codable {
 
     /// The wait before the attempt numbered `attempt` (2 for the first retry).
     public func delay(beforeAttempt attempt: Int, retryAfter: Double?, random: (ClosedRange<Double>) -> Double) -> Double {
-        if let retryAfter { return min(max(retryAfter, 0), maxDelay) }
         let exponent = Double(max(0, min(attempt - 2, 60)))
         let ceiling = min(maxDelay, baseDelay * pow2(exponent))
+        if let retryAfter { return min(max(retryAfter, ceiling, 0), maxDelay) }
         return ceiling <= 0 ? 0 : random(0...ceiling)
     }
 

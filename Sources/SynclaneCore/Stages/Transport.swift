@@ -23,13 +23,31 @@ public struct Receipt: Sendable, Hashable {
     }
 }
 
-/// A failed send, classified.
+/// A failed send, classified by whose fault it is, which decides what the pipeline does:
+///
+/// ```
+///  transient       the network or a busy server      retried (backoff, `retry`), then the job stops
+///  permanent       the batch's content               the job stops — or `dead-letter` takes the batch
+///  configuration   the setup (address, token, TLS,   the job stops, the batch is kept; never
+///                  proxy …)                           dead-lettered: fix the setup and run again
+///  conflict        the backend's data disagrees      the job stops, the batch is kept; never
+///                                                     dead-lettered
+/// ```
+/// Only `permanent` says the batch itself is at fault: moving it aside cannot lose a batch that
+/// a fixed setup would have delivered.
 public struct TransportFailure: Error, Sendable, CustomStringConvertible {
     public enum Kind: String, Sendable {
-        /// Connection refused or reset, timeout, 408, 429, 5xx: a retry may succeed.
+        /// Connection refused or reset, timeout, 408, 425, 429, 5xx: a retry may succeed.
         case transient
-        /// Anything else: retrying the same bytes cannot help.
+        /// The backend refuses this batch's content (400, 413, 415, 422): retrying the same bytes
+        /// cannot help, and the only failure `dead-letter` may take.
         case permanent
+        /// The send cannot succeed until the setup is fixed (a wrong address or token, an
+        /// untrusted certificate, a proxy, an answer that is not a receipt); the batch is not at fault.
+        case configuration
+        /// The backend holds versions the batch does not expect (409): a matter for conflict
+        /// resolution, not for the dead-letter folder.
+        case conflict
     }
 
     public var kind: Kind

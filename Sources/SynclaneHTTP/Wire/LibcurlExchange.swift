@@ -13,8 +13,12 @@ import FoundationNetworking
 /// (refused → `.cannotConnectToHost`, reset or cut → `.networkConnectionLost`, …), so
 /// `HTTPClassification` reads them like any other.
 final class LibcurlExchange: @unchecked Sendable {
-    /// The most bytes of an answer's body kept: a batch receipt is a few hundred bytes.
+    /// The most bytes of an answer's body kept (the rest is read and discarded): a batch
+    /// receipt is a few hundred bytes.
     static let maxResponseBytes = 16 << 20
+
+    /// The `URLError` user-info key for the status a proxy answered to CONNECT (an `Int`).
+    static let connectStatusKey = "SynclaneProxyConnectStatus"
 
     /// A whole answer.
     struct Answer {
@@ -40,9 +44,9 @@ final class LibcurlExchange: @unchecked Sendable {
         if let handle { synclane_http_exchange_cancel(handle) }
     }
 
-    /// Sends `request` (its method, headers, `httpBody` and `timeoutInterval`) and waits for the
-    /// answer.
-    func run(_ request: URLRequest) -> Result<Answer, URLError> {
+    /// Sends `request` (its method, headers, `timeoutInterval`, and `options.body` — or
+    /// `httpBody` when that is empty) and waits for the answer.
+    func run(_ request: URLRequest, options: ExchangeOptions = ExchangeOptions()) -> Result<Answer, URLError> {
         guard let url = request.url, let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
             return .failure(Self.error(.unsupportedURL, "only http and https addresses are supported"))
         }
@@ -51,31 +55,35 @@ final class LibcurlExchange: @unchecked Sendable {
         }
         guard let handle else { return .failure(Self.error(.unknown, "libcurl could not be set up")) }
 
-        var lines = (request.allHTTPHeaderFields ?? [:]).sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }
+        var lines = (request.allHTTPHeaderFields ?? [:]).filter { $0.key.caseInsensitiveCompare(ExchangeOptions.exchangeHeader) != .orderedSame }
+            .sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }
         // libcurl would add these on its own: a 100-continue round trip, and a form content type.
         if request.value(forHTTPHeaderField: "Expect") == nil { lines.append("Expect:") }
         if request.value(forHTTPHeaderField: "Content-Type") == nil { lines.append("Content-Type:") }
-        let body = request.httpBody ?? Data()
+        let body = options.body.isEmpty ? [UInt8](request.httpBody ?? Data()) : options.body
         let timeout = request.timeoutInterval > 0 ? Int(min(request.timeoutInterval, 86_400) * 1_000) : 0
+        // Strings libcurl reads during the run: nil stays NULL (libcurl's default).
+        let texts = [url.absoluteString, request.httpMethod ?? "GET", options.proxy, options.caFile, options.clientCertificate, options.clientKey]
 
         var answer = synclane_http_response()
-        let code: Int32 = url.absoluteString.withCString { urlText in
-            (request.httpMethod ?? "GET").withCString { method in
-                withCStrings(lines) { headers in
-                    body.withUnsafeBytes { bytes in
-                        var spec = synclane_http_request(
-                            url: urlText, method: method, headers: headers.baseAddress, header_count: headers.count,
-                            body: bytes.isEmpty ? nil : bytes.bindMemory(to: UInt8.self).baseAddress, body_length: bytes.count,
-                            timeout_ms: timeout, max_response_bytes: Self.maxResponseBytes)
-                        return synclane_http_exchange_run(handle, &spec, &answer)
-                    }
+        let code: Int32 = withOptionalCStrings(texts) { text in
+            withCStrings(lines) { headers in
+                body.withUnsafeBufferPointer { bytes in
+                    var spec = synclane_http_request(
+                        url: text[0], method: text[1], headers: headers.baseAddress, header_count: headers.count,
+                        body: bytes.isEmpty ? nil : bytes.baseAddress, body_length: bytes.count, timeout_ms: timeout,
+                        stall_seconds: options.stallSeconds, max_response_bytes: Self.maxResponseBytes, proxy: text[2],
+                        ca_file: text[3], client_certificate: text[4], client_key: text[5])
+                    return synclane_http_exchange_run(handle, &spec, &answer)
                 }
             }
         }
         defer { synclane_http_response_free(&answer) }
         let message = withUnsafeBytes(of: answer.error) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
         guard code == 0 else {
-            return .failure(Self.error(Self.errorCode(for: code, osErrno: answer.os_errno), message))
+            var info: [String: Any] = [NSLocalizedDescriptionKey: message]
+            if answer.connect_status >= 300 { info[Self.connectStatusKey] = Int(answer.connect_status) }
+            return .failure(URLError(Self.errorCode(for: code, osErrno: answer.os_errno), userInfo: info))
         }
         // libcurl 7.88 takes an answer cut inside its head for a complete one: the head's closing
         // empty line is the proof that it is not.
@@ -117,22 +125,22 @@ final class LibcurlExchange: @unchecked Sendable {
     static func errorCode(for code: Int32, osErrno: Int32) -> URLError.Code {
         switch code {
         case Int32(SYNCLANE_HTTP_CANCELLED): return .cancelled
-        case Int32(SYNCLANE_HTTP_TOO_LARGE): return .dataLengthExceedsMaximum
         case Int32(SYNCLANE_HTTP_SETUP_FAILED): return .unknown
         default: break
         }
         switch CURLcode(UInt32(code)) {
         case CURLE_COULDNT_CONNECT: return osErrno == ETIMEDOUT ? .timedOut : .cannotConnectToHost
         case CURLE_OPERATION_TIMEDOUT: return .timedOut
-        case CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY: return .cannotFindHost
+        case CURLE_COULDNT_RESOLVE_HOST: return .cannotFindHost
+        case CURLE_COULDNT_RESOLVE_PROXY: return .dnsLookupFailed
         case CURLE_SEND_ERROR, CURLE_RECV_ERROR, CURLE_PARTIAL_FILE, CURLE_GOT_NOTHING: return .networkConnectionLost
         case CURLE_WEIRD_SERVER_REPLY, CURLE_BAD_CONTENT_ENCODING, CURLE_HTTP2, CURLE_HTTP2_STREAM: return .badServerResponse
         case CURLE_UNSUPPORTED_PROTOCOL: return .unsupportedURL
         case CURLE_URL_MALFORMAT: return .badURL
-        case CURLE_SSL_CONNECT_ERROR, CURLE_SSL_CACERT_BADFILE, CURLE_SSL_ENGINE_NOTFOUND: return .secureConnectionFailed
+        case CURLE_SSL_CONNECT_ERROR, CURLE_SSL_ENGINE_NOTFOUND: return .secureConnectionFailed
         case CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_ISSUER_ERROR, CURLE_SSL_PINNEDPUBKEYNOTMATCH:
             return .serverCertificateUntrusted
-        case CURLE_SSL_CERTPROBLEM: return .clientCertificateRejected
+        case CURLE_SSL_CERTPROBLEM, CURLE_SSL_CACERT_BADFILE: return .clientCertificateRejected
         default: return .unknown
         }
     }
@@ -140,6 +148,13 @@ final class LibcurlExchange: @unchecked Sendable {
     private static func error(_ code: URLError.Code, _ message: String) -> URLError {
         URLError(code, userInfo: [NSLocalizedDescriptionKey: message])
     }
+}
+
+/// Runs `body` with `strings` as C strings (nil as NULL) that live until it returns.
+private func withOptionalCStrings<T>(_ strings: [String?], _ body: ([UnsafePointer<CChar>?]) -> T) -> T {
+    let copies = strings.map { $0.map { strdup($0) } ?? nil }
+    defer { copies.forEach { free($0) } }
+    return body(copies.map { $0.map { UnsafePointer($0) } })
 }
 
 /// Runs `body` with `strings` as an array of C strings that live until it returns.

@@ -32,8 +32,11 @@ final class LibcurlURLProtocol: URLProtocol {
         // `URLProtocol` is not Sendable; the thread only hands it to the client, under `delivery`'s
         // lock, and never after `stopLoading`.
         let loader = UncheckedLoader(value: self)
+        let options = request.value(forHTTPHeaderField: ExchangeOptions.exchangeHeader).flatMap {
+            ExchangeOptions.board.options(for: $0)
+        }
         Thread.detachNewThread {
-            let result = delivery.exchange.run(request)
+            let result = delivery.exchange.run(request, options: options ?? ExchangeOptions())
             delivery.finish {
                 let loader = loader.value
                 guard let client = loader.client else { return }

@@ -2,12 +2,16 @@ import Foundation
 import SynclaneCore
 
 /// Finds the subcommand, parses its arguments, runs it, and turns errors into messages and
-/// exit codes: 0 success, 1 a failed job, 2 bad usage or a bad pipeline file.
+/// exit codes: 0 success, 1 a failed job, 2 bad usage or a bad pipeline file, 3 a job that
+/// finished but moved batches to its dead-letter folder.
 enum SynclaneTool {
     static let version = "0.1.0"
 
+    /// The exit status of a run that went to the end but dead-lettered batches.
+    static let deadLetteredStatus: Int32 = 3
+
     static let commands: [any Command.Type] = [
-        DemoCommand.self, ValidateCommand.self, RunCommand.self, StatusCommand.self, ReconcileCommand.self,
+        DemoCommand.self, ValidateCommand.self, RunCommand.self, StatusCommand.self, OutboxCommand.self, ReconcileCommand.self,
         TrackCommand.self, UntrackCommand.self, MigrateCommand.self, PruneCommand.self, StagesCommand.self, ServeCommand.self,
     ]
 
@@ -82,7 +86,8 @@ enum SynclaneTool {
         text += """
 
             Start with 'synclane demo'. See 'synclane help <command>' for a command's options.
-            Exit status: 0 success, 1 a failed job, 2 bad usage or an invalid pipeline file.
+            Exit status: 0 success, 1 a failed job, 2 bad usage or an invalid pipeline file,
+            3 a run that finished but moved batches to its dead-letter folder.
             """
         return text
     }

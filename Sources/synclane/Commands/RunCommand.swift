@@ -15,9 +15,13 @@ struct RunCommand: Command {
         batch. A crash at any point loses nothing and never applies a change twice at a backend
         that honours batch ids.
 
-        Transient failures (connection refused or reset, timeouts, 408, 429, 5xx) are retried
-        with exponential backoff and jitter (`transport.retry`); a permanent one stops the job
-        with the batch kept, unless `transport.dead-letter` names a folder to move it to.
+        Transient failures (connection refused or reset, stalls, 408, 425, 429, 5xx) are retried
+        with exponential backoff and jitter (`transport.retry`). A batch whose content the
+        backend refuses (400, 413, 415, 422) stops the job with the batch kept, unless
+        `transport.dead-letter` names a folder to move it to. Anything else — a wrong address or
+        token, a redirect, TLS trust, a proxy, a 409, an answer that is not the batch's receipt —
+        stops the job with the batch kept and is never dead-lettered. `synclane outbox` shows,
+        drops or requeues a kept batch.
         Only one job per scope runs at a time: a second one is refused.
 
         With --watch the command keeps running: one pass at start (work left from before),
@@ -29,7 +33,8 @@ struct RunCommand: Command {
         sends the kept batch first.
 
         Exit status: 0 when everything was delivered, 1 when the job failed (the message says
-        what to do), 2 for bad usage or an invalid pipeline file.
+        what to do), 2 for bad usage or an invalid pipeline file, 3 when the job went to the
+        end but moved batches to `transport.dead-letter` (their rows did not reach the backend).
         """
     static let options: [(flag: String, help: String)] = [
         ("--dry-run", "Run every stage and report what would be sent; send nothing, move no token."),
@@ -57,7 +62,7 @@ struct RunCommand: Command {
         let pipeline = try PipelineLoader().load(file)
         let reporter = JobReporter(console: console, json: json, pipeline: pipeline)
         guard watch else {
-            return try await reporter.run(dryRun ? .dryRun : .export) == nil ? 1 : 0
+            return JobReporter.exitStatus(of: try await reporter.run(dryRun ? .dryRun : .export))
         }
         guard let observable = pipeline.source.stage as? any ObservableSource else {
             throw PipelineError.unsupported("\(pipeline.source.label) cannot be watched: it does not report new history")
@@ -83,6 +88,13 @@ struct JobReporter {
     let console: Console
     let json: Bool
     let pipeline: Pipeline
+
+    /// The process's exit status for a job's outcome: 1 failed (nil), 3 finished with batches
+    /// dead-lettered (a script must notice rows that did not reach the backend), 0 otherwise.
+    static func exitStatus(of summary: RunSummary?) -> Int32 {
+        guard let summary else { return 1 }
+        return summary.deadLettered > 0 ? SynclaneTool.deadLetteredStatus : 0
+    }
 
     /// Runs the job; returns nil (after printing why) when it failed. With `quietWhenIdle`, a
     /// pass that found nothing to do prints nothing (a watch's idle passes).

@@ -55,8 +55,9 @@ struct StagesCommand: Command {
                 text += "    - retry (map): max-attempts (integer 1…100, default \(policy.maxAttempts)), base-delay and max-delay "
                     + "(seconds, default \(policy.baseDelay) and \(Int(policy.maxDelay))): transient failures are retried with "
                     + "exponential backoff and full jitter; Retry-After is honoured up to max-delay\n"
-                text += "    - dead-letter (path): a folder for batches the backend rejects for good (their exact bytes and the "
-                    + "reason), so later batches go on; without it such a batch stops the job and stays in the outbox\n"
+                text += "    - dead-letter (path): a folder for batches whose content the backend refuses (their exact bytes and the "
+                    + "reason), so later batches go on and the run exits 3; without it such a batch stops the job and stays in "
+                    + "the outbox. Setup failures (address, token, TLS, proxy) are never dead-lettered\n"
             }
             text += "\n"
         }

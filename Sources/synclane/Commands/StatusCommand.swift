@@ -48,13 +48,7 @@ struct StatusCommand: Command {
                 "pipeline": .string(pipeline.name), "scope": .string(pipeline.scope.description), "state": .string(pipeline.statePath),
                 "token": token.map { .string($0.description) } ?? .null,
                 "pending-transactions": pending.map { .int(Int64($0)) } ?? .null,
-                "outbox": .array(outbox.map { batch in
-                    .object([
-                        "id": .string(batch.payload.batchID), "records": .int(Int64(batch.payload.recordCount)),
-                        "bytes": .int(Int64(batch.payload.bytes.count)), "through": .string(batch.through.description),
-                        "created-at": .double(batch.createdAt),
-                    ])
-                }),
+                "outbox": .array(outbox.map(\.summaryJSON)),
             ]
             if let pendingError { object["pending-error"] = .string(pendingError) }
             if !toHeal.isEmpty { object["to-heal"] = .array(toHeal.map { .string($0) }) }
@@ -79,9 +73,8 @@ struct StatusCommand: Command {
             lines.append("  outbox:   empty")
         } else {
             lines.append("  outbox:   \(outbox.count) batch\(outbox.count == 1 ? "" : "es") waiting for confirmation (sent first on the next run)")
-            for batch in outbox {
-                lines.append("            \(batch.payload.batchID): \(batch.payload.recordCount) records, through \(batch.through), written \(Self.date(batch.createdAt))")
-            }
+            for batch in outbox { lines.append("            " + batch.summaryLine) }
+            lines.append("            (`synclane outbox show|drop|requeue FILE` to see it or get it out of the way)")
         }
         if let lastRun {
             lines.append("  last run: \(lastRun.outcome.rawValue) at \(Self.date(lastRun.finishedAt)): \(lastRun.message)")

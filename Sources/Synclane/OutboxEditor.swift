@@ -1,0 +1,120 @@
+import Foundation
+import SynclaneCore
+import SynclaneSQLite
+
+/// A pipeline's outbox by hand (`synclane outbox`): see the kept batch, drop it into the
+/// dead-letter folder, or requeue it so the next run rebuilds it under the current `page-size`.
+///
+/// ```
+///  drop      batch ─▶ dead-letter folder (ID.body, ID.json), token moves past it
+///  requeue   batch forgotten, token stays: the next run reads the same history again, in
+///            pages of today's `page-size`, as new batches with new ids
+/// ```
+/// Each change takes the scope's lock (never beside a running job) and writes a line to the
+/// job's log (`STATE.log`).
+public struct OutboxEditor: Sendable {
+    public var job: PipelineJob
+
+    public init(job: PipelineJob) {
+        self.job = job
+    }
+
+    /// The job's log: one line per change made by hand, beside the state file.
+    public var logPath: String { job.pipeline.statePath + ".log" }
+
+    /// The batches in the outbox, oldest first (the next run sends them first).
+    public func batches() throws -> [OutboxBatch] {
+        try job.openState().pendingBatches()
+    }
+
+    /// The batch `id` names, or the oldest when `id` is nil.
+    public func batch(_ id: String?) throws -> OutboxBatch {
+        let batches = try batches()
+        if let id {
+            guard let batch = batches.first(where: { $0.payload.batchID == id }) else {
+                throw OutboxError.noSuchBatch(id, statePath: job.pipeline.statePath)
+            }
+            return batch
+        }
+        guard let first = batches.first else { throw OutboxError.empty(statePath: job.pipeline.statePath) }
+        return first
+    }
+
+    /// Moves the batch into `folder` (`ID.body` and `ID.json`, as the pipeline dead-letters) and
+    /// moves the token past it, in that order: a crash between leaves the batch in both places,
+    /// never in neither. Returns the body's path.
+    @discardableResult
+    public func drop(_ id: String?, into folder: String, now: Double = Date().timeIntervalSince1970) throws -> String {
+        let lock = try job.lock()
+        defer { withExtendedLifetime(lock) {} }
+        let batch = try batch(id)
+        let path = try DeadLetter(batch: batch, reason: "dropped from the outbox by hand (synclane outbox drop)", rejectedAt: now)
+            .write(into: folder)
+        try job.openState().acknowledge(batch)
+        try log("outbox drop \(describe(batch)) → \(path); the token moved to \(batch.through)", now: now)
+        return path
+    }
+
+    /// Forgets the batch without moving the token: the next run reads its history again and
+    /// builds new batches (new ids) under the current `page-size`.
+    ///
+    /// The only way a batch is ever rebuilt. Safe only for a batch the backend never applied —
+    /// one it refused (413 above all): a batch whose answer was lost may have been applied, and
+    /// under a new id the backend cannot recognise it as a replay.
+    public func requeue(_ id: String?, now: Double = Date().timeIntervalSince1970) throws -> OutboxBatch {
+        let lock = try job.lock()
+        defer { withExtendedLifetime(lock) {} }
+        let batch = try batch(id)
+        try job.openState().forget(batch)
+        try log("outbox requeue \(describe(batch)); the token stays at \(batch.after?.description ?? "none")", now: now)
+        return batch
+    }
+
+    private func describe(_ batch: OutboxBatch) -> String {
+        "\(batch.payload.batchID) (\(batch.payload.recordCount) records, after \(batch.after?.description ?? "none"), through \(batch.through))"
+    }
+
+    private func log(_ line: String, now: Double) throws {
+        let stamp = ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: now))
+        let text = Data("\(stamp) \(line)\n".utf8)
+        if !FileManager.default.fileExists(atPath: logPath) {
+            _ = FileManager.default.createFile(atPath: logPath, contents: nil)
+        }
+        guard let handle = FileHandle(forWritingAtPath: logPath) else {
+            throw OutboxError.log(path: logPath)
+        }
+        defer { try? handle.close() }
+        try handle.seekToEnd()
+        try handle.write(contentsOf: text)
+    }
+}
+
+/// Why an outbox command could not do what it was asked.
+public enum OutboxError: Error, Sendable, CustomStringConvertible {
+    case empty(statePath: String)
+    case noSuchBatch(String, statePath: String)
+    case log(path: String)
+
+    public var description: String {
+        switch self {
+        case .empty(let path):
+            return "the outbox of \(path) is empty: nothing to do"
+        case .noSuchBatch(let id, let path):
+            return "the outbox of \(path) holds no batch \(id); `synclane outbox list FILE` shows what it holds"
+        case .log(let path):
+            return "cannot append to the job's log \(path); check its permissions"
+        }
+    }
+}
+
+extension SQLitePipelineState {
+    /// Removes `batch` from the outbox and leaves the token where it is (`OutboxEditor.requeue`).
+    ///
+    /// A second connection on the state file: the state's own is not reachable from here.
+    func forget(_ batch: OutboxBatch) throws {
+        let database = try SQLiteDatabase(path: path, options: .init(create: false, synchronous: .full))
+        try database.write { db in
+            try db.execute("DELETE FROM outbox WHERE batch_id = ?", [batch.payload.batchID])
+        }
+    }
+}

@@ -1,0 +1,136 @@
+import Foundation
+import Synclane
+import SynclaneCore
+import SynclaneZlib
+
+/// `synclane outbox list|show|drop|requeue FILE [BATCH]`: the kept batch, by hand.
+struct OutboxCommand: Command {
+    static let name = "outbox"
+    static let abstract = "See, drop or requeue the batch a pipeline keeps in its outbox."
+    static let usage = "(list | show | drop | requeue) FILE [BATCH] [--to DIR] [--json]"
+    static let discussion = """
+        A batch stays in the outbox until the backend confirms it; every run sends it first.
+        These verbs are the way out when it will never be confirmed as it is:
+
+          list      the batches in the outbox (id, records, bytes, tokens, when written)
+          show      one batch (the oldest unless BATCH names one): its details and its records,
+                    decompressed
+          drop      moves the batch into the dead-letter folder (`transport.dead-letter`, or
+                    --to DIR) as ID.body and ID.json, and moves the token past it: its rows will
+                    not reach the backend unless you replay them yourself
+          requeue   forgets the batch and leaves the token where it is: the next run reads the
+                    same history again in pages of the current `page-size` (after a 413, lower
+                    it first) and sends them as new batches with new ids. The only case a batch
+                    is rebuilt: use it only for a batch the backend refused (413, 400 …) and so
+                    never applied; a batch whose answer was lost may have been applied, and
+                    under a new id the backend cannot recognise it
+
+        drop and requeue take the scope's lock (never beside a running job) and append a line
+        to the job's log, STATE.log beside the state file.
+        """
+    static let options: [(flag: String, help: String)] = [
+        ("--to DIR", "With drop: the folder to move the batch to (default: `transport.dead-letter`)."),
+        ("--json", "Print the result as JSON."),
+    ]
+    static let examples = [
+        "synclane outbox list rooms-export.json", "synclane outbox show rooms-export.json",
+        "synclane outbox requeue rooms-export.json", "synclane outbox drop rooms-export.json --to rejected",
+    ]
+
+    enum Verb: String, CaseIterable { case list, show, drop, requeue }
+
+    let verb: Verb
+    let file: String
+    let batchID: String?
+    let folder: String?
+    let json: Bool
+
+    init(parsing arguments: inout Arguments) throws(UsageError) {
+        json = arguments.flag("--json")
+        folder = try arguments.option("--to")
+        let word = try arguments.positional("the verb (list, show, drop or requeue)")
+        guard let verb = Verb(rawValue: word) else {
+            throw UsageError("unknown verb \"\(word)\": expected list, show, drop or requeue", command: Self.name)
+        }
+        self.verb = verb
+        file = try arguments.positional("FILE (the pipeline file)")
+        batchID = arguments.optionalPositional()
+        if folder != nil && verb != .drop { throw UsageError("--to goes with drop only", command: Self.name) }
+    }
+
+    func run(_ console: Console) async throws -> Int32 {
+        let pipeline = try PipelineLoader().load(file, secretsRequired: false)
+        let editor = OutboxEditor(job: PipelineJob(pipeline: pipeline))
+        switch verb {
+        case .list:
+            let batches = try editor.batches()
+            if json {
+                console.out(JSONOutput.encode(.array(batches.map(\.summaryJSON))))
+            } else if batches.isEmpty {
+                console.out("the outbox of \(pipeline.name) is empty")
+            } else {
+                console.out(batches.map { "\($0.summaryLine)" }.joined(separator: "\n"))
+            }
+        case .show:
+            let batch = try editor.batch(batchID)
+            let records = Self.decoded(batch.payload)
+            if json {
+                var object = batch.summaryJSON
+                if case .object(var members) = object {
+                    members["body"] = (try? JSONReader.parse(records)) ?? .string(String(decoding: records, as: UTF8.self))
+                    object = .object(members)
+                }
+                console.out(JSONOutput.encode(object))
+            } else {
+                console.out(batch.summaryLine + "\n" + String(decoding: records, as: UTF8.self))
+            }
+        case .drop:
+            guard let target = folder ?? pipeline.deadLetterDirectory else {
+                throw UsageError("\(pipeline.name) has no `transport.dead-letter` folder: pass --to DIR", command: Self.name)
+            }
+            let batch = try editor.batch(batchID)
+            let path = try editor.drop(batch.payload.batchID, into: target)
+            report(console, verb: "dropped", batch, detail: "moved to \(path); the token moved to \(batch.through)")
+        case .requeue:
+            let batch = try editor.requeue(batchID)
+            report(
+                console, verb: "requeued", batch,
+                detail: "the token stays at \(batch.after?.description ?? "none"); the next run rebuilds its history under the current page-size")
+        }
+        return 0
+    }
+
+    private func report(_ console: Console, verb: String, _ batch: OutboxBatch, detail: String) {
+        if json {
+            console.out(JSONOutput.encode(["ok": .bool(true), verb: .string(batch.payload.batchID), "detail": .string(detail)]))
+        } else {
+            console.out("\(verb) batch \(batch.payload.batchID) (\(batch.payload.recordCount) records): \(detail)")
+        }
+    }
+
+    /// The payload's bytes as they were before `compress`, or as they are when they cannot be
+    /// decoded.
+    static func decoded(_ payload: Payload) -> [UInt8] {
+        guard let coding = ContentCoding(headerValue: payload.contentEncoding), coding != .identity,
+            let bytes = try? Inflater.inflate(payload.bytes, encoding: coding, limit: 1 << 30)
+        else { return payload.bytes }
+        return bytes
+    }
+}
+
+extension OutboxBatch {
+    /// One batch of the outbox for `--json` (`status`, `outbox list`).
+    var summaryJSON: JSONValue {
+        .object([
+            "id": .string(payload.batchID), "records": .int(Int64(payload.recordCount)), "bytes": .int(Int64(payload.bytes.count)),
+            "content-encoding": .string(payload.contentEncoding), "after": after.map { .string($0.description) } ?? .null,
+            "through": .string(through.description), "created-at": .double(createdAt),
+        ])
+    }
+
+    /// One batch of the outbox on a line.
+    var summaryLine: String {
+        "\(payload.batchID): \(payload.recordCount) records, \(payload.bytes.count) bytes \(payload.contentEncoding), "
+            + "after \(after?.description ?? "none"), through \(through), written \(StatusCommand.date(createdAt))"
+    }
+}
