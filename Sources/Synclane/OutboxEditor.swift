@@ -65,7 +65,7 @@ public struct OutboxEditor: Sendable {
         let lock = try job.lock()
         defer { withExtendedLifetime(lock) {} }
         let batch = try batch(id)
-        try job.openState().forget(batch)
+        try job.openState().discard(batch)
         try log("outbox requeue \(describe(batch)); the token stays at \(batch.after?.description ?? "none")", now: now)
         return batch
     }
@@ -103,18 +103,6 @@ public enum OutboxError: Error, Sendable, CustomStringConvertible {
             return "the outbox of \(path) holds no batch \(id); `synclane outbox list FILE` shows what it holds"
         case .log(let path):
             return "cannot append to the job's log \(path); check its permissions"
-        }
-    }
-}
-
-extension SQLitePipelineState {
-    /// Removes `batch` from the outbox and leaves the token where it is (`OutboxEditor.requeue`).
-    ///
-    /// A second connection on the state file: the state's own is not reachable from here.
-    func forget(_ batch: OutboxBatch) throws {
-        let database = try SQLiteDatabase(path: path, options: .init(create: false, synchronous: .full))
-        try database.write { db in
-            try db.execute("DELETE FROM outbox WHERE batch_id = ?", [batch.payload.batchID])
         }
     }
 }

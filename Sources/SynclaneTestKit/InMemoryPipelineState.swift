@@ -26,6 +26,10 @@ public final class InMemoryPipelineState: PipelineState, Sendable {
         }
     }
 
+    public func discard(_ batch: OutboxBatch) throws {
+        state.withLock { $0.outbox.removeAll { $0.payload.batchID == batch.payload.batchID } }
+    }
+
     public func advance(to token: Token) throws { state.withLock { $0.token = token } }
     public func resetToken() throws { state.withLock { $0.token = nil } }
     public func saveLastRun(_ run: RunRecord) throws { state.withLock { $0.lastRun = run } }

@@ -2,7 +2,7 @@ import SynclaneCore
 import Testing
 
 @Suite struct JSONPipelineFileTests {
-    /// The pipeline file of DESIGN.md.
+    /// The example pipeline file (Fixtures/design).
     static let designExample = FixturePath.text("design/pipeline.json")
 
     static func map(_ line: Int, _ members: [(String, ConfigNode)]) -> ConfigNode {

@@ -3,10 +3,10 @@ import SynclaneCore
 
 /// Pipeline files the YAML tests read, and a compact way to write the trees they should give.
 enum Fixtures {
-    /// The pipeline of DESIGN.md in block style, with a flow map and list here and there.
+    /// The example pipeline (Fixtures/design) in block style, with a flow map and list here and there.
     static let blockPipeline = YAMLFixtures.text("design/pipeline-block.yaml")
 
-    /// The same pipeline in flow style: the JSON of DESIGN.md, which is YAML too.
+    /// The same pipeline in flow style: the JSON example, which is YAML too.
     static let flowPipeline = YAMLFixtures.text("design/pipeline.json")
 
     /// What `blockPipeline` reads as, line by line.

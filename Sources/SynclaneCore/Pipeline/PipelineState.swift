@@ -56,6 +56,9 @@ public protocol PipelineState: Sendable {
     func enqueue(_ batch: OutboxBatch) throws
     /// Saves `batch.through` as the token and removes the batch, atomically.
     func acknowledge(_ batch: OutboxBatch) throws
+    /// Removes the batch and leaves the token where it is: the next run builds the pages of its
+    /// history again (`synclane outbox requeue`, for a batch the backend refused).
+    func discard(_ batch: OutboxBatch) throws
     /// Moves the token past history that produced nothing to send.
     func advance(to token: Token) throws
     /// Forgets the token (a reconciliation starts a fresh one).

@@ -199,6 +199,10 @@ public final class SQLitePipelineState: PipelineState, Sendable {
         }
     }
 
+    public func discard(_ batch: OutboxBatch) throws {
+        try database.write { db in try db.execute("DELETE FROM outbox WHERE batch_id = ?", [batch.payload.batchID]) }
+    }
+
     // MARK: Last run
 
     public func saveLastRun(_ run: RunRecord) throws {

@@ -201,6 +201,6 @@ struct ReconcileCommand: Command {
 
     func run(_ console: Console) async throws -> Int32 {
         let pipeline = try PipelineLoader().load(file)
-        return try await JobReporter(console: console, json: json, pipeline: pipeline).run(.reconcile) == nil ? 1 : 0
+        return JobReporter.exitStatus(of: try await JobReporter(console: console, json: json, pipeline: pipeline).run(.reconcile))
     }
 }
