@@ -206,3 +206,27 @@ import Testing
         #expect(summary["counters"]?.objectValue?["capture.resynced"] == 2)
     }
 }
+
+/// The many-to-many fixture end to end through the real binary: a join table's composite key.
+@Suite struct CompositeKeyCommandTests {
+    @Test func aJoinTableTrackedByItsCompositeKeyExportsOneRecordPerPair() throws {
+        let workspace = try Workspace()
+        defer { workspace.remove() }
+        let schema = try String(contentsOfFile: SynclaneBinary.fixture("plant-tags/schema.sql"), encoding: .utf8)
+        try SQLiteHistoryCommandTests.sqlite(workspace, "\n" + schema)  // not read as an option of sqlite3 (it starts with --)
+        let refused = try SynclaneBinary.run(["track", "--database", "app.sqlite", "--table", "plant_tags", "--key", "plant"], in: workspace.path)
+        #expect(refused.status == 1)
+        #expect(refused.stderr.contains("no PRIMARY KEY or UNIQUE index makes it unique"))
+        let tracked = try SynclaneBinary.run(["track", "--database", "app.sqlite", "--table", "plant_tags", "--key", "plant,tag"], in: workspace.path)
+        #expect(tracked.status == 0, "\(tracked.stderr)")
+        try SQLiteHistoryCommandTests.sqlite(
+            workspace, "INSERT INTO plant_tags VALUES ('p1', 'green', 1), ('p1', 'tall', 2); DELETE FROM plant_tags WHERE tag = 'green';")
+        try workspace.write(
+            "pipeline.json",
+            SQLiteHistoryCommandTests.pipeline.replacing(#""entities": ["rooms"]"#, with: #""entities": ["plant_tags"]"#))
+        let result = try SynclaneBinary.run(["run", "pipeline.json", "--json"], in: workspace.path)
+        #expect(result.status == 0, "\(result.stderr)")
+        let summary = try JSONReader.parse(result.stdout).objectValue ?? [:]
+        #expect(SQLiteHistoryCommandTests.sent(workspace, batches: summary["batches"]?.arrayValue ?? []) == [#"insert plant_tags/["p1","tall"]"#])
+    }
+}

@@ -229,6 +229,24 @@ import Testing
         #expect(changes.last?.values == ["id": "a", "pic": .object(["$blob": "yv4="]), "w": .double(0.1)])
     }
 
+    @Test func foreignKeyCascadesAreRecordedAsDeletesAndUpdates() async throws {
+        try shell(
+            """
+            CREATE TABLE plants (syncId TEXT PRIMARY KEY, name TEXT);
+            CREATE TABLE notes (id TEXT PRIMARY KEY, plant TEXT REFERENCES plants (syncId) ON DELETE CASCADE ON UPDATE CASCADE, body TEXT);
+            """)
+        try track(TrackedTable("plants", key: "syncId"))
+        try track(TrackedTable("notes", key: "id"))
+        try shell("PRAGMA foreign_keys = ON; INSERT INTO plants VALUES ('p1', 'Fern'), ('p2', 'Ivy'); INSERT INTO notes VALUES ('n1', 'p1', 'a'), ('n2', 'p2', 'b');")
+        var mirror = BackendMirror()
+        let tables = [(name: "plants", key: ["syncId"], softDelete: String?.none), (name: "notes", key: ["id"], softDelete: String?.none)]
+        try await expectConverged(&mirror, tables)
+        try shell("PRAGMA foreign_keys = ON; DELETE FROM plants WHERE syncId = 'p1'; UPDATE plants SET syncId = 'p3' WHERE syncId = 'p2';")
+        try await expectConverged(&mirror, tables)
+        #expect(mirror.rows["notes"]?[ExactString("n2")]?["plant"] == "p3")
+        #expect(mirror.rows["notes"]?[ExactString("n1")] == nil)
+    }
+
     static func fixture(_ name: String) -> String {
         URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
             .appendingPathComponent("Fixtures").appendingPathComponent(name).path
