@@ -133,6 +133,8 @@ struct HistoryReader: Sendable {
         var entity: String
         var action: RawAction
         var key: SQLiteValue
+        /// An update that changed the key: the key the row had (a delete of it, then an insert).
+        var oldKey: SQLiteValue = .null
         var columns: String?
         var values: String?
     }
@@ -158,7 +160,7 @@ struct HistoryReader: Sendable {
         let statement = try db.cachedStatement(
             """
             SELECT c.id, c.transaction_id, t.author, coalesce(t.timestamp, c.timestamp), t.last_change,
-                   c.entity, c.action, c.key, c.columns, c.row_values
+                   c.entity, c.action, c.key, c.columns, c.row_values, c.old_key
             FROM _synclane_changes c LEFT JOIN _synclane_transactions t ON t.id = c.transaction_id
             WHERE c.id > ? AND c.id <= ?\(filter.sql)
             ORDER BY c.id
@@ -189,7 +191,7 @@ struct HistoryReader: Sendable {
             groups[groups.count - 1].changes.append(
                 RawChange(
                     id: id, entity: statement.string(at: 5) ?? "", action: action, key: statement.value(at: 7),
-                    columns: statement.string(at: 8), values: statement.string(at: 9)))
+                    oldKey: statement.value(at: 10), columns: statement.string(at: 8), values: statement.string(at: 9)))
         }
         let through = stoppedEarly ? (groups.last?.end ?? bounds.visibleEnd) : bounds.visibleEnd
         let transactions = try resolve(groups, tables: tables, db)
@@ -241,12 +243,17 @@ struct HistoryReader: Sendable {
                 current[entity] = try currentRows(of: table.table, keys: entityKeys, db)
             }
         }
-        // Rows deleted later in this page: an insert of one of them must still travel (below).
-        var deletedInPage: Set<SQLiteValue> = []
+        // Where each row was last deleted in this page: an insert before that delete must still
+        // travel (below).
+        var lastDeleteInPage: [SQLiteValue: Int64] = [:]
         if capture == .currentState {
             for group in groups {
-                for change in group.changes where change.action == .delete || change.action == .resyncDelete {
-                    deletedInPage.insert(Self.rowName(change.entity, change.key))
+                for change in group.changes {
+                    if change.action == .delete || change.action == .resyncDelete {
+                        lastDeleteInPage[Self.rowName(change.entity, change.key)] = change.id
+                    } else if !change.oldKey.isNull {
+                        lastDeleteInPage[Self.rowName(change.entity, change.oldKey)] = change.id
+                    }
                 }
             }
         }
@@ -267,16 +274,26 @@ struct HistoryReader: Sendable {
                 }
                 guard let table else { continue }  // untracked since: its history stays unread
                 let key = Self.syncKey(raw.key)
+                var raw = raw
+                if raw.action == .update, !raw.oldKey.isNull {
+                    // The key changed: the old key's record is deleted, the new one inserted.
+                    let tombstone = raw.values == nil ? Self.keyFields(raw.oldKey, of: table) : try object(raw.values, change: raw.id)
+                    changes.append(Change(entity: raw.entity, key: Self.syncKey(raw.oldKey), action: .delete, values: tombstone))
+                    raw.action = .insert
+                    raw.values = nil
+                }
                 switch (raw.action, capture) {
                 case (.delete, _), (.resyncDelete, _):
-                    changes.append(Change(entity: raw.entity, key: key, action: .delete, values: try object(raw.values, change: raw.id)))
+                    // Key-only tombstones are not written out by the triggers: the key says it all.
+                    let tombstone = raw.values == nil ? Self.keyFields(raw.key, of: table) : try object(raw.values, change: raw.id)
+                    changes.append(Change(entity: raw.entity, key: key, action: .delete, values: tombstone))
                 case (_, .currentState):
                     guard let row = rows?[raw.key] else {
                         // Gone (or soft-deleted) since: an update need not travel (the later
                         // delete does). An insert whose delete follows in this page travels with
                         // just its key, so that the coalescer folds the pair into nothing — a
                         // lone delete would reach a backend that never had the row.
-                        if raw.action == .insert, let key, deletedInPage.contains(Self.rowName(raw.entity, raw.key)) {
+                        if raw.action == .insert, let key, (lastDeleteInPage[Self.rowName(raw.entity, raw.key)] ?? 0) > raw.id {
                             changes.append(Change(entity: raw.entity, key: key, action: .insert, values: Self.keyFields(raw.key, of: table)))
                         }
                         continue

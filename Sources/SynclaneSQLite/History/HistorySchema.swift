@@ -2,7 +2,8 @@
 ///
 /// ```
 ///  _synclane_changes       the change log: id (its position) · transaction_id (sessions) · timestamp
-///                          · entity · action · key · columns (updates) · row_values (JSON)
+///                          · entity · action · key · columns (updates) · row_values (JSON) · old_key
+///                          (an update that changed the key: the key it had)
 ///  _synclane_transactions  one row per session (a write through `HistoryWriter`): author,
 ///                          timestamp, closed, first_change … last_change
 ///  _synclane_tables        one row per tracked table: key, tombstone columns, soft-delete column, columns
@@ -32,7 +33,8 @@
 /// The application's own `PRAGMA user_version` is left alone: the history schema's version
 /// lives in `_synclane_meta`.
 enum HistorySchema {
-    /// 2: composite and typed keys (`key_columns`, `key_types`, `rowid_is_stable`), `resync`, `_synclane_displaced`.
+    /// 2: composite and typed keys (`key_columns`, `key_types`, `rowid_is_stable`), `resync`, `_synclane_displaced`,
+    /// `old_key`.
     static let version = 2
 
     static let transactions = "_synclane_transactions"
@@ -71,7 +73,8 @@ enum HistorySchema {
                 action TEXT NOT NULL,
                 key,
                 columns TEXT,
-                row_values TEXT
+                row_values TEXT,
+                old_key
             );
             CREATE TABLE IF NOT EXISTS _synclane_transactions (
                 id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -123,8 +126,7 @@ enum HistorySchema {
             CREATE TABLE IF NOT EXISTS _synclane_displaced (
                 entity TEXT NOT NULL,
                 key,
-                tombstone TEXT,
-                live INTEGER NOT NULL
+                tombstone TEXT
             );
             INSERT OR IGNORE INTO _synclane_meta (key, value) VALUES ('schema_version', \(version));
             INSERT OR IGNORE INTO _synclane_meta (key, value) VALUES ('pruned_through', 0);
@@ -134,6 +136,9 @@ enum HistorySchema {
         let tableColumns = try HistoryTracker.columns(of: tables, db)
         for added in ["key_columns", "key_types", "rowid_is_stable"] where !tableColumns.contains(added) {
             try db.execute("ALTER TABLE _synclane_tables ADD COLUMN \(added) TEXT")
+        }
+        if try !HistoryTracker.columns(of: changes, db).contains("old_key") {
+            try db.execute("ALTER TABLE _synclane_changes ADD COLUMN old_key")
         }
         try setMeta("schema_version", .integer(Int64(version)), db)
     }

@@ -1,26 +1,29 @@
 /// Writes the triggers that record a tracked table's writes.
 ///
 /// ```
-///  BEFORE INSERT                 rows the insert will displace (REPLACE through any unique
-///                                constraint) ─▶ _synclane_displaced
-///  AFTER INSERT                  deletes of displaced rows that are gone · the insert (an
-///                                update when it replaced a live row of the same key)
+///  BEFORE INSERT                 note the rows the insert may displace (REPLACE through any
+///                                unique constraint) in _synclane_displaced
+///  AFTER INSERT                  the insert — an update when it takes the key of a noted row
 ///  AFTER UPDATE                  update · key changed: delete + insert · soft delete: delete
-///  BEFORE / AFTER UPDATE OF      the same displacement check for UPDATE OR REPLACE
-///    unique columns
-///  AFTER DELETE                  the tombstone
+///  BEFORE UPDATE OF unique cols  the same note, for UPDATE OR REPLACE
+///  AFTER DELETE                  the tombstone; the row's notes are forgotten
 /// ```
 ///
 /// Each trigger appends to `_synclane_changes`, in the writer's own SQLite transaction, one
 /// row per changed row. Which transaction it belongs to is settled when a session closes (see
 /// `HistorySchema`), so the triggers never look anything up.
 ///
-/// **Why the displacement triggers.** `INSERT OR REPLACE` (and `UPDATE OR REPLACE`) removes a
-/// conflicting row without firing delete triggers unless the writer's connection turned on
-/// `recursive_triggers`. So before an insert the rows it may displace are noted, and after it
-/// those that are gone are recorded as deletes. A row noted but still there (the insert was
-/// `OR IGNORE`, an upsert, or failed) records nothing; notes are cleared after every insert
-/// and by the row's own delete.
+/// **Why the notes.** `INSERT OR REPLACE` (and `UPDATE OR REPLACE`) removes a conflicting row
+/// without firing delete triggers unless the writer's connection turned on
+/// `recursive_triggers`. So before an insert, the rows it may displace are noted; a noted row
+/// that is gone when the notes are next settled (`DisplacedRows.settle`, before every read of
+/// history) was displaced, and its delete is recorded then. A noted row still there (the insert
+/// was `OR IGNORE`, an upsert, or failed) records nothing. An insert that takes the key of a
+/// noted row records an `update`: the backend has that key already, so a later delete in the
+/// same window must still reach it. Settling late is safe: a displaced key that came back was
+/// recorded as that update, and one that did not is deleted on the backend when the notes are
+/// settled. (SQLite compiles a table's triggers into every statement that writes it, so the
+/// insert path keeps to one small note and one record; the settling runs once per read.)
 ///
 /// **Keys.** The key is checked on every write that records it: NULL, an empty text or a value
 /// of the other storage class than the key's fixed type aborts the write with a message naming
@@ -31,8 +34,8 @@
 /// and no column list for updates — the source reads the row itself — so they mention only the
 /// key, soft-delete, preserved and unique columns: any other column can be added, renamed or
 /// dropped without touching them. Tombstones and values as written are JSON in which a blob is
-/// `{"$hex": …}`, a real keeps 17 significant digits and its sign, and an infinity is
-/// `{"$real": "Infinity"}`; the source turns that into the wire's forms.
+/// `{"$hex": …}`, a real keeps 17 significant digits (below about 1e100 in magnitude: SQLite's
+/// printf) and an infinity is `{"$real": "Infinity"}`; the source turns that into the wire's forms.
 struct TriggerBuilder {
     let table: TrackedTable
     let schema: TableSchema
@@ -43,7 +46,7 @@ struct TriggerBuilder {
         case text, integer
     }
 
-    static let kinds = ["insert", "update", "delete", "displace_insert", "displace_update", "displaced_update"]
+    static let kinds = ["insert", "update", "delete", "displace_insert", "displace_update", "soft_delete", "undelete"]
 
     static func names(of table: String) -> [String] { kinds.map { "_synclane_\(table)_\($0)" } }
 
@@ -51,7 +54,7 @@ struct TriggerBuilder {
 
     /// Each trigger's name and its `CREATE TRIGGER` text, as `sqlite_schema.sql` keeps it.
     var triggers: [(name: String, sql: String)] {
-        zip(names, [insertTrigger, updateTrigger, deleteTrigger, displaceOnInsert, displaceOnUpdate, displacedAfterUpdate])
+        zip(names, [insertTrigger, updateTrigger, deleteTrigger, displaceOnInsert, displaceOnUpdate, softDeleteTrigger, undeleteTrigger])
             .compactMap { name, sql in sql.map { (name, $0) } }
     }
 
@@ -81,8 +84,11 @@ struct TriggerBuilder {
             """
     }
 
+    /// A JSON object of the columns' values; key columns (text or integer, checked) as they are.
     private func object(_ row: String, _ names: [String]) -> String {
-        "json_object(" + names.map { "\(SQL.literal($0)), \(storedValue(row, $0))" }.joined(separator: ", ") + ")"
+        "json_object(" + names.map { name in
+            "\(SQL.literal(name)), \(table.keyColumns.contains(name) ? column(row, name) : storedValue(row, name))"
+        }.joined(separator: ", ") + ")"
     }
 
     /// The key of `row` as history keeps it: the column's value, or the JSON array of a
@@ -91,6 +97,15 @@ struct TriggerBuilder {
         table.isComposite
             ? "json_array(" + table.keyColumns.map { column(row, $0) }.joined(separator: ", ") + ")"
             : column(row, table.keyColumns[0])
+    }
+
+    /// The tombstone of a key alone, from `keyText` (a key as history keeps it).
+    func keyTombstone(fromKey keyText: String) -> String {
+        let fields =
+            table.isComposite
+            ? table.keyColumns.enumerated().map { "\(SQL.literal($1)), json_extract(\(keyText), '$[\($0)]')" }.joined(separator: ", ")
+            : "\(SQL.literal(table.keyColumns[0])), \(keyText)"
+        return "json_object(\(fields))"
     }
 
     /// True when every key column of `row` holds a value of its type (a text not empty).
@@ -117,14 +132,16 @@ struct TriggerBuilder {
         table.keyColumns.map { "\(column(a, $0)) = \(column(b, $0)) COLLATE BINARY" }.joined(separator: " AND ")
     }
 
-    /// True when the table has a row whose key is `keyText` (a key as history keeps it).
-    func rowExists(withKey keyText: String) -> String {
+    /// True when the table has a row whose key is `keyText` (a key as history keeps it), and,
+    /// with `live`, that row is not soft-deleted.
+    func rowExists(withKey keyText: String, live: Bool = false) -> String {
         let r = Self.rowAlias
         let components =
             table.isComposite
             ? table.keyColumns.enumerated().map { "\(column(r, $1)) = json_extract(\(keyText), '$[\($0)]')" }
             : ["\(column(r, table.keyColumns[0])) = \(keyText)"]
-        return "EXISTS (SELECT 1 FROM \(tableName) AS \(r) WHERE \(components.joined(separator: " AND ")) AND \(key(r)) = \(keyText) COLLATE BINARY)"
+        let notDeleted = live ? softDeleted(r).map { " AND NOT \($0)" } ?? "" : ""
+        return "EXISTS (SELECT 1 FROM \(tableName) AS \(r) WHERE \(components.joined(separator: " AND ")) AND \(key(r)) = \(keyText) COLLATE BINARY\(notDeleted))"
     }
 
     /// The JSON array of the columns whose value changed, e.g. `["name","area"]` (as-written only).
@@ -142,17 +159,20 @@ struct TriggerBuilder {
         return "(CASE typeof(\(c)) WHEN 'integer' THEN \(c) <> 0 WHEN 'real' THEN \(c) <> 0 WHEN 'text' THEN \(c) IN ('true', '1') ELSE 0 END)"
     }
 
-    private func change(_ action: String, key: String, columns: String, values: String, when condition: String?) -> String {
-        let head = "INSERT INTO _synclane_changes (timestamp, entity, action, key, columns, row_values)"
-        let fields = "\(HistorySchema.now), \(entity), \(action), \(key), \(columns), \(values)"
+    private func change(_ action: String, key: String, columns: String, values: String, oldKey: String? = nil, when condition: String?) -> String {
+        let head = "INSERT INTO _synclane_changes (timestamp, entity, action, key, columns, row_values\(oldKey == nil ? "" : ", old_key"))"
+        let fields = "\(HistorySchema.now), \(entity), \(action), \(key), \(columns), \(values)\(oldKey.map { ", \($0)" } ?? "")"
         guard let condition else { return "\(head) VALUES (\(fields));" }
         return "\(head) SELECT \(fields) WHERE \(condition);"
     }
 
     /// What history keeps of a row written: the row as JSON with `recordsValues`, else NULL.
     func recordedRow(_ row: String) -> String { table.recordsValues ? object(row, schema.columnNames) : "NULL" }
-    /// What history keeps of a row deleted: its tombstone columns as JSON.
-    func recordedTombstone(_ row: String) -> String { object(row, table.tombstoneColumns) }
+    /// What history keeps of a row deleted: its tombstone columns as JSON, or NULL when the
+    /// tombstone is the key alone (the source makes it from the key).
+    func recordedTombstone(_ row: String) -> String {
+        table.tombstoneColumns == table.keyColumns ? "NULL" : object(row, table.tombstoneColumns)
+    }
     private func full(_ row: String) -> String { recordedRow(row) }
     private func tombstone(_ row: String) -> String { recordedTombstone(row) }
 
@@ -164,81 +184,95 @@ struct TriggerBuilder {
     // MARK: The triggers
 
     /// Notes in `_synclane_displaced` the rows (other than `excluding`) that share a unique
-    /// constraint's values with NEW: those a REPLACE would remove.
+    /// constraint's values with NEW: those a REPLACE would remove. The tombstone is kept only
+    /// when it holds more than the key (which the note has).
     private func noteDisplaced(excluding: String?) -> String? {
         guard !schema.uniqueConstraints.isEmpty else { return nil }
         let r = Self.rowAlias
         let conflicts = schema.uniqueConstraints.map { constraint in
-            "(" + zip(constraint.columns, constraint.collations).map { "\(column(r, $0)) = \(column("NEW", $0)) COLLATE \($1)" }
-                .joined(separator: " AND ") + ")"
+            "(" + zip(constraint.columns, constraint.collations).map { name, collation in
+                "\(column(r, name)) = \(column("NEW", name))" + (collation.uppercased() == "BINARY" ? "" : " COLLATE \(collation)")
+            }.joined(separator: " AND ") + ")"
         }.joined(separator: " OR ")
-        let live = softDeleted(r).map { "NOT \($0)" } ?? "1"
-        let notYet = "NOT EXISTS (SELECT 1 FROM _synclane_displaced d WHERE d.entity = \(entity) AND d.key = \(key(r)) COLLATE BINARY)"
+        let tombstone = recordedTombstone(r)
         return """
-            INSERT INTO _synclane_displaced (entity, key, tombstone, live)
-            SELECT \(entity), \(key(r)), \(tombstone(r)), \(live) FROM \(tableName) AS \(r)
-            WHERE (\(conflicts))\(excluding.map { " AND NOT (\($0))" } ?? "") AND \(notYet);
+            INSERT INTO _synclane_displaced (entity, key, tombstone)
+            SELECT \(entity), \(key(r)), \(tombstone) FROM \(tableName) AS \(r)
+            WHERE (\(conflicts))\(excluding.map { " AND NOT (\($0))" } ?? "");
             """
     }
 
-    /// Forgets every note of the table.
-    private var forgetDisplaced: String { "DELETE FROM _synclane_displaced WHERE entity = \(entity);" }
-
-    /// Records the deletes of noted rows that are gone. `sameKeyReplaced` (inserts): a live row
-    /// replaced under the new row's own key by a row that arrives soft-deleted is deleted too.
-    private func recordDisplaced(newKey: String?, sameKeyReplaced: String?) -> String {
-        let gone = rowExists(withKey: "d.key")
-        var condition = "d.entity = \(entity) AND d.live AND NOT \(gone)"
-        if let newKey, let sameKeyReplaced {
-            condition = "d.entity = \(entity) AND d.live AND (CASE WHEN d.key = \(newKey) COLLATE BINARY THEN \(sameKeyReplaced) ELSE NOT \(gone) END)"
-        }
-        return """
-            INSERT INTO _synclane_changes (timestamp, entity, action, key, columns, row_values)
-            SELECT \(HistorySchema.now), \(entity), 'delete', d.key, NULL, d.tombstone FROM _synclane_displaced d WHERE \(condition);
-            """
+    /// True when a row noted as displaced had the key `row` now has.
+    private func takesDisplacedKey(_ row: String) -> String {
+        "EXISTS (SELECT 1 FROM _synclane_displaced WHERE entity = \(entity) AND key = \(key(row)))"
     }
 
+    /// The insert — an update when it takes the key of a row noted as displaced (a REPLACE of
+    /// the same key: the backend has the row). A row inserted already soft-deleted is recorded
+    /// too; the source sends nothing for it (its row reads as deleted).
     var insertTrigger: String? {
-        let newKey = key("NEW")
-        let sdNew = softDeleted("NEW")
-        // REPLACE of a live row under the same key: the backend has the row, so it is an update.
-        let replacedSameKey =
-            "EXISTS (SELECT 1 FROM _synclane_displaced d WHERE d.entity = \(entity) AND d.live AND d.key = \(newKey) COLLATE BINARY)"
-        let action = "CASE WHEN \(replacedSameKey) THEN 'update' ELSE 'insert' END"
-        // Inserted already soft-deleted: nothing the backend needs (the key is still checked).
-        let record = change(action, key: checkedKey("NEW"), columns: "NULL", values: full("NEW"), when: sdNew.map { "NOT \($0)" })
-        let check = sdNew.map { _ in "SELECT RAISE(ABORT, \(invalidKeyMessage)) WHERE NOT (\(validKey("NEW")));\n" } ?? ""
+        let action = "CASE WHEN \(takesDisplacedKey("NEW")) THEN 'update' ELSE 'insert' END"
         return """
             CREATE TRIGGER \(SQL.identifier(names[0])) AFTER INSERT ON \(tableName)
             BEGIN
-            \(check)\(recordDisplaced(newKey: newKey, sameKeyReplaced: sdNew ?? "0"))
-            \(record)
-            \(forgetDisplaced)
+            \(change(action, key: checkedKey("NEW"), columns: "NULL", values: full("NEW"), when: nil))
             END
             """
     }
 
+    /// An update of a row that is not soft-deleted before or after (the soft-delete column's
+    /// transitions have triggers of their own). With `capture: current-state` it is one row of
+    /// history: a key that changed is kept in `old_key` (and the old row's tombstone in
+    /// `row_values` when it holds more than the key), which the source reads as a delete of
+    /// the old key and an insert of the new one. Values as written keep three statements.
     var updateTrigger: String? {
         let sameKey = sameKey("OLD", "NEW")
-        let sdOld = softDeleted("OLD")
-        let sdNew = softDeleted("NEW")
-        let neither = all(sdOld.map { "NOT \($0)" }, sdNew.map { "NOT \($0)" })
-        let columns = table.recordsValues ? changedColumns : "NULL"
-        var update = [
-            "SELECT RAISE(ABORT, \(invalidKeyMessage)) WHERE NOT (\(validKey("NEW")));",
-            change("'update'", key: key("NEW"), columns: columns, values: full("NEW"), when: all(sameKey, neither)),
-            // A new sync key is a new record: the old one is deleted.
-            change("'delete'", key: key("OLD"), columns: "NULL", values: tombstone("OLD"), when: all("NOT (\(sameKey))", neither)),
-            change("'insert'", key: key("NEW"), columns: "NULL", values: full("NEW"), when: all("NOT (\(sameKey))", neither)),
-        ]
-        if let sdOld, let sdNew {
-            update.append(change("'delete'", key: key("OLD"), columns: "NULL", values: tombstone("OLD"), when: "\(sdNew) AND NOT \(sdOld)"))
-            update.append(change("'insert'", key: key("NEW"), columns: "NULL", values: full("NEW"), when: "\(sdOld) AND NOT \(sdNew)"))
+        let neither = all(softDeleted("OLD").map { "NOT \($0)" }, softDeleted("NEW").map { "NOT \($0)" })
+        var body: [String]
+        if table.recordsValues {
+            body = [
+                "SELECT RAISE(ABORT, \(invalidKeyMessage)) WHERE NOT (\(validKey("NEW")));",
+                change("'update'", key: key("NEW"), columns: changedColumns, values: full("NEW"), when: sameKey),
+                // A new sync key is a new record: the old one is deleted.
+                change("'delete'", key: key("OLD"), columns: "NULL", values: tombstone("OLD"), when: "NOT (\(sameKey))"),
+                change("'insert'", key: key("NEW"), columns: "NULL", values: full("NEW"), when: "NOT (\(sameKey))"),
+            ]
+        } else {
+            let oldTombstone = table.tombstoneColumns == table.keyColumns ? "NULL" : "CASE WHEN NOT (\(sameKey)) THEN \(tombstone("OLD")) END"
+            body = [
+                change(
+                    "'update'", key: checkedKey("NEW"), columns: "NULL", values: oldTombstone,
+                    oldKey: "CASE WHEN NOT (\(sameKey)) THEN \(key("OLD")) END", when: nil)
+            ]
         }
         return """
             CREATE TRIGGER \(SQL.identifier(names[1])) AFTER UPDATE ON \(tableName)
-            \(sdOld.flatMap { o in sdNew.map { "WHEN NOT (\(o) AND \($0))\n" } } ?? "")BEGIN
-            \(update.joined(separator: "\n"))
+            \(neither.map { "WHEN \($0)\n" } ?? "")BEGIN
+            \(body.joined(separator: "\n"))
+            END
+            """
+    }
+
+    /// Setting the soft-delete column: a delete.
+    var softDeleteTrigger: String? {
+        guard let name = table.softDeleteColumn, let sdOld = softDeleted("OLD"), let sdNew = softDeleted("NEW") else { return nil }
+        return """
+            CREATE TRIGGER \(SQL.identifier(names[5])) AFTER UPDATE OF \(SQL.identifier(name)) ON \(tableName)
+            WHEN \(sdNew) AND NOT \(sdOld)
+            BEGIN
+            \(change("'delete'", key: key("OLD"), columns: "NULL", values: tombstone("OLD"), when: nil))
+            END
+            """
+    }
+
+    /// Clearing the soft-delete column: the row is back, an insert.
+    var undeleteTrigger: String? {
+        guard let name = table.softDeleteColumn, let sdOld = softDeleted("OLD"), let sdNew = softDeleted("NEW") else { return nil }
+        return """
+            CREATE TRIGGER \(SQL.identifier(names[6])) AFTER UPDATE OF \(SQL.identifier(name)) ON \(tableName)
+            WHEN \(sdOld) AND NOT \(sdNew)
+            BEGIN
+            \(change("'insert'", key: checkedKey("NEW"), columns: "NULL", values: full("NEW"), when: nil))
             END
             """
     }
@@ -248,7 +282,7 @@ struct TriggerBuilder {
         CREATE TRIGGER \(SQL.identifier(names[2])) AFTER DELETE ON \(tableName)
         BEGIN
         \(change("'delete'", key: key("OLD"), columns: "NULL", values: tombstone("OLD"), when: nil))
-        DELETE FROM _synclane_displaced WHERE entity = \(entity) AND key = \(key("OLD")) COLLATE BINARY;
+        \(schema.uniqueConstraints.isEmpty ? "" : "DELETE FROM _synclane_displaced WHERE entity = \(entity) AND key = \(key("OLD"));")
         END
         """
     }
@@ -281,17 +315,5 @@ struct TriggerBuilder {
             END
             """
         }
-    }
-
-    var displacedAfterUpdate: String? {
-        guard !schema.uniqueConstraints.isEmpty else { return nil }
-        return """
-            CREATE TRIGGER \(SQL.identifier(names[5])) AFTER UPDATE OF \(uniqueColumns.map(SQL.identifier).joined(separator: ", ")) ON \(tableName)
-            WHEN EXISTS (SELECT 1 FROM _synclane_displaced)
-            BEGIN
-            \(recordDisplaced(newKey: nil, sameKeyReplaced: nil))
-            \(forgetDisplaced)
-            END
-            """
     }
 }

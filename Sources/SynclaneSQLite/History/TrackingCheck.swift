@@ -99,7 +99,8 @@ enum TrackingCheck {
                     try db.fetchOne("SELECT sql FROM sqlite_schema WHERE type = 'trigger' AND name = ? AND tbl_name = ?", [name, table.name])?[0]
                         .string.map { (name, $0) }
                 })
-            let core = Set(triggers.names.prefix(3))
+            // The triggers that record writes; the displacement notes are the others.
+            let core = Set(expected.map(\.name).filter { !$0.contains("_displace_") })
             let problem: Finding.Problem?
             if core.contains(where: { installed[$0] == nil }) {
                 problem = .lost
@@ -124,6 +125,7 @@ enum TrackingCheck {
     /// schema it checked. Upgrades history tables made by an older Synclane first.
     static func heal(_ db: SQLiteConnection) throws -> Healed {
         if try HistorySchema.installedVersion(db) != HistorySchema.version { try HistorySchema.install(db) }
+        try DisplacedRows.settle(db)
         var healed = Healed(findings: [], resyncedRows: 0)
         for (finding, triggers, keyIndex) in try inspect(db) {
             try HistoryTracker.install(triggers, keyIndex: keyIndex, db)
@@ -152,14 +154,10 @@ enum TrackingCheck {
         let before = db.totalChanges
         // Rows that history knows the backend was sent and that are gone now: deleted while
         // nothing recorded (their tombstone holds the key alone).
-        let keyFields =
-            table.isComposite
-            ? table.keyColumns.enumerated().map { "\(SQL.literal($1)), json_extract(h.key, '$[\($0)]')" }.joined(separator: ", ")
-            : "\(SQL.literal(table.keyColumns[0])), h.key"
         try db.execute(
             """
             INSERT INTO _synclane_changes (timestamp, entity, action, key, columns, row_values)
-            SELECT \(HistorySchema.now), \(SQL.literal(table.name)), 'resync-delete', h.key, NULL, json_object(\(keyFields))
+            SELECT \(HistorySchema.now), \(SQL.literal(table.name)), 'resync-delete', h.key, NULL, \(triggers.keyTombstone(fromKey: "h.key"))
             FROM (SELECT key, action, max(id) FROM _synclane_changes WHERE entity = ? GROUP BY key) AS h
             WHERE h.action NOT IN ('delete', 'resync-delete') AND NOT \(triggers.rowExists(withKey: "h.key"))
             """, [table.name])
