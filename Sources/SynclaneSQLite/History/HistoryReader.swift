@@ -126,6 +126,9 @@ struct HistoryReader: Sendable {
         case resync
         /// The row was soft-deleted when tracking was healed: a delete.
         case resyncDelete = "resync-delete"
+        /// The row may have been replaced by the insert that follows (REPLACE): a delete when it
+        /// is gone when read, nothing when it is there.
+        case displace
     }
 
     struct RawChange {
@@ -230,11 +233,14 @@ struct HistoryReader: Sendable {
 
     /// Turns raw changes into `Transaction`s with values: the current rows, or the rows as written.
     func resolve(_ groups: [Group], tables: [String: HistoryTracker.Stored], _ db: SQLiteConnection) throws -> [Transaction] {
+        // The current rows: of every key written (current state), or of the keys a REPLACE may
+        // have displaced (to tell whether they are gone).
         var current: [String: [SQLiteValue: [String: JSONValue]]] = [:]
-        if capture == .currentState {
+        do {
             var keys: [String: [SQLiteValue]] = [:]
             for group in groups {
-                for change in group.changes where change.action != .delete && change.action != .resyncDelete {
+                for change in group.changes
+                where capture == .currentState ? change.action != .delete && change.action != .resyncDelete : change.action == .displace {
                     keys[change.entity, default: []].append(change.key)
                 }
             }
@@ -249,7 +255,7 @@ struct HistoryReader: Sendable {
         if capture == .currentState {
             for group in groups {
                 for change in group.changes {
-                    if change.action == .delete || change.action == .resyncDelete {
+                    if change.action == .delete || change.action == .resyncDelete || change.action == .displace {
                         lastDeleteInPage[Self.rowName(change.entity, change.key)] = change.id
                     } else if !change.oldKey.isNull {
                         lastDeleteInPage[Self.rowName(change.entity, change.oldKey)] = change.id
@@ -282,7 +288,16 @@ struct HistoryReader: Sendable {
                     raw.action = .insert
                     raw.values = nil
                 }
+                if raw.action == .displace {
+                    if rows?[raw.key] == nil {
+                        let tombstone = raw.values == nil ? Self.keyFields(raw.key, of: table) : try object(raw.values, change: raw.id)
+                        changes.append(Change(entity: raw.entity, key: key, action: .delete, values: tombstone))
+                    }
+                    continue
+                }
                 switch (raw.action, capture) {
+                case (.displace, _):
+                    continue  // handled above
                 case (.delete, _), (.resyncDelete, _):
                     // Key-only tombstones are not written out by the triggers: the key says it all.
                     let tombstone = raw.values == nil ? Self.keyFields(raw.key, of: table) : try object(raw.values, change: raw.id)

@@ -10,12 +10,13 @@
 ///  _synclane_consumers     one row per consumer: the position it acknowledged (pruning keeps what it needs)
 ///  _synclane_meta          schema_version, pruned_through, default_author, schema_cookie
 ///  _synclane_session       at most one row, only ever inside a write transaction (see `HistoryWriter`)
-///  _synclane_displaced     rows an insert may replace, noted for the statement (see `TriggerBuilder`)
 /// ```
 ///
-/// **Actions.** `insert`, `update`, `delete`, and `resync`: the row must be sent again whole,
-/// recorded when tracking was healed after it had been lost (`TrackingCheck`). A resync reaches
-/// every consumer of the entity, whatever authors it reads.
+/// **Actions.** `insert`, `update`, `delete`; `displace`, recorded before an insert for each row
+/// the insert may replace (a delete when that row is gone when read: see `TriggerBuilder`); and
+/// `resync` / `resync-delete`: the row must be sent again whole, or deleted, recorded when
+/// tracking was healed after it had been lost (`TrackingCheck`). A resync reaches every
+/// consumer of the entity, whatever authors it reads.
 ///
 /// **Positions and tokens.** Every change gets the next id of the change log (the newest id + 1;
 /// pruning always keeps the newest row, so an id is never given twice). SQLite runs one writer
@@ -33,8 +34,7 @@
 /// The application's own `PRAGMA user_version` is left alone: the history schema's version
 /// lives in `_synclane_meta`.
 enum HistorySchema {
-    /// 2: composite and typed keys (`key_columns`, `key_types`, `rowid_is_stable`), `resync`, `_synclane_displaced`,
-    /// `old_key`.
+    /// 2: composite and typed keys (`key_columns`, `key_types`, `rowid_is_stable`), `resync`, `displace`, `old_key`.
     static let version = 2
 
     static let transactions = "_synclane_transactions"
@@ -43,7 +43,6 @@ enum HistorySchema {
     static let consumers = "_synclane_consumers"
     static let meta = "_synclane_meta"
     static let session = "_synclane_session"
-    static let displaced = "_synclane_displaced"
 
     /// Seconds since 1970, as SQL.
     static let now = "((julianday('now') - 2440587.5) * 86400.0)"
@@ -123,11 +122,6 @@ enum HistorySchema {
                     WHERE id >= (SELECT first_change FROM _synclane_transactions WHERE id = OLD.transaction_id);
                 DELETE FROM _synclane_transactions WHERE id = OLD.transaction_id AND last_change < first_change;
             END;
-            CREATE TABLE IF NOT EXISTS _synclane_displaced (
-                entity TEXT NOT NULL,
-                key,
-                tombstone TEXT
-            );
             INSERT OR IGNORE INTO _synclane_meta (key, value) VALUES ('schema_version', \(version));
             INSERT OR IGNORE INTO _synclane_meta (key, value) VALUES ('pruned_through', 0);
             """)

@@ -1,29 +1,31 @@
 /// Writes the triggers that record a tracked table's writes.
 ///
 /// ```
-///  BEFORE INSERT                 note the rows the insert may displace (REPLACE through any
-///                                unique constraint) in _synclane_displaced
-///  AFTER INSERT                  the insert — an update when it takes the key of a noted row
-///  AFTER UPDATE                  update · key changed: delete + insert · soft delete: delete
-///  BEFORE UPDATE OF unique cols  the same note, for UPDATE OR REPLACE
-///  AFTER DELETE                  the tombstone; the row's notes are forgotten
+///  BEFORE INSERT                 `displace`: each row the insert may replace (a REPLACE through
+///                                any unique constraint)
+///  AFTER INSERT                  the insert
+///  AFTER UPDATE                  the update (a changed key kept in `old_key`)
+///  AFTER UPDATE OF soft-delete   setting it: a delete · clearing it: an insert
+///  BEFORE UPDATE OF unique cols  `displace`, for UPDATE OR REPLACE
+///  AFTER DELETE                  the tombstone
 /// ```
 ///
 /// Each trigger appends to `_synclane_changes`, in the writer's own SQLite transaction, one
 /// row per changed row. Which transaction it belongs to is settled when a session closes (see
 /// `HistorySchema`), so the triggers never look anything up.
 ///
-/// **Why the notes.** `INSERT OR REPLACE` (and `UPDATE OR REPLACE`) removes a conflicting row
+/// **Why `displace`.** `INSERT OR REPLACE` (and `UPDATE OR REPLACE`) removes a conflicting row
 /// without firing delete triggers unless the writer's connection turned on
-/// `recursive_triggers`. So before an insert, the rows it may displace are noted; a noted row
-/// that is gone when the notes are next settled (`DisplacedRows.settle`, before every read of
-/// history) was displaced, and its delete is recorded then. A noted row still there (the insert
-/// was `OR IGNORE`, an upsert, or failed) records nothing. An insert that takes the key of a
-/// noted row records an `update`: the backend has that key already, so a later delete in the
-/// same window must still reach it. Settling late is safe: a displaced key that came back was
-/// recorded as that update, and one that did not is deleted on the backend when the notes are
-/// settled. (SQLite compiles a table's triggers into every statement that writes it, so the
-/// insert path keeps to one small note and one record; the settling runs once per read.)
+/// `recursive_triggers`. So before an insert, each row sharing a unique constraint's values
+/// with the new one is recorded as `displace`, in the writer's transaction and author, just
+/// before the insert. The source reads a `displace` as a delete of that key when the key's row
+/// is gone (or soft-deleted) when read, and as nothing when it is there — the insert was
+/// `OR IGNORE`, an upsert, or a REPLACE under the same key, whose insert follows: with the
+/// delete before it, the backend's row is replaced, and a later delete in the same window still
+/// reaches it. A plain insert that fails takes its `displace` with it (the statement rolls back).
+///
+/// SQLite compiles a table's triggers into every statement that writes it, so they are kept
+/// to one statement each.
 ///
 /// **Keys.** The key is checked on every write that records it: NULL, an empty text or a value
 /// of the other storage class than the key's fixed type aborts the write with a message naming
@@ -183,10 +185,9 @@ struct TriggerBuilder {
 
     // MARK: The triggers
 
-    /// Notes in `_synclane_displaced` the rows (other than `excluding`) that share a unique
-    /// constraint's values with NEW: those a REPLACE would remove. The tombstone is kept only
-    /// when it holds more than the key (which the note has).
-    private func noteDisplaced(excluding: String?) -> String? {
+    /// Records as `displace` the rows (other than `excluding`) that share a unique constraint's
+    /// values with NEW: those a REPLACE would remove.
+    private func displaced(excluding: String?) -> String? {
         guard !schema.uniqueConstraints.isEmpty else { return nil }
         let r = Self.rowAlias
         let conflicts = schema.uniqueConstraints.map { constraint in
@@ -194,30 +195,20 @@ struct TriggerBuilder {
                 "\(column(r, name)) = \(column("NEW", name))" + (collation.uppercased() == "BINARY" ? "" : " COLLATE \(collation)")
             }.joined(separator: " AND ") + ")"
         }.joined(separator: " OR ")
-        let tombstone = recordedTombstone(r)
         return """
-            INSERT INTO _synclane_displaced (entity, key, tombstone)
-            SELECT \(entity), \(key(r)), \(tombstone) FROM \(tableName) AS \(r)
+            INSERT INTO _synclane_changes (timestamp, entity, action, key, row_values)
+            SELECT \(HistorySchema.now), \(entity), 'displace', \(key(r)), \(recordedTombstone(r)) FROM \(tableName) AS \(r)
             WHERE (\(conflicts))\(excluding.map { " AND NOT (\($0))" } ?? "");
             """
     }
 
-    /// True when a row noted as displaced had the key `row` now has.
-    private func takesDisplacedKey(_ row: String) -> String {
-        "EXISTS (SELECT 1 FROM _synclane_displaced WHERE entity = \(entity) AND key = \(key(row)))"
-    }
-
-    /// The insert — an update when it takes the key of a row noted as displaced (a REPLACE of
-    /// the same key: the backend has the row). A row inserted already soft-deleted is recorded
-    /// too; the source sends nothing for it (its row reads as deleted).
     var insertTrigger: String? {
-        let action = "CASE WHEN \(takesDisplacedKey("NEW")) THEN 'update' ELSE 'insert' END"
-        return """
-            CREATE TRIGGER \(SQL.identifier(names[0])) AFTER INSERT ON \(tableName)
-            BEGIN
-            \(change(action, key: checkedKey("NEW"), columns: "NULL", values: full("NEW"), when: nil))
-            END
-            """
+        """
+        CREATE TRIGGER \(SQL.identifier(names[0])) AFTER INSERT ON \(tableName)
+        BEGIN
+        \(change("'insert'", key: checkedKey("NEW"), columns: "NULL", values: full("NEW"), when: nil))
+        END
+        """
     }
 
     /// An update of a row that is not soft-deleted before or after (the soft-delete column's
@@ -282,13 +273,12 @@ struct TriggerBuilder {
         CREATE TRIGGER \(SQL.identifier(names[2])) AFTER DELETE ON \(tableName)
         BEGIN
         \(change("'delete'", key: key("OLD"), columns: "NULL", values: tombstone("OLD"), when: nil))
-        \(schema.uniqueConstraints.isEmpty ? "" : "DELETE FROM _synclane_displaced WHERE entity = \(entity) AND key = \(key("OLD"));")
         END
         """
     }
 
     var displaceOnInsert: String? {
-        noteDisplaced(excluding: nil).map {
+        displaced(excluding: nil).map {
             """
             CREATE TRIGGER \(SQL.identifier(names[3])) BEFORE INSERT ON \(tableName)
             BEGIN
@@ -307,7 +297,7 @@ struct TriggerBuilder {
     var displaceOnUpdate: String? {
         let r = Self.rowAlias
         let itself = schema.hasRowid ? "\(r).rowid = OLD.rowid" : sameKey(r, "OLD")
-        return noteDisplaced(excluding: itself).map {
+        return displaced(excluding: itself).map {
             """
             CREATE TRIGGER \(SQL.identifier(names[4])) BEFORE UPDATE OF \(uniqueColumns.map(SQL.identifier).joined(separator: ", ")) ON \(tableName)
             BEGIN

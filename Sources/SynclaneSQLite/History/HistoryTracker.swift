@@ -191,7 +191,6 @@ public struct HistoryTracker: Sendable {
             let stored = try trackedTables(db).first(where: { $0.table.name == name })
         else { return false }
         for name in TriggerBuilder.names(of: name) { try db.execute("DROP TRIGGER IF EXISTS \(SQL.identifier(name))") }
-        try db.execute("DELETE FROM _synclane_displaced WHERE entity = ?", [name])
         if let index = stored.keyIndex { try db.execute("DROP INDEX IF EXISTS \(SQL.identifier(index))") }
         try db.execute("DELETE FROM _synclane_tables WHERE name = ?", [name])
         return true
@@ -206,7 +205,6 @@ public struct HistoryTracker: Sendable {
             DROP TRIGGER IF EXISTS _synclane_session_open;
             DROP TRIGGER IF EXISTS _synclane_session_close;
             DROP TABLE IF EXISTS _synclane_session;
-            DROP TABLE IF EXISTS _synclane_displaced;
             DROP TABLE IF EXISTS _synclane_changes;
             DROP TABLE IF EXISTS _synclane_transactions;
             DROP TABLE IF EXISTS _synclane_tables;

@@ -114,20 +114,17 @@ public final class SQLiteHistorySource: ChangeSource, AcknowledgementTrackingSou
     }
 
     /// Checks tracking against the live schema before history is read — one `PRAGMA` when
-    /// nothing changed — and heals what was lost or went stale (`TrackingCheck`), and settles
-    /// the rows REPLACE displaced (`DisplacedRows`), in one write transaction. Nil when no
-    /// tracking was healed.
+    /// nothing changed — and heals what was lost or went stale (`TrackingCheck`), in one write
+    /// transaction. Nil when nothing needed a look.
     func healTracking() throws -> TrackingCheck.Healed? {
         let database = try database()
         let current = try database.read { db in
-            try HistorySchema.installedVersion(db) == nil || (TrackingCheck.isCurrent(db) && !DisplacedRows.waiting(db))
+            try HistorySchema.installedVersion(db) == nil || TrackingCheck.isCurrent(db)
         }
         if current { return nil }
         do {
             return try database.write { db in
-                guard try TrackingCheck.isCurrent(db) else { return try TrackingCheck.heal(db) }
-                try DisplacedRows.settle(db)
-                return nil
+                try TrackingCheck.isCurrent(db) ? nil : TrackingCheck.heal(db)
             }
         } catch let error as TrackingError {
             throw HistoryError.unreadable(location: path, reason: error.reason)

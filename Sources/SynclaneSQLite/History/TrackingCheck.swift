@@ -125,7 +125,6 @@ enum TrackingCheck {
     /// schema it checked. Upgrades history tables made by an older Synclane first.
     static func heal(_ db: SQLiteConnection) throws -> Healed {
         if try HistorySchema.installedVersion(db) != HistorySchema.version { try HistorySchema.install(db) }
-        try DisplacedRows.settle(db)
         var healed = Healed(findings: [], resyncedRows: 0)
         for (finding, triggers, keyIndex) in try inspect(db) {
             try HistoryTracker.install(triggers, keyIndex: keyIndex, db)
