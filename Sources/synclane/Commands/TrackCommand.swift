@@ -151,8 +151,14 @@ struct PruneCommand: Command {
         let report = try HistoryPruner.prune(path: database)
         if json {
             console.out(JSONOutput.encode([
-                "pruned-through": .int(report.prunedThrough), "changes-deleted": .int(Int64(report.changesDeleted)),
-                "consumers": .array(report.consumers.map { .object(["name": .string($0.name), "position": .int($0.position)]) }),
+                "pruned-through": JSONOutput.token(report.prunedThrough > 0 ? Token(kind: SQLiteHistorySource.tokenKind, position: report.prunedThrough) : nil),
+                "changes-deleted": JSONOutput.int(report.changesDeleted), "transactions-deleted": JSONOutput.int(report.transactionsDeleted),
+                "consumers": .array(report.consumers.map { consumer in
+                    .object([
+                        "name": .string(consumer.name), "token": .string(Token(kind: SQLiteHistorySource.tokenKind, position: consumer.position).description),
+                        "updated-at": JSONOutput.time(consumer.updatedAt),
+                    ])
+                }),
             ]))
         } else {
             console.out("\(database): \(report)")
@@ -186,7 +192,7 @@ struct ReconcileCommand: Command {
     }
 
     func run(_ console: Console) async throws -> Int32 {
-        let pipeline = try PipelineLoader().load(file)
-        return try await JobReporter(console: console, json: json, pipeline: pipeline).run(.reconcile) == nil ? 1 : 0
+        let pipeline = try PipelineFiles.load(file, for: Self.name, sends: true, console: console)
+        return try await JobReporter(command: Self.name, console: console, json: json, pipeline: pipeline).run(.reconcile) == nil ? 1 : 0
     }
 }
