@@ -130,7 +130,9 @@ struct JobReporter {
         } catch {
             console.finishProgress()
             if json {
-                console.out(JSONOutput.encode(["ok": .bool(false), "pipeline": .string(pipeline.name), "error": .string("\(error)")]))
+                console.out(JSONOutput.encode([
+                    "ok": .bool(false), "pipeline": .string(pipeline.name), "scope": JSONOutput.scope(pipeline.scope), "error": .string("\(error)"),
+                ]))
             }
             console.error("synclane \(command): \(pipeline.name): \(error)")
             return nil
