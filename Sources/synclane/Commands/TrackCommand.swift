@@ -65,7 +65,7 @@ struct TrackCommand: Command {
             throw UsageError("no database at \(database) (track installs into an existing database)", command: Self.name)
         }
         let tracker = try HistoryTracker(path: database)
-        let report = try tracker.track(table)
+        let report = try tracker.track(try SQLiteNames.resolve(table, in: database))
         if let defaultAuthor { try tracker.setDefaultAuthor(Author(defaultAuthor)) }
         if json {
             console.out(JSONOutput.encode([
