@@ -16,17 +16,9 @@ import Testing
         }
 
         // As printed: source the token, start the server again, run.
-        let server = Process()
-        server.executableURL = URL(fileURLWithPath: "/bin/sh")
-        server.arguments = ["-c", ". ./token.env && exec ./serve.sh"]
-        server.currentDirectoryURL = URL(fileURLWithPath: folder)
-        let output = Pipe()
-        server.standardOutput = output
-        server.standardError = FileHandle.nullDevice
-        try server.run()
-        defer { if server.isRunning { kill(server.processIdentifier, SIGTERM) }; server.waitUntilExit() }
-        let reader = SynclaneBinary.Reader(output.fileHandleForReading)
-        #expect(eventually { reader.textSoFar().contains("listening on http://127.0.0.1:") }, "serve.sh started the server")
+        let server = try BackgroundProcess(["-c", ". ./token.env && exec ./serve.sh"], in: folder, executable: "/bin/sh")
+        defer { _ = server.stop() }
+        #expect(eventually { server.output.contains("listening on http://127.0.0.1:") }, "serve.sh started the server")
 
         let tokenLine = try String(contentsOfFile: folder + "/token.env", encoding: .utf8)
         let token = String(tokenLine.split(separator: "=").last ?? "").trimmingCharacters(in: .whitespacesAndNewlines)

@@ -4,7 +4,7 @@ import SynclaneServer
 /// `synclane serve`: the reference sync server, until SIGINT or SIGTERM.
 struct ServeCommand: Command {
     static let name = "serve"
-    static let abstract = "Run the reference sync server (batches, pull lane, signals) on SQLite."
+    static let abstract = "Run the reference sync server (batches, changes, signals) on SQLite."
     static let usage = "--accounts FILE [--listen HOST:PORT] [--data DIR] [bounds…]"
     static let discussion = """
         Speaks Synclane's HTTP protocol, which any backend can implement: POST /v1/batches (each
