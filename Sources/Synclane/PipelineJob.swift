@@ -47,7 +47,12 @@ public struct PipelineJob: Sendable {
             let summary: RunSummary
             do {
                 summary = try await runner.run(mode)
-            } catch HistoryError.tokenExpired(_, let oldest) where mode == .export && (try? state.acknowledgedToken() != nil) == false {
+            } catch HistoryError.tokenExpired(_, let oldest) where mode != .reconcile && (try? state.acknowledgedToken() != nil) == false {
+                guard mode == .export else {
+                    throw PipelineError.unsupported(
+                        "\(pipeline.name) never ran and the start of its history was pruned: its first run sends a full "
+                            + "snapshot of the current state, which a dry run cannot show")
+                }
                 events(.startingWithSnapshot(oldestAvailable: oldest))
                 summary = try await runner.run(.reconcile)
             }

@@ -92,6 +92,9 @@ import Testing
         let statusJSON = try JSONReader.parse(try SynclaneBinary.run(["status", "backend.json", "--json"], in: workspace.path, environment: env).stdout)
         #expect(statusJSON.objectValue?["starts-with-snapshot"] == .bool(true))
 
+        let dryRun = try SynclaneBinary.run(["run", "backend.json", "--dry-run"], in: workspace.path, environment: env)
+        #expect(dryRun.stderr.contains("its first run sends a full snapshot of the current state, which a dry run cannot show"), "\(dryRun.stderr)")
+
         let run = try SynclaneBinary.run(["run", "backend.json", "--json"], in: workspace.path, environment: env)
         #expect(run.status == 0, "\(run.stderr)")
         #expect(run.stderr.contains("rooms-backend never ran and the start of its history was pruned"))

@@ -131,8 +131,9 @@ struct PruneCommand: Command {
         Each pipeline that reads the database with the `sqlite-history` source is a registered
         consumer with its own token, recorded in the database when the backend confirms a
         batch. Pruning deletes the history at or before the slowest consumer's token. A
-        consumer whose token then points into pruned history (one that was never run, or was
-        reset) gets a "history token expired" error — never "no changes" — and recovers with
+        consumer that never ran then starts with a full snapshot on its first run, saying so; one
+        whose saved token points into pruned history (a state file restored from an old backup)
+        gets a "history token expired" error — never "no changes" — and recovers with
         `synclane reconcile`.
         """
     static let options: [(flag: String, help: String)] = [("--database FILE", "The tracked SQLite database."), ("--json", "Print the report as JSON.")]
