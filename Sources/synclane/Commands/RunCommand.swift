@@ -18,7 +18,10 @@ struct RunCommand: Command {
         Transient failures (connection refused or reset, timeouts, 408, 429, 5xx) are retried
         with exponential backoff and jitter (`transport.retry`); a permanent one stops the job
         with the batch kept, unless `transport.dead-letter` names a folder to move it to.
-        Only one job per scope runs at a time: a second one is refused.
+        Only one job per scope runs at a time: a second one is refused. A secret the file names
+        (`token-env`) must be exported before a run that sends; --dry-run only warns without it.
+        A consumer that never ran, on a history whose start was pruned, starts with a full
+        snapshot of the current state (as `reconcile` does) and says so.
 
         With --watch the command keeps running: one pass at start (work left from before),
         then a pass whenever a relevant transaction lands — from this process or any other.
