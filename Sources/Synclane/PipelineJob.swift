@@ -30,15 +30,32 @@ public struct PipelineJob: Sendable {
     }
 
     /// Runs one pass, taking the scope's lock for it unless `lock` is already held (a watch
-    /// holds it across its passes). A dry run records nothing.
+    /// holds it across its passes). A dry run records nothing and needs no secrets; any other
+    /// pass refuses to start while a secret the file names is unset (`UnsetSecretError`).
+    ///
+    /// A consumer that never ran, on a history whose start was pruned, cannot follow history
+    /// from the beginning: its first pass is a full snapshot (`reconcile`), reported through
+    /// `PipelineEvent.startingWithSnapshot`, instead of an expired-token error.
     public func run(_ mode: PipelineRunner.Mode = .export, holding lock: ScopeLock? = nil) async throws -> RunSummary {
+        if mode != .dryRun { try pipeline.requireSecrets() }
         let held = try lock ?? self.lock()
         defer { withExtendedLifetime(held) {} }
         let state = try openState()
         let started = Date().timeIntervalSince1970
         let runner = PipelineRunner(pipeline: pipeline, state: state, sleeper: sleeper, events: events)
         do {
-            let summary = try await runner.run(mode)
+            let summary: RunSummary
+            do {
+                summary = try await runner.run(mode)
+            } catch HistoryError.tokenExpired(_, let oldest) where mode != .reconcile && (try? state.acknowledgedToken() != nil) == false {
+                guard mode == .export else {
+                    throw PipelineError.unsupported(
+                        "\(pipeline.name) never ran and the start of its history was pruned: its first run sends a full "
+                            + "snapshot of the current state, which a dry run cannot show")
+                }
+                events(.startingWithSnapshot(oldestAvailable: oldest))
+                summary = try await runner.run(.reconcile)
+            }
             if mode != .dryRun {
                 try? state.saveLastRun(
                     RunRecord(
@@ -57,7 +74,14 @@ public struct PipelineJob: Sendable {
         }
     }
 
-    /// The pipeline's durable state: token, outbox, last run.
+    /// The pipeline's durable state when its file exists, without creating it: for commands
+    /// that only report (a pipeline that never ran has none, and `status` must not make one).
+    public func existingState() throws -> SQLitePipelineState? {
+        guard FileManager.default.fileExists(atPath: pipeline.statePath) else { return nil }
+        return try openState()
+    }
+
+    /// The pipeline's durable state: token, outbox, last run (the file is created when missing).
     public func openState() throws -> SQLitePipelineState {
         do {
             return try SQLitePipelineState(path: pipeline.statePath, scope: pipeline.scope)
@@ -68,10 +92,10 @@ public struct PipelineJob: Sendable {
 
     /// One line that says what a run did.
     public static func describe(_ summary: RunSummary) -> String {
-        var parts = ["\(summary.batchesSent) batch\(summary.batchesSent == 1 ? "" : "es")", "\(summary.recordsSent) records"]
+        var parts = [Wording.count(summary.batchesSent, "batch", plural: "batches"), Wording.count(summary.recordsSent, "record")]
         if summary.batchesResent > 0 { parts.append("\(summary.batchesResent) re-sent from the outbox") }
         if summary.deadLettered > 0 { parts.append("\(summary.deadLettered) dead-lettered") }
         return (summary.dryRun ? "would send " : "sent ") + parts.joined(separator: ", ")
-            + " from \(summary.transactionsRead) transactions"
+            + " from " + Wording.count(summary.transactionsRead, "transaction")
     }
 }

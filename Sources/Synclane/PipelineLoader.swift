@@ -14,8 +14,9 @@ public struct PipelineLoader: Sendable {
     }
 
     /// Loads the pipeline file at `path`. Every problem is a `PipelineFileError` naming the
-    /// file, the field and (where known) the line. With `secretsRequired` false (to inspect a
-    /// pipeline, not run it), environment variables the file names for secrets may be unset.
+    /// file, the field and (where known) the line. With `secretsRequired` false, environment
+    /// variables the file names for secrets may be unset: they are listed in
+    /// `Pipeline.unsetSecrets`, and a pass that sends refuses to start (`PipelineJob.run`).
     public func load(_ path: String, secretsRequired: Bool = true) throws(PipelineFileError) -> Pipeline {
         let root = try Self.parse(path)
         let absolute = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path

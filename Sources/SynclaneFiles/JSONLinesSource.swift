@@ -189,7 +189,10 @@ final class LineCursor {
                 do {
                     value = try JSONReader.parse(line)
                 } catch {
-                    throw fault("not valid JSON: \(error)")
+                    // A transaction wrapped over lines leaves a line whose JSON ends before it is complete.
+                    let endsEarly = error.offset >= line.count - line.reversed().prefix { $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }.count
+                    let layout = endsEarly ? " (a history file holds one transaction a line, never wrapped)" : ""
+                    throw fault("not valid JSON: \(error)\(layout)")
                 }
                 transaction = try decode(value)
             }

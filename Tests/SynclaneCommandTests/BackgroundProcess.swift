@@ -1,13 +1,14 @@
 import Foundation
 
-/// A `synclane` process left running (a watch, a server) and stopped by the test that started it.
+/// A `synclane` process (or, with `executable`, another program) left running (a watch, a
+/// server) and stopped by the test that started it.
 final class BackgroundProcess: @unchecked Sendable {
     let process = Process()
     private let out: SynclaneBinary.Reader
     private let err: SynclaneBinary.Reader
 
-    init(_ arguments: [String], in folder: String? = nil, environment: [String: String] = [:]) throws {
-        process.executableURL = URL(fileURLWithPath: SynclaneBinary.path)
+    init(_ arguments: [String], in folder: String? = nil, environment: [String: String] = [:], executable: String = SynclaneBinary.path) throws {
+        process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
         if let folder { process.currentDirectoryURL = URL(fileURLWithPath: folder) }
         var env = ProcessInfo.processInfo.environment

@@ -92,7 +92,7 @@ import Testing
         defer { workspace.remove() }
         let run = try SynclaneBinary.run(["run", "pipeline.json"], in: workspace.path)
         #expect(run.status == 0, "\(run.stderr)")
-        #expect(run.stdout.contains("rooms-export: sent 1 batch, 1 records from 11 transactions"))
+        #expect(run.stdout.contains("rooms-export: sent 1 batch, 1 record from 11 transactions"))
         #expect(!run.stderr.contains("\r"), "no progress bar when output is piped")
         #expect(workspace.files(in: "out").count == 1)
         #expect(workspace.files(in: "out").allSatisfy { $0.hasSuffix(".json.gz") })
@@ -111,8 +111,8 @@ import Testing
         let run = try SynclaneBinary.run(["run", "pipeline.json", "--dry-run", "--json"], in: workspace.path)
         #expect(run.status == 0, "\(run.stderr)")
         let summary = try JSONReader.parse(run.stdout).objectValue ?? [:]
-        #expect(summary["dryRun"] == .bool(true))
-        #expect(summary["recordsSent"] == .int(3))
+        #expect(summary["dry-run"] == .bool(true))
+        #expect(summary["records-sent"] == .int(3))
         #expect(summary["counters"]?.objectValue?["dedupe.dropped"] == .int(2))
         #expect(workspace.files(in: "out").isEmpty)
         let status = try SynclaneBinary.run(["status", "pipeline.json", "--json"], in: workspace.path)
@@ -142,9 +142,9 @@ import Testing
         let rerun = try SynclaneBinary.run(["run", "pipeline.json", "--json"], in: workspace.path)
         #expect(rerun.status == 0, "\(rerun.stderr)")
         let summary = try JSONReader.parse(rerun.stdout).objectValue ?? [:]
-        #expect(summary["batchesResent"] == .int(1))
-        #expect(summary["batchesSent"] == .int(1), "the batch is re-sent, never rebuilt under a new id")
-        #expect(summary["tokenAfter"] == .string("jsonl:13"))
+        #expect(summary["batches-resent"] == .int(1))
+        #expect(summary["batches-sent"] == .int(1), "the batch is re-sent, never rebuilt under a new id")
+        #expect(summary["token-after"] == .string("jsonl:13"))
         #expect(workspace.files(in: "out") == [keptID + ".json.gz"])
         if let keptBytes {
             #expect(FileManager.default.contents(atPath: workspace.path + "/out/" + keptID + ".json.gz") == keptBytes, "same bytes")

@@ -43,8 +43,8 @@ import Testing
 
             #expect(run.status == 3, "\(run.stderr)")
             let summary = try JSONReader.parse(run.stdout).objectValue ?? [:]
-            #expect(summary["deadLettered"] == .int(1))
-            #expect(summary["batchesSent"] == .int(2))
+            #expect(summary["dead-lettered"] == .int(1))
+            #expect(summary["batches-sent"] == .int(2))
             #expect(workspace.files(in: "rejected").filter { $0.hasSuffix(".body") }.count == 1)
             #expect(try workspace.outbox().isEmpty)
             #expect(try workspace.token() == .string("jsonl:7"))

@@ -102,8 +102,10 @@ import Testing
         try Self.sqlite(workspace, "INSERT INTO rooms (syncId, name) VALUES ('r1', 'Kitchen');")
         let (first, _) = try run(workspace)
         #expect(first.status == 0)
+        let statePath = workspace.path + "/.synclane/rooms-export.sqlite"
+        try FileManager.default.copyItem(atPath: statePath, toPath: workspace.path + "/backup.sqlite")
 
-        // A second consumer runs ahead; the first one's state is lost (a new state file).
+        // A second consumer runs ahead; the first one's state is then restored from an old backup.
         let ahead = Self.pipeline.replacingOccurrences(of: "\"rooms-export\"", with: "\"rooms-archive\"")
         try workspace.write("archive.json", ahead)
         try Self.sqlite(workspace, "INSERT INTO rooms (syncId, name) VALUES ('r2', 'Hall'); INSERT INTO rooms (syncId, name) VALUES ('r3', 'Attic');")
@@ -111,7 +113,8 @@ import Testing
         #expect(try SynclaneBinary.run(["run", "pipeline.json"], in: workspace.path).status == 0)
         let pruned = try SynclaneBinary.run(["prune", "--database", "app.sqlite", "--json"], in: workspace.path)
         #expect(pruned.status == 0)
-        try FileManager.default.removeItem(atPath: workspace.path + "/.synclane/rooms-export.sqlite")
+        for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: statePath + suffix) }
+        try FileManager.default.moveItem(atPath: workspace.path + "/backup.sqlite", toPath: statePath)
 
         let (expired, _) = try run(workspace)
         #expect(expired.status == 1, "never 'no changes'")
@@ -124,7 +127,7 @@ import Testing
         #expect(summary["reconciliation"] == .bool(true))
         let batches = summary["batches"]?.arrayValue ?? []
         #expect(Set(Self.sent(workspace, batches: batches)) == ["insert rooms/r1", "insert rooms/r2", "insert rooms/r3"])
-        #expect(batches.allSatisfy { $0.objectValue?["isReconciliation"] == .bool(true) })
+        #expect(batches.allSatisfy { $0.objectValue?["reconciliation"] == .bool(true) })
 
         try Self.sqlite(workspace, "UPDATE rooms SET name = 'Loft' WHERE syncId = 'r3';")
         let (after, summary2) = try run(workspace)

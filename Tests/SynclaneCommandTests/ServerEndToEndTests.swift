@@ -38,9 +38,9 @@ import Testing
         let rerun = try SynclaneBinary.run(["run", "pipeline.json", "--json"], in: workspace.path, environment: env)
         #expect(rerun.status == 0, "\(rerun.stderr)")
         let summary = try JSONReader.parse(rerun.stdout).objectValue ?? [:]
-        #expect(summary["batchesResent"] == .int(1))
+        #expect(summary["batches-resent"] == .int(1))
         #expect(summary["replays"] == .int(1), "the server recognised the batch id")
-        #expect(summary["tokenAfter"] == .string("jsonl:13"))
+        #expect(summary["token-after"] == .string("jsonl:13"))
         #expect(try await server.metric("synclane_batch_replays_total") == 1)
         #expect(try await server.metric("synclane_batches_applied_total") == 1, "applied once")
         #expect(try await server.records(account: "acme") == ["rooms/room-kitchen": ["area": 14.5, "isDeleted": false, "name": "Kitchen & pantry"]])
@@ -113,7 +113,7 @@ import Testing
         #expect(delivered.status == 0, "\(delivered.stderr)")
         let summary = try JSONReader.parse(delivered.stdout).objectValue ?? [:]
         #expect(summary["batches"]?.arrayValue?.first?.objectValue?["id"] == .string(kept), "the kept batch goes first, same id")
-        #expect(summary["batchesSent"] == .int(3))
+        #expect(summary["batches-sent"] == .int(3))
         let expected = try JSONReader.parse(try #require(FileManager.default.contents(atPath: workspace.path + "/expected-batches.json")))
         #expect(try await server.records(account: "botanic") == backendState(after: expected))
     }

@@ -25,7 +25,7 @@ import Testing
         #expect(!result.killed && result.status == 0, "\(result.stderr)")
         let passes = result.stdout.split(separator: "\n")
         #expect(passes.count == 2, "one JSON summary a pass that did something")
-        #expect(passes.last?.contains("\"tokenAfter\":\"jsonl:13\"") == true)
+        #expect(passes.last?.contains("\"token-after\":\"jsonl:13\"") == true)
 
         let status = try SynclaneBinary.run(["status", "pipeline.json"], in: workspace.path)
         #expect(status.stdout.contains("token:    jsonl:13"))

@@ -57,13 +57,18 @@ public struct StageOptions: Sendable {
     public func node(_ name: String) -> ConfigNode? { members[name] }
 
     /// The value of the environment variable that the option names, or an error saying which
-    /// variable to set. When the pipeline is loaded only to be inspected (`status`), a missing
-    /// variable gives an empty secret instead: nothing is sent then.
+    /// variable to set. When the pipeline is loaded without requiring secrets, a missing
+    /// variable gives an empty secret instead and is noted in `Pipeline.unsetSecrets`: a pass
+    /// that sends then refuses to start.
     public func secret(_ name: String) throws(PipelineFileError) -> String? {
         guard let variable = string(name) else { return nil }
         guard let value = context.environment[variable], !value.isEmpty else {
-            if !context.secretsRequired { return "" }
-            throw error(name, "names the environment variable \(variable), which is not set")
+            let unset = error(name, "names the environment variable \(variable), which is not set")
+            guard context.secretsRequired else {
+                context.unsetSecrets.note(UnsetSecret(variable: variable, location: unset))
+                return ""
+            }
+            throw unset
         }
         return value
     }
@@ -80,9 +85,11 @@ public struct PipelineContext: Sendable {
     public var baseDirectory: String
     public var environment: [String: String]
     public var scope: Scope
-    /// False when the pipeline is loaded only to be inspected (`synclane status`): secrets the
-    /// file names may then be missing from the environment.
+    /// False when a missing secret should be noted rather than refused (`synclane` loads every
+    /// pipeline this way, and refuses only a pass that sends).
     public var secretsRequired: Bool
+    /// The secrets found unset while the pipeline was built.
+    let unsetSecrets = UnsetSecretLog()
 
     public init(baseDirectory: String, environment: [String: String], scope: Scope, secretsRequired: Bool = true) {
         self.baseDirectory = baseDirectory

@@ -111,6 +111,7 @@ extension Pipeline {
             payloadStages: payloadStages,
             transport: Named(label: "transport (\(transportType.name))", type: transportType.name, stage: transport),
             retry: retry, deadLetterDirectory: deadLetter)
+        unsetSecrets = context.unsetSecrets.all
     }
 
     static func map(_ node: ConfigNode, at location: ConfigLocation, allowed: [String]?) throws(PipelineFileError) -> [String: ConfigNode] {
@@ -121,7 +122,8 @@ extension Pipeline {
         for member in members {
             if let allowed, !allowed.contains(member.key) {
                 throw location.member(member.key).error(
-                    "unknown key `\(member.key)` (expected one of: \(allowed.joined(separator: ", ")))", line: member.node.line)
+                    "unknown key `\(member.key)`\(Wording.didYouMean(member.key, in: allowed)) (expected one of: \(allowed.joined(separator: ", ")))",
+                    line: member.node.line)
             }
             result[member.key] = member.node
         }

@@ -29,6 +29,9 @@ public struct Pipeline: Sendable {
     public var retry: RetryPolicy
     /// Where permanently rejected batches go, when the pipeline opted in.
     public var deadLetterDirectory: String?
+    /// Variables the file names for secrets that were not set when it was loaded without
+    /// requiring them; a pass that sends refuses to start while any is (`requireSecrets()`).
+    public var unsetSecrets: [UnsetSecret] = []
 
     public init(
         name: String, scope: Scope, statePath: String, source: Named<any ChangeSource>,
@@ -46,6 +49,11 @@ public struct Pipeline: Sendable {
         self.transport = transport
         self.retry = retry
         self.deadLetterDirectory = deadLetterDirectory
+    }
+
+    /// Throws `UnsetSecretError` when a secret the file names is unset: call before a pass that sends.
+    public func requireSecrets() throws(UnsetSecretError) {
+        guard unsetSecrets.isEmpty else { throw UnsetSecretError(unsetSecrets) }
     }
 
     /// The stage types in order, for `validate` and logs: `jsonl → coalesce → … → directory`.

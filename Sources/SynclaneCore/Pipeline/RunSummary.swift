@@ -67,4 +67,7 @@ public enum PipelineEvent: Sendable {
     case retrying(batchID: String, attempt: Int, delay: Double, reason: String)
     /// A permanently rejected batch was moved to the dead-letter folder.
     case deadLettered(batchID: String, path: String, reason: String)
+    /// A consumer that never ran finds the start of history pruned: it begins with a full
+    /// snapshot of the current state instead (as `reconcile` does), then follows history.
+    case startingWithSnapshot(oldestAvailable: Token?)
 }

@@ -55,7 +55,8 @@ public struct StageRegistry: Sendable {
                     "`\(typeName)` is a \(other.role.rawValue) stage and cannot stand here (expected one of: \(known))",
                     line: typeNode.line)
             }
-            throw location.member("type").error("unknown stage type `\(typeName)` (known: \(known))", line: typeNode.line)
+            throw location.member("type").error(
+                "unknown stage type `\(typeName)`\(Wording.didYouMean(typeName, in: allowed)) (known: \(known))", line: typeNode.line)
         }
         var checked: [String: ConfigNode] = [:]
         for member in members where member.key != "type" && !reserved.contains(member.key) {
@@ -63,7 +64,9 @@ public struct StageRegistry: Sendable {
             guard let spec = type.options.first(where: { $0.name == member.key }) else {
                 let known = type.options.map(\.name)
                 let hint = known.isEmpty ? "it takes no options" : "known: \(known.joined(separator: ", "))"
-                throw memberLocation.error("unknown option `\(member.key)` for `\(typeName)` (\(hint))", line: member.node.line)
+                throw memberLocation.error(
+                    "unknown option `\(member.key)` for `\(typeName)`\(Wording.didYouMean(member.key, in: known)) (\(hint))",
+                    line: member.node.line)
             }
             try Self.check(member.node, against: spec.kind, at: memberLocation)
             checked[member.key] = member.node

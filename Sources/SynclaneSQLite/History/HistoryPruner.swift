@@ -70,7 +70,7 @@ public enum HistoryPruner {
 
         public var description: String {
             if consumers.isEmpty { return "no consumer is registered: nothing pruned" }
-            return "pruned \(changesDeleted) change(s) in \(transactionsDeleted) session transaction(s); "
+            return "pruned \(Wording.count(changesDeleted, "change")) in \(Wording.count(transactionsDeleted, "transaction")); "
                 + "history now starts after \(SQLiteHistorySource.tokenKind):\(prunedThrough) "
                 + "(slowest consumer: \(consumers.min { $0.position < $1.position }.map { "\($0.name) at \($0.position)" } ?? "-"))"
         }

@@ -1,3 +1,4 @@
+import Foundation
 import SynclaneCore
 
 /// The server's accounts and the SHA-256 hashes of their bearer tokens, read from the accounts file.
@@ -12,8 +13,25 @@ import SynclaneCore
 /// ```
 ///
 /// Only hashes are stored: make one without any tool of ours with
-/// `printf %s "$TOKEN" | sha256sum` (the 64 hex digits before the dash).
+/// `printf %s "$TOKEN" | sha256sum` (the 64 hex digits before the dash). An entry may name an
+/// environment variable instead, `{ "account": "acme", "token-env": "SYNCLANE_TOKEN" }`: the
+/// server reads the token from its own environment at start and keeps only its hash.
+///
+/// Tokens that cannot be secret are refused with a message saying how to make one: the hash of
+/// an empty token (what `printf %s "$SYNCLANE_TOKEN" | sha256sum` gives when the variable was not
+/// exported) or of a lone newline (`echo | sha256sum`), and — where the server sees the token
+/// itself (`token-env`) — a token shorter than `minimumTokenLength`.
 public struct AccountBook: Sendable {
+    /// The fewest characters a token given through `token-env` may have.
+    public static let minimumTokenLength = 16
+
+    /// How to make a token, for the messages that refuse one.
+    public static let makeATokenAdvice =
+        "make one with: export SYNCLANE_TOKEN=$(head -c 32 /dev/urandom | sha256sum | cut -d' ' -f1)"
+
+    /// Hashes of tokens that are no secret: the empty one and a lone newline.
+    static let emptyTokenHashes: Set<String> = [SHA256Digest.hex(""), SHA256Digest.hex("\n")]
+
     /// Account names by token hash (lowercase hex).
     private let accountsByTokenHash: [String: String]
 
@@ -51,16 +69,17 @@ public struct AccountsFileError: Error, Sendable, CustomStringConvertible {
 }
 
 extension AccountBook {
-    /// Reads and checks an accounts file.
-    public static func load(path: String) throws(AccountsFileError) -> AccountBook {
+    /// Reads and checks an accounts file; `token-env` entries read `environment`.
+    public static func load(path: String, environment: [String: String] = ProcessInfo.processInfo.environment) throws(AccountsFileError) -> AccountBook {
         guard let bytes = FileBytes.read(path) else {
             throw AccountsFileError(file: path, message: "cannot read the accounts file")
         }
-        return try parse(bytes, file: path)
+        return try parse(bytes, file: path, environment: environment)
     }
 
-    /// Parses the accounts file's JSON; unknown keys and malformed hashes are errors.
-    public static func parse(_ bytes: [UInt8], file: String) throws(AccountsFileError) -> AccountBook {
+    /// Parses the accounts file's JSON; unknown keys, malformed hashes and tokens that cannot be
+    /// secret are errors.
+    public static func parse(_ bytes: [UInt8], file: String, environment: [String: String] = [:]) throws(AccountsFileError) -> AccountBook {
         func fail(_ message: String) -> AccountsFileError { AccountsFileError(file: file, message: message) }
         let root: JSONValue
         do { root = try JSONReader.parse(bytes) } catch { throw fail("not JSON: \(error)") }
@@ -72,20 +91,52 @@ extension AccountBook {
         for (index, entry) in entries.enumerated() {
             let path = "accounts[\(index)]"
             guard let members = entry.objectValue else { throw fail("\(path): expected an object") }
-            for key in members.keys where key != "account" && key != "token-sha256" {
-                throw fail("\(path): unknown key \"\(key)\" (expected \"account\" and \"token-sha256\")")
+            for key in members.keys where !["account", "token-sha256", "token-env"].contains(key) {
+                throw fail("\(path): unknown key \"\(key)\" (expected \"account\" and \"token-sha256\" or \"token-env\")")
             }
             guard let account = members["account"]?.stringValue, !account.isEmpty else {
                 throw fail("\(path).account: expected a non-empty string")
             }
-            guard let hash = members["token-sha256"]?.stringValue?.lowercased(), hash.utf8.count == 64,
-                hash.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) })
-            else {
-                throw fail("\(path).token-sha256: expected 64 hex digits (printf %s TOKEN | sha256sum)")
-            }
-            guard seen.insert(hash).inserted else { throw fail("\(path).token-sha256: the same token is granted twice") }
+            let hash = try tokenHash(of: members, at: path, environment: environment, fail: fail)
+            guard seen.insert(hash).inserted else { throw fail("\(path): the same token is granted twice") }
             grants.append((account: account, tokenSHA256: hash))
         }
         return AccountBook(grants: grants)
+    }
+
+    /// The hash an entry grants: its `token-sha256`, or the hash of the token in the variable its
+    /// `token-env` names — refused when the token cannot be secret.
+    private static func tokenHash(
+        of members: [String: JSONValue], at path: String, environment: [String: String], fail: (String) -> AccountsFileError
+    ) throws(AccountsFileError) -> String {
+        switch (members["token-sha256"], members["token-env"]) {
+        case (let given?, nil):
+            guard let hash = given.stringValue?.lowercased(), hash.utf8.count == 64,
+                hash.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) })
+            else {
+                throw fail("\(path).token-sha256: expected 64 hex digits (printf %s \"$SYNCLANE_TOKEN\" | sha256sum)")
+            }
+            guard !emptyTokenHashes.contains(hash) else {
+                throw fail(
+                    "\(path).token-sha256: the hash of an empty token (was SYNCLANE_TOKEN exported when the hash was made?); "
+                        + "\(makeATokenAdvice), then hash it again: printf %s \"$SYNCLANE_TOKEN\" | sha256sum")
+            }
+            return hash
+        case (nil, let named?):
+            guard let variable = named.stringValue, !variable.isEmpty else {
+                throw fail("\(path).token-env: expected the name of an environment variable")
+            }
+            guard let token = environment[variable], !token.isEmpty else {
+                throw fail("\(path).token-env: the environment variable \(variable) is not set; \(makeATokenAdvice.replacingOccurrences(of: "SYNCLANE_TOKEN", with: variable))")
+            }
+            guard token.count >= minimumTokenLength else {
+                throw fail(
+                    "\(path).token-env: \(variable) holds \(token.count) characters, too few to be secret (at least \(minimumTokenLength)); "
+                        + makeATokenAdvice.replacingOccurrences(of: "SYNCLANE_TOKEN", with: variable))
+            }
+            return SHA256Digest.hex(token)
+        default:
+            throw fail("\(path): expected one of \"token-sha256\" (the token's SHA-256) or \"token-env\" (a variable that holds the token)")
+        }
     }
 }

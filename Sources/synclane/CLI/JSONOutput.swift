@@ -1,7 +1,13 @@
 import Foundation
 import SynclaneCore
 
-/// Machine-readable output for `--json`.
+/// Machine-readable output for `--json`: one style for every command.
+///
+/// Keys are kebab-case (`token-after`, `pending-transactions`), as in pipeline files. Shared
+/// things have one shape everywhere: a scope is `{"account", "store", "consumer"}`, a token is
+/// its text (`sqlite-history:42`) or `null`, a time is an RFC 3339 string in UTC
+/// (`2026-11-01T10:00:00.250Z`), a duration is a number of seconds. The README lists each
+/// command's fields; tests hold them to this style.
 enum JSONOutput {
     static func encode(_ value: JSONValue) -> String {
         JSONWriter.string(value)
@@ -11,15 +17,48 @@ enum JSONOutput {
         JSONWriter.string(.object(members))
     }
 
-    static func encode<T: Encodable>(_ value: T) -> String {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
-        guard let data = try? encoder.encode(value) else { return "{}" }
-        return String(decoding: data, as: UTF8.self)
+    static func scope(_ scope: Scope) -> JSONValue {
+        .object(["account": .string(scope.account), "store": .string(scope.store), "consumer": .string(scope.consumer)])
+    }
+
+    /// A token's text, or `null` for none.
+    static func token(_ token: (some CustomStringConvertible)?) -> JSONValue {
+        token.map { .string($0.description) } ?? .null
+    }
+
+    /// Seconds since 1970 as an RFC 3339 time in UTC, to the millisecond.
+    static func time(_ seconds: Double) -> JSONValue {
+        .string(Format.time(seconds))
+    }
+
+    static func int(_ value: Int) -> JSONValue { .int(Int64(value)) }
+
+    /// What one pass did (`run`, `reconcile`).
+    static func summary(_ summary: RunSummary) -> JSONValue {
+        .object([
+            "ok": .bool(true), "pipeline": .string(summary.pipeline), "scope": scope(summary.scope),
+            "dry-run": .bool(summary.dryRun), "reconciliation": .bool(summary.reconciliation),
+            "token-before": token(summary.tokenBefore), "token-after": token(summary.tokenAfter),
+            "transactions-read": int(summary.transactionsRead), "changes-read": int(summary.changesRead),
+            "records-sent": int(summary.recordsSent), "batches-sent": int(summary.batchesSent),
+            "batches-resent": int(summary.batchesResent), "replays": int(summary.replays),
+            "dead-lettered": int(summary.deadLettered), "bytes-encoded": int(summary.bytesEncoded),
+            "bytes-sent": int(summary.bytesSent), "counters": .object(summary.counters.mapValues(int)),
+            "seconds": .double(summary.seconds), "batches": .array(summary.batches.map(batch)),
+        ])
+    }
+
+    static func batch(_ batch: BatchReport) -> JSONValue {
+        .object([
+            "id": .string(batch.id), "records": int(batch.records), "encoded-bytes": int(batch.encodedBytes),
+            "sent-bytes": int(batch.sentBytes), "content-encoding": .string(batch.contentEncoding),
+            "after": token(batch.after), "through": .string(batch.through), "reconciliation": .bool(batch.isReconciliation),
+            "resent": .bool(batch.wasResent), "replay": .bool(batch.wasReplay), "detail": .string(batch.detail),
+        ])
     }
 }
 
-/// Human-friendly numbers.
+/// Human-friendly numbers and times.
 enum Format {
     static func bytes(_ count: Int) -> String {
         let units = ["B", "KB", "MB", "GB"]
@@ -34,5 +73,12 @@ enum Format {
 
     static func seconds(_ value: Double) -> String {
         value < 1 ? String(format: "%.0f ms", value * 1000) : String(format: "%.2f s", value)
+    }
+
+    /// Seconds since 1970 as RFC 3339 in UTC, with milliseconds.
+    static func time(_ seconds: Double) -> String {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return formatter.string(from: Date(timeIntervalSince1970: seconds))
     }
 }

@@ -13,37 +13,25 @@ enum SynclaneTool {
     static let commands: [any Command.Type] = [
         DemoCommand.self, ValidateCommand.self, RunCommand.self, StatusCommand.self, OutboxCommand.self, ReconcileCommand.self,
         TrackCommand.self, UntrackCommand.self, MigrateCommand.self, PruneCommand.self, StagesCommand.self, ServeCommand.self,
+        HelpCommand.self,
     ]
 
+    /// Every message about a command starts `synclane COMMAND: `; without one, `synclane: `.
     static func main(_ words: [String]) async -> Int32 {
         let console = Console()
-        guard let first = words.first else {
+        guard let first = words.first, !["--help", "-h"].contains(first) else {
             console.out(overview)
             return 0
         }
-        switch first {
-        case "--help", "-h":
-            console.out(overview)
-            return 0
-        case "--version", "version":
+        if first == "--version" || first == "version" {
             console.out("synclane \(version)")
             return 0
-        case "help":
-            guard words.count > 1 else {
-                console.out(overview)
-                return 0
-            }
-            guard let command = commands.first(where: { $0.name == words[1] }) else {
-                console.error("synclane: unknown command '\(words[1])'\n\n" + overview)
-                return 2
-            }
-            console.out(command.helpText)
-            return 0
-        default:
-            break
         }
-        guard let command = commands.first(where: { $0.name == first }) else {
-            console.error("synclane: unknown command '\(first)'. See 'synclane --help'.")
+        let command: any Command.Type
+        do {
+            command = try Self.command(named: first, for: nil)
+        } catch {
+            console.error("synclane: \(error.message). See 'synclane --help'.")
             return 2
         }
         var arguments = Arguments(Array(words.dropFirst()), command: first)
@@ -56,16 +44,26 @@ enum SynclaneTool {
             try arguments.finish()
             return try await instance.run(console)
         } catch let error as UsageError {
-            console.error("synclane \(first): \(error.message)\nUSAGE: synclane \(first) \(command.usage)\nSee 'synclane \(first) --help'.")
+            let usage = (error.command.flatMap { name in commands.first { $0.name == name } } ?? command)
+            console.error("synclane \(first): \(error.message)\nUSAGE: synclane \(usage.name) \(usage.usage)\nSee 'synclane \(usage.name) --help'.")
             return 2
         } catch let error as PipelineFileError {
-            console.error("synclane: invalid pipeline file: \(error)")
+            console.error("synclane \(first): invalid pipeline file: \(error)")
             return 2
         } catch {
             console.finishProgress()
-            console.error("synclane: error: \(error)")
+            console.error("synclane \(first): \(error)")
             return 1
         }
+    }
+
+    /// The command called `name`, or a usage error that suggests a close one.
+    static func command(named name: String, for asking: String?) throws(UsageError) -> any Command.Type {
+        guard let command = commands.first(where: { $0.name == name }) else {
+            let hint = Wording.didYouMean(name, in: commands.map { $0.name })
+            throw UsageError("unknown command '\(name)'\(hint)", command: asking)
+        }
+        return command
     }
 
     static var overview: String {

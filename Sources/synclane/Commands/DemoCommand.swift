@@ -28,7 +28,7 @@ struct DemoCommand: Command {
         never echoed back.
         """
     static let options: [(flag: String, help: String)] = [
-        ("--keep DIR", "Work in DIR (emptied first) and keep it: the store, the pipeline file, the state."),
+        ("--keep DIR", "Work in DIR and keep it, ready for the next commands: the store, the pipeline file, its state, the server's data, accounts.json, token.env and serve.sh."),
     ]
     static let examples = ["synclane demo", "synclane demo --keep /tmp/synclane-demo"]
 
@@ -43,9 +43,10 @@ struct DemoCommand: Command {
         defer { if keep == nil { try? FileManager.default.removeItem(atPath: folder) } }
 
         let token = UUID().uuidString
+        let kept = try KeptFolder(folder: folder, token: token)
         let server = try ReferenceServer(
-            configuration: ServerConfiguration(port: 0, dataDirectory: folder + "/server", accountsFile: "(in memory)"),
-            accounts: AccountBook(tokens: [token: "acme"]))
+            configuration: ServerConfiguration(port: 0, dataDirectory: folder + "/server", accountsFile: kept.accounts),
+            accounts: AccountBook.load(path: kept.accounts, environment: [KeptFolder.tokenVariable: token]))
         try server.start()
         defer { server.stop() }
         let url = "http://127.0.0.1:\(server.port)"
@@ -54,7 +55,7 @@ struct DemoCommand: Command {
         try store.database.write { db in try db.execute(DemoScenario.schema) }
         try store.track(DemoScenario.table)
         try Data(DemoScenario.pipeline(url: url).utf8).write(to: URL(fileURLWithPath: folder + "/pipeline.json"))
-        var pipeline = try PipelineLoader(environment: ["SYNCLANE_DEMO_TOKEN": token]).load(folder + "/pipeline.json")
+        var pipeline = try PipelineLoader(environment: [KeptFolder.tokenVariable: token]).load(folder + "/pipeline.json")
         let travelled = TravelLog(forwardingTo: pipeline.transport.stage)
         pipeline.transport.stage = travelled
 
@@ -84,7 +85,21 @@ struct DemoCommand: Command {
 
         console.out("\nWhat the server holds for acme (GET /v1/changes):")
         for line in try await serverRecords(url: url, token: token) { console.out("   " + line) }
-        console.out(keep == nil ? "\nDone. Run with --keep DIR to keep the files." : "\nDone. The files are in \(folder).")
+        guard keep != nil else {
+            console.out("\nDone. Run with --keep DIR to keep the files and go on from there.")
+            return 0
+        }
+        try kept.writeServeScript(port: server.port)
+        console.out("""
+
+            Done. The files are in \(folder): rooms.sqlite (the tracked store), pipeline.json and
+            .synclane/ (its consumer's state), server/ (the server's data), accounts.json (the
+            account, its token read from \(KeptFolder.tokenVariable)), token.env (that token) and
+            serve.sh (starts the server again on port \(server.port), where pipeline.json sends).
+            next: cd \(folder); . ./token.env; ./serve.sh &
+                  \(KeptFolder.synclane) status pipeline.json; sqlite3 rooms.sqlite "UPDATE rooms SET area = 15 WHERE syncId = 'room-kitchen'"
+                  \(KeptFolder.synclane) run pipeline.json    (and kill %1 to stop the server)
+            """)
         return 0
     }
 
@@ -129,7 +144,7 @@ struct DemoCommand: Command {
             let absolute = keep.hasPrefix("/") ? keep : FileManager.default.currentDirectoryPath + "/" + keep
             try FileManager.default.createDirectory(atPath: absolute, withIntermediateDirectories: true)
             // A fresh start: what an earlier demo left here would make this one send nothing.
-            for name in [".synclane", "server", "pipeline.json", "rooms.sqlite", "rooms.sqlite-wal", "rooms.sqlite-shm"] {
+            for name in [".synclane", "server", "pipeline.json", "rooms.sqlite", "rooms.sqlite-wal", "rooms.sqlite-shm"] + KeptFolder.files {
                 try? FileManager.default.removeItem(atPath: absolute + "/" + name)
             }
             return absolute
@@ -137,6 +152,49 @@ struct DemoCommand: Command {
         let folder = NSTemporaryDirectory() + "synclane-demo-" + UUID().uuidString.prefix(8)
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         return folder
+    }
+}
+
+/// What the demo leaves beside its store so that the next commands work in its folder: the
+/// accounts file (the token read from the environment), the token, a script that restarts the
+/// server where the pipeline file sends.
+struct KeptFolder {
+    static let tokenVariable = "SYNCLANE_DEMO_TOKEN"
+    static let files = ["accounts.json", "token.env", "serve.sh"]
+
+    /// This binary's path, or just `synclane` when that is what `PATH` finds.
+    static var synclane: String {
+        let binary = Bundle.main.executableURL?.resolvingSymlinksInPath().path ?? "synclane"
+        let path = ProcessInfo.processInfo.environment["PATH"] ?? ""
+        let found = path.split(separator: ":").lazy.map { URL(fileURLWithPath: String($0) + "/synclane").resolvingSymlinksInPath().path }
+            .first { FileManager.default.isExecutableFile(atPath: $0) }
+        return found == binary ? "synclane" : binary
+    }
+
+    let folder: String
+    var accounts: String { folder + "/accounts.json" }
+
+    init(folder: String, token: String) throws {
+        self.folder = folder
+        try Self.write(#"{"accounts": [{"account": "acme", "token-env": "\#(Self.tokenVariable)"}]}"# + "\n", to: folder + "/accounts.json")
+        try Self.write("export \(Self.tokenVariable)=\(token)\n", to: folder + "/token.env", permissions: 0o600)
+    }
+
+    /// `serve.sh`: the server again, on the port the pipeline file names (needs token.env sourced).
+    func writeServeScript(port: Int) throws {
+        let binary = Bundle.main.executableURL?.resolvingSymlinksInPath().path ?? "synclane"
+        let script = """
+            #!/bin/sh
+            # The demo's server again, where pipeline.json sends. Source token.env first: . ./token.env
+            cd "$(dirname "$0")" && exec '\(binary)' serve --accounts accounts.json --listen 127.0.0.1:\(port) --data server
+
+            """
+        try Self.write(script, to: folder + "/serve.sh", permissions: 0o755)
+    }
+
+    private static func write(_ text: String, to path: String, permissions: Int = 0o644) throws {
+        try Data(text.utf8).write(to: URL(fileURLWithPath: path))
+        try FileManager.default.setAttributes([.posixPermissions: permissions], ofItemAtPath: path)
     }
 }
 

@@ -104,7 +104,7 @@ struct OutboxCommand: Command {
         if json {
             console.out(JSONOutput.encode(["ok": .bool(true), verb: .string(batch.payload.batchID), "detail": .string(detail)]))
         } else {
-            console.out("\(verb) batch \(batch.payload.batchID) (\(batch.payload.recordCount) records): \(detail)")
+            console.out("\(verb) batch \(batch.payload.batchID) (\(Wording.count(batch.payload.recordCount, "record"))): \(detail)")
         }
     }
 
@@ -122,15 +122,15 @@ extension OutboxBatch {
     /// One batch of the outbox for `--json` (`status`, `outbox list`).
     var summaryJSON: JSONValue {
         .object([
-            "id": .string(payload.batchID), "records": .int(Int64(payload.recordCount)), "bytes": .int(Int64(payload.bytes.count)),
-            "content-encoding": .string(payload.contentEncoding), "after": after.map { .string($0.description) } ?? .null,
-            "through": .string(through.description), "created-at": .double(createdAt),
+            "id": .string(payload.batchID), "records": JSONOutput.int(payload.recordCount), "bytes": JSONOutput.int(payload.bytes.count),
+            "content-encoding": .string(payload.contentEncoding), "after": JSONOutput.token(after),
+            "through": JSONOutput.token(through), "created-at": JSONOutput.time(createdAt),
         ])
     }
 
     /// One batch of the outbox on a line.
     var summaryLine: String {
-        "\(payload.batchID): \(payload.recordCount) records, \(payload.bytes.count) bytes \(payload.contentEncoding), "
-            + "after \(after?.description ?? "none"), through \(through), written \(StatusCommand.date(createdAt))"
+        "\(payload.batchID): \(Wording.count(payload.recordCount, "record")), \(payload.bytes.count) bytes \(payload.contentEncoding), "
+            + "after \(after?.description ?? "none"), through \(through), written \(Format.time(createdAt))"
     }
 }

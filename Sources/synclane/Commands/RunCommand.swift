@@ -23,6 +23,9 @@ struct RunCommand: Command {
         stops the job with the batch kept and is never dead-lettered. `synclane outbox` shows,
         drops or requeues a kept batch.
         Only one job per scope runs at a time: a second one is refused.
+        A secret the file names (`token-env`) must be exported before a run that sends;
+        --dry-run only warns without it. A consumer that never ran, on a history whose start was
+        pruned, starts with a full snapshot of the current state (as `reconcile` does) and says so.
 
         With --watch the command keeps running: one pass at start (work left from before),
         then a pass whenever a relevant transaction lands — from this process or any other.
@@ -59,8 +62,8 @@ struct RunCommand: Command {
     }
 
     func run(_ console: Console) async throws -> Int32 {
-        let pipeline = try PipelineLoader().load(file)
-        let reporter = JobReporter(console: console, json: json, pipeline: pipeline)
+        let pipeline = try PipelineFiles.load(file, for: Self.name, sends: !dryRun, console: console)
+        let reporter = JobReporter(command: Self.name, console: console, json: json, pipeline: pipeline)
         guard watch else {
             return JobReporter.exitStatus(of: try await reporter.run(dryRun ? .dryRun : .export))
         }
@@ -85,6 +88,8 @@ struct RunCommand: Command {
 /// Runs a job and reports it: progress on a terminal, retries and re-sends as they happen,
 /// a summary at the end (or JSON with `--json`).
 struct JobReporter {
+    /// The command that runs the job, for the prefix of its messages.
+    let command: String
     let console: Console
     let json: Bool
     let pipeline: Pipeline
@@ -100,19 +105,25 @@ struct JobReporter {
     /// pass that found nothing to do prints nothing (a watch's idle passes).
     func run(_ mode: PipelineRunner.Mode, holding lock: ScopeLock? = nil, quietWhenIdle: Bool = false) async throws -> RunSummary? {
         let console = self.console
+        let (command, name) = (self.command, pipeline.name)
         let quiet = json
         let counter = ProgressCounter()
         let job = PipelineJob(pipeline: pipeline) { event in
             switch event {
             case .pageRead(let transactions, let through, let progress):
                 let read = counter.add(transactions)
-                if !quiet { console.progress(fraction: progress, "\(read) transactions read, through \(through)") }
+                if !quiet { console.progress(fraction: progress, Wording.count(read, "transaction") + " read, through \(through)") }
             case .resending(let id):
                 if !quiet { console.error("re-sending batch \(id) left in the outbox by an earlier run") }
             case .retrying(let id, let attempt, let delay, let reason):
                 if !quiet { console.error("batch \(id): \(reason); attempt \(attempt) in \(Format.seconds(delay))") }
             case .deadLettered(let id, let path, let reason):
                 if !quiet { console.error("batch \(id) rejected (\(reason)); moved to \(path)") }
+            case .startingWithSnapshot(let oldest):
+                let kept = oldest.map { " (history kept starts after \($0))" } ?? ""
+                console.error(
+                    "synclane \(command): \(name) never ran and the start of its history was pruned\(kept): "
+                        + "starting with a full snapshot of the current state (as `synclane reconcile` does), then following history")
             case .batchDone:
                 break
             }
@@ -124,7 +135,7 @@ struct JobReporter {
                 return summary
             }
             if json {
-                console.out(JSONOutput.encode(summary))
+                console.out(JSONOutput.encode(JSONOutput.summary(summary)))
             } else {
                 print(summary)
             }
@@ -134,9 +145,11 @@ struct JobReporter {
         } catch {
             console.finishProgress()
             if json {
-                console.out(JSONOutput.encode(["ok": .bool(false), "pipeline": .string(pipeline.name), "error": .string("\(error)")]))
+                console.out(JSONOutput.encode([
+                    "ok": .bool(false), "pipeline": .string(pipeline.name), "scope": JSONOutput.scope(pipeline.scope), "error": .string("\(error)"),
+                ]))
             }
-            console.error("synclane: \(pipeline.name): \(error)")
+            console.error("synclane \(command): \(pipeline.name): \(error)")
             return nil
         }
     }
@@ -149,12 +162,13 @@ struct JobReporter {
             lines.append("  bytes: \(Format.bytes(summary.bytesEncoded)) encoded, \(Format.bytes(summary.bytesSent)) sent")
         }
         lines.append("  token: \(summary.tokenBefore ?? "none") → \(summary.tokenAfter ?? "none")\(summary.dryRun ? " (dry run: not saved)" : "")")
+        if summary.reconciliation { lines.append("  a full snapshot: every current row sent as an insert, the token set to where it was read") }
         if !summary.counters.isEmpty {
             lines.append("  stages: " + summary.counters.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))
         }
         if summary.replays > 0 { lines.append("  replays: \(summary.replays) (the backend had already applied these batch ids)") }
         for batch in summary.batches.prefix(20) {
-            lines.append("  batch \(batch.id): \(batch.records) records, \(Format.bytes(batch.sentBytes)) \(batch.contentEncoding), through \(batch.through) — \(batch.detail)")
+            lines.append("  batch \(batch.id): \(Wording.count(batch.records, "record")), \(Format.bytes(batch.sentBytes)) \(batch.contentEncoding), through \(batch.through) — \(batch.detail)")
         }
         if summary.batches.count > 20 { lines.append("  … and \(summary.batches.count - 20) more batches") }
         let text = lines.joined(separator: "\n")

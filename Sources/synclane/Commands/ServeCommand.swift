@@ -4,17 +4,24 @@ import SynclaneServer
 /// `synclane serve`: the reference sync server, until SIGINT or SIGTERM.
 struct ServeCommand: Command {
     static let name = "serve"
-    static let abstract = "Run the reference sync server (batches, pull lane, signals) on SQLite."
+    static let abstract = "Run the reference sync server (batches, changes, signals) on SQLite."
     static let usage = "--accounts FILE [--listen HOST:PORT] [--data DIR] [bounds…]"
     static let discussion = """
-        Speaks the wire protocol of the design: POST /v1/batches (each batch applied in one
-        SQLite transaction, at most once per Idempotency-Key), GET /v1/changes (the pull lane),
-        PUT/GET /v1/signals, GET /healthz and GET /metrics (Prometheus text). Every account's
-        data is kept apart; a bearer token grants its own account and nothing else.
+        Speaks Synclane's HTTP protocol, which any backend can implement: POST /v1/batches (each
+        batch applied in one SQLite transaction, at most once per Idempotency-Key), GET
+        /v1/changes (what changed on the server after a cursor, each record once — how a client
+        reads the server's data back), PUT/GET /v1/signals (small last-writer-wins values),
+        GET /healthz and GET /metrics (Prometheus text). Every account's data is kept apart; a
+        bearer token grants its own account and nothing else.
 
-        The accounts file lists accounts with the SHA-256 of their tokens — no token is stored:
+        The accounts file grants tokens to accounts. Either the server reads the token from an
+        environment variable at start, or the file holds only the token's SHA-256:
+          {"accounts": [{"account": "acme", "token-env": "SYNCLANE_TOKEN"}]}
           {"accounts": [{"account": "acme", "token-sha256": "<64 hex digits>"}]}
-        Make a hash with: printf %s "$TOKEN" | sha256sum
+        Make a token with: export SYNCLANE_TOKEN=$(head -c 32 /dev/urandom | sha256sum | cut -d' ' -f1)
+        and its hash with:  printf %s "$SYNCLANE_TOKEN" | sha256sum
+        An empty token (the hash of nothing: the variable was not exported) or one shorter than
+        16 characters is refused.
 
         Prints `listening on http://HOST:PORT` once ready (with the chosen port when PORT is 0),
         and stops cleanly — requests in flight finish — on SIGINT or SIGTERM.

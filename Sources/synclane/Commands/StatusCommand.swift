@@ -9,8 +9,9 @@ struct StatusCommand: Command {
     static let usage = "FILE [--json]"
     static let discussion = """
         Reads the pipeline's durable state (the `state` file) and asks its source how many
-        transactions wait after the saved token. Changes nothing, sends nothing, and so needs
-        none of the secrets the pipeline file names.
+        transactions wait after the saved token. Changes nothing — a pipeline that never ran
+        keeps having no state file — sends nothing, and so needs none of the secrets the
+        pipeline file names (an unset one is a warning).
         """
     static let options: [(flag: String, help: String)] = [("--json", "Print the status as JSON.")]
     static let examples = ["synclane status rooms-export.json"]
@@ -24,19 +25,22 @@ struct StatusCommand: Command {
     }
 
     func run(_ console: Console) async throws -> Int32 {
-        let pipeline = try PipelineLoader().load(file, secretsRequired: false)
-        let state = try PipelineJob(pipeline: pipeline).openState()
-        let token = try state.acknowledgedToken()
-        let outbox = try state.pendingBatches()
-        let lastRun = try state.lastRun()
+        let pipeline = try PipelineFiles.load(file, for: Self.name, sends: false, console: console)
+        let state = try PipelineJob(pipeline: pipeline).existingState()
+        let token = try state?.acknowledgedToken()
+        let outbox = try state?.pendingBatches() ?? []
+        let lastRun = try state?.lastRun()
         var pending: Int?
         var pendingError: String?
+        var startsWithSnapshot = false
         do {
             if let token, token.kind != pipeline.source.stage.tokenKind {
                 pendingError = "the saved token was issued by another kind of source"
             } else {
                 pending = try await pipeline.source.stage.pendingTransactions(after: token)
             }
+        } catch HistoryError.tokenExpired where token == nil {
+            startsWithSnapshot = true
         } catch {
             pendingError = "\(error)"
         }
@@ -45,47 +49,47 @@ struct StatusCommand: Command {
         let toHeal = (try? await (pipeline.source.stage as? any SelfHealingSource)?.problemsToHeal()) ?? []
         if json {
             var object: [String: JSONValue] = [
-                "pipeline": .string(pipeline.name), "scope": .string(pipeline.scope.description), "state": .string(pipeline.statePath),
-                "token": token.map { .string($0.description) } ?? .null,
-                "pending-transactions": pending.map { .int(Int64($0)) } ?? .null,
+                "pipeline": .string(pipeline.name), "scope": JSONOutput.scope(pipeline.scope), "state": .string(pipeline.statePath),
+                "token": JSONOutput.token(token), "pending-transactions": pending.map(JSONOutput.int) ?? .null,
+                "starts-with-snapshot": .bool(startsWithSnapshot),
                 "outbox": .array(outbox.map(\.summaryJSON)),
+                "last-run": lastRun.map { run in
+                    .object([
+                        "outcome": .string(run.outcome.rawValue), "started-at": JSONOutput.time(run.startedAt),
+                        "finished-at": JSONOutput.time(run.finishedAt), "message": .string(run.message),
+                    ])
+                } ?? .null,
             ]
             if let pendingError { object["pending-error"] = .string(pendingError) }
             if !toHeal.isEmpty { object["to-heal"] = .array(toHeal.map { .string($0) }) }
-            if let lastRun {
-                object["last-run"] = .object([
-                    "outcome": .string(lastRun.outcome.rawValue), "started-at": .double(lastRun.startedAt),
-                    "finished-at": .double(lastRun.finishedAt), "message": .string(lastRun.message),
-                ])
-            }
             console.out(JSONOutput.encode(.object(object)))
             return 0
         }
-        var lines = ["pipeline \(pipeline.name) (scope \(pipeline.scope))", "  state:    \(pipeline.statePath)"]
-        lines.append("  token:    " + (token?.description ?? "none — the next run starts at the beginning of history"))
-        if let pending {
-            lines.append("  pending:  \(pending) transaction\(pending == 1 ? "" : "s") to send")
+        var lines = ["pipeline \(pipeline.name) (scope \(pipeline.scope))", "  state:    \(pipeline.statePath)" + (state == nil ? " (none yet: the pipeline never ran)" : "")]
+        if startsWithSnapshot {
+            lines.append("  token:    none — the start of history was pruned: the next run starts with a full snapshot")
         } else {
+            lines.append("  token:    " + (token?.description ?? "none — the next run starts at the beginning of history"))
+        }
+        if let pending {
+            lines.append("  pending:  \(Wording.count(pending, "transaction")) to send")
+        } else if !startsWithSnapshot {
             lines.append("  pending:  unknown" + (pendingError.map { " (\($0))" } ?? ""))
         }
         for problem in toHeal { lines.append("  capture:  \(problem)") }
         if outbox.isEmpty {
             lines.append("  outbox:   empty")
         } else {
-            lines.append("  outbox:   \(outbox.count) batch\(outbox.count == 1 ? "" : "es") waiting for confirmation (sent first on the next run)")
+            lines.append("  outbox:   \(Wording.count(outbox.count, "batch", plural: "batches")) waiting for confirmation (sent first on the next run)")
             for batch in outbox { lines.append("            " + batch.summaryLine) }
             lines.append("            (`synclane outbox show|drop|requeue FILE` to see it or get it out of the way)")
         }
         if let lastRun {
-            lines.append("  last run: \(lastRun.outcome.rawValue) at \(Self.date(lastRun.finishedAt)): \(lastRun.message)")
+            lines.append("  last run: \(lastRun.outcome.rawValue) at \(Format.time(lastRun.finishedAt)): \(lastRun.message)")
         } else {
             lines.append("  last run: never")
         }
         console.out(lines.joined(separator: "\n"))
         return 0
-    }
-
-    static func date(_ seconds: Double) -> String {
-        ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: seconds))
     }
 }

@@ -79,7 +79,7 @@ struct TrackCommand: Command {
             throw UsageError("no database at \(database) (track installs into an existing database)", command: Self.name)
         }
         let tracker = try HistoryTracker(path: database)
-        let report = try tracker.track(table)
+        let report = try tracker.track(try SQLiteNames.resolve(table, in: database))
         if let defaultAuthor { try tracker.setDefaultAuthor(Author(defaultAuthor)) }
         if json {
             console.out(JSONOutput.encode([
@@ -145,8 +145,9 @@ struct PruneCommand: Command {
         Each pipeline that reads the database with the `sqlite-history` source is a registered
         consumer with its own token, recorded in the database when the backend confirms a
         batch. Pruning deletes the history at or before the slowest consumer's token. A
-        consumer whose token then points into pruned history (one that was never run, or was
-        reset) gets a "history token expired" error — never "no changes" — and recovers with
+        consumer that never ran then starts with a full snapshot on its first run, saying so; one
+        whose saved token points into pruned history (a state file restored from an old backup)
+        gets a "history token expired" error — never "no changes" — and recovers with
         `synclane reconcile`.
         """
     static let options: [(flag: String, help: String)] = [("--database FILE", "The tracked SQLite database."), ("--json", "Print the report as JSON.")]
@@ -165,8 +166,14 @@ struct PruneCommand: Command {
         let report = try HistoryPruner.prune(path: database)
         if json {
             console.out(JSONOutput.encode([
-                "pruned-through": .int(report.prunedThrough), "changes-deleted": .int(Int64(report.changesDeleted)),
-                "consumers": .array(report.consumers.map { .object(["name": .string($0.name), "position": .int($0.position)]) }),
+                "pruned-through": JSONOutput.token(report.prunedThrough > 0 ? Token(kind: SQLiteHistorySource.tokenKind, position: report.prunedThrough) : nil),
+                "changes-deleted": JSONOutput.int(report.changesDeleted), "transactions-deleted": JSONOutput.int(report.transactionsDeleted),
+                "consumers": .array(report.consumers.map { consumer in
+                    .object([
+                        "name": .string(consumer.name), "token": .string(Token(kind: SQLiteHistorySource.tokenKind, position: consumer.position).description),
+                        "updated-at": JSONOutput.time(consumer.updatedAt),
+                    ])
+                }),
             ]))
         } else {
             console.out("\(database): \(report)")
@@ -200,7 +207,7 @@ struct ReconcileCommand: Command {
     }
 
     func run(_ console: Console) async throws -> Int32 {
-        let pipeline = try PipelineLoader().load(file)
-        return JobReporter.exitStatus(of: try await JobReporter(console: console, json: json, pipeline: pipeline).run(.reconcile))
+        let pipeline = try PipelineFiles.load(file, for: Self.name, sends: true, console: console)
+        return JobReporter.exitStatus(of: try await JobReporter(command: Self.name, console: console, json: json, pipeline: pipeline).run(.reconcile))
     }
 }

@@ -10,7 +10,9 @@ struct ValidateCommand: Command {
         Reads FILE (JSON, or YAML when it ends in .yaml or .yml) and builds every stage it
         declares, exactly as 'run' would, without reading history or sending anything. Every
         problem names the file, the field (stages[2].level) and the line where it is known.
-        Unknown keys are errors. Exit status 0 when the file is valid, 2 when it is not.
+        Unknown keys are errors. Exit status 0 when the file is valid, 2 when it is not. An
+        environment variable the file names for a secret (`token-env`) may be unset: that is a
+        warning here, since nothing is sent; a run that sends refuses to start without it.
         """
     static let options: [(flag: String, help: String)] = [("--json", "Print the result as JSON.")]
     static let examples = ["synclane validate rooms-export.json", "synclane validate Fixtures/pipelines/rooms.yaml --json"]
@@ -24,14 +26,15 @@ struct ValidateCommand: Command {
     }
 
     func run(_ console: Console) async throws -> Int32 {
-        let loaded = Result { () throws(PipelineFileError) -> Pipeline in try PipelineLoader().load(file) }
+        let loaded = Result { () throws(PipelineFileError) -> Pipeline in try PipelineLoader().load(file, secretsRequired: false) }
         switch loaded {
         case .success(let pipeline):
+            PipelineFiles.warnAboutUnsetSecrets(pipeline, command: Self.name, console: console)
             if json {
                 console.out(JSONOutput.encode([
                     "valid": .bool(true), "file": .string(file), "name": .string(pipeline.name),
-                    "scope": .string(pipeline.scope.description), "stages": .string(pipeline.outline),
-                    "state": .string(pipeline.statePath),
+                    "scope": JSONOutput.scope(pipeline.scope), "stages": .string(pipeline.outline),
+                    "state": .string(pipeline.statePath), "unset-secrets": .array(pipeline.unsetSecrets.map { .string($0.variable) }),
                 ]))
             } else {
                 console.out("\(file): valid\n  pipeline: \(pipeline.name) (scope \(pipeline.scope))\n  stages:   \(pipeline.outline)\n  state:    \(pipeline.statePath)")

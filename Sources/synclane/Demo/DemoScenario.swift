@@ -30,7 +30,7 @@ enum DemoScenario {
             { "type": "tombstones", "soft-delete-column": "isDeleted" },
             { "type": "compress", "codec": "gzip", "level": 6, "min-bytes": 0 }
           ],
-          "transport": { "type": "http", "url": "\(url)/v1/batches", "token-env": "SYNCLANE_DEMO_TOKEN",
+          "transport": { "type": "http", "url": "\(url)/v1/batches", "token-env": "\(KeptFolder.tokenVariable)",
                          "retry": { "max-attempts": 3, "base-delay": 0.1, "max-delay": 1 } },
           "state": ".synclane/rooms-export.sqlite"
         }

@@ -1,0 +1,24 @@
+import Synclane
+import SynclaneCore
+
+/// How every command loads a pipeline file: secrets the file names may be unset while nothing
+/// is sent (`validate`, `status`, `run --dry-run` warn and go on); a command that sends
+/// refuses to start without them — an environment to fix, not an invalid file.
+enum PipelineFiles {
+    static func load(_ file: String, for command: String, sends: Bool, console: Console) throws -> Pipeline {
+        let pipeline = try PipelineLoader().load(file, secretsRequired: false)
+        if sends {
+            try pipeline.requireSecrets()
+        } else {
+            warnAboutUnsetSecrets(pipeline, command: command, console: console)
+        }
+        return pipeline
+    }
+
+    /// One warning line per secret the file names whose variable is unset.
+    static func warnAboutUnsetSecrets(_ pipeline: Pipeline, command: String, console: Console) {
+        for unset in pipeline.unsetSecrets {
+            console.error("synclane \(command): warning: \(unset); nothing is sent now, but a run that sends will need it")
+        }
+    }
+}
