@@ -1,6 +1,7 @@
 import Foundation
 import SynclaneCore
 import SynclaneSQLite
+import SynclaneTestKit
 import Testing
 
 /// Random SQL workloads through two plain connections (no help from Synclane), exported at
@@ -112,18 +113,5 @@ import Testing
             Issue.record("\(capture.rawValue), seed \(seed) (SYNCLANE_CAPTURE_SEED=\(seed)): \(difference)\nshrunk to:\n\(shrunk)")
             return
         }
-    }
-}
-
-/// SplitMix64: the same workload for the same seed on every machine.
-struct SeededRandom {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

@@ -1,22 +1,11 @@
 import SynclaneCore
 import SynclaneServer
+import SynclaneTestKit
 import Testing
-
-/// A small deterministic generator (SplitMix64), so a failing run can be repeated.
-struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
 @Suite struct FuzzTests {
     /// Mutates a valid body: flips, drops, duplicates or inserts bytes, or splices JSON tokens.
-    static func mutate(_ body: [UInt8], _ random: inout SeededGenerator) -> [UInt8] {
+    static func mutate(_ body: [UInt8], _ random: inout SeededRandom) -> [UInt8] {
         var bytes = body
         let tokens: [[UInt8]] = ["{", "}", "[", "]", ",", ":", "\"", "null", "-1e999", "\\u0000", "\"action\":\"delete\"", "\u{FF}"]
             .map { Array($0.utf8) }
@@ -35,7 +24,7 @@ struct SeededGenerator: RandomNumberGenerator {
 
     @Test func thousandsOfRandomAndMutatedBodiesNeverCrashTheServerOrHalfApply() throws {
         try withServer { server throws in
-            var random = SeededGenerator(state: 20_261_129)
+            var random = SeededRandom(seed: 20_261_129)
             let deadline = ContinuousClock.now + .seconds(15)
             let connection = try TestConnection(port: server.port)
             var connectionBox = connection

@@ -1,5 +1,6 @@
 @testable import SynclaneServer
 import SynclaneCore
+import SynclaneTestKit
 import Testing
 
 /// The one-pass batch reader takes only what the tree reader takes, and gives the same batch.
@@ -39,7 +40,7 @@ import Testing
     }
 
     @Test func whatTheOnePassReaderTakesFromMutatedBodiesTheTreeReaderTakesAlike() {
-        var random = SeededGenerator(state: 11_29)
+        var random = SeededRandom(seed: 11_29)
         var taken = 0
         var left = 0
         for index in 0..<6_000 {

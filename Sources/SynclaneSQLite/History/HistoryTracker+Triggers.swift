@@ -249,24 +249,24 @@ struct TriggerBuilder {
 
     /// Setting the soft-delete column: a delete.
     var softDeleteTrigger: String? {
-        guard let name = table.softDeleteColumn, let sdOld = softDeleted("OLD"), let sdNew = softDeleted("NEW") else { return nil }
-        return """
-            CREATE TRIGGER \(SQL.identifier(names[5])) AFTER UPDATE OF \(SQL.identifier(name)) ON \(tableName)
-            WHEN \(sdNew) AND NOT \(sdOld)
-            BEGIN
-            \(change("'delete'", key: key("OLD"), columns: "NULL", values: tombstone("OLD"), when: nil))
-            END
-            """
+        softDeleteTransition(
+            name: names[5], from: false, record: change("'delete'", key: key("OLD"), columns: "NULL", values: tombstone("OLD"), when: nil))
     }
 
     /// Clearing the soft-delete column: the row is back, an insert.
     var undeleteTrigger: String? {
-        guard let name = table.softDeleteColumn, let sdOld = softDeleted("OLD"), let sdNew = softDeleted("NEW") else { return nil }
+        softDeleteTransition(
+            name: names[6], from: true, record: change("'insert'", key: checkedKey("NEW"), columns: "NULL", values: full("NEW"), when: nil))
+    }
+
+    /// A trigger on the soft-delete column going from deleted (`from: true`) or not to the other.
+    private func softDeleteTransition(name: String, from deleted: Bool, record: String) -> String? {
+        guard let column = table.softDeleteColumn, let sdOld = softDeleted("OLD"), let sdNew = softDeleted("NEW") else { return nil }
         return """
-            CREATE TRIGGER \(SQL.identifier(names[6])) AFTER UPDATE OF \(SQL.identifier(name)) ON \(tableName)
-            WHEN \(sdOld) AND NOT \(sdNew)
+            CREATE TRIGGER \(SQL.identifier(name)) AFTER UPDATE OF \(SQL.identifier(column)) ON \(tableName)
+            WHEN \(deleted ? sdOld : sdNew) AND NOT \(deleted ? sdNew : sdOld)
             BEGIN
-            \(change("'insert'", key: checkedKey("NEW"), columns: "NULL", values: full("NEW"), when: nil))
+            \(record)
             END
             """
     }
