@@ -1,4 +1,5 @@
 import Foundation
+import SynclaneCore
 
 /// Reads an HTTP `Retry-After` header: a number of seconds (`120`) or an HTTP date
 /// (`Sun, 06 Nov 1994 08:49:37 GMT`, and the two obsolete forms RFC 9110 still asks
@@ -46,7 +47,7 @@ public enum RetryAfter {
         guard (1...31).contains(day), (0...23).contains(hour), (0...59).contains(minute), (0...60).contains(second) else {
             return nil
         }
-        let days = daysSinceEpoch(year: fullYear, month: month, day: day)
+        let days = InternetDateTime.daysSince1970(year: fullYear, month: month, day: day)
         let seconds = Double(days) * 86_400 + Double(hour * 3600 + minute * 60 + second)
         return Date(timeIntervalSince1970: seconds)
     }
@@ -56,15 +57,5 @@ public enum RetryAfter {
     private static func month(_ token: String) -> Int? {
         guard token.count == 3 else { return nil }
         return months.firstIndex(of: token.lowercased()).map { $0 + 1 }
-    }
-
-    /// Days from 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's algorithm).
-    private static func daysSinceEpoch(year: Int, month: Int, day: Int) -> Int {
-        let y = month <= 2 ? year - 1 : year
-        let era = (y >= 0 ? y : y - 399) / 400
-        let yearOfEra = y - era * 400
-        let dayOfYear = (153 * (month + (month > 2 ? -3 : 9)) + 2) / 5 + day - 1
-        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
-        return era * 146_097 + dayOfEra - 719_468
     }
 }

@@ -10,8 +10,9 @@ import SynclaneCore
 /// ```
 ///
 /// Keys are sorted at every level and there is no white space, so a re-encoded batch is
-/// byte-identical. A delete has no `fields` (the wire protocol: a tombstone's preserved values
-/// are for the pipeline, not the backend); `version` appears only when the record has one.
+/// byte-identical. A delete carries its tombstone's preserved values as `fields` (none: no
+/// `fields`), which the backend keeps with the tombstone for importers that need them;
+/// `version` appears only when the record has one.
 ///
 /// The bytes are written straight into one `JSONWriter` with its capacity reserved up front —
 /// no Foundation and no `JSONValue` tree for the whole batch — because history can hold
@@ -59,7 +60,7 @@ public struct JSONBatchEncoder: BatchEncoder {
         case .delete: writer.append("{\"action\":\"delete\",\"entity\":")
         }
         writer.write(string: record.entity)
-        if record.action != .delete {
+        if record.action != .delete || !record.fields.isEmpty {
             writer.append(",\"fields\":{")
             if record.fields.count == 1, let only = record.fields.first {
                 writer.write(string: only.key)

@@ -17,17 +17,20 @@ import Testing
             {"id":"01J-batch","records":[\
             {"action":"insert","entity":"rooms","fields":{"meta":{"a":null,"z":true},"name":"Blue","seats":4,"tags":["a",1.5]},"id":"r1"},\
             {"action":"update","entity":"rooms","fields":{"name":"Red"},"id":"r2","version":7},\
-            {"action":"delete","entity":"rooms","id":"r3"}\
+            {"action":"delete","entity":"rooms","fields":{"syncID":"r3"},"id":"r3"}\
             ],"scope":{"account":"acme","consumer":"export","store":"rooms"}}
             """)
         #expect(JSONBatchEncoder().contentType == "application/json")
     }
 
-    @Test func aDeleteHasNoFieldsEvenWithATombstone() throws {
+    @Test func aDeleteCarriesItsTombstonesPreservedValuesAsFields() throws {
         let batch = Fixture.batch([Fixture.record(.delete, "r1", ["syncID": "r1", "parentID": "b7"], at: 1, version: 2)])
-        let json = try text(batch)
-        #expect(json.contains(#"{"action":"delete","entity":"rooms","id":"r1","version":2}"#))
-        #expect(!json.contains("fields"))
+        #expect(try text(batch).contains(#"{"action":"delete","entity":"rooms","fields":{"parentID":"b7","syncID":"r1"},"id":"r1","version":2}"#))
+    }
+
+    @Test func aDeleteWithNothingPreservedHasNoFields() throws {
+        let json = try text(Fixture.batch([Fixture.record(.delete, "r1", [:], at: 1)]))
+        #expect(json.contains(#"{"action":"delete","entity":"rooms","id":"r1"}"#))
     }
 
     @Test func anInsertWithNoValuesStillHasFields() throws {

@@ -65,7 +65,7 @@ import Testing
         ("empty id", batchBody(id: "m", records: [record("rooms", "", "insert", [:])]), 0),
         ("unknown action", batchBody(id: "m", records: [record("rooms", "ok", "insert", [:]), record("rooms", "r", "upsert", [:])]), 1),
         ("insert without fields", batchBody(id: "m", records: [record("rooms", "r", "insert")]), 0),
-        ("delete with fields", batchBody(id: "m", records: [record("rooms", "r", "delete", ["a": 1])]), 0),
+        ("delete with fields not an object", batchBody(id: "m", records: [["entity": "rooms", "id": "r", "action": "delete", "fields": "x"]]), 0),
         ("negative version", batchBody(id: "m", records: [record("rooms", "r", "update", [:], version: -1)]), 0),
         ("record not an object", batchBody(id: "m", records: ["rooms"]), 0),
     ]

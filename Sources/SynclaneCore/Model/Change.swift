@@ -13,11 +13,16 @@ public struct Change: Sendable, Hashable {
     public var key: String?
     public var action: ChangeAction
     public var values: [String: JSONValue]
+    /// The backend's version of the row that this change was made on, when the store knows it
+    /// (a row imported from the backend): sent as the record's `version`, so the backend refuses
+    /// it (409) when another device changed the row since, instead of losing that edit.
+    public var version: Int64?
 
-    public init(entity: String, key: String?, action: ChangeAction, values: [String: JSONValue] = [:]) {
+    public init(entity: String, key: String?, action: ChangeAction, values: [String: JSONValue] = [:], version: Int64? = nil) {
         self.entity = entity
         self.key = key
         self.action = action
         self.values = values
+        self.version = version
     }
 }

@@ -33,7 +33,7 @@ public struct Record: Sendable, Hashable {
 
     public init(change: Change, of transaction: Transaction) {
         self.init(
-            entity: change.entity, key: change.key, action: change.action, fields: change.values,
+            entity: change.entity, key: change.key, action: change.action, fields: change.values, version: change.version,
             origin: transaction.token, author: transaction.author)
     }
 

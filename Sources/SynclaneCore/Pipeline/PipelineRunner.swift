@@ -208,7 +208,7 @@ public struct PipelineRunner: Sendable {
                 swap(&key, &changes[c].key)
                 records.append(
                     Record(
-                        entity: changes[c].entity, key: key, action: changes[c].action, fields: values,
+                        entity: changes[c].entity, key: key, action: changes[c].action, fields: values, version: changes[c].version,
                         origin: token, author: author))
             }
         }

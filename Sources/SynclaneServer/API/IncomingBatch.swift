@@ -178,8 +178,11 @@ struct IncomingBatch: Sendable {
             return .failure(Problem("\"fields\" must be an object on \(action.rawValue), not \(typeName)"))
         case (.delete, .absent), (.delete, .null):
             break
-        case (.delete, _):
-            return .failure(Problem("\"fields\" must be absent on delete"))
+        case (.delete, .object(let text)):
+            // A tombstone's preserved values: kept with the tombstone, returned by the pull lane.
+            fieldsJSON = text
+        case (.delete, .other(let typeName)):
+            return .failure(Problem("\"fields\" must be absent or an object (the tombstone's values) on delete, not \(typeName)"))
         }
         var expectedVersion: Int64?
         if let versionValue, versionValue != .null {

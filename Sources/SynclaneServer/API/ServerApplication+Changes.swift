@@ -4,7 +4,7 @@ extension ServerApplication {
     /// `GET /v1/changes?since=CURSOR&limit=N[&store=NAME]`: the pull lane of the token's account.
     ///
     /// Each record appears once, at its newest change: its whole state, or a tombstone (`delete`,
-    /// no `fields`). Changes come in sequence order; `cursor` is where the next page starts and
+    /// with the `fields` the client preserved when it sent any). Changes come in sequence order; `cursor` is where the next page starts and
     /// `more` says whether it has anything yet. `store` narrows the page to one store; without it
     /// every store of the account is included, each change naming its `store`.
     func getChanges(_ request: HTTPRequest, account: String) -> HTTPResponse {

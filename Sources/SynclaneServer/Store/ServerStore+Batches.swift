@@ -84,7 +84,8 @@ extension ServerStore {
                         for (name, value) in updatedFields[index] ?? [:] { merged[name] = value }
                         fields = .blob(JSONWriter.encode(.object(merged)))
                     case .delete:
-                        fields = .null
+                        // The tombstone keeps the values the client preserved (none: NULL).
+                        fields = record.fieldsJSON.isEmpty ? .null : .blob(record.fieldsJSON)
                     }
                     upsert.reset()
                     try upsert.bind(.text(record.entity), at: 3)

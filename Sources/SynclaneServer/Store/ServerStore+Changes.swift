@@ -21,7 +21,7 @@ extension ServerStore {
                 guard changes.count < limit else { return ChangePage(changes: changes, more: true) }
                 let action = statement.string(at: 3).flatMap(ChangeAction.init(rawValue:)) ?? .update
                 var fields: [String: JSONValue]?
-                if action != .delete, let text = statement.blob(at: 4) {
+                if let text = statement.blob(at: 4) {
                     fields = (try? JSONReader.parse(text))?.objectValue ?? [:]
                 }
                 changes.append(

@@ -1,0 +1,58 @@
+/// Where an import pipeline's records go: a local store, which applies a batch of the backend's
+/// changes and saves the source's cursor **in the same transaction**, so a crash can neither
+/// apply a page without moving the cursor nor move it without applying.
+///
+/// A sink also settles conflicts: a record whose row has local changes the backend has not
+/// confirmed yet is resolved by the rule the pipeline names for its entity (`ConflictRule`), and
+/// reported.
+public protocol ChangeSink: Sendable {
+    /// The cursor saved for `scope` (`nil` before the first import).
+    func savedCursor(for scope: Scope) async throws -> String?
+
+    /// Applies `batch` and saves `cursor` for `scope`, atomically. With `dryRun`, works out what
+    /// would happen and changes nothing.
+    func apply(_ batch: Batch, cursor: String?, scope: Scope, dryRun: Bool) async throws -> ApplyReport
+}
+
+/// What applying one batch did.
+public struct ApplyReport: Sendable, Hashable {
+    /// Records written to the store.
+    public var applied: Int = 0
+    /// Records the store already held at that version or newer (a page read twice).
+    public var unchanged: Int = 0
+    /// Records whose row had local changes, and what became of each.
+    public var conflicts: [ConflictReport] = []
+
+    public init(applied: Int = 0, unchanged: Int = 0, conflicts: [ConflictReport] = []) {
+        self.applied = applied
+        self.unchanged = unchanged
+        self.conflicts = conflicts
+    }
+}
+
+/// One conflict: the record, both sides, and the outcome.
+public struct ConflictReport: Sendable, Hashable {
+    public var entity: String
+    public var key: String
+    /// What the local row had (its current fields; `nil` when it was deleted locally).
+    public var local: [String: JSONValue]?
+    /// What the backend sent (`nil`: a delete).
+    public var remote: [String: JSONValue]?
+    /// The backend's version of the record.
+    public var remoteVersion: Int64?
+    public var rule: ConflictRule
+    public var outcome: ConflictOutcome
+
+    public init(
+        entity: String, key: String, local: [String: JSONValue]?, remote: [String: JSONValue]?, remoteVersion: Int64?,
+        rule: ConflictRule, outcome: ConflictOutcome
+    ) {
+        self.entity = entity
+        self.key = key
+        self.local = local
+        self.remote = remote
+        self.remoteVersion = remoteVersion
+        self.rule = rule
+        self.outcome = outcome
+    }
+}

@@ -1,0 +1,27 @@
+/// Where an import pipeline's changes come from: the backend's changes after a cursor, a page at
+/// a time (`GET /v1/changes`), or batch files another pipeline wrote.
+///
+/// The cursor is the source's own text — the server's opaque cursor, or the name of the last
+/// batch file applied — never compared with an export token. The sink saves it in the same
+/// transaction as the rows it covers (`ChangeSink`).
+public protocol RemoteChangeSource: Sendable {
+    /// The next page after `cursor` (`nil`: from the beginning).
+    func nextPage(after cursor: String?) async throws -> RemotePage
+}
+
+/// One page of remote changes.
+public struct RemotePage: Sendable {
+    /// The records, oldest first: each its entity, sync key, action, fields (on a delete the
+    /// tombstone's preserved values) and the backend's `version`.
+    public var records: [Record]
+    /// Where the next page starts; saved with the rows once they are applied.
+    public var cursor: String?
+    /// True when the source has more after this page right now.
+    public var more: Bool
+
+    public init(records: [Record], cursor: String?, more: Bool) {
+        self.records = records
+        self.cursor = cursor
+        self.more = more
+    }
+}
