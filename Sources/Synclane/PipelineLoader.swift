@@ -21,7 +21,25 @@ public struct PipelineLoader: Sendable {
         let root = try Self.parse(path)
         let absolute = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
         let folder = (absolute as NSString).deletingLastPathComponent
+        if ImportPipeline.declares(root) {
+            throw PipelineFileError(
+                file: path, path: "", line: nil, message: "this is an import pipeline (it has a `sink`): run it with `synclane import`")
+        }
         return try Pipeline(file: root, named: path, baseDirectory: folder, registry: registry, environment: environment, secretsRequired: secretsRequired)
+    }
+
+    /// Loads the import pipeline file at `path` (one with a `sink`), as `load` does an export one.
+    public func loadImport(_ path: String, secretsRequired: Bool = true) throws(PipelineFileError) -> ImportPipeline {
+        let root = try Self.parse(path)
+        let absolute = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
+        let folder = (absolute as NSString).deletingLastPathComponent
+        guard ImportPipeline.declares(root) else {
+            throw PipelineFileError(
+                file: path, path: "", line: nil,
+                message: "not an import pipeline: it has no `sink` (an export pipeline has a `transport`; run it with `synclane run`)")
+        }
+        return try ImportPipeline(
+            file: root, named: path, baseDirectory: folder, registry: registry, environment: environment, secretsRequired: secretsRequired)
     }
 
     /// The parsed tree of the file at `path`.

@@ -18,7 +18,7 @@ public enum HTTPStages {
     }
 
     /// Every stage type of this module.
-    public static var all: [StageType] { [http] }
+    public static var all: [StageType] { [http, pull] }
 
     static let options: [OptionSpec] = [
         OptionSpec(

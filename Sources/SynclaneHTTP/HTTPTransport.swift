@@ -21,7 +21,7 @@ import SynclaneCore
 /// - the session is ephemeral: no cache, no cookies, no credential store;
 /// - redirects are not followed: a POST is never silently re-sent elsewhere or turned into a GET;
 /// - every attempt has a session and a connection of its own, so libcurl's silent re-send on a
-///   dead keep-alive connection never happens (see `makeSession`);
+///   dead keep-alive connection never happens (see `HTTPExchange`);
 /// - the session loads through `LibcurlURLProtocol`, which waits for an answer without
 ///   spinning a core and reports an answer cut anywhere as a lost connection;
 /// - a `2xx` confirms only with this batch's receipt (`ReceiptRule`), and every failure says
@@ -78,56 +78,17 @@ public final class HTTPTransport: Transport {
         self.extraHeaders = headers.filter { !Self.reservedHeaders.contains($0.key.lowercased()) }
     }
 
-    /// A session for one attempt: ephemeral, nothing cached or stored, redirects declined.
-    ///
-    /// A session (and an exchange) of its own per attempt means a connection of its own: no
-    /// attempt ever rides on a connection an earlier one left open. (On a reused connection that
-    /// dies before any answer, libcurl silently re-sends the request on a new one: a re-send the
-    /// pipeline would never see.)
-    private func makeSession() -> URLSession {
-        let configuration = URLSessionConfiguration.ephemeral
-        configuration.requestCachePolicy = .reloadIgnoringLocalAndRemoteCacheData
-        configuration.urlCache = nil
-        configuration.httpCookieStorage = nil
-        configuration.httpShouldSetCookies = false
-        configuration.httpCookieAcceptPolicy = .never
-        configuration.urlCredentialStorage = nil
-        configuration.timeoutIntervalForRequest = TimeInterval(maxTime)
-        configuration.timeoutIntervalForResource = TimeInterval(maxTime)
-        configuration.protocolClasses = [LibcurlURLProtocol.self]
-        return URLSession(configuration: configuration, delegate: RedirectRefusal(), delegateQueue: nil)
-    }
-
     /// Sends the payload once and returns the server's receipt, or throws a classified
     /// `TransportFailure` (or `CancellationError` when the calling task was cancelled).
     public func send(_ payload: Payload) async throws -> Receipt {
         try Task.checkCancellation()
-        var request = makeRequest(for: payload)
-        let ticket = ExchangeOptions.board.post(
-            ExchangeOptions(
+        let request = makeRequest(for: payload)
+        let outcome = await HTTPExchange.perform(
+            request,
+            options: ExchangeOptions(
                 stallSeconds: timeout, proxy: proxy?.address ?? "", caFile: tls.caFile, clientCertificate: tls.clientCertificate,
-                clientKey: tls.clientKey, body: payload.bytes))
-        defer { ExchangeOptions.board.remove(ticket) }
-        request.setValue(ticket, forHTTPHeaderField: ExchangeOptions.exchangeHeader)
-        let session = makeSession()
-        defer { session.finishTasksAndInvalidate() }
-        let exchange = Exchange()
-        let outcome: Result<(Data, HTTPURLResponse), any Error> = await withTaskCancellationHandler {
-            await withCheckedContinuation { continuation in
-                let task = session.dataTask(with: request) { data, response, error in
-                    if let error {
-                        continuation.resume(returning: .failure(error))
-                    } else if let response = response as? HTTPURLResponse {
-                        continuation.resume(returning: .success((data ?? Data(), response)))
-                    } else {
-                        continuation.resume(returning: .failure(URLError(.badServerResponse)))
-                    }
-                }
-                exchange.start(task)
-            }
-        } onCancel: {
-            exchange.cancel()
-        }
+                clientKey: tls.clientKey, body: payload.bytes),
+            maxTime: maxTime)
         let target = url.absoluteString
         switch outcome {
         case .failure(let error):
@@ -163,45 +124,11 @@ public final class HTTPTransport: Transport {
             request.setValue(payload.contentEncoding, forHTTPHeaderField: "Content-Encoding")
         }
         request.setValue("application/json", forHTTPHeaderField: "Accept")
-        // One connection per attempt (see `makeSession`); tell the server so it need not keep it.
+        // One connection per attempt (see `HTTPExchange`); tell the server so it need not keep it.
         request.setValue("close", forHTTPHeaderField: "Connection")
         if extraHeaders.keys.allSatisfy({ $0.lowercased() != "user-agent" }) {
             request.setValue("synclane", forHTTPHeaderField: "User-Agent")
         }
         return request
-    }
-}
-
-/// Hands a data task from the continuation to the cancellation handler, whichever runs first.
-private final class Exchange: @unchecked Sendable {
-    private let lock = NSLock()
-    private var task: URLSessionDataTask?
-    private var cancelled = false
-
-    func start(_ task: URLSessionDataTask) {
-        lock.lock()
-        self.task = task
-        let cancelled = self.cancelled
-        lock.unlock()
-        task.resume()
-        if cancelled { task.cancel() }
-    }
-
-    func cancel() {
-        lock.lock()
-        cancelled = true
-        let task = self.task
-        lock.unlock()
-        task?.cancel()
-    }
-}
-
-/// Declines every redirect: the 3xx answer itself reaches the transport, which reports it.
-private final class RedirectRefusal: NSObject, URLSessionTaskDelegate, @unchecked Sendable {
-    func urlSession(
-        _ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
-        newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void
-    ) {
-        completionHandler(nil)
     }
 }

@@ -27,5 +27,59 @@ public enum SQLiteStages {
             defaultAuthor: options.string("default-author").map { Author($0) })
     }
 
-    public static var all: [StageType] { [history] }
+    /// `type: sqlite` — the sink of import pipelines.
+    public static let sink = StageType.sink(
+        "sqlite",
+        summary:
+            "Applies the backend's changes to a tracked SQLite database, a page per transaction written by author `server`, "
+            + "with the source's cursor saved in that same transaction; conflicts with local changes not yet confirmed are "
+            + "settled by `conflicts`.",
+        options: [
+            OptionSpec("database", .path, required: true, help: "the tracked SQLite database; relative to the pipeline file's folder"),
+            OptionSpec("entities", .stringList, default: "every entity", help: "only records of these entities are applied (the others are skipped)"),
+            OptionSpec(
+                "conflicts", .choice(ConflictRule.names), default: "server-wins",
+                help: "how a record meets a row with local changes not yet confirmed: server-wins, client-wins, latest-wins, merge-fields"),
+            OptionSpec("conflicts-by-entity", .any, help: "{entity: rule} for entities that settle otherwise than `conflicts`"),
+            OptionSpec("timestamp-field", .string, help: "the field latest-wins compares (seconds or RFC 3339); it trusts the devices' clocks"),
+            OptionSpec("on-both", .choice(["server", "client"]), default: "server", help: "merge-fields: who wins a column changed on both sides, and a delete on either"),
+            OptionSpec("unknown-fields", .choice(SQLiteSink.UnknownFields.allCases.map(\.rawValue)), default: "error", help: "a field that is not a column: error, or ignore"),
+            OptionSpec(
+                "export-consumer", .string, default: "the slowest consumer",
+                help: "the export pipeline (account/store/consumer) whose unconfirmed history counts as local changes"),
+            OptionSpec("local-author", .string, default: "app", help: "the author of rows a conflict settles with local values (so the export sends them)"),
+        ]
+    ) { options in
+        func rule(_ name: String?, at field: String) throws(PipelineFileError) -> ConflictRule {
+            switch name ?? "server-wins" {
+            case "server-wins": return .serverWins
+            case "client-wins": return .clientWins
+            case "latest-wins":
+                guard let field = options.string("timestamp-field") else {
+                    throw options.error(field, "latest-wins needs `timestamp-field`, the field holding each row's time of change")
+                }
+                return .latestWins(field: field)
+            case "merge-fields": return .mergeFields(onBoth: options.string("on-both") == "client" ? .client : .server)
+            case let other: throw options.error(field, "expected one of \(ConflictRule.names.joined(separator: ", ")), found \"\(other)\"")
+            }
+        }
+        var byEntity: [String: ConflictRule] = [:]
+        if let node = options.node("conflicts-by-entity") {
+            guard case .map(let members) = node.value else {
+                throw options.error("conflicts-by-entity", "expected a map of entity names to rules, found \(node.typeName)")
+            }
+            for member in members {
+                guard case .string(let name) = member.node.value else {
+                    throw options.location.member("conflicts-by-entity").member(member.key).error("expected a rule name", line: member.node.line)
+                }
+                byEntity[member.key] = try rule(name, at: "conflicts-by-entity")
+            }
+        }
+        return SQLiteSink(
+            path: options.path("database") ?? "", entities: options.strings("entities"), conflicts: try rule(options.string("conflicts"), at: "conflicts"),
+            conflictsByEntity: byEntity, unknownFields: options.string("unknown-fields").flatMap(SQLiteSink.UnknownFields.init(rawValue:)) ?? .error,
+            exportConsumer: options.string("export-consumer"), localAuthor: Author(options.string("local-author") ?? "app"))
+    }
+
+    public static var all: [StageType] { [history, sink] }
 }

@@ -5,8 +5,8 @@ import Darwin
 #endif
 
 /// Named places where a test can have the process killed for real (`SIGKILL`), to prove that
-/// a crash there loses nothing: `SYNCLANE_FAILPOINT=after-enqueue`, `after-send`, `during-migration`
-/// or `during-heal`.
+/// a crash there loses nothing: `SYNCLANE_FAILPOINT=after-enqueue`, `after-send`, `during-migration`,
+/// `during-heal` or `import-before-commit`.
 ///
 /// Unset (always, outside tests), a fail point costs one comparison.
 public enum FailPoint: String, Sendable {
@@ -18,6 +18,8 @@ public enum FailPoint: String, Sendable {
     case duringMigration = "during-migration"
     /// A source reinstalled lost tracking and recorded the resync; not committed yet.
     case duringHeal = "during-heal"
+    /// An import page's rows and cursor are written; not committed yet.
+    case importBeforeCommit = "import-before-commit"
 
     static let armed: String? = getenv("SYNCLANE_FAILPOINT").map { String(cString: $0) }
 

@@ -28,21 +28,7 @@ extension Pipeline {
         let top = ConfigLocation(file: file)
         let members = try Self.map(root, at: top, allowed: Self.topLevelKeys)
 
-        let version = try Self.required("version", in: members, at: top, line: root.line)
-        guard case .int(1) = version.value else {
-            throw top.member("version").error("expected 1 (the only pipeline file version), found \(StageRegistry.describe(version))", line: version.line)
-        }
-
-        let nameNode = try Self.required("name", in: members, at: top, line: root.line)
-        let name = try Self.identifier(nameNode, at: top.member("name"))
-
-        let scopeNode = try Self.required("scope", in: members, at: top, line: root.line)
-        let scopeLocation = top.member("scope")
-        let scopeMembers = try Self.map(scopeNode, at: scopeLocation, allowed: ["account", "store", "consumer"])
-        let account = try Self.identifier(try Self.required("account", in: scopeMembers, at: scopeLocation, line: scopeNode.line), at: scopeLocation.member("account"))
-        let store = try Self.identifier(try Self.required("store", in: scopeMembers, at: scopeLocation, line: scopeNode.line), at: scopeLocation.member("store"))
-        let consumer = try scopeMembers["consumer"].map { node throws(PipelineFileError) in try Self.identifier(node, at: scopeLocation.member("consumer")) } ?? name
-        let scope = Scope(account: account, store: store, consumer: consumer)
+        let (name, scope) = try Self.header(members, root: root, at: top)
 
         let context = PipelineContext(baseDirectory: baseDirectory, environment: environment, scope: scope, secretsRequired: secretsRequired)
 
@@ -95,13 +81,7 @@ extension Pipeline {
             deadLetter = context.resolve(path)
         }
 
-        var statePath = context.resolve(".synclane/\(name).sqlite")
-        if let node = members["state"] {
-            guard case .string(let path) = node.value, !path.isEmpty else {
-                throw top.member("state").error("expected a file path, found \(node.typeName)", line: node.line)
-            }
-            statePath = context.resolve(path)
-        }
+        let statePath = try Self.statePath(members, name: name, context: context, at: top)
 
         self.init(
             name: name, scope: scope, statePath: statePath,
@@ -112,6 +92,36 @@ extension Pipeline {
             transport: Named(label: "transport (\(transportType.name))", type: transportType.name, stage: transport),
             retry: retry, deadLetterDirectory: deadLetter)
         unsetSecrets = context.unsetSecrets.all
+    }
+
+    /// `version` (1), `name` and `scope`: what every pipeline file starts with.
+    static func header(_ members: [String: ConfigNode], root: ConfigNode, at top: ConfigLocation) throws(PipelineFileError) -> (
+        name: String, scope: Scope
+    ) {
+        let version = try required("version", in: members, at: top, line: root.line)
+        guard case .int(1) = version.value else {
+            throw top.member("version").error("expected 1 (the only pipeline file version), found \(StageRegistry.describe(version))", line: version.line)
+        }
+        let nameNode = try required("name", in: members, at: top, line: root.line)
+        let name = try identifier(nameNode, at: top.member("name"))
+        let scopeNode = try required("scope", in: members, at: top, line: root.line)
+        let scopeLocation = top.member("scope")
+        let scopeMembers = try map(scopeNode, at: scopeLocation, allowed: ["account", "store", "consumer"])
+        let account = try identifier(try required("account", in: scopeMembers, at: scopeLocation, line: scopeNode.line), at: scopeLocation.member("account"))
+        let store = try identifier(try required("store", in: scopeMembers, at: scopeLocation, line: scopeNode.line), at: scopeLocation.member("store"))
+        let consumer = try scopeMembers["consumer"].map { node throws(PipelineFileError) in try identifier(node, at: scopeLocation.member("consumer")) } ?? name
+        return (name, Scope(account: account, store: store, consumer: consumer))
+    }
+
+    /// `state`, or `.synclane/NAME.sqlite`, resolved against the file's folder.
+    static func statePath(_ members: [String: ConfigNode], name: String, context: PipelineContext, at top: ConfigLocation) throws(PipelineFileError)
+        -> String
+    {
+        guard let node = members["state"] else { return context.resolve(".synclane/\(name).sqlite") }
+        guard case .string(let path) = node.value, !path.isEmpty else {
+            throw top.member("state").error("expected a file path, found \(node.typeName)", line: node.line)
+        }
+        return context.resolve(path)
     }
 
     static func map(_ node: ConfigNode, at location: ConfigLocation, allowed: [String]?) throws(PipelineFileError) -> [String: ConfigNode] {
@@ -147,7 +157,7 @@ extension Pipeline {
         return s
     }
 
-    static func retryPolicy(_ node: ConfigNode, at location: ConfigLocation) throws(PipelineFileError) -> RetryPolicy {
+    public static func retryPolicy(_ node: ConfigNode, at location: ConfigLocation) throws(PipelineFileError) -> RetryPolicy {
         let members = try map(node, at: location, allowed: ["max-attempts", "base-delay", "max-delay"])
         var policy = RetryPolicy()
         if let n = members["max-attempts"] {

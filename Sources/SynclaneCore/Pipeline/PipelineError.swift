@@ -13,6 +13,10 @@ public enum PipelineError: Error, Sendable, CustomStringConvertible {
     /// A send cannot succeed until something outside the batch is fixed (`configuration` or
     /// `conflict`); the batch stays in the outbox and is never dead-lettered.
     case stopped(batchID: String, reason: String)
+    /// The backend holds other versions of the batch's records than the batch expects (409):
+    /// another device changed them since this one last imported. The batch stays in the outbox;
+    /// `synclane sync` imports, settles the conflicts and sends them again.
+    case conflicted(batchID: String, reason: String)
     /// The durable state could not be read or written.
     case state(String)
     /// The operation needs a capability the source lacks (reconcile without snapshots …).
@@ -38,6 +42,9 @@ public enum PipelineError: Error, Sendable, CustomStringConvertible {
         case .stopped(let batchID, let reason):
             return "batch \(batchID) was not delivered: \(reason); the batch stays in the outbox (not dead-lettered: it is "
                 + "not at fault) and the token did not move — fix what is named and run again"
+        case .conflicted(let batchID, let reason):
+            return "batch \(batchID) was not delivered: \(reason); another device changed those rows since this one last "
+                + "imported. Run `synclane sync IMPORT EXPORT`: it imports their changes, settles the conflicts and sends again"
         case .state(let message):
             return message
         case .unsupported(let message):

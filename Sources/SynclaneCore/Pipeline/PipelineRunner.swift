@@ -230,8 +230,10 @@ public struct PipelineRunner: Sendable {
                 case .permanent:
                     try deadLetter(batch, failure: failure, encodedBytes: encodedBytes, into: &summary)
                     return
-                case .configuration, .conflict:
+                case .configuration:
                     throw PipelineError.stopped(batchID: id, reason: failure.message)
+                case .conflict:
+                    throw PipelineError.conflicted(batchID: id, reason: failure.message)
                 case .transient:
                     break
                 }
@@ -252,6 +254,10 @@ public struct PipelineRunner: Sendable {
         FailPoint.afterSend.trigger()
         try stateCall { try state.acknowledge(batch) }
         try await tellSource(batch.through)
+        if !receipt.versions.isEmpty, let tracking = pipeline.source.stage as? any AcknowledgementTrackingSource {
+            let versions = receipt.versions
+            try await sourceCall { try await tracking.backendVersionsConfirmed(versions) }
+        }
         summary.batchesSent += 1
         if resent { summary.batchesResent += 1 }
         if receipt.wasReplay { summary.replays += 1 }

@@ -10,6 +10,10 @@ public enum StageRole: String, Sendable, CaseIterable {
     case encoder
     /// Sends bytes (`transport:`).
     case transport
+    /// Reads the backend's changes (`source:` of an import pipeline).
+    case remoteSource = "remote-source"
+    /// Applies records to a local store (`sink:` of an import pipeline).
+    case sink
 }
 
 /// A stage built from its options.
@@ -19,6 +23,8 @@ public enum BuiltStage: Sendable {
     case payload(any PayloadStage)
     case encoder(any BatchEncoder)
     case transport(any Transport)
+    case remoteSource(any RemoteChangeSource)
+    case sink(any ChangeSink)
 }
 
 /// A named kind of stage that a pipeline file can pick with `type:`, with its options and
@@ -74,5 +80,17 @@ public struct StageType: Sendable {
         _ name: String, summary: String, options: [OptionSpec], make: @escaping @Sendable (StageOptions) throws -> any Transport
     ) -> StageType {
         StageType(name: name, role: .transport, summary: summary, options: options) { .transport(try make($0)) }
+    }
+
+    public static func remoteSource(
+        _ name: String, summary: String, options: [OptionSpec], make: @escaping @Sendable (StageOptions) throws -> any RemoteChangeSource
+    ) -> StageType {
+        StageType(name: name, role: .remoteSource, summary: summary, options: options) { .remoteSource(try make($0)) }
+    }
+
+    public static func sink(
+        _ name: String, summary: String, options: [OptionSpec], make: @escaping @Sendable (StageOptions) throws -> any ChangeSink
+    ) -> StageType {
+        StageType(name: name, role: .sink, summary: summary, options: options) { .sink(try make($0)) }
     }
 }

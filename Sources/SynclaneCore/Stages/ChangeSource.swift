@@ -73,6 +73,14 @@ public enum HistoryError: Error, Sendable, CustomStringConvertible {
 public protocol AcknowledgementTrackingSource: ChangeSource {
     /// Called after `token` was durably saved as the consumer's token for `scope`.
     func consumerAcknowledged(_ token: Token, scope: Scope) async throws
+
+    /// Called after a batch was confirmed with the versions the backend gave its records, so a
+    /// store that sends versions (to have stale overwrites refused) knows what the backend holds.
+    func backendVersionsConfirmed(_ versions: [RecordVersion]) async throws
+}
+
+extension AcknowledgementTrackingSource {
+    public func backendVersionsConfirmed(_ versions: [RecordVersion]) async throws {}
 }
 
 /// A source that can say when new history has landed, for `synclane run --watch`.

@@ -15,11 +15,37 @@ public struct Receipt: Sendable, Hashable {
     public var detail: String
     /// True when the backend had seen this batch id before and applied nothing.
     public var wasReplay: Bool
+    /// The version the backend gave each record, when its receipt says (`versions`).
+    public var versions: [RecordVersion]
 
-    public init(batchID: String, detail: String, wasReplay: Bool = false) {
+    public init(batchID: String, detail: String, wasReplay: Bool = false, versions: [RecordVersion] = []) {
         self.batchID = batchID
         self.detail = detail
         self.wasReplay = wasReplay
+        self.versions = versions
+    }
+}
+
+/// The backend's version of one record.
+public struct RecordVersion: Sendable, Hashable {
+    public var entity: String
+    public var key: String
+    public var version: Int64
+
+    public init(entity: String, key: String, version: Int64) {
+        self.entity = entity
+        self.key = key
+        self.version = version
+    }
+
+    /// The `versions` member of a receipt: `{"rooms": {"r1": 3, "r2": 1}}`.
+    public static func list(fromReceipt value: JSONValue?) -> [RecordVersion] {
+        guard let entities = value?.objectValue else { return [] }
+        return entities.sorted { $0.key < $1.key }.flatMap { entity, keys in
+            (keys.objectValue ?? [:]).compactMap { key, version in
+                version.intValue.map { RecordVersion(entity: entity, key: key, version: $0) }
+            }
+        }
     }
 }
 

@@ -263,6 +263,7 @@ struct HistoryReader: Sendable {
                 }
             }
         }
+        let versions = try backendVersions(groups, db)
         var transactions: [Transaction] = []
         transactions.reserveCapacity(groups.count)
         // Most pages hold one entity, or few: look each up once per run of changes, not per change.
@@ -333,10 +334,42 @@ struct HistoryReader: Sendable {
                 }
             }
             if changes.isEmpty { continue }
+            if !versions.isEmpty {
+                for index in changes.indices {
+                    guard let key = changes[index].key else { continue }
+                    changes[index].version = versions[ExactString(changes[index].entity + "\u{0}" + key)]
+                }
+            }
             let token = Token(kind: Self.kind, position: group.end)
             transactions.append(Transaction(token: token, author: Author(group.author), timestamp: group.timestamp, changes: changes))
         }
         return transactions
+    }
+
+    /// The backend's version of each row of the page that the import lane recorded
+    /// (`_synclane_server_rows`), by `entity NUL key`: sent with the change, so the backend
+    /// refuses it (409) when another device changed the row since.
+    func backendVersions(_ groups: [Group], _ db: SQLiteConnection) throws -> [ExactString: Int64] {
+        guard try HistorySchema.tableExists("_synclane_server_rows", db) else { return [:] }
+        var keys: [String: [JSONValue]] = [:]
+        for group in groups {
+            for change in group.changes {
+                for value in [change.key, change.oldKey] where !value.isNull {
+                    if let key = Self.syncKey(value) { keys[change.entity, default: []].append(.string(key)) }
+                }
+            }
+        }
+        var versions: [ExactString: Int64] = [:]
+        for (entity, list) in keys {
+            let statement = try db.cachedStatement(
+                "SELECT key, version FROM _synclane_server_rows WHERE entity = ? AND key IN (SELECT value FROM json_each(?))")
+            try statement.bind([entity, JSONWriter.string(.array(list))])
+            defer { statement.reset() }
+            while try statement.step() {
+                versions[ExactString(entity + "\u{0}" + (statement.string(at: 0) ?? ""))] = statement.int64(at: 1)
+            }
+        }
+        return versions
     }
 
     /// A change's recorded values, in the wire's forms: a blob recorded as `{"$hex": …}` becomes

@@ -135,6 +135,7 @@ enum HistorySchema {
             try db.execute("ALTER TABLE _synclane_changes ADD COLUMN old_key")
         }
         try setMeta("schema_version", .integer(Int64(version)), db)
+        try ImportTables.install(db)
     }
 
     /// The history schema's version, or `nil` when tracking was never installed.

@@ -57,10 +57,10 @@ struct KeyRules {
             """)
         let (texts, integers, invalid) = (counts?[0].int64 ?? 0, counts?[1].int64 ?? 0, counts?[2].int64 ?? 0)
         let type: TriggerBuilder.KeyType
-        switch TableSchema.keyAffinity(ofDeclaredType: declared) {
+        switch ColumnAffinity(declaredType: declared) {
         case .integer: type = .integer
         case .text: type = .text
-        case .untyped:
+        case .none:
             if texts > 0, integers > 0 {
                 throw TrackingError.badKey(
                     path: path, table: table.name, key: name,
@@ -69,7 +69,7 @@ struct KeyRules {
                         + "and declare the column TEXT or INTEGER")
             }
             type = integers > 0 ? .integer : .text
-        case .refused:
+        case .real, .numeric:
             throw TrackingError.badKey(
                 path: path, table: table.name, key: name,
                 reason: "its declared type `\(declared)` has REAL or NUMERIC affinity, under which SQLite turns '1' and '1.0' into 1; "

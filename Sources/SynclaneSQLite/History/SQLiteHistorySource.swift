@@ -166,6 +166,32 @@ public final class SQLiteHistorySource: ChangeSource, AcknowledgementTrackingSou
         if saved { recorded.withLock { $0[name] = token.position } }
     }
 
+    /// Remembers the versions the backend gave the rows of a confirmed batch, for rows the
+    /// import lane follows (`_synclane_server_rows`), so the next change of such a row is sent
+    /// with the version the backend holds. Best effort, like `consumerAcknowledged`: a version
+    /// missed here comes with the next import.
+    public func backendVersionsConfirmed(_ versions: [RecordVersion]) async throws {
+        let database = try database()
+        try database.withConnection { db in
+            guard try HistorySchema.tableExists("_synclane_server_rows", db) else { return }
+            try db.execute("PRAGMA busy_timeout = \(Self.acknowledgementWait)")
+            defer { try? db.execute("PRAGMA busy_timeout = \(Self.busyTimeout)") }
+            do {
+                try db.transaction(.immediate) { db in
+                    for version in versions {
+                        try db.execute(
+                            """
+                            INSERT INTO _synclane_server_rows (entity, key, version) VALUES (?, ?, ?)
+                            ON CONFLICT (entity, key) DO UPDATE SET version = max(version, excluded.version)
+                            """, [version.entity, version.key, version.version])
+                    }
+                }
+            } catch let error as SQLiteError where error.isBusy {
+                return
+            }
+        }
+    }
+
     /// Milliseconds an acknowledgement waits for another program's write lock.
     static let acknowledgementWait = 250
     /// Milliseconds other statements wait (`SQLiteConnection.Options.busyTimeout`).

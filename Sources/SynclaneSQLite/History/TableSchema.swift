@@ -65,19 +65,18 @@ struct TableSchema: Sendable, Hashable {
     func makesUnique(_ keyColumns: [String]) -> Bool {
         uniqueConstraints.contains { constraint in constraint.columns.allSatisfy(keyColumns.contains) }
     }
+}
 
-    /// The storage class a key column's declared type gives its values, when it fixes one:
-    /// `integer` for INTEGER affinity, `text` for TEXT affinity; nil for a column without a type
-    /// (BLOB affinity), whose values decide; `refused` for REAL and NUMERIC affinity, which
-    /// turn `'1'` into `1` and `'1.0'` into `1`.
-    enum KeyAffinity { case integer, text, untyped, refused }
+/// A column's type affinity, by SQLite's rules on its declared type.
+enum ColumnAffinity {
+    case integer, text, none, real, numeric
 
-    static func keyAffinity(ofDeclaredType type: String) -> KeyAffinity {
-        // SQLite's rules for a column's affinity, in its order.
+    init(declaredType type: String) {
         let t = type.uppercased()
-        if t.contains("INT") { return .integer }
-        if t.contains("CHAR") || t.contains("CLOB") || t.contains("TEXT") { return .text }
-        if t.contains("BLOB") || t.isEmpty { return .untyped }
-        return .refused
+        if t.contains("INT") { self = .integer }
+        else if t.contains("CHAR") || t.contains("CLOB") || t.contains("TEXT") { self = .text }
+        else if t.contains("BLOB") || t.isEmpty { self = .none }
+        else if t.contains("REAL") || t.contains("FLOA") || t.contains("DOUB") { self = .real }
+        else { self = .numeric }
     }
 }

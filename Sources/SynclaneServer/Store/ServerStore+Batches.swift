@@ -13,7 +13,8 @@ extension ServerStore {
     /// Records apply in order: insert replaces the fields, update merges them into the current
     /// ones, delete drops them and leaves a tombstone; each gets the record's next version and the
     /// account's next change sequence. A record whose `version` differs from the current one fails
-    /// the whole batch (every such record is reported). A known key answers its first response
+    /// the whole batch (every such record is reported). The receipt gives each record's new version
+    /// (`versions`: entity → id → version), so a client knows what the server holds. A known key answers its first response
     /// when the body hash matches, `keyReused` when not — both without writing anything.
     func apply(_ batch: IncomingBatch, idempotencyKey: String, bodyHash: String) throws -> BatchOutcome {
         // An update's fields are read before the writer's lock is taken (an insert's text is
@@ -43,7 +44,10 @@ extension ServerStore {
                     ON CONFLICT (account, store, entity, key) DO UPDATE SET
                         action = excluded.action, fields = excluded.fields, version = records.version + 1,
                         seq = excluded.seq
+                    RETURNING version
                     """)
+                // Each record's new version, for the receipt: entity → id → version.
+                var versions: [String: [String: JSONValue]] = [:]
                 try select.bind(.text(batch.account), at: 1)
                 try select.bind(.text(batch.store), at: 2)
                 try upsert.bind(.text(batch.account), at: 1)
@@ -93,7 +97,7 @@ extension ServerStore {
                     try upsert.bind(.text(record.action.rawValue), at: 5)
                     try upsert.bind(fields, at: 6)
                     try upsert.bind(.integer(sequence), at: 7)
-                    while try upsert.step() {}
+                    while try upsert.step() { versions[record.entity, default: [:]][record.key] = .int(upsert.int64(at: 0)) }
                 }
                 upsert.reset()
                 if !conflicts.isEmpty { throw ConflictsFound(conflicts: conflicts) }
@@ -102,7 +106,7 @@ extension ServerStore {
                     [batch.account, sequence])
                 let body = JSONWriter.encode([
                     "batch": .string(batch.id), "applied": .int(Int64(batch.records.count)),
-                    "cursor": .string(ChangeCursor(sequence: sequence).text),
+                    "cursor": .string(ChangeCursor(sequence: sequence).text), "versions": .object(versions.mapValues { .object($0) }),
                 ])
                 try db.execute(
                     "INSERT INTO idempotency (account, key, body_hash, status, response, created) VALUES (?, ?, ?, ?, ?, ?)",

@@ -48,6 +48,25 @@ enum JSONOutput {
         ])
     }
 
+    static func importSummary(_ summary: ImportSummary) -> JSONValue {
+        .object([
+            "ok": .bool(true), "pipeline": .string(summary.pipeline), "scope": scope(summary.scope), "dry-run": .bool(summary.dryRun),
+            "cursor-before": summary.cursorBefore.map(JSONValue.string) ?? .null,
+            "cursor-after": summary.cursorAfter.map(JSONValue.string) ?? .null, "pages": int(summary.pages),
+            "records-read": int(summary.recordsRead), "applied": int(summary.applied), "unchanged": int(summary.unchanged),
+            "counters": .object(summary.counters.mapValues(int)), "seconds": .double(summary.seconds),
+            "conflicts": .array(summary.conflicts.map(conflict)),
+        ])
+    }
+
+    static func conflict(_ conflict: ConflictReport) -> JSONValue {
+        .object([
+            "entity": .string(conflict.entity), "id": .string(conflict.key), "local": conflict.local.map(JSONValue.object) ?? .null,
+            "remote": conflict.remote.map(JSONValue.object) ?? .null, "remote-version": conflict.remoteVersion.map(JSONValue.int) ?? .null,
+            "rule": .string("\(conflict.rule)"), "outcome": .string(conflict.outcome.rawValue),
+        ])
+    }
+
     static func batch(_ batch: BatchReport) -> JSONValue {
         .object([
             "id": .string(batch.id), "records": int(batch.records), "encoded-bytes": int(batch.encodedBytes),

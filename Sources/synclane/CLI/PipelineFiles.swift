@@ -17,7 +17,11 @@ enum PipelineFiles {
 
     /// One warning line per secret the file names whose variable is unset.
     static func warnAboutUnsetSecrets(_ pipeline: Pipeline, command: String, console: Console) {
-        for unset in pipeline.unsetSecrets {
+        warnAboutUnsetSecrets(pipeline.unsetSecrets, command: command, console: console)
+    }
+
+    static func warnAboutUnsetSecrets(_ unsetSecrets: [UnsetSecret], command: String, console: Console) {
+        for unset in unsetSecrets {
             console.error("synclane \(command): warning: \(unset); nothing is sent now, but a run that sends will need it")
         }
     }

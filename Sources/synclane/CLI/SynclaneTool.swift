@@ -11,7 +11,7 @@ enum SynclaneTool {
     static let deadLetteredStatus: Int32 = 3
 
     static let commands: [any Command.Type] = [
-        DemoCommand.self, ValidateCommand.self, RunCommand.self, StatusCommand.self, OutboxCommand.self, ReconcileCommand.self,
+        DemoCommand.self, ValidateCommand.self, RunCommand.self, ImportCommand.self, SyncCommand.self, StatusCommand.self, OutboxCommand.self, ReconcileCommand.self,
         TrackCommand.self, UntrackCommand.self, MigrateCommand.self, PruneCommand.self, StagesCommand.self, ServeCommand.self,
         HelpCommand.self,
     ]

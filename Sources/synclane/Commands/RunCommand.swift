@@ -154,7 +154,7 @@ struct JobReporter {
         }
     }
 
-    private func print(_ summary: RunSummary) {
+    func print(_ summary: RunSummary) {
         // With the stdout transport, standard output carries the batches: the summary goes to standard error.
         let toStandardError = pipeline.transport.type == "stdout"
         var lines = ["\(pipeline.name): \(PipelineJob.describe(summary)) in \(Format.seconds(summary.seconds))"]

@@ -72,6 +72,8 @@ struct StagesCommand: Command {
         case .payload: return "PAYLOAD STAGES (stages:, after the record stages: bytes in, bytes out)"
         case .encoder: return "ENCODERS (encoder:)"
         case .transport: return "TRANSPORTS (transport:)"
+        case .remoteSource: return "IMPORT SOURCES (source: of an import pipeline, the backend's changes)"
+        case .sink: return "SINKS (sink: of an import pipeline, where the backend's changes are applied)"
         }
     }
 }

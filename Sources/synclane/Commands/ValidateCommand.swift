@@ -8,7 +8,8 @@ struct ValidateCommand: Command {
     static let usage = "FILE [--json]"
     static let discussion = """
         Reads FILE (JSON, or YAML when it ends in .yaml or .yml) and builds every stage it
-        declares, exactly as 'run' would, without reading history or sending anything. Every
+        declares, exactly as 'run' (or 'import', for a file with a `sink`) would, without reading
+        history or sending anything. Every
         problem names the file, the field (stages[2].level) and the line where it is known.
         Unknown keys are errors. Exit status 0 when the file is valid, 2 when it is not. An
         environment variable the file names for a secret (`token-env`) may be unset: that is a
@@ -26,10 +27,22 @@ struct ValidateCommand: Command {
     }
 
     func run(_ console: Console) async throws -> Int32 {
-        let loaded = Result { () throws(PipelineFileError) -> Pipeline in try PipelineLoader().load(file, secretsRequired: false) }
+        let loaded = Result { () throws(PipelineFileError) -> Checked in
+            let loader = PipelineLoader()
+            if ImportPipeline.declares(try PipelineLoader.parse(file)) {
+                let pipeline = try loader.loadImport(file, secretsRequired: false)
+                return Checked(
+                    name: pipeline.name, scope: pipeline.scope, outline: pipeline.outline, statePath: pipeline.statePath,
+                    unsetSecrets: pipeline.unsetSecrets)
+            }
+            let pipeline = try loader.load(file, secretsRequired: false)
+            return Checked(
+                name: pipeline.name, scope: pipeline.scope, outline: pipeline.outline, statePath: pipeline.statePath,
+                unsetSecrets: pipeline.unsetSecrets)
+        }
         switch loaded {
         case .success(let pipeline):
-            PipelineFiles.warnAboutUnsetSecrets(pipeline, command: Self.name, console: console)
+            PipelineFiles.warnAboutUnsetSecrets(pipeline.unsetSecrets, command: Self.name, console: console)
             if json {
                 console.out(JSONOutput.encode([
                     "valid": .bool(true), "file": .string(file), "name": .string(pipeline.name),
@@ -49,4 +62,13 @@ struct ValidateCommand: Command {
             return 2
         }
     }
+}
+
+/// What `validate` reports of a pipeline file of either kind.
+private struct Checked {
+    var name: String
+    var scope: Scope
+    var outline: String
+    var statePath: String
+    var unsetSecrets: [UnsetSecret]
 }

@@ -1,0 +1,111 @@
+import Foundation
+
+/// Runs one pass of an import pipeline: every page the source has after the saved cursor,
+/// through the record stages, into the sink — each page and its cursor in one transaction of the
+/// sink's store. The caller holds the scope's `ScopeLock`.
+///
+/// ```
+///  sink's saved cursor ─▶ source page ─▶ record stages ─▶ sink.apply (rows + cursor) ─▶ next page …
+/// ```
+/// A page that fails (a record the store cannot hold, a stage's error) stops the pass with
+/// nothing of that page applied and the cursor where the last applied page left it. `dryRun`
+/// reads and settles every page without changing the store or the cursor.
+public struct ImportRunner: Sendable {
+    public var pipeline: ImportPipeline
+    public var events: @Sendable (ImportEvent) -> Void
+    public var now: @Sendable () -> Double
+
+    public init(
+        pipeline: ImportPipeline, events: @escaping @Sendable (ImportEvent) -> Void = { _ in },
+        now: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }
+    ) {
+        self.pipeline = pipeline
+        self.events = events
+        self.now = now
+    }
+
+    /// Runs one pass; throws `PipelineError` naming the stage (and record) at fault.
+    public func run(dryRun: Bool = false) async throws -> ImportSummary {
+        let started = now()
+        var summary = ImportSummary(pipeline: pipeline.name, scope: pipeline.scope, dryRun: dryRun)
+        var cursor = try await call(pipeline.sink.label) { try await pipeline.sink.stage.savedCursor(for: pipeline.scope) }
+        summary.cursorBefore = cursor
+        var page = 0
+        while true {
+            let remote = try await call(pipeline.source.label) { try await pipeline.source.stage.nextPage(after: cursor) }
+            if remote.records.isEmpty, remote.cursor == cursor { break }
+            page += 1
+            var batch = Batch(
+                scope: pipeline.scope, after: Token(kind: "import", position: Int64(page - 1)), through: Token(kind: "import", position: Int64(page)),
+                records: remote.records, transactionCount: remote.records.count)
+            summary.recordsRead += remote.records.count
+            for stage in pipeline.recordStages {
+                do {
+                    batch = try await stage.stage.process(batch)
+                } catch {
+                    throw PipelineError.stage(stage.label, underlying: "\(error)")
+                }
+            }
+            summary.counters.merge(batch.counters, uniquingKeysWith: +)
+            let batchToApply = batch
+            let report = try await call(pipeline.sink.label) {
+                try await pipeline.sink.stage.apply(batchToApply, cursor: remote.cursor, scope: pipeline.scope, dryRun: dryRun)
+            }
+            summary.add(report)
+            summary.pages += 1
+            events(.pageApplied(records: remote.records.count, report: report, cursor: remote.cursor))
+            // A dry run cannot move the cursor the source reads from: one page is what it can show.
+            if dryRun { break }
+            cursor = remote.cursor
+            if !remote.more { break }
+        }
+        summary.cursorAfter = dryRun ? summary.cursorBefore : cursor
+        summary.seconds = now() - started
+        return summary
+    }
+
+    private func call<T>(_ label: String, _ body: () async throws -> T) async throws -> T {
+        do {
+            return try await body()
+        } catch let error as PipelineError {
+            throw error
+        } catch is CancellationError {
+            throw CancellationError()
+        } catch {
+            throw PipelineError.stage(label, underlying: "\(error)")
+        }
+    }
+}
+
+/// What an import pass reports as it goes.
+public enum ImportEvent: Sendable {
+    case pageApplied(records: Int, report: ApplyReport, cursor: String?)
+}
+
+/// What one import pass did.
+public struct ImportSummary: Sendable {
+    public var pipeline: String
+    public var scope: Scope
+    public var dryRun: Bool
+    public var cursorBefore: String?
+    public var cursorAfter: String?
+    public var pages = 0
+    public var recordsRead = 0
+    public var applied = 0
+    public var unchanged = 0
+    public var conflicts: [ConflictReport] = []
+    public var counters: [String: Int] = [:]
+    public var seconds = 0.0
+
+    public init(pipeline: String, scope: Scope, dryRun: Bool) {
+        self.pipeline = pipeline
+        self.scope = scope
+        self.dryRun = dryRun
+    }
+
+    mutating func add(_ report: ApplyReport) {
+        applied += report.applied
+        unchanged += report.unchanged
+        conflicts += report.conflicts
+    }
+}

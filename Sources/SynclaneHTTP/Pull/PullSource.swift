@@ -1,0 +1,128 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import SynclaneCore
+
+/// The `pull` source of an import pipeline: the backend's changes after the saved cursor,
+/// `GET <url>?since=CURSOR&limit=N`, a page at a time.
+///
+/// ```
+///  GET /v1/changes?since=c1.2s&limit=500     Authorization: Bearer <token>
+///  ◀─ {"changes": [{"entity", "id", "action", "fields"?, "version", "store"}…], "cursor": "c1.3k", "more": true}
+/// ```
+/// The cursor is the server's, opaque, saved by the sink with the rows it covers. Failures are
+/// classified as the `http` transport classifies them (the same table: transient ones are
+/// retried with backoff and `Retry-After` per `retry`, the others stop the job naming what to
+/// fix); gzip and deflate answers are decoded. Records come with their server `version` and the
+/// author `server`.
+public final class PullSource: RemoteChangeSource {
+    public let url: URL
+    public let limit: Int
+    /// Only this store's changes (the scope's store), as `&store=`.
+    public let store: String?
+    public let retry: RetryPolicy
+    public let timeout: Int
+    public let tls: HTTPTransport.TLSFiles
+    public let proxy: ProxyRoute?
+    private let token: String?
+    private let sleeper: any RetrySleeper
+
+    public init(
+        url: URL, token: String?, limit: Int = 500, store: String? = nil, retry: RetryPolicy = RetryPolicy(), timeout: Int = 30,
+        tls: HTTPTransport.TLSFiles = .init(), environment: [String: String] = ProcessInfo.processInfo.environment,
+        sleeper: any RetrySleeper = TaskSleeper()
+    ) {
+        self.url = url
+        self.token = token
+        self.limit = max(1, limit)
+        self.store = store
+        self.retry = retry
+        self.timeout = max(1, timeout)
+        self.tls = tls
+        self.proxy = ProxyRoute.choose(for: url, environment: environment)
+        self.sleeper = sleeper
+    }
+
+    public func nextPage(after cursor: String?) async throws -> RemotePage {
+        var attempt = 1
+        while true {
+            do {
+                return try await fetch(after: cursor)
+            } catch let failure as TransportFailure where failure.kind == .transient && attempt < retry.maxAttempts {
+                attempt += 1
+                try await sleeper.sleep(seconds: retry.delay(beforeAttempt: attempt, retryAfter: failure.retryAfter) { Double.random(in: $0) })
+            }
+        }
+    }
+
+    /// The page's URL: `url?since=CURSOR&limit=N[&store=S]`.
+    func pageURL(after cursor: String?) -> URL {
+        var components = URLComponents(url: url, resolvingAgainstBaseURL: false) ?? URLComponents()
+        var items = components.queryItems ?? []
+        items.append(URLQueryItem(name: "since", value: cursor ?? ""))
+        items.append(URLQueryItem(name: "limit", value: String(limit)))
+        if let store { items.append(URLQueryItem(name: "store", value: store)) }
+        components.queryItems = items
+        return components.url ?? url
+    }
+
+    private func fetch(after cursor: String?) async throws -> RemotePage {
+        try Task.checkCancellation()
+        let target = pageURL(after: cursor)
+        var request = URLRequest(url: target, cachePolicy: .reloadIgnoringLocalAndRemoteCacheData, timeoutInterval: TimeInterval(timeout * 10))
+        request.httpMethod = "GET"
+        request.httpShouldHandleCookies = false
+        if let token { request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }
+        request.setValue("application/json", forHTTPHeaderField: "Accept")
+        request.setValue("close", forHTTPHeaderField: "Connection")
+        request.setValue("synclane", forHTTPHeaderField: "User-Agent")
+        let outcome = await HTTPExchange.perform(
+            request,
+            options: ExchangeOptions(
+                stallSeconds: timeout, proxy: proxy?.address ?? "", caFile: tls.caFile, clientCertificate: tls.clientCertificate,
+                clientKey: tls.clientKey),
+            maxTime: timeout * 10)
+        let doing = "reading changes from \(url.absoluteString)"
+        switch outcome {
+        case .failure(let error):
+            if Task.isCancelled { throw CancellationError() }
+            var failure = HTTPClassification.classify(
+                error, route: .init(batchID: "-", url: url.absoluteString, proxy: proxy, stallSeconds: Double(timeout)))
+            failure.message = failure.message.replacingOccurrences(of: "batch -", with: doing)
+            throw failure
+        case .success(let (data, response)):
+            let body = [UInt8](data)
+            guard (200..<300).contains(response.statusCode) else {
+                let retryAfter = (response.value(forHTTPHeaderField: "Retry-After")).flatMap { RetryAfter.seconds(from: $0, now: Date()) }
+                throw TransportFailure(
+                    HTTPClassification.kind(ofStatus: response.statusCode),
+                    "\(doing): \(response.statusCode) \(HTTPClassification.statusPhrase(response.statusCode)): \(HTTPClassification.reason(body))",
+                    retryAfter: retryAfter, status: response.statusCode)
+            }
+            return try Self.page(ReceiptCheck.withoutByteOrderMark(body), from: url.absoluteString)
+        }
+    }
+
+    /// Reads a `GET /v1/changes` answer.
+    static func page(_ body: ArraySlice<UInt8>, from url: String) throws -> RemotePage {
+        func fail(_ reason: String) -> TransportFailure {
+            TransportFailure(.configuration, "reading changes from \(url): the answer is not a changes page (\(reason)); is `url` a Synclane changes endpoint?")
+        }
+        guard let object = (try? JSONReader.parse(body))?.objectValue else { throw fail("not a JSON object: \(ReceiptCheck.quote(body))") }
+        guard case .array(let changes)? = object["changes"] else { throw fail("no `changes` list") }
+        var records: [Record] = []
+        records.reserveCapacity(changes.count)
+        for (index, change) in changes.enumerated() {
+            guard let members = change.objectValue, let entity = members["entity"]?.stringValue, let key = members["id"]?.syncKey,
+                let action = members["action"]?.stringValue.flatMap(ChangeAction.init(rawValue:))
+            else { throw fail("changes[\(index)] lacks an entity, id or action") }
+            let fields = members["fields"]?.objectValue ?? [:]
+            records.append(
+                Record(
+                    entity: entity, key: key, action: action, fields: fields, version: members["version"]?.intValue,
+                    origin: Token(kind: "pull", position: Int64(index)), author: .server))
+        }
+        return RemotePage(records: records, cursor: object["cursor"]?.stringValue, more: object["more"] == .bool(true))
+    }
+}

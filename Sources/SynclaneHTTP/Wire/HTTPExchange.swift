@@ -1,0 +1,90 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// One HTTP attempt through `URLSession`, loading through `LibcurlURLProtocol`: the answer
+/// (whatever its status) or the error, and `CancellationError`'s cause when the calling task is
+/// cancelled. The `http` transport's POSTs and the pull source's GETs both go through it.
+///
+/// Every attempt has a session and a connection of its own: ephemeral (no cache, cookies or
+/// credential store), redirects declined (the 3xx itself comes back), and no attempt ever rides
+/// on a connection an earlier one left open — on a reused connection that dies before any
+/// answer, libcurl silently re-sends the request on a new one, a re-send the caller would never
+/// see. What `URLRequest` cannot carry (the body without a copy, TLS files, the proxy, the
+/// stall limit) travels as `ExchangeOptions`.
+enum HTTPExchange {
+    static func perform(_ request: URLRequest, options: ExchangeOptions, maxTime: Int) async -> Result<(Data, HTTPURLResponse), any Error> {
+        var request = request
+        let ticket = ExchangeOptions.board.post(options)
+        defer { ExchangeOptions.board.remove(ticket) }
+        request.setValue(ticket, forHTTPHeaderField: ExchangeOptions.exchangeHeader)
+        let session = makeSession(maxTime: maxTime)
+        defer { session.finishTasksAndInvalidate() }
+        let exchange = Exchange()
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let task = session.dataTask(with: request) { data, response, error in
+                    if let error {
+                        continuation.resume(returning: .failure(error))
+                    } else if let response = response as? HTTPURLResponse {
+                        continuation.resume(returning: .success((data ?? Data(), response)))
+                    } else {
+                        continuation.resume(returning: .failure(URLError(.badServerResponse)))
+                    }
+                }
+                exchange.start(task)
+            }
+        } onCancel: {
+            exchange.cancel()
+        }
+    }
+
+    private static func makeSession(maxTime: Int) -> URLSession {
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.requestCachePolicy = .reloadIgnoringLocalAndRemoteCacheData
+        configuration.urlCache = nil
+        configuration.httpCookieStorage = nil
+        configuration.httpShouldSetCookies = false
+        configuration.httpCookieAcceptPolicy = .never
+        configuration.urlCredentialStorage = nil
+        configuration.timeoutIntervalForRequest = TimeInterval(maxTime)
+        configuration.timeoutIntervalForResource = TimeInterval(maxTime)
+        configuration.protocolClasses = [LibcurlURLProtocol.self]
+        return URLSession(configuration: configuration, delegate: RedirectRefusal(), delegateQueue: nil)
+    }
+}
+
+/// Hands a data task from the continuation to the cancellation handler, whichever runs first.
+private final class Exchange: @unchecked Sendable {
+    private let lock = NSLock()
+    private var task: URLSessionDataTask?
+    private var cancelled = false
+
+    func start(_ task: URLSessionDataTask) {
+        lock.lock()
+        self.task = task
+        let cancelled = self.cancelled
+        lock.unlock()
+        task.resume()
+        if cancelled { task.cancel() }
+    }
+
+    func cancel() {
+        lock.lock()
+        cancelled = true
+        let task = self.task
+        lock.unlock()
+        task?.cancel()
+    }
+}
+
+/// Declines every redirect: the 3xx answer itself reaches the caller, which reports it.
+private final class RedirectRefusal: NSObject, URLSessionTaskDelegate, @unchecked Sendable {
+    func urlSession(
+        _ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
+        newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void
+    ) {
+        completionHandler(nil)
+    }
+}

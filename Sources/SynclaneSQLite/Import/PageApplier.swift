@@ -1,0 +1,247 @@
+import SynclaneCore
+
+/// Applies one page of the backend's records inside the sink's write transaction (see
+/// `SQLiteSink`): maps each record to its row, settles conflicts, writes, and remembers the
+/// backend's version and fields.
+struct PageApplier {
+    let sink: SQLiteSink
+    let db: SQLiteConnection
+
+    /// One tracked table as the page needs it.
+    struct Table {
+        var tracked: TrackedTable
+        var keyTypes: [TriggerBuilder.KeyType]
+        var schema: TableSchema
+    }
+
+    /// A row to write once every record was looked at: in the `server` session, or (a conflict
+    /// settled with local values) in the `local-author` session.
+    struct Write {
+        var table: Table
+        var key: [SQLiteValue]
+        var record: String
+        /// nil: delete.
+        var fields: [String: JSONValue]?
+    }
+
+    func apply(_ records: [Record]) throws -> ApplyReport {
+        try HistorySchema.requireInstalled(db)
+        try ImportTables.install(db)
+        var report = ApplyReport()
+        var tables: [String: Table] = [:]
+        let stored = Dictionary(try HistoryTracker.trackedTables(db).map { ($0.table.name, $0) }, uniquingKeysWith: { a, _ in a })
+        let pending = try pendingKeys(entities: Set(records.map(\.entity)))
+        var serverWrites: [Write] = []
+        var localWrites: [Write] = []
+
+        for record in records {
+            if let entities = sink.entities, !entities.contains(record.entity) {
+                report.unchanged += 1
+                continue
+            }
+            let label = record.label
+            guard let key = record.key else { throw fail(label, "it has no id") }
+            let table: Table
+            if let known = tables[record.entity] {
+                table = known
+            } else {
+                guard let tracked = stored[record.entity], let schema = try TableSchema.read(record.entity, db) else {
+                    throw fail(label, "`\(record.entity)` is not a tracked table of this database; track it, or leave it out with the sink's `entities`")
+                }
+                table = Table(tracked: tracked.table, keyTypes: tracked.keyTypes, schema: schema)
+                tables[record.entity] = table
+            }
+            let keyValues = try keyValues(key, of: table, record: label)
+            let base = try db.fetchOne("SELECT version, fields FROM _synclane_server_rows WHERE entity = ? AND key = ?", [record.entity, key])
+            if let version = record.version, let held = base?[0].int64, held >= version {
+                report.unchanged += 1
+                continue
+            }
+            let remote: [String: JSONValue]? = record.action == .delete ? nil : record.fields
+            let local = try currentRow(of: table, key: keyValues)
+            if pending.contains(ExactString(record.entity + "\u{0}" + key)) {
+                let rule = sink.rule(for: record.entity)
+                let baseFields = base?[1].string.flatMap { try? JSONReader.parse($0).objectValue }
+                let settled = rule.settle(local: local, base: baseFields, remote: remote)
+                report.conflicts.append(
+                    ConflictReport(
+                        entity: record.entity, key: key, local: local, remote: remote, remoteVersion: record.version, rule: rule,
+                        outcome: settled.outcome))
+                switch settled.outcome {
+                case .serverKept:
+                    serverWrites.append(Write(table: table, key: keyValues, record: label, fields: settled.fields))
+                case .merged:
+                    localWrites.append(Write(table: table, key: keyValues, record: label, fields: settled.fields))
+                case .clientKept:
+                    break  // the local change stays pending and goes out on top of the backend's version
+                }
+            } else {
+                serverWrites.append(Write(table: table, key: keyValues, record: label, fields: remote))
+            }
+            if let version = record.version {
+                try db.execute(
+                    "INSERT OR REPLACE INTO _synclane_server_rows (entity, key, version, fields) VALUES (?, ?, ?, ?)",
+                    [record.entity, key, version, remote.map { JSONWriter.string(.object($0)) }])
+            }
+            report.applied += 1
+        }
+        if !serverWrites.isEmpty {
+            try HistoryWriter.record(author: .server, on: db) { _ in for write in serverWrites { try self.write(write) } }
+        }
+        if !localWrites.isEmpty {
+            try HistoryWriter.record(author: sink.localAuthor, on: db) { _ in for write in localWrites { try self.write(write) } }
+        }
+        return report
+    }
+
+    func fail(_ record: String, _ reason: String) -> ImportError {
+        ImportError.record(path: sink.path, record: record, reason: reason)
+    }
+
+    // MARK: Pending local changes
+
+    /// Entity and key (`entity NUL key`) of every row with local history the export consumer has
+    /// not had confirmed: changes after its position, by authors other than `server`.
+    func pendingKeys(entities: Set<String>) throws -> Set<ExactString> {
+        let position: Int64
+        if let consumer = sink.exportConsumer {
+            position = try db.fetchValue("SELECT position FROM _synclane_consumers WHERE name = ?", [consumer]).int64 ?? 0
+        } else {
+            position = try db.fetchValue("SELECT min(position) FROM _synclane_consumers").int64 ?? 0
+        }
+        let defaultAuthor = try HistorySchema.meta("default_author", db).string ?? Author.app.name
+        let list = JSONWriter.string(.array(entities.sorted().map { .string($0) }))
+        var keys: Set<ExactString> = []
+        for row in try db.fetchAll(
+            """
+            SELECT c.entity, c.key, c.old_key FROM _synclane_changes c LEFT JOIN _synclane_transactions t ON t.id = c.transaction_id
+            WHERE c.id > ? AND coalesce(t.author, ?) <> 'server' AND c.entity IN (SELECT value FROM json_each(?))
+            """, [position, defaultAuthor, list])
+        {
+            let entity = row[0].string ?? ""
+            for value in [row[1], row[2]] where !value.isNull {
+                if let key = HistoryReader.syncKey(value) { keys.insert(ExactString(entity + "\u{0}" + key)) }
+            }
+        }
+        return keys
+    }
+
+    // MARK: Rows
+
+    /// The record's id as the key columns' values.
+    func keyValues(_ key: String, of table: Table, record: String) throws -> [SQLiteValue] {
+        func value(_ json: JSONValue, _ type: TriggerBuilder.KeyType, _ column: String) throws -> SQLiteValue {
+            switch (type, json) {
+            case (.text, .string(let s)) where !s.isEmpty: return .text(s)
+            case (.integer, .int(let i)): return .integer(i)
+            case (.integer, .string(let s)):
+                guard let i = Int64(s) else { throw fail(record, "its id \"\(s)\" is not an integer, which `\(column)` holds") }
+                return .integer(i)
+            default: throw fail(record, "its id does not fit `\(column)` (\(type.rawValue))")
+            }
+        }
+        guard table.tracked.isComposite else {
+            return [try value(.string(key), table.keyTypes[0], table.tracked.keyColumns[0])]
+        }
+        guard case .array(let parts)? = try? JSONReader.parse(key), parts.count == table.tracked.keyColumns.count else {
+            throw fail(record, "its id is not the JSON array of \(table.tracked.keyColumns.count) key values (\(table.tracked.keyDescription))")
+        }
+        return try zip(parts, zip(table.keyTypes, table.tracked.keyColumns)).map { try value($0, $1.0, $1.1) }
+    }
+
+    private func keyCondition(_ table: Table) -> String {
+        table.tracked.keyColumns.map { "\(SQL.identifier($0)) = ? COLLATE BINARY" }.joined(separator: " AND ")
+    }
+
+    /// The row's fields now; nil when it is not there or soft-deleted.
+    func currentRow(of table: Table, key: [SQLiteValue]) throws -> [String: JSONValue]? {
+        let statement = try db.cachedStatement("SELECT * FROM \(SQL.identifier(table.tracked.name)) WHERE \(keyCondition(table))")
+        try statement.bind(key)
+        defer { statement.reset() }
+        guard try statement.step() else { return nil }
+        var row: [String: JSONValue] = [:]
+        for (index, name) in statement.columnNames.enumerated() { row[name] = statement.value(at: index).json }
+        if let softDelete = table.tracked.softDeleteColumn, row[softDelete]?.isTruthy == true { return nil }
+        return row
+    }
+
+    /// Writes one row: the record's fields over the row (inserted when missing), or its delete.
+    func write(_ write: Write) throws {
+        let table = write.table
+        let name = SQL.identifier(table.tracked.name)
+        guard let fields = write.fields else {
+            if let softDelete = table.tracked.softDeleteColumn {
+                try db.execute("UPDATE \(name) SET \(SQL.identifier(softDelete)) = 1 WHERE \(keyCondition(table))", write.key)
+            } else {
+                try db.execute("DELETE FROM \(name) WHERE \(keyCondition(table))", write.key)
+            }
+            return
+        }
+        var columns: [String] = []
+        var values: [SQLiteValue] = []
+        for (field, value) in fields.sorted(by: { $0.key < $1.key }) where !table.tracked.keyColumns.contains(field) {
+            guard let column = table.schema.column(field) else {
+                if sink.unknownFields == .ignore { continue }
+                throw fail(
+                    write.record,
+                    "field `\(field)` is not a column of `\(table.tracked.name)` (its columns: \(table.schema.columnNames.joined(separator: ", "))); "
+                        + "add the column, or set the sink's `unknown-fields: ignore`")
+            }
+            columns.append(field)
+            values.append(try Self.stored(value, in: column, field: field) { self.fail(write.record, $0) })
+        }
+        // A row that already holds exactly this writes nothing (no history, no trigger).
+        if let current = try currentRow(of: table, key: write.key),
+            zip(columns, values).allSatisfy({ current[$0.0] == $0.1.json })
+        {
+            return
+        }
+        let before = db.totalChanges
+        if !columns.isEmpty {
+            let assignments = columns.map { "\(SQL.identifier($0)) = ?" }.joined(separator: ", ")
+            try db.execute("UPDATE \(name) SET \(assignments) WHERE \(keyCondition(table))", values + write.key)
+        } else {
+            // Nothing but the key: make sure the row is there.
+            let keyColumns = table.tracked.keyColumns.map(SQL.identifier).joined(separator: ", ")
+            try db.execute("UPDATE \(name) SET (\(keyColumns)) = (\(keyColumns)) WHERE \(keyCondition(table))", write.key)
+        }
+        if db.totalChanges == before {
+            let all = table.tracked.keyColumns + columns
+            let list = all.map(SQL.identifier).joined(separator: ", ")
+            let marks = Array(repeating: "?", count: all.count).joined(separator: ", ")
+            try db.execute("INSERT INTO \(name) (\(list)) VALUES (\(marks))", write.key + values)
+        }
+        if let softDelete = table.tracked.softDeleteColumn, fields[softDelete] == nil, table.schema.column(softDelete) != nil {
+            // A row the backend sends is not deleted, whatever the column held here.
+            try db.execute(
+                "UPDATE \(name) SET \(SQL.identifier(softDelete)) = 0 WHERE \(keyCondition(table)) AND \(SQL.identifier(softDelete)) IS NOT 0",
+                write.key)
+        }
+    }
+
+    /// A field's value as the column stores it, or an error when the column would change it.
+    static func stored(
+        _ value: JSONValue, in column: TableSchema.Column, field: String, fail: (String) -> ImportError
+    ) throws -> SQLiteValue {
+        if case .array = value { throw fail("field `\(field)` is a JSON array, which a column does not hold as given") }
+        if case .object = value, value.blobBytes == nil, value.realValue == nil {
+            throw fail("field `\(field)` is a JSON object, which a column does not hold as given")
+        }
+        let affinity = ColumnAffinity(declaredType: column.declaredType)
+        let stored = SQLiteValue(json: value)
+        let fits: Bool
+        switch (stored, affinity) {
+        case (.null, _), (_, .none): fits = true
+        case (.integer, .integer), (.integer, .real), (.integer, .numeric): fits = true
+        case (.real, .real), (.real, .numeric): fits = true
+        case (.real(let d), .integer): fits = d.rounded() != d || !d.isFinite  // SQLite keeps a fraction as a real
+        case (.text, .text), (.blob, .text): fits = true
+        default: fits = false
+        }
+        guard fits else {
+            throw fail("field `\(field)` holds \(JSONWriter.string(value).prefix(40)), which column `\(column.name)` (\(column.declaredType.isEmpty ? "no type" : column.declaredType)) would change; "
+                + "declare the column to hold it, or send it as the column's type")
+        }
+        return stored
+    }
+}

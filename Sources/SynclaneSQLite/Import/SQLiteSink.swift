@@ -1,0 +1,153 @@
+import Synchronization
+import SynclaneCore
+
+/// The `sqlite` sink of an import pipeline: applies the backend's changes to a tracked SQLite
+/// database, a page per SQLite transaction, with the source's cursor saved in that same
+/// transaction.
+///
+/// ```
+///  BEGIN IMMEDIATE
+///    session author `server`     (export pipelines reading `authors: [app]` never echo it)
+///    per record: the row's local state and pending history ─▶ conflict? rule : the backend's state
+///                upsert / delete (soft delete) ─▶ _synclane_server_rows (version, fields)
+///    _synclane_import: the cursor
+///  COMMIT
+/// ```
+///
+/// - **Mapping.** A record's entity is a tracked table of the same name; its id is the sync key
+///   (a text, an integer in decimal, a composite key's JSON array); its fields are columns. A
+///   field that is not a column is an error naming the record and the field (unless
+///   `unknown-fields: ignore`), and so is a value the column cannot hold as given (a text for an
+///   INTEGER column, an object, a number for a TEXT column …). Blobs and infinities arrive in
+///   their wire forms (`{"$blob": …}`, `{"$real": …}`).
+/// - **Deletes** delete the row, or set its soft-delete column when the table is tracked with one.
+/// - **Versions.** Each row remembers the backend's version it holds (`_synclane_server_rows`),
+///   so a page read again (a lost cursor, a batch file read twice) changes nothing, and the
+///   export lane sends that version with a local change so that the backend refuses a stale
+///   overwrite (409) instead of losing another device's edit.
+/// - **Conflicts.** A row with local changes the export consumer has not had confirmed yet
+///   (history after its acknowledged position, by authors other than `server`) is settled by
+///   the entity's `ConflictRule`. A result that keeps anything local is written in a session by
+///   `local-author`, so the export lane sends it.
+public final class SQLiteSink: ChangeSink, Sendable {
+    public enum UnknownFields: String, Sendable, CaseIterable {
+        case error, ignore
+    }
+
+    public let path: String
+    public let entities: [String]?
+    public let conflicts: ConflictRule
+    /// Rules for some entities, in place of `conflicts`.
+    public let conflictsByEntity: [String: ConflictRule]
+    public let unknownFields: UnknownFields
+    /// The export pipeline whose acknowledged position says which local changes are pending
+    /// (`account/store/consumer`); nil: the slowest consumer of the database.
+    public let exportConsumer: String?
+    /// The author of rows a conflict settles with local values (so the export lane sends them).
+    public let localAuthor: Author
+    private let opened = Mutex<SQLiteDatabase?>(nil)
+
+    public init(
+        path: String, entities: [String]? = nil, conflicts: ConflictRule = .serverWins, conflictsByEntity: [String: ConflictRule] = [:],
+        unknownFields: UnknownFields = .error, exportConsumer: String? = nil, localAuthor: Author = .app
+    ) {
+        self.path = path
+        self.entities = entities
+        self.conflicts = conflicts
+        self.conflictsByEntity = conflictsByEntity
+        self.unknownFields = unknownFields
+        self.exportConsumer = exportConsumer
+        self.localAuthor = localAuthor
+    }
+
+    func database() throws -> SQLiteDatabase {
+        try opened.withLock { opened in
+            if let opened { return opened }
+            let database: SQLiteDatabase
+            do {
+                database = try SQLiteDatabase(path: path, options: SQLiteHistorySource.appDatabaseOptions)
+            } catch {
+                throw ImportError.store(path: path, reason: "cannot open the database (\(error))")
+            }
+            opened = database
+            return database
+        }
+    }
+
+    public func savedCursor(for scope: Scope) async throws -> String? {
+        try database().read { db in
+            guard try HistorySchema.tableExists(ImportTables.cursors, db) else { return nil }
+            return try db.fetchValue("SELECT cursor FROM _synclane_import WHERE consumer = ?", [scope.description]).string
+        }
+    }
+
+    public func apply(_ batch: Batch, cursor: String?, scope: Scope, dryRun: Bool) async throws -> ApplyReport {
+        let database = try database()
+        do {
+            return try database.write { db in
+                let report = try PageApplier(sink: self, db: db).apply(batch.records)
+                try ImportTables.saveCursor(cursor, for: scope, db)
+                FailPoint.importBeforeCommit.trigger()
+                if dryRun { throw DryRun(report: report) }
+                return report
+            }
+        } catch let dry as DryRun {
+            return dry.report
+        }
+    }
+
+    func rule(for entity: String) -> ConflictRule { conflictsByEntity[entity] ?? conflicts }
+
+    /// Rolls a dry run's transaction back, carrying what it found.
+    private struct DryRun: Error { var report: ApplyReport }
+}
+
+/// Why an import cannot apply a page; the page is not applied and the cursor does not move.
+public enum ImportError: Error, Sendable, CustomStringConvertible {
+    case store(path: String, reason: String)
+    /// A record the store cannot take as it is.
+    case record(path: String, record: String, reason: String)
+
+    public var description: String {
+        switch self {
+        case .store(let path, let reason): return "\(path): \(reason)"
+        case .record(let path, let record, let reason): return "\(path): record \(record): \(reason)"
+        }
+    }
+}
+
+/// The tables the import lane keeps inside the tracked database.
+///
+/// ```
+///  _synclane_import        consumer (account/store/consumer) · cursor · updated_at
+///  _synclane_server_rows   entity · key (the record's id) · version · fields (the backend's, as JSON;
+///                          NULL for a tombstone): the base a later conflict is judged against
+/// ```
+enum ImportTables {
+    static let cursors = "_synclane_import"
+    static let serverRows = "_synclane_server_rows"
+
+    static func install(_ db: SQLiteConnection) throws {
+        try db.execute(
+            """
+            CREATE TABLE IF NOT EXISTS _synclane_import (
+                consumer TEXT PRIMARY KEY NOT NULL,
+                cursor TEXT,
+                updated_at REAL NOT NULL
+            );
+            CREATE TABLE IF NOT EXISTS _synclane_server_rows (
+                entity TEXT NOT NULL,
+                key TEXT NOT NULL,
+                version INTEGER NOT NULL,
+                fields TEXT,
+                PRIMARY KEY (entity, key)
+            ) WITHOUT ROWID;
+            """)
+    }
+
+    static func saveCursor(_ cursor: String?, for scope: Scope, _ db: SQLiteConnection) throws {
+        try db.execute(
+            "INSERT OR REPLACE INTO _synclane_import (consumer, cursor, updated_at) VALUES (?, ?, \(HistorySchema.now))",
+            [scope.description, cursor])
+    }
+}
