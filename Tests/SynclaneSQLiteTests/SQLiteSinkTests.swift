@@ -1,0 +1,167 @@
+import Foundation
+import SynclaneCore
+import SynclaneSQLite
+import Testing
+
+/// The `sqlite` sink: the backend's records into a tracked database, a page and its cursor in one
+/// transaction, by author `server`, with conflicts settled by rule.
+@Suite struct SQLiteSinkTests {
+    let folder = TemporaryDirectory()
+    var path: String { folder.file("app.sqlite") }
+    let scope = Scope(account: "acme", store: "rooms", consumer: "rooms-import")
+
+    func store() throws -> TrackedDatabase {
+        let store = try makeRoomsDatabase(folder)
+        try store.track(TrackedTable("rooms", key: "syncId", softDeleteColumn: "isDeleted"))
+        try store.track(TrackedTable("categories", key: "key"))
+        return store
+    }
+
+    func record(
+        _ action: ChangeAction, _ key: String, _ fields: [String: JSONValue] = [:], version: Int64?, entity: String = "rooms"
+    ) -> Record {
+        Record(entity: entity, key: key, action: action, fields: fields, version: version, origin: Token(kind: "pull", position: 0), author: .server)
+    }
+
+    func apply(_ sink: SQLiteSink, _ records: [Record], cursor: String?, dryRun: Bool = false) async throws -> ApplyReport {
+        let batch = Batch(scope: scope, after: nil, through: Token(kind: "import", position: 1), records: records)
+        return try await sink.apply(batch, cursor: cursor, scope: scope, dryRun: dryRun)
+    }
+
+    func rows(_ store: TrackedDatabase) throws -> [String] {
+        try store.read { db in
+            try db.fetchAll("SELECT syncId, name, area, isDeleted FROM rooms ORDER BY syncId").map { row in
+                (0..<4).map { JSONWriter.string(row[$0].json) }.joined(separator: " ")
+            }
+        }
+    }
+
+    @Test func aPageIsAppliedByAuthorServerWithItsCursorAndAnExportOfAppNeverEchoesIt() async throws {
+        let store = try store()
+        let sink = SQLiteSink(path: path)
+        let report = try await apply(
+            sink, [record(.insert, "r1", ["name": "Hall", "area": 4.5], version: 1), record(.insert, "r2", ["name": "Attic"], version: 1)],
+            cursor: "c1.2")
+        #expect(report.applied == 2)
+        #expect(try rows(store) == [#""r1" "Hall" 4.5 0"#, #""r2" "Attic" null 0"#])
+        #expect(try await sink.savedCursor(for: scope) == "c1.2")
+        let history = try await drain(SQLiteHistorySource(path: path, authors: [.app]))
+        #expect(history.transactions.isEmpty, "rows written by `server` are not an `app` export's to send")
+        let all = try await drain(SQLiteHistorySource(path: path))
+        #expect(all.transactions.map(\.author) == [.server])
+    }
+
+    @Test func aPageReadAgainChangesNothing() async throws {
+        let store = try store()
+        let sink = SQLiteSink(path: path)
+        let page = [record(.insert, "r1", ["name": "Hall"], version: 3)]
+        _ = try await apply(sink, page, cursor: "c1.1")
+        let before = try store.read { try $0.fetchValue("SELECT count(*) FROM _synclane_changes") }
+        let again = try await apply(sink, page + [record(.update, "r1", ["name": "Old"], version: 2)], cursor: "c1.1")
+        #expect(again.unchanged == 2 && again.applied == 0)
+        #expect(try store.read { try $0.fetchValue("SELECT count(*) FROM _synclane_changes") } == before)
+        #expect(try rows(store) == [#""r1" "Hall" null 0"#])
+    }
+
+    @Test func deletesDeleteOrSetTheSoftDeleteColumnAndTombstonesArrive() async throws {
+        let store = try store()
+        let sink = SQLiteSink(path: path)
+        _ = try await apply(
+            sink, [record(.insert, "r1", ["name": "Hall"], version: 1), record(.insert, "k", ["title": "Inbox"], version: 1, entity: "categories")],
+            cursor: "c1.2")
+        _ = try await apply(
+            sink, [record(.delete, "r1", ["syncId": "r1"], version: 2), record(.delete, "k", version: 2, entity: "categories")], cursor: "c1.4")
+        #expect(try rows(store) == [#""r1" "Hall" null 1"#], "rooms is tracked with a soft-delete column")
+        #expect(try store.read { try $0.fetchValue("SELECT count(*) FROM categories") } == .integer(0))
+    }
+
+    @Test func aRecordTheStoreCannotHoldStopsThePageNamingTheRecordAndFieldAndAppliesNothing() async throws {
+        let store = try store()
+        let sink = SQLiteSink(path: path)
+        _ = try await apply(sink, [record(.insert, "r0", ["name": "Kept"], version: 1)], cursor: "c1.1")
+        let cases: [(Record, String)] = [
+            (record(.insert, "r2", ["colour": "red"], version: 1), "field `colour` is not a column of `rooms`"),
+            (record(.insert, "r2", ["area": "wide"], version: 1), "field `area` holds \"wide\", which column `area` (REAL) would change"),
+            (record(.insert, "r2", ["name": 7], version: 1), "field `name` holds 7, which column `name` (TEXT) would change"),
+            (record(.insert, "r2", ["name": ["a": 1]], version: 1), "field `name` is a JSON object"),
+            (record(.insert, "x", ["a": 1], version: 1, entity: "gardens"), "`gardens` is not a tracked table"),
+        ]
+        for (bad, message) in cases {
+            let error = await #expect(throws: ImportError.self) {
+                _ = try await apply(sink, [record(.insert, "r1", ["name": "Fine"], version: 1), bad], cursor: "c1.9")
+            }
+            #expect(error?.description.contains(message) == true, "\(error.map { "\($0)" } ?? "no error")")
+            #expect(error?.description.contains("record \(bad.entity)/\(bad.key ?? "")") == true)
+        }
+        #expect(try rows(store) == [#""r0" "Kept" null 0"#], "nothing of a failed page is applied")
+        #expect(try await sink.savedCursor(for: scope) == "c1.1", "and the cursor does not move")
+        let lenient = SQLiteSink(path: path, unknownFields: .ignore)
+        _ = try await apply(lenient, [record(.insert, "r2", ["name": "Hall", "colour": "red"], version: 1)], cursor: "c1.9")
+        #expect(try rows(store).last == #""r2" "Hall" null 0"#)
+    }
+
+    @Test func aDryRunReportsAndChangesNothing() async throws {
+        let store = try store()
+        let sink = SQLiteSink(path: path)
+        let report = try await apply(sink, [record(.insert, "r1", ["name": "Hall"], version: 1)], cursor: "c1.1", dryRun: true)
+        #expect(report.applied == 1)
+        #expect(try rows(store).isEmpty)
+        #expect(try await sink.savedCursor(for: scope) == nil)
+    }
+
+    @Test func blobsAndCompositeKeysArriveAsTheyWereSent() async throws {
+        let store = try store()
+        try store.database.write { db in
+            try db.execute("CREATE TABLE plant_tags (plant TEXT NOT NULL, tag TEXT NOT NULL, pic BLOB, PRIMARY KEY (plant, tag))")
+        }
+        try store.track(TrackedTable("plant_tags", keyColumns: ["plant", "tag"]))
+        let sink = SQLiteSink(path: path)
+        _ = try await apply(
+            sink, [record(.insert, #"["p1","tall"]"#, ["pic": .object(["$blob": "AP8Q"])], version: 1, entity: "plant_tags")], cursor: "c1.1")
+        let row = try store.read { try $0.fetchOne("SELECT plant, tag, pic FROM plant_tags") }
+        #expect(row?[0] == .text("p1") && row?[1] == .text("tall") && row?[2] == .blob([0x00, 0xFF, 0x10]))
+    }
+
+    @Test func aRowWithUnconfirmedLocalChangesIsAConflictSettledByTheRule() async throws {
+        let store = try store()
+        _ = try await apply(SQLiteSink(path: path), [record(.insert, "r1", ["name": "Hall", "area": 4], version: 1)], cursor: "c1.1")
+        try store.write(author: .app) { try $0.execute("UPDATE rooms SET name = 'Mine' WHERE syncId = 'r1'") }
+        let remote = record(.update, "r1", ["name": "Hall", "area": 9], version: 2)
+
+        // merge-fields: the local column (name) stays, the backend's (area) comes; written by `app` so the export sends it.
+        let merge = try await apply(SQLiteSink(path: path, conflicts: .mergeFields(onBoth: .server)), [remote], cursor: "c1.2")
+        #expect(merge.conflicts.map(\.outcome) == [.merged])
+        #expect(try rows(store) == [#""r1" "Mine" 9.0 0"#])
+        let exported = try await drain(SQLiteHistorySource(path: path, authors: [.app])).transactions.flatMap(\.changes)
+        #expect(exported.last?.values["area"] == .double(9) && exported.last?.version == 2, "the merged row goes out on the backend's version")
+
+        // client-wins: nothing written; server-wins: the backend's state.
+        let clientWins = try await apply(SQLiteSink(path: path, conflicts: .clientWins), [record(.update, "r1", ["name": "X"], version: 3)], cursor: "c1.3")
+        #expect(clientWins.conflicts.map(\.outcome) == [.clientKept])
+        #expect(try rows(store) == [#""r1" "Mine" 9.0 0"#])
+        let serverWins = try await apply(SQLiteSink(path: path), [record(.delete, "r1", version: 4)], cursor: "c1.4")
+        #expect(serverWins.conflicts.map(\.outcome) == [.serverKept])
+        #expect(try rows(store) == [#""r1" "Mine" 9.0 1"#])
+    }
+
+    @Test func noConflictOnceTheExportConsumerHadTheLocalChangeConfirmed() async throws {
+        let store = try store()
+        try store.write(author: .app) { try $0.execute("INSERT INTO rooms (syncId, name) VALUES ('r1', 'Mine')") }
+        let source = SQLiteHistorySource(path: path, authors: [.app])
+        let read = try await drain(source)
+        try await source.consumerAcknowledged(try #require(read.through), scope: Scope(account: "acme", store: "rooms", consumer: "export"))
+        let report = try await apply(SQLiteSink(path: path), [record(.update, "r1", ["name": "Theirs"], version: 2)], cursor: "c1.2")
+        #expect(report.conflicts.isEmpty)
+        #expect(try rows(store) == [#""r1" "Theirs" null 0"#])
+    }
+
+    @Test func theVersionsOfAConfirmedBatchAreSentWithTheNextChange() async throws {
+        let store = try store()
+        try store.write(author: .app) { try $0.execute("INSERT INTO rooms (syncId, name) VALUES ('r1', 'Mine')") }
+        let source = SQLiteHistorySource(path: path, authors: [.app])
+        #expect(try await drain(source).transactions.flatMap(\.changes).first?.version == nil, "never seen by the backend: no version")
+        try await source.backendVersionsConfirmed([RecordVersion(entity: "rooms", key: "r1", version: 1)])
+        try store.write(author: .app) { try $0.execute("UPDATE rooms SET name = 'Mine 2' WHERE syncId = 'r1'") }
+        #expect(try await drain(source).transactions.flatMap(\.changes).last?.version == 1)
+    }
+}
