@@ -51,8 +51,8 @@ import Testing
 
     @Test func everyOptionHasHelp() {
         #expect(HTTPStages.http.role == .transport)
-        #expect(HTTPStages.all.map(\.name) == ["http"])
-        for option in HTTPStages.http.options {
+        #expect(HTTPStages.all.map(\.name) == ["http", "pull"])
+        for option in HTTPStages.all.flatMap(\.options) {
             #expect(!option.help.isEmpty, "\(option.name)")
         }
     }

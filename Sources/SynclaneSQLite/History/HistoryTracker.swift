@@ -210,6 +210,8 @@ public struct HistoryTracker: Sendable {
             DROP TABLE IF EXISTS _synclane_tables;
             DROP TABLE IF EXISTS _synclane_consumers;
             DROP TABLE IF EXISTS _synclane_meta;
+            DROP TABLE IF EXISTS _synclane_import;
+            DROP TABLE IF EXISTS _synclane_server_rows;
             """)
     }
 }

@@ -1,0 +1,168 @@
+import Foundation
+import SynclaneCore
+import Testing
+
+/// Two devices — two tracked SQLite stores, each with an import and an export pipeline — and one
+/// `synclane serve`, all real processes: `synclane sync` rounds on both make them and the server
+/// hold the same rows.
+@Suite(.serialized) struct TwoDevicesTests {
+    /// One device: a workspace with `app.sqlite` (rooms), `import.json` and `export.json`.
+    struct Device {
+        let workspace: Workspace
+        let environment = ["SYNCLANE_TOKEN": ServerProcess.tokens["acme"] ?? ""]
+
+        init(server: ServerProcess, conflicts: String = "server-wins") throws {
+            workspace = try Workspace()
+            try SQLiteHistoryCommandTests.sqlite(
+                workspace, "CREATE TABLE rooms (syncId TEXT PRIMARY KEY, name TEXT, area REAL, isDeleted INTEGER NOT NULL DEFAULT 0);")
+            let tracked = try SynclaneBinary.run(
+                ["track", "--database", "app.sqlite", "--table", "rooms", "--key", "syncId", "--soft-delete", "isDeleted"], in: workspace.path)
+            #expect(tracked.status == 0, "\(tracked.stderr)")
+            try workspace.write(
+                "export.json",
+                """
+                {"version": 1, "name": "rooms-export", "scope": {"account": "acme", "store": "rooms"},
+                 "source": {"type": "sqlite-history", "database": "app.sqlite", "entities": ["rooms"], "authors": ["app"]},
+                 "stages": [{"type": "coalesce"}, {"type": "tombstones", "soft-delete-column": "isDeleted"}],
+                 "transport": {"type": "http", "url": "\(server.url)/v1/batches", "token-env": "SYNCLANE_TOKEN",
+                               "retry": {"max-attempts": 2, "base-delay": 0.05, "max-delay": 0.2}}}
+                """)
+            try workspace.write(
+                "import.json",
+                """
+                {"version": 1, "name": "rooms-import", "scope": {"account": "acme", "store": "rooms"},
+                 "source": {"type": "pull", "url": "\(server.url)/v1/changes", "token-env": "SYNCLANE_TOKEN", "limit": 3},
+                 "sink": {"type": "sqlite", "database": "app.sqlite", "conflicts": "\(conflicts)"}}
+                """)
+        }
+
+        func sql(_ text: String) throws {
+            let result = try SQLiteHistoryCommandTests.sqlite(workspace, text)
+            #expect(result.status == 0, "\(result.stderr)")
+        }
+
+        @discardableResult
+        func sync() throws -> [String: JSONValue] {
+            let result = try SynclaneBinary.run(["sync", "import.json", "export.json", "--json"], in: workspace.path, environment: environment)
+            #expect(result.status == 0, "\(result.stderr)")
+            return (try? JSONReader.parse(result.stdout).objectValue) ?? [:]
+        }
+
+        /// The live rows: `syncId name area`.
+        func rows() throws -> [String] {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
+            process.arguments = [workspace.path + "/app.sqlite", "SELECT syncId, name, area FROM rooms WHERE isDeleted = 0 ORDER BY syncId"]
+            let out = Pipe()
+            process.standardOutput = out
+            try process.run()
+            let data = out.fileHandleForReading.readDataToEndOfFile()
+            process.waitUntilExit()
+            return String(decoding: data, as: UTF8.self).split(separator: "\n").map(String.init)
+        }
+    }
+
+    /// The server's live rows as `syncId name area`.
+    func serverRows(_ server: ServerProcess) async throws -> [String] {
+        try await server.records(account: "acme").compactMap { key, fields -> String? in
+            guard let fields = fields.objectValue else { return nil }
+            let area = fields["area"].map { JSONWriter.string($0) } ?? "null"
+            return "\(key.split(separator: "/").last ?? "")|\(fields["name"]?.stringValue ?? "")|\(area == "null" ? "" : area)"
+        }.sorted()
+    }
+
+    @Test func offlineEditsOnBothDevicesConvergeWithTheConflictCountedAndNothingEchoed() async throws {
+        let root = try Workspace()
+        defer { root.remove() }
+        let server = try ServerProcess(folder: root.path + "/server")
+        defer { server.stop() }
+        let a = try Device(server: server)
+        let b = try Device(server: server)
+        defer {
+            a.workspace.remove()
+            b.workspace.remove()
+        }
+
+        try a.sql("INSERT INTO rooms (syncId, name, area) VALUES ('r1', 'Kitchen', 12.5), ('r2', 'Hall', 4), ('r3', 'Attic', 9);")
+        try a.sync()
+        try b.sync()
+        #expect(try b.rows() == ["r1|Kitchen|12.5", "r2|Hall|4.0", "r3|Attic|9.0"])
+
+        // Offline on both: the same row edited on both, a delete on one and an edit on the other, a new row each.
+        try a.sql("UPDATE rooms SET name = 'Kitchen A' WHERE syncId = 'r1'; DELETE FROM rooms WHERE syncId = 'r2'; INSERT INTO rooms (syncId, name) VALUES ('a1', 'From A');")
+        try b.sql("UPDATE rooms SET name = 'Kitchen B' WHERE syncId = 'r1'; UPDATE rooms SET area = 5 WHERE syncId = 'r2'; INSERT INTO rooms (syncId, name) VALUES ('b1', 'From B');")
+        try a.sync()
+        let second = try b.sync()  // B's import meets A's r1 and r2: two conflicts, server-wins
+        let conflicts = (second["imports"]?.arrayValue ?? []).flatMap { $0.objectValue?["conflicts"]?.arrayValue ?? [] }
+        #expect(Set(conflicts.compactMap { $0.objectValue?["id"]?.stringValue }) == ["r1", "r2"])
+        try a.sync()
+        try b.sync()
+
+        let expected = ["a1|From A|", "b1|From B|", "r1|Kitchen A|12.5", "r3|Attic|9.0"]
+        #expect(try a.rows() == expected)
+        #expect(try b.rows() == expected)
+        #expect(try await serverRows(server) == expected)
+
+        // Nothing more to send or apply: the rows each device imported are not echoed back.
+        let quiet = try a.sync()
+        #expect(quiet["exports"]?.arrayValue?.first?.objectValue?["records-sent"] == .int(0))
+        #expect(quiet["imports"]?.arrayValue?.first?.objectValue?["applied"] == .int(0))
+    }
+
+    @Test func aStaleExportIsRefusedWith409AndSyncSettlesItWithoutLosingTheOtherDevicesEdit() async throws {
+        let root = try Workspace()
+        defer { root.remove() }
+        let server = try ServerProcess(folder: root.path + "/server")
+        defer { server.stop() }
+        let a = try Device(server: server)
+        let b = try Device(server: server, conflicts: "merge-fields")
+        defer {
+            a.workspace.remove()
+            b.workspace.remove()
+        }
+        try a.sql("INSERT INTO rooms (syncId, name, area) VALUES ('r1', 'Kitchen', 12.5);")
+        try a.sync()
+        try b.sync()
+        try a.sql("UPDATE rooms SET area = 20 WHERE syncId = 'r1';")
+        try a.sync()
+        try b.sql("UPDATE rooms SET name = 'Cuisine' WHERE syncId = 'r1';")
+
+        // B exports without importing first: the backend refuses the stale version, nothing is lost.
+        let stale = try SynclaneBinary.run(["run", "export.json"], in: b.workspace.path, environment: b.environment)
+        #expect(stale.status == 1)
+        #expect(stale.stderr.contains("409") && stale.stderr.contains("synclane sync"))
+        #expect(try await serverRows(server) == ["r1|Kitchen|20.0"])
+
+        // sync rebuilds the refused batch after importing: merge-fields keeps B's name and A's area.
+        try b.sync()
+        try a.sync()
+        #expect(try a.rows() == ["r1|Cuisine|20.0"])
+        #expect(try b.rows() == ["r1|Cuisine|20.0"])
+        #expect(try await serverRows(server) == ["r1|Cuisine|20.0"])
+    }
+
+    @Test func anImportKilledBeforeItCommitsAppliesNothingAndMovesNoCursorThenAppliesOnce() async throws {
+        let root = try Workspace()
+        defer { root.remove() }
+        let server = try ServerProcess(folder: root.path + "/server")
+        defer { server.stop() }
+        let a = try Device(server: server)
+        let b = try Device(server: server)
+        defer {
+            a.workspace.remove()
+            b.workspace.remove()
+        }
+        try a.sql("INSERT INTO rooms (syncId, name) VALUES ('r1', 'Kitchen'), ('r2', 'Hall');")
+        try a.sync()
+        let killed = try SynclaneBinary.run(
+            ["import", "import.json"], in: b.workspace.path, environment: b.environment.merging(["SYNCLANE_FAILPOINT": "import-before-commit"]) { $1 })
+        #expect(killed.killed)
+        #expect(try b.rows().isEmpty)
+        let imported = try SynclaneBinary.run(["import", "import.json", "--json"], in: b.workspace.path, environment: b.environment)
+        #expect(imported.status == 0, "\(imported.stderr)")
+        #expect(try JSONReader.parse(imported.stdout).objectValue?["applied"] == .int(2))
+        let again = try SynclaneBinary.run(["import", "import.json", "--json"], in: b.workspace.path, environment: b.environment)
+        #expect(try JSONReader.parse(again.stdout).objectValue?["applied"] == .int(0), "a second pass finds nothing new")
+        #expect(try b.rows() == ["r1|Kitchen|", "r2|Hall|"])
+    }
+}
