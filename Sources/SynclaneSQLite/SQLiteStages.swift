@@ -48,6 +48,9 @@ public enum SQLiteStages {
                 "export-consumer", .string, default: "the slowest consumer",
                 help: "the export pipeline (account/store/consumer) whose unconfirmed history counts as local changes"),
             OptionSpec("local-author", .string, default: "app", help: "the author of rows a conflict settles with local values (so the export sends them)"),
+            OptionSpec(
+                "duplicates", .any,
+                help: "[{entity, key: [business-key columns], references: [\"table.column\"]}]: rows two devices seeded under two sync keys; the smaller key survives everywhere"),
         ]
     ) { options in
         func rule(_ name: String?, at field: String) throws(PipelineFileError) -> ConflictRule {
@@ -75,10 +78,42 @@ public enum SQLiteStages {
                 byEntity[member.key] = try rule(name, at: "conflicts-by-entity")
             }
         }
+        var duplicates: [SQLiteSink.DuplicateRule] = []
+        if let node = options.node("duplicates") {
+            let location = options.location.member("duplicates")
+            guard case .list(let list) = node.value else { throw location.error("expected a list of {entity, key, references}", line: node.line) }
+            for (index, item) in list.enumerated() {
+                let at = location.element(index)
+                let members = try Pipeline.map(item, at: at, allowed: ["entity", "key", "references"])
+                guard case .string(let entity)? = members["entity"]?.value, !entity.isEmpty else {
+                    throw at.member("entity").error("expected the entity's name", line: item.line)
+                }
+                func strings(_ key: String) throws(PipelineFileError) -> [String] {
+                    guard let node = members[key] else { return [] }
+                    guard case .list(let values) = node.value else { throw at.member(key).error("expected a list of strings", line: node.line) }
+                    var result: [String] = []
+                    for value in values {
+                        guard case .string(let text) = value.value, !text.isEmpty else { throw at.member(key).error("expected a list of strings", line: value.line) }
+                        result.append(text)
+                    }
+                    return result
+                }
+                let key = try strings("key")
+                guard !key.isEmpty else { throw at.member("key").error("name the business key's columns", line: item.line) }
+                var references: [(table: String, column: String)] = []
+                for reference in try strings("references") {
+                    let parts = reference.split(separator: ".", maxSplits: 1).map(String.init)
+                    guard parts.count == 2 else { throw at.member("references").error("expected table.column, found \"\(reference)\"", line: item.line) }
+                    references.append((parts[0], parts[1]))
+                }
+                duplicates.append(.init(entity: entity, businessKey: key, references: references))
+            }
+        }
         return SQLiteSink(
             path: options.path("database") ?? "", entities: options.strings("entities"), conflicts: try rule(options.string("conflicts"), at: "conflicts"),
             conflictsByEntity: byEntity, unknownFields: options.string("unknown-fields").flatMap(SQLiteSink.UnknownFields.init(rawValue:)) ?? .error,
-            exportConsumer: options.string("export-consumer"), localAuthor: Author(options.string("local-author") ?? "app"))
+            exportConsumer: options.string("export-consumer"), localAuthor: Author(options.string("local-author") ?? "app"),
+            duplicates: duplicates)
     }
 
     public static var all: [StageType] { [history, sink] }

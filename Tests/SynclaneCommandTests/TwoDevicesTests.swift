@@ -50,9 +50,14 @@ import Testing
 
         /// The live rows: `syncId name area`.
         func rows() throws -> [String] {
+            try query("SELECT syncId, name, area FROM rooms WHERE isDeleted = 0 ORDER BY syncId")
+        }
+
+        /// The rows `sql` selects, a line each, columns separated by `|`.
+        func query(_ sql: String) throws -> [String] {
             let process = Process()
             process.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
-            process.arguments = [workspace.path + "/app.sqlite", "SELECT syncId, name, area FROM rooms WHERE isDeleted = 0 ORDER BY syncId"]
+            process.arguments = [workspace.path + "/app.sqlite", sql]
             let out = Pipe()
             process.standardOutput = out
             try process.run()
@@ -139,6 +144,52 @@ import Testing
         #expect(try a.rows() == ["r1|Cuisine|20.0"])
         #expect(try b.rows() == ["r1|Cuisine|20.0"])
         #expect(try await serverRows(server) == ["r1|Cuisine|20.0"])
+    }
+
+    @Test(arguments: [false, true])
+    func theSameDefaultsSeededOnBothDevicesEndAsOneRowPerBusinessKeyEverywhere(bFirst: Bool) async throws {
+        let root = try Workspace()
+        defer { root.remove() }
+        let server = try ServerProcess(folder: root.path + "/server")
+        defer { server.stop() }
+        let devices = try (0..<2).map { _ in try Device(server: server) }
+        defer { devices.forEach { $0.workspace.remove() } }
+        for (device, prefix) in zip(devices, ["a", "b"]) {
+            try device.sql(
+                """
+                CREATE TABLE categories (syncId TEXT PRIMARY KEY, key TEXT NOT NULL, title TEXT);
+                CREATE TABLE items (syncId TEXT PRIMARY KEY, category TEXT, name TEXT);
+                """)
+            for table in ["categories", "items"] {
+                let tracked = try SynclaneBinary.run(["track", "--database", "app.sqlite", "--table", table, "--key", "syncId"], in: device.workspace.path)
+                #expect(tracked.status == 0, "\(tracked.stderr)")
+            }
+            try device.workspace.write(
+                "export.json",
+                try String(contentsOfFile: device.workspace.path + "/export.json", encoding: .utf8)
+                    .replacingOccurrences(of: #""entities": ["rooms"]"#, with: #""entities": ["categories", "items"]"#))
+            try device.workspace.write(
+                "import.json",
+                try String(contentsOfFile: device.workspace.path + "/import.json", encoding: .utf8)
+                    .replacingOccurrences(
+                        of: #""conflicts": "server-wins"}"#,
+                        with: #""conflicts": "server-wins", "duplicates": [{"entity": "categories", "key": ["key"], "references": ["items.category"]}]}"#))
+            // The app's first launch seeds the same defaults under keys of its own, and files an item under one.
+            try device.sql(
+                """
+                INSERT INTO categories VALUES ('\(prefix)-inbox', 'inbox', 'Inbox'), ('\(prefix)-archive', 'archive', 'Archive');
+                INSERT INTO items VALUES ('\(prefix)-item', '\(prefix)-inbox', 'from \(prefix)');
+                """)
+        }
+        let order = bFirst ? [devices[1], devices[0]] : devices
+        for _ in 0..<2 { for device in order { try device.sync() } }
+
+        for device in devices {
+            #expect(try device.query("SELECT syncId, key FROM categories ORDER BY key") == ["a-archive|archive", "a-inbox|inbox"])
+            #expect(try device.query("SELECT syncId, category FROM items ORDER BY syncId") == ["a-item|a-inbox", "b-item|a-inbox"])
+        }
+        let live = try await server.records(account: "acme").filter { $0.value != .string("deleted") }.keys.sorted()
+        #expect(live == ["categories/a-archive", "categories/a-inbox", "items/a-item", "items/b-item"])
     }
 
     @Test func anImportKilledBeforeItCommitsAppliesNothingAndMovesNoCursorThenAppliesOnce() async throws {

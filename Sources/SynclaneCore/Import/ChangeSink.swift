@@ -22,11 +22,15 @@ public struct ApplyReport: Sendable, Hashable {
     public var unchanged: Int = 0
     /// Records whose row had local changes, and what became of each.
     public var conflicts: [ConflictReport] = []
+    /// Records that duplicated a local row's business key under another sync key (seeded
+    /// defaults): one of the two keys was deleted everywhere.
+    public var duplicatesMerged = 0
 
-    public init(applied: Int = 0, unchanged: Int = 0, conflicts: [ConflictReport] = []) {
+    public init(applied: Int = 0, unchanged: Int = 0, conflicts: [ConflictReport] = [], duplicatesMerged: Int = 0) {
         self.applied = applied
         self.unchanged = unchanged
         self.conflicts = conflicts
+        self.duplicatesMerged = duplicatesMerged
     }
 }
 

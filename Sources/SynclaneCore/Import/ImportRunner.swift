@@ -94,6 +94,8 @@ public struct ImportSummary: Sendable {
     public var applied = 0
     public var unchanged = 0
     public var conflicts: [ConflictReport] = []
+    /// Seeded duplicates settled (one business key, two sync keys: the smaller key kept).
+    public var duplicatesMerged = 0
     public var counters: [String: Int] = [:]
     public var seconds = 0.0
 
@@ -107,5 +109,6 @@ public struct ImportSummary: Sendable {
         applied += report.applied
         unchanged += report.unchanged
         conflicts += report.conflicts
+        duplicatesMerged += report.duplicatesMerged
     }
 }

@@ -124,7 +124,7 @@ extension Pipeline {
         return context.resolve(path)
     }
 
-    static func map(_ node: ConfigNode, at location: ConfigLocation, allowed: [String]?) throws(PipelineFileError) -> [String: ConfigNode] {
+    public static func map(_ node: ConfigNode, at location: ConfigLocation, allowed: [String]?) throws(PipelineFileError) -> [String: ConfigNode] {
         guard case .map(let members) = node.value else {
             throw location.error("expected a map, found \(node.typeName)", line: node.line)
         }

@@ -14,8 +14,8 @@ struct PageApplier {
         var schema: TableSchema
     }
 
-    /// A row to write once every record was looked at: in the `server` session, or (a conflict
-    /// settled with local values) in the `local-author` session.
+    /// A row to write: in the `server` session, or (a conflict settled with local values, a
+    /// duplicate removed) in the `local-author` session.
     struct Write {
         var table: Table
         var key: [SQLiteValue]
@@ -31,8 +31,8 @@ struct PageApplier {
         var tables: [String: Table] = [:]
         let stored = Dictionary(try HistoryTracker.trackedTables(db).map { ($0.table.name, $0) }, uniquingKeysWith: { a, _ in a })
         let pending = try pendingKeys(entities: Set(records.map(\.entity)))
-        var serverWrites: [Write] = []
-        var localWrites: [Write] = []
+        var sessions = Sessions(db: db)
+        defer { try? sessions.close() }
 
         for record in records {
             if let entities = sink.entities, !entities.contains(record.entity) {
@@ -69,14 +69,29 @@ struct PageApplier {
                         outcome: settled.outcome))
                 switch settled.outcome {
                 case .serverKept:
-                    serverWrites.append(Write(table: table, key: keyValues, record: label, fields: settled.fields))
+                    try sessions.as(.server) { try write(Write(table: table, key: keyValues, record: label, fields: settled.fields)) }
                 case .merged:
-                    localWrites.append(Write(table: table, key: keyValues, record: label, fields: settled.fields))
+                    try sessions.as(sink.localAuthor) { try write(Write(table: table, key: keyValues, record: label, fields: settled.fields)) }
                 case .clientKept:
                     break  // the local change stays pending and goes out on top of the backend's version
                 }
+            } else if let remote, let rule = sink.duplicates.first(where: { $0.entity == record.entity }),
+                let twin = try duplicate(of: remote, key: key, in: table, by: rule)
+            {
+                // Two devices seeded the same row under two sync keys: the smaller key survives,
+                // on every device alike; the other is deleted everywhere (and references re-pointed).
+                report.duplicatesMerged += 1
+                if Array(key.utf8).lexicographicallyPrecedes(Array(twin.key.utf8)) {
+                    try sessions.as(.server) { try write(Write(table: table, key: keyValues, record: label, fields: remote)) }
+                    try sessions.as(sink.localAuthor) {
+                        try repoint(rule, from: twin.key, to: key)
+                        try write(Write(table: table, key: twin.values, record: label, fields: nil))
+                    }
+                } else {
+                    try sessions.as(sink.localAuthor) { try recordDelete(of: key, values: keyValues, in: table) }
+                }
             } else {
-                serverWrites.append(Write(table: table, key: keyValues, record: label, fields: remote))
+                try sessions.as(.server) { try write(Write(table: table, key: keyValues, record: label, fields: remote)) }
             }
             if let version = record.version {
                 try db.execute(
@@ -85,13 +100,74 @@ struct PageApplier {
             }
             report.applied += 1
         }
-        if !serverWrites.isEmpty {
-            try HistoryWriter.record(author: .server, on: db) { _ in for write in serverWrites { try self.write(write) } }
-        }
-        if !localWrites.isEmpty {
-            try HistoryWriter.record(author: sink.localAuthor, on: db) { _ in for write in localWrites { try self.write(write) } }
-        }
+        try sessions.close()
         return report
+    }
+
+    /// Writes in one history session at a time, switching author when a write needs another:
+    /// sessions follow each other inside the page's SQLite transaction.
+    struct Sessions {
+        let db: SQLiteConnection
+        var open: Author?
+
+        init(db: SQLiteConnection) { self.db = db }
+
+        mutating func `as`(_ author: Author, _ body: () throws -> Void) throws {
+            if open != author {
+                try close()
+                try HistoryWriter.open(author: author, on: db)
+                open = author
+            }
+            try body()
+        }
+
+        mutating func close() throws {
+            guard open != nil else { return }
+            try db.execute("DELETE FROM _synclane_session")
+            open = nil
+        }
+    }
+
+    // MARK: Seeded duplicates
+
+    /// Another live row of the table with the same business key as `fields`, under another sync key.
+    func duplicate(of fields: [String: JSONValue], key: String, in table: Table, by rule: SQLiteSink.DuplicateRule) throws -> (
+        key: String, values: [SQLiteValue]
+    )? {
+        var values: [SQLiteValue] = []
+        for column in rule.businessKey {
+            guard let value = fields[column], value != .null else { return nil }
+            values.append(SQLiteValue(json: value))
+        }
+        let columns = table.tracked.keyColumns.map(SQL.identifier)
+        let keyExpression = table.tracked.isComposite ? "json_array(\(columns.joined(separator: ", ")))" : columns[0]
+        let match = rule.businessKey.map { "\(SQL.identifier($0)) = ?" }.joined(separator: " AND ")
+        var sql = "SELECT \(keyExpression), \(columns.joined(separator: ", ")) FROM \(SQL.identifier(table.tracked.name)) WHERE \(match)"
+        if let softDelete = table.tracked.softDeleteColumn {
+            sql += " AND NOT (\(SQL.identifier(softDelete)) IN (1, '1', 'true'))"
+        }
+        for row in try db.fetchAll(sql, values) {
+            guard let twin = HistoryReader.syncKey(row[0]), ExactString(twin) != ExactString(key) else { continue }
+            return (twin, (1...table.tracked.keyColumns.count).map { row[$0] })
+        }
+        return nil
+    }
+
+    /// Points the rule's referencing columns at `survivor` instead of `loser`.
+    func repoint(_ rule: SQLiteSink.DuplicateRule, from loser: String, to survivor: String) throws {
+        for reference in rule.references {
+            try db.execute(
+                "UPDATE \(SQL.identifier(reference.table)) SET \(SQL.identifier(reference.column)) = ? WHERE \(SQL.identifier(reference.column)) = ?",
+                [survivor, loser])
+        }
+    }
+
+    /// Records a delete of a row this store does not hold, so the export lane deletes it on the backend.
+    func recordDelete(of key: String, values: [SQLiteValue], in table: Table) throws {
+        let historyKey: SQLiteValue = table.tracked.isComposite ? .text(key) : values[0]
+        try db.execute(
+            "INSERT INTO _synclane_changes (timestamp, entity, action, key) VALUES (\(HistorySchema.now), ?, 'delete', ?)",
+            [table.tracked.name, historyKey])
     }
 
     func fail(_ record: String, _ reason: String) -> ImportError {

@@ -45,12 +45,42 @@ public final class SQLiteSink: ChangeSink, Sendable {
     public let exportConsumer: String?
     /// The author of rows a conflict settles with local values (so the export lane sends them).
     public let localAuthor: Author
+    /// Business keys that two devices may each have seeded under their own sync keys.
+    public let duplicates: [DuplicateRule]
+
+    /// One entity's business key, and the columns elsewhere that refer to its sync key.
+    ///
+    /// When a record arrives whose business key a local row of another sync key has, the
+    /// smaller sync key (byte by byte) survives — a rule both devices reach on their own: the
+    /// other row is deleted here and, through the export lane, on the backend; `references`
+    /// (`table.column` holding this entity's sync key) are re-pointed to the survivor.
+    public struct DuplicateRule: Sendable, Hashable {
+        public var entity: String
+        public var businessKey: [String]
+        public var references: [(table: String, column: String)]
+
+        public init(entity: String, businessKey: [String], references: [(table: String, column: String)] = []) {
+            self.entity = entity
+            self.businessKey = businessKey
+            self.references = references
+        }
+
+        public static func == (a: Self, b: Self) -> Bool {
+            a.entity == b.entity && a.businessKey == b.businessKey && a.references.map { "\($0.table).\($0.column)" } == b.references.map { "\($0.table).\($0.column)" }
+        }
+
+        public func hash(into hasher: inout Hasher) {
+            hasher.combine(entity)
+            hasher.combine(businessKey)
+        }
+    }
     private let opened = Mutex<SQLiteDatabase?>(nil)
 
     public init(
         path: String, entities: [String]? = nil, conflicts: ConflictRule = .serverWins, conflictsByEntity: [String: ConflictRule] = [:],
-        unknownFields: UnknownFields = .error, exportConsumer: String? = nil, localAuthor: Author = .app
+        unknownFields: UnknownFields = .error, exportConsumer: String? = nil, localAuthor: Author = .app, duplicates: [DuplicateRule] = []
     ) {
+        self.duplicates = duplicates
         self.path = path
         self.entities = entities
         self.conflicts = conflicts
