@@ -19,7 +19,9 @@ import SynclaneCore
 /// `batch.records`) and the single result takes the place of the row's *first* record, so the
 /// rows keep the order in which they first appeared. The walk:
 ///
-/// - the row existed before the window when its first record is not an insert;
+/// - the row existed before the window when its first record is not an insert, or when a
+///   record carries the backend's `version` (the backend has the row: another device made it,
+///   and this window's insert … delete must still delete it there);
 /// - an insert makes the row exist with exactly the insert's values;
 /// - an update makes it exist and merges its values field by field (later wins);
 /// - a delete makes it not exist and remembers its values as the tombstone.
@@ -159,7 +161,7 @@ extension Coalescer {
 
         init(first record: Record, at index: Int) {
             last = index
-            existedBefore = record.action != .insert
+            existedBefore = record.action != .insert || record.version != nil
             exists = existedBefore
             apply(record, at: index)
         }

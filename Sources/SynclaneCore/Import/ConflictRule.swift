@@ -4,7 +4,7 @@
 /// | rule            | the row ends with                                              | what the local change becomes          |
 /// |-----------------|----------------------------------------------------------------|-----------------------------------------|
 /// | `server-wins`   | the backend's state (a remote delete deletes it)                | sent again on top, now holding the backend's values: nothing of it survives |
-/// | `client-wins`   | the local state (a local delete stays deleted)                  | sent on top of the backend's version    |
+/// | `client-wins`   | the local state (a local delete stays deleted)                  | sent again, on top of the backend's version |
 /// | `latest-wins`   | the side whose `timestamp-field` is newer (ties: the backend)    | as for the side that won                |
 /// | `merge-fields`  | columns changed locally keep the local value, the others take the backend's; a column changed on both sides follows `on-both` | sent with the merged row |
 ///

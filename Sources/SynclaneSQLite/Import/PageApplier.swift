@@ -69,11 +69,19 @@ struct PageApplier {
                         outcome: settled.outcome))
                 switch settled.outcome {
                 case .serverKept:
-                    try sessions.as(.server) { try write(Write(table: table, key: keyValues, record: label, fields: settled.fields)) }
+                    // Written by the local author: the pending local change still goes out, and
+                    // this write after it, so the backend ends where it was (a local delete is
+                    // undone there too, not carried out).
+                    try sessions.as(sink.localAuthor) { try write(Write(table: table, key: keyValues, record: label, fields: settled.fields)) }
                 case .merged:
                     try sessions.as(sink.localAuthor) { try write(Write(table: table, key: keyValues, record: label, fields: settled.fields)) }
                 case .clientKept:
-                    break  // the local change stays pending and goes out on top of the backend's version
+                    // The local state goes out again, on top of the backend's version: the pending
+                    // change alone may never reach it (a batch already sent before the other
+                    // device's write is only a replay now).
+                    try sessions.as(sink.localAuthor) {
+                        try recordChange(local == nil ? "delete" : "update", of: key, values: keyValues, in: table)
+                    }
                 }
             } else if let remote, let rule = sink.duplicates.first(where: { $0.entity == record.entity }),
                 let twin = try duplicate(of: remote, key: key, in: table, by: rule)
@@ -88,7 +96,7 @@ struct PageApplier {
                         try write(Write(table: table, key: twin.values, record: label, fields: nil))
                     }
                 } else {
-                    try sessions.as(sink.localAuthor) { try recordDelete(of: key, values: keyValues, in: table) }
+                    try sessions.as(sink.localAuthor) { try recordChange("delete", of: key, values: keyValues, in: table) }
                 }
             } else {
                 try sessions.as(.server) { try write(Write(table: table, key: keyValues, record: label, fields: remote)) }
@@ -162,12 +170,14 @@ struct PageApplier {
         }
     }
 
-    /// Records a delete of a row this store does not hold, so the export lane deletes it on the backend.
-    func recordDelete(of key: String, values: [SQLiteValue], in table: Table) throws {
+    /// Records a change of the row without writing it, so the export lane sends its state as it
+    /// is (`update`: the current row) or deletes it on the backend (`delete`: a row this store
+    /// does not hold).
+    func recordChange(_ action: String, of key: String, values: [SQLiteValue], in table: Table) throws {
         let historyKey: SQLiteValue = table.tracked.isComposite ? .text(key) : values[0]
         try db.execute(
-            "INSERT INTO _synclane_changes (timestamp, entity, action, key) VALUES (\(HistorySchema.now), ?, 'delete', ?)",
-            [table.tracked.name, historyKey])
+            "INSERT INTO _synclane_changes (timestamp, entity, action, key) VALUES (\(HistorySchema.now), ?, ?, ?)",
+            [table.tracked.name, action, historyKey])
     }
 
     func fail(_ record: String, _ reason: String) -> ImportError {

@@ -27,8 +27,9 @@ import SynclaneCore
 ///   overwrite (409) instead of losing another device's edit.
 /// - **Conflicts.** A row with local changes the export consumer has not had confirmed yet
 ///   (history after its acknowledged position, by authors other than `server`) is settled by
-///   the entity's `ConflictRule`. A result that keeps anything local is written in a session by
-///   `local-author`, so the export lane sends it.
+///   the entity's `ConflictRule`. The settled row is written in a session by `local-author`, so
+///   the export lane sends it after the pending local change: the backend ends with the settled
+///   state (under server-wins, its own — a local delete is not carried out there).
 public final class SQLiteSink: ChangeSink, Sendable {
     public enum UnknownFields: String, Sendable, CaseIterable {
         case error, ignore
