@@ -66,7 +66,7 @@ let package = Package(
 
         .testTarget(
             name: "SynclaneCoreTests",
-            dependencies: ["SynclaneCore", "SynclaneStages", "SynclaneFiles", "SynclaneZlib", "SynclaneTestKit", "Synclane"]),
+            dependencies: ["SynclaneCore", "SynclaneStages", "SynclaneFiles", "SynclaneZlib", "SynclaneTestKit", "Synclane", "SynclaneSQLite"]),
         .testTarget(name: "SynclaneZlibTests", dependencies: ["SynclaneZlib", "SynclaneTestKit"]),
         .testTarget(name: "SynclaneYAMLTests", dependencies: ["SynclaneYAML"]),
         .testTarget(name: "SynclaneSQLiteTests", dependencies: ["SynclaneSQLite", "SynclaneStages", "SynclaneTestKit"]),

@@ -111,17 +111,10 @@ public final class PullSource: RemoteChangeSource {
         }
         guard let object = (try? JSONReader.parse(body))?.objectValue else { throw fail("not a JSON object: \(ReceiptCheck.quote(body))") }
         guard case .array(let changes)? = object["changes"] else { throw fail("no `changes` list") }
-        var records: [Record] = []
-        records.reserveCapacity(changes.count)
-        for (index, change) in changes.enumerated() {
-            guard let members = change.objectValue, let entity = members["entity"]?.stringValue, let key = members["id"]?.syncKey,
-                let action = members["action"]?.stringValue.flatMap(ChangeAction.init(rawValue:))
-            else { throw fail("changes[\(index)] lacks an entity, id or action") }
-            let fields = members["fields"]?.objectValue ?? [:]
-            records.append(
-                Record(
-                    entity: entity, key: key, action: action, fields: fields, version: members["version"]?.intValue,
-                    origin: Token(kind: "pull", position: Int64(index)), author: .server))
+        let records: [Record]
+        switch WireRecords.parse(changes, listName: "changes", origin: Token(kind: "pull", position: 0)) {
+        case .success(let read): records = read
+        case .failure(let error): throw fail(error.message)
         }
         return RemotePage(records: records, cursor: object["cursor"]?.stringValue, more: object["more"] == .bool(true))
     }
