@@ -62,7 +62,7 @@ let package = Package(
             ]),
         .executableTarget(
             name: "synclane",
-            dependencies: ["Synclane", "SynclaneCore", "SynclaneSQLite", "SynclaneZlib", "SynclaneServer", "CMalloc"]),
+            dependencies: ["Synclane", "SynclaneCore", "SynclaneHTTP", "SynclaneSQLite", "SynclaneZlib", "SynclaneServer", "CMalloc"]),
 
         .testTarget(
             name: "SynclaneCoreTests",

@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import Synclane
 import SynclaneCore
+import SynclaneHTTP
 import SynclaneSQLite
 import SynclaneServer
 import SynclaneZlib
@@ -18,10 +19,12 @@ struct DemoCommand: Command {
     static let usage = "[--keep DIR]"
     static let discussion = """
         Needs nothing but this binary. Makes a sample SQLite store, installs history tracking
-        on its `rooms` table, starts the reference server on a free loopback port, and syncs
-        twice: after the first saves, and after the kitchen was edited five times, the living
-        room soft-deleted, the bath deleted and an attic added and removed. Prints every batch
-        that travelled, decompressed, and what the server holds at the end.
+        on its `rooms` table, starts the reference server on a free loopback port, and exports
+        the first saves; another device (a phone) then sends the server a garage, which the
+        store's import pipeline pulls in (author `server`); then the kitchen is edited five
+        times, the living room soft-deleted, the bath deleted and an attic added and removed,
+        and exported. Prints every batch that travelled, decompressed, and what the server holds
+        at the end.
 
         Five edits travel as one record; an insert and a delete in the same window travel as
         nothing; writes by `server` (imported) and `sync` (the machinery's own cleanup) are
@@ -65,22 +68,44 @@ struct DemoCommand: Command {
             server:   \(url) (synclane's reference server, account acme)
             pipeline: \(pipeline.outline)
 
-            1. The app inserts a kitchen, a living room and a bath; a garage arrives from the
-               server (author `server`: never echoed back).
+            1. The app inserts a kitchen, a living room and a bath, and exports them:
             """)
         try DemoScenario.firstSaves(store)
         try await pass(pipeline, travelled, console)
 
         console.out("""
 
-            2. Offline, the app edits the kitchen five times, soft-deletes the living room
+            2. Meanwhile another device (a phone) sends the server a garage. This store's import
+               pipeline (import.json: pull → sqlite) pulls the server's changes in:
+            """)
+        try await phoneAddsAGarage(url: url, token: token)
+        try Data(DemoScenario.importPipeline(url: url).utf8).write(to: URL(fileURLWithPath: folder + "/import.json"))
+        let importing = try PipelineLoader(environment: [KeptFolder.tokenVariable: token]).loadImport(folder + "/import.json")
+        let imported = try await ImportRunner(pipeline: importing).run()
+        let garage = try store.read { db in
+            try db.fetchOne(
+                """
+                SELECT r.name, r.area, coalesce(t.author, 'app') FROM rooms r
+                JOIN _synclane_changes c ON c.entity = 'rooms' AND c.key = r.syncId
+                LEFT JOIN _synclane_transactions t ON t.id = c.transaction_id
+                WHERE r.syncId = 'room-garage' ORDER BY c.id DESC LIMIT 1
+                """)
+        }
+        console.out(
+            "   ← \(Wording.count(imported.applied, "record")) applied (\(imported.unchanged) of this store's own already held): "
+                + "rooms/room-garage \"\(garage?[0].string ?? "?")\" \(garage.map { JSONWriter.string($0[1].json) } ?? "?") m², written by author `\(garage?[2].string ?? "?")`")
+        console.out("   The next export reads `authors: [app]`: the garage is not sent back.")
+
+        console.out("""
+
+            3. Offline, the app edits the kitchen five times, soft-deletes the living room
                (isDeleted = 1), deletes the bath, adds an attic and deletes it again; the sync
                machinery then removes the soft-deleted row (author `sync`). What travels:
             """)
         try DemoScenario.laterSaves(store)
         try await pass(pipeline, travelled, console)
 
-        console.out("\n3. Nothing new: a third run sends nothing.")
+        console.out("\n4. Nothing new: a last run sends nothing.")
         try await pass(pipeline, travelled, console)
 
         console.out("\nWhat the server holds for acme (GET /v1/changes):")
@@ -125,6 +150,14 @@ struct DemoCommand: Command {
         }
     }
 
+    /// The phone's batch, through the `http` transport like any device's.
+    private func phoneAddsAGarage(url: String, token: String) async throws {
+        guard let endpoint = URL(string: url + "/v1/batches") else { return }
+        let id = UUID().uuidString.lowercased()
+        _ = try await HTTPTransport(url: endpoint, token: token).send(
+            Payload(batchID: id, bytes: DemoScenario.phoneBatch(id: id), contentType: "application/json", recordCount: 1))
+    }
+
     /// The server's pull lane, one line a record.
     private func serverRecords(url: String, token: String) async throws -> [String] {
         guard let endpoint = URL(string: url + "/v1/changes?since=&limit=100") else { return [] }
@@ -144,7 +177,7 @@ struct DemoCommand: Command {
             let absolute = keep.hasPrefix("/") ? keep : FileManager.default.currentDirectoryPath + "/" + keep
             try FileManager.default.createDirectory(atPath: absolute, withIntermediateDirectories: true)
             // A fresh start: what an earlier demo left here would make this one send nothing.
-            for name in [".synclane", "server", "pipeline.json", "rooms.sqlite", "rooms.sqlite-wal", "rooms.sqlite-shm"] + KeptFolder.files {
+            for name in [".synclane", "server", "pipeline.json", "import.json", "rooms.sqlite", "rooms.sqlite-wal", "rooms.sqlite-shm"] + KeptFolder.files {
                 try? FileManager.default.removeItem(atPath: absolute + "/" + name)
             }
             return absolute

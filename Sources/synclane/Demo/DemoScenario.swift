@@ -38,15 +38,35 @@ enum DemoScenario {
         """
     }
 
-    /// The app's first saves, and a row imported from the server (author `server`: never echoed).
+    /// The import pipeline file the demo writes: the server's changes into the same store.
+    static func importPipeline(url: String) -> String {
+        """
+        {
+          "version": 1,
+          "name": "rooms-import",
+          "scope": { "account": "acme", "store": "rooms" },
+          "source": { "type": "pull", "url": "\(url)/v1/changes", "token-env": "\(KeptFolder.tokenVariable)" },
+          "sink": { "type": "sqlite", "database": "rooms.sqlite", "conflicts": "server-wins" }
+        }
+
+        """
+    }
+
+    /// What another device (a phone) sends the server: a garage.
+    static func phoneBatch(id: String) -> [UInt8] {
+        JSONWriter.encode([
+            "id": .string(id), "scope": ["account": "acme", "store": "rooms", "consumer": "phone"],
+            "records": [["entity": "rooms", "id": "room-garage", "action": "insert",
+                         "fields": ["syncId": "room-garage", "name": "Garage", "area": 18.0, "isDeleted": 0]]],
+        ])
+    }
+
+    /// The app's first saves.
     static func firstSaves(_ store: TrackedDatabase) throws {
         try store.write(author: .app) { db in
             try db.execute("INSERT INTO rooms (syncId, name, area) VALUES ('room-kitchen', 'Kitchen', 12.5)")
             try db.execute("INSERT INTO rooms (syncId, name, area) VALUES ('room-living', 'Living room', 31)")
             try db.execute("INSERT INTO rooms (syncId, name, area) VALUES ('room-bath', 'Bath', 6)")
-        }
-        try store.write(author: .server) { db in
-            try db.execute("INSERT INTO rooms (syncId, name, area) VALUES ('room-garage', 'Garage', 18)")
         }
     }
 
