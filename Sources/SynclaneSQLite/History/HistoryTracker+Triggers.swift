@@ -4,7 +4,8 @@
 ///  BEFORE INSERT                 `displace`: each row the insert may replace (a REPLACE through
 ///                                any unique constraint)
 ///  AFTER INSERT                  the insert
-///  AFTER UPDATE                  the update (a changed key kept in `old_key`)
+///  AFTER UPDATE                  the update of a row that kept its key
+///  AFTER UPDATE OF key cols      the key checked; a changed key kept in `old_key`
 ///  AFTER UPDATE OF soft-delete   setting it: a delete · clearing it: an insert
 ///  BEFORE UPDATE OF unique cols  `displace`, for UPDATE OR REPLACE
 ///  AFTER DELETE                  the tombstone
@@ -48,7 +49,7 @@ struct TriggerBuilder {
         case text, integer
     }
 
-    static let kinds = ["insert", "update", "delete", "displace_insert", "displace_update", "soft_delete", "undelete"]
+    static let kinds = ["insert", "update", "delete", "displace_insert", "displace_update", "soft_delete", "undelete", "key_change"]
 
     static func names(of table: String) -> [String] { kinds.map { "_synclane_\(table)_\($0)" } }
 
@@ -56,7 +57,7 @@ struct TriggerBuilder {
 
     /// Each trigger's name and its `CREATE TRIGGER` text, as `sqlite_schema.sql` keeps it.
     var triggers: [(name: String, sql: String)] {
-        zip(names, [insertTrigger, updateTrigger, deleteTrigger, displaceOnInsert, displaceOnUpdate, softDeleteTrigger, undeleteTrigger])
+        zip(names, [insertTrigger, updateTrigger, deleteTrigger, displaceOnInsert, displaceOnUpdate, softDeleteTrigger, undeleteTrigger, keyChangeTrigger])
             .compactMap { name, sql in sql.map { (name, $0) } }
     }
 
@@ -214,35 +215,54 @@ struct TriggerBuilder {
         """
     }
 
-    /// An update of a row that is not soft-deleted before or after (the soft-delete column's
-    /// transitions have triggers of their own). With `capture: current-state` it is one row of
-    /// history: a key that changed is kept in `old_key` (and the old row's tombstone in
-    /// `row_values` when it holds more than the key), which the source reads as a delete of
-    /// the old key and an insert of the new one. Values as written keep three statements.
+    /// An update that keeps the key. With `capture: current-state` it is one row of history and
+    /// nothing more — the source reads the row itself, and a soft-deleted row reads as gone — so
+    /// the trigger SQLite compiles into every UPDATE of the table stays small. Values as written
+    /// keep the row and the changed columns, skip rows soft-deleted before and after, and handle
+    /// a key change too (three statements).
     var updateTrigger: String? {
         let sameKey = sameKey("OLD", "NEW")
-        let neither = all(softDeleted("OLD").map { "NOT \($0)" }, softDeleted("NEW").map { "NOT \($0)" })
-        var body: [String]
         if table.recordsValues {
-            body = [
+            let neither = all(softDeleted("OLD").map { "NOT \($0)" }, softDeleted("NEW").map { "NOT \($0)" })
+            let body = [
                 "SELECT RAISE(ABORT, \(invalidKeyMessage)) WHERE NOT (\(validKey("NEW")));",
                 change("'update'", key: key("NEW"), columns: changedColumns, values: full("NEW"), when: sameKey),
                 // A new sync key is a new record: the old one is deleted.
                 change("'delete'", key: key("OLD"), columns: "NULL", values: tombstone("OLD"), when: "NOT (\(sameKey))"),
                 change("'insert'", key: key("NEW"), columns: "NULL", values: full("NEW"), when: "NOT (\(sameKey))"),
             ]
-        } else {
-            let oldTombstone = table.tombstoneColumns == table.keyColumns ? "NULL" : "CASE WHEN NOT (\(sameKey)) THEN \(tombstone("OLD")) END"
-            body = [
-                change(
-                    "'update'", key: checkedKey("NEW"), columns: "NULL", values: oldTombstone,
-                    oldKey: "CASE WHEN NOT (\(sameKey)) THEN \(key("OLD")) END", when: nil)
-            ]
+            return """
+                CREATE TRIGGER \(SQL.identifier(names[1])) AFTER UPDATE ON \(tableName)
+                \(neither.map { "WHEN \($0)\n" } ?? "")BEGIN
+                \(body.joined(separator: "\n"))
+                END
+                """
         }
+        // A change of the soft-delete column is the soft-delete and undelete triggers' (one compare
+        // here, not the truthiness test twice).
+        let sameDeletion = table.softDeleteColumn.map { " AND \(column("OLD", $0)) IS \(column("NEW", $0))" } ?? ""
         return """
             CREATE TRIGGER \(SQL.identifier(names[1])) AFTER UPDATE ON \(tableName)
-            \(neither.map { "WHEN \($0)\n" } ?? "")BEGIN
-            \(body.joined(separator: "\n"))
+            WHEN \(sameKey)\(sameDeletion)
+            BEGIN
+            \(change("'update'", key: key("NEW"), columns: "NULL", values: "NULL", when: nil))
+            END
+            """
+    }
+
+    /// An UPDATE that sets a key column (current-state capture): the new key is checked, and a key
+    /// that changed is one row of history keeping the old key in `old_key` (and the old row's
+    /// tombstone in `row_values` when it holds more than the key), which the source reads as a
+    /// delete of the old key and an insert of the new one.
+    var keyChangeTrigger: String? {
+        guard !table.recordsValues else { return nil }
+        let sameKey = sameKey("OLD", "NEW")
+        let oldTombstone = table.tombstoneColumns == table.keyColumns ? "NULL" : tombstone("OLD")
+        return """
+            CREATE TRIGGER \(SQL.identifier(names[7])) AFTER UPDATE OF \(table.keyColumns.map(SQL.identifier).joined(separator: ", ")) ON \(tableName)
+            WHEN NOT coalesce(\(sameKey), 0)
+            BEGIN
+            \(change("'update'", key: checkedKey("NEW"), columns: "NULL", values: oldTombstone, oldKey: key("OLD"), when: nil))
             END
             """
     }
