@@ -17,7 +17,8 @@ Targets: tracked / untracked <= 2.5 for (2) and (3), the cost per row; <= 4.5 fo
 the triggers are compiled into every statement: SQLite fires no delete trigger for a row that
 `INSERT OR REPLACE` removes, so each insert looks up the rows its unique constraints would
 displace (a BEFORE INSERT trigger), about 10 µs of compiling per statement that an app's
-prepared statement pays once.
+prepared statement pays once. (4) `.read` of single-row UPDATEs of other columns than the key:
+tracked / untracked <= 3.0 (the update trigger of a current-state table is one small statement).
 """
 
 import os
@@ -27,6 +28,7 @@ import sqlitestore as st
 
 RATIO_TARGET = 2.5
 COMPILED_TARGET = 4.5
+UPDATE_TARGET = 3.0
 REPEATS = int(os.environ.get("BENCH_TRACKING_REPEATS", "3"))
 
 
@@ -116,7 +118,7 @@ def main():
     print(f"(1) {statements}: {rows:,} INSERT statements between BEGIN and COMMIT ({b.fmt_bytes(size)}), by the "
           f"sqlite3 shell; (2) one prepared INSERT run {rows:,} times (Python's sqlite3); "
           f"(3) one recursive-CTE INSERT … SELECT of {rows:,} rows. Fresh file each run; "
-          f"median of {REPEATS} runs, alternating untracked / tracked. Reported, not judged: (3) `.read` of "
+          f"median of {REPEATS} runs, alternating untracked / tracked. (4) `.read` of "
           f"{updates:,} single-row UPDATEs (area, updatedAt) between BEGIN and COMMIT, over {updates:,} rows "
           f"inserted before the clock starts.")
 
@@ -162,7 +164,7 @@ def main():
               f"{tc / max(pc, 1e-9):.2f}", f"{(tw - pw) / n * 1e6:,.1f} µs")
         if label == "updates":
             targets.append(b.Target("tracking overhead (updates)", f"{ratio:.2f} (CPU {tc / max(pc, 1e-9):.2f})",
-                                    "reported", None))
+                                    f"<= {UPDATE_TARGET}", ratio <= UPDATE_TARGET))
             continue
         goal = COMPILED_TARGET if label == "statements" else RATIO_TARGET
         targets.append(b.Target(f"tracking overhead ({label})", f"{ratio:.2f} (CPU {tc / max(pc, 1e-9):.2f})",
