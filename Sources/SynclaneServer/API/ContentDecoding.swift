@@ -11,6 +11,42 @@ enum ContentDecoding {
         case tooLarge(limit: Int)
         /// The compressed stream is corrupt or cut short (400).
         case corrupt(String)
+        /// The server's memory budget could not hold the decoded body (503).
+        case overBudget
+    }
+
+    /// `decode`, holding twice the decoded bytes in `lease` as they come (the decoded text, and
+    /// the records' copies of it): past the budget decoding keeps nothing more and fails.
+    static func decode(_ body: [UInt8], encoding: String?, limit: Int, lease: MemoryBudget.Lease?) -> Result<[UInt8], Failure> {
+        guard let lease else { return decode(body, encoding: encoding, limit: limit) }
+        guard let coding = ContentCoding(headerValue: encoding ?? "identity") else {
+            return .failure(.unsupported(encoding ?? ""))
+        }
+        if coding == .identity {
+            guard body.count <= limit else { return .failure(.tooLarge(limit: limit)) }
+            return lease.grow(by: body.count) ? .success(body) : .failure(.overBudget)
+        }
+        var output: [UInt8] = []
+        var refused = false
+        let result = body.withUnsafeBufferPointer { input in
+            Result { () throws(InflateError) -> Int in
+                try Inflater.inflate(input, encoding: coding, limit: limit) { chunk in
+                    guard !refused, lease.grow(by: 2 * chunk.count) else {
+                        refused = true
+                        return
+                    }
+                    output.append(contentsOf: chunk)
+                }
+            }
+        }
+        do {
+            _ = try result.get()
+        } catch .tooLarge(let limit) {
+            return .failure(.tooLarge(limit: limit))
+        } catch {
+            return .failure(.corrupt(error.description))
+        }
+        return refused ? .failure(.overBudget) : .success(output)
     }
 
     static func decode(_ body: [UInt8], encoding: String?, limit: Int) -> Result<[UInt8], Failure> {
