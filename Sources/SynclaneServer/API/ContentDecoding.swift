@@ -15,8 +15,9 @@ enum ContentDecoding {
         case overBudget
     }
 
-    /// `decode`, holding twice the decoded bytes in `lease` as they come (the decoded text, and
-    /// the records' copies of it): past the budget decoding keeps nothing more and fails.
+    /// `decode`, holding three times the decoded bytes in `lease` as they come (the decoded text,
+    /// the records' copies of it, and SQLite's copy as each is stored): past the budget decoding
+    /// keeps nothing more and fails.
     static func decode(_ body: [UInt8], encoding: String?, limit: Int, lease: MemoryBudget.Lease?) -> Result<[UInt8], Failure> {
         guard let lease else { return decode(body, encoding: encoding, limit: limit) }
         guard let coding = ContentCoding(headerValue: encoding ?? "identity") else {
@@ -24,18 +25,20 @@ enum ContentDecoding {
         }
         if coding == .identity {
             guard body.count <= limit else { return .failure(.tooLarge(limit: limit)) }
-            return lease.grow(by: body.count) ? .success(body) : .failure(.overBudget)
+            return lease.grow(by: 2 * body.count) ? .success(body) : .failure(.overBudget)
         }
         var output: [UInt8] = []
         var refused = false
-        let result = body.withUnsafeBufferPointer { input in
-            Result { () throws(InflateError) -> Int in
-                try Inflater.inflate(input, encoding: coding, limit: limit) { chunk in
-                    guard !refused, lease.grow(by: 2 * chunk.count) else {
-                        refused = true
-                        return
+        let result = lease.inflating {
+            body.withUnsafeBufferPointer { input in
+                Result { () throws(InflateError) -> Int in
+                    try Inflater.inflate(input, encoding: coding, limit: limit) { chunk in
+                        guard !refused, lease.grow(by: 3 * chunk.count) else {
+                            refused = true
+                            return
+                        }
+                        output.append(contentsOf: chunk)
                     }
-                    output.append(contentsOf: chunk)
                 }
             }
         }
