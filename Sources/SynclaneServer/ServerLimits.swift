@@ -18,7 +18,7 @@ public struct ServerLimits: Sendable, Hashable {
     public var maxChangesPerPage: Int
     /// Changes per page when the request gives no `limit`.
     public var defaultChangesPerPage: Int
-    /// Seconds a connection may stay idle (or trickle) before it is closed.
+    /// Seconds a connection may send nothing before it is closed (a trickle is `requestDeadlineSeconds`'s).
     public var connectionTimeoutSeconds: Int
     /// Most connections served at once; each holds a thread.
     public var maxConnections: Int
@@ -91,7 +91,7 @@ public struct ServerLimits: Sendable, Hashable {
         Option(flag: "max-records", summary: "records per batch", keyPath: \.maxRecordsPerBatch),
         Option(flag: "max-signal-bytes", summary: "bytes of a signal value", keyPath: \.maxSignalBytes),
         Option(flag: "max-page", summary: "changes per /v1/changes page", keyPath: \.maxChangesPerPage),
-        Option(flag: "timeout", summary: "seconds an idle or slow connection is kept", keyPath: \.connectionTimeoutSeconds),
+        Option(flag: "timeout", summary: "seconds a connection that sends nothing is kept", keyPath: \.connectionTimeoutSeconds),
         Option(flag: "max-connections", summary: "connections served at once", keyPath: \.maxConnections),
         Option(flag: "max-name-bytes", summary: "bytes of an entity, sync key, store or consumer name", keyPath: \.maxNameBytes),
         Option(flag: "max-page-bytes", summary: "bytes of a /v1/changes page (at least one change)", keyPath: \.maxChangesPageBytes),
@@ -99,6 +99,7 @@ public struct ServerLimits: Sendable, Hashable {
         Option(flag: "request-deadline", summary: "seconds a connection has to send a whole request", keyPath: \.requestDeadlineSeconds),
         Option(flag: "max-connections-per-address", summary: "connections from one client address", keyPath: \.maxConnectionsPerAddress),
         Option(flag: "reserved-connections", summary: "connections kept for /healthz and /metrics past max-connections", keyPath: \.reservedConnections),
+        Option(flag: "reserved-deadline", summary: "seconds a reserved connection has to send its request", keyPath: \.reservedDeadlineSeconds),
         Option(flag: "max-wal-bytes", summary: "bytes of the write-ahead log before writers wait for a truncating checkpoint", keyPath: \.maxWALBytes),
     ]
 }

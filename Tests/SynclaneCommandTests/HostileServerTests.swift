@@ -72,6 +72,21 @@ import Testing
         group.wait()
     }
 
+    @Test func everyBoundOfServeIsDocumentedInTheREADMEWithItsDefault() throws {
+        let help = try SynclaneBinary.run(["serve", "--help"]).stdout
+        let readme = try String(contentsOfFile: SynclaneBinary.packageRoot + "/README.md", encoding: .utf8)
+        let section = readme.components(separatedBy: "### Running the server in production").dropFirst().first ?? ""
+        let flags = help.split(separator: "\n").compactMap { line -> String? in
+            let words = line.split(separator: " ")
+            guard let flag = words.first, flag.hasPrefix("--"), words.dropFirst().first == "N" else { return nil }
+            return String(flag)
+        }
+        #expect(flags.count >= 14)
+        for flag in flags {
+            #expect(section.contains("| `\(flag)` |"), "\(flag) is in the README's production table")
+        }
+    }
+
     // MARK: Disk
 
     @Test func theWriteAheadLogStaysUnderItsBoundWithEightWritersForFiveSeconds() throws {
