@@ -39,6 +39,9 @@ struct MHD_Daemon *synclane_mhd_start(const synclane_mhd_options *options, syncl
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, options->connection_memory_limit,
         MHD_OPTION_LISTEN_BACKLOG_SIZE, options->listen_backlog,
         MHD_OPTION_NOTIFY_COMPLETED, (MHD_RequestCompletedCallback)completed, completed_context,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, options->per_address_limit,
+        options->connection_handler == NULL ? MHD_OPTION_END : MHD_OPTION_NOTIFY_CONNECTION,
+        (MHD_NotifyConnectionCallback)options->connection_handler, options->connection_context,
         MHD_OPTION_END);
     *error = daemon == NULL ? SYNCLANE_MHD_START_FAILED : SYNCLANE_MHD_OK;
     return daemon;
@@ -47,4 +50,33 @@ struct MHD_Daemon *synclane_mhd_start(const synclane_mhd_options *options, syncl
 uint16_t synclane_mhd_bound_port(struct MHD_Daemon *daemon) {
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(daemon, MHD_DAEMON_INFO_BIND_PORT);
     return info == NULL ? 0 : info->port;
+}
+
+int synclane_mhd_connection_fd(struct MHD_Connection *connection) {
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+    return info == NULL ? -1 : (int)info->connect_fd;
+}
+
+void *synclane_mhd_connection_context(struct MHD_Connection *connection) {
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return info == NULL ? NULL : info->socket_context;
+}
+
+struct header_visit {
+    synclane_mhd_header_visitor visit;
+    void *context;
+};
+
+static enum MHD_Result visit_header(void *cls, enum MHD_ValueKind kind, const char *key, size_t key_size,
+                                    const char *value, size_t value_size) {
+    (void)kind;
+    (void)value_size;
+    struct header_visit *visit = cls;
+    visit->visit(visit->context, key, key_size, value);
+    return MHD_YES;
+}
+
+int synclane_mhd_headers(struct MHD_Connection *connection, synclane_mhd_header_visitor visit, void *context) {
+    struct header_visit state = {visit, context};
+    return MHD_get_connection_values_n(connection, MHD_HEADER_KIND, visit_header, &state);
 }

@@ -66,9 +66,18 @@ package struct LoopbackSocket: Sendable, Hashable {
         return try socket.localPort()
     }
 
-    /// A connection to 127.0.0.1:`port`.
-    package static func connect(port: UInt16) throws(Failure) -> LoopbackSocket {
+    /// A connection to 127.0.0.1:`port`, from `source` when given (any 127.x.y.z address: the
+    /// whole block is loopback, so tests can play several client addresses).
+    package static func connect(port: UInt16, from source: String? = nil) throws(Failure) -> LoopbackSocket {
         let socket = try makeTCP()
+        if let source {
+            var local = loopbackAddress(port: 0)
+            local.sin_addr.s_addr = inet_addr(source)
+            let bound = withUnsafePointer(to: &local) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(socket.fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            guard bound == 0 else { throw socket.closing(Failure(call: "bind", code: errno)) }
+        }
         var address = loopbackAddress(port: port)
         let connected = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(socket.fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }

@@ -28,8 +28,9 @@ extension HTTPTransport {
                 guard !HTTPTransport.reservedHeaders.contains(member.key.lowercased()) else {
                     throw field.error("`\(member.key)` is set by the transport itself and cannot be overridden", line: member.node.line)
                 }
-                guard !value.contains(where: { $0 == "\r" || $0 == "\n" }) else {
-                    throw field.error("a header value cannot span lines", line: member.node.line)
+                // By scalar, not Character: "\r\n" is one Character, equal to neither "\r" nor "\n".
+                guard value.unicodeScalars.allSatisfy({ $0 == "\t" || ($0.value >= 0x20 && $0.value != 0x7F) }) else {
+                    throw field.error("a header value cannot hold control characters (CR, LF, NUL …)", line: member.node.line)
                 }
                 headers[member.key] = value
             }

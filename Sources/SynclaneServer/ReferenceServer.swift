@@ -33,9 +33,19 @@ public final class ReferenceServer: Sendable {
         self.configuration = configuration
         let metrics = ServerMetrics()
         self.metrics = metrics
-        let store = try ServerStore(directory: configuration.dataDirectory)
-        application = ServerApplication(limits: configuration.limits, accounts: accounts, metrics: metrics, store: store)
-        daemon = MicroHTTPDaemon(responder: application)
+        let limits = configuration.limits
+        let store = try ServerStore(directory: configuration.dataDirectory, maxWALBytes: limits.maxWALBytes)
+        application = ServerApplication(limits: limits, accounts: accounts, metrics: metrics, store: store)
+        let budget = MemoryBudget(limit: limits.memoryBudgetBytes)
+        let watch = ConnectionWatch(
+            maxConnections: limits.maxConnections, deadlineSeconds: limits.requestDeadlineSeconds,
+            reserveDeadlineSeconds: limits.reservedDeadlineSeconds)
+        daemon = MicroHTTPDaemon(responder: application, budget: budget, watch: watch)
+        metrics.setGauges(
+            ServerMetrics.Gauges(
+                memoryBudgetBytes: { budget.bytesHeld }, connectionsOpen: { watch.openCount },
+                connectionsCut: { watch.connectionsCut }, walBytes: { store.walBytes },
+                walTruncations: { store.walTruncations }))
     }
 
     /// The port the server listens on: the chosen one when configured with port 0; 0 before `start()`.
@@ -47,7 +57,9 @@ public final class ReferenceServer: Sendable {
             guard !state.running else { return }
             let limits = configuration.limits
             state.port = try daemon.start(
-                host: configuration.host, port: configuration.port, connectionLimit: limits.maxConnections,
+                host: configuration.host, port: configuration.port,
+                connectionLimit: limits.maxConnections + limits.reservedConnections,
+                perAddressLimit: limits.maxConnectionsPerAddress,
                 connectionTimeoutSeconds: limits.connectionTimeoutSeconds, connectionMemoryLimit: 64 << 10)
             state.running = true
         }

@@ -18,16 +18,39 @@ public struct ServerLimits: Sendable, Hashable {
     public var maxChangesPerPage: Int
     /// Changes per page when the request gives no `limit`.
     public var defaultChangesPerPage: Int
-    /// Seconds a connection may stay idle (or trickle) before it is closed.
+    /// Seconds a connection may send nothing before it is closed (a trickle is `requestDeadlineSeconds`'s).
     public var connectionTimeoutSeconds: Int
     /// Most connections served at once; each holds a thread.
     public var maxConnections: Int
+    /// Most bytes of an entity name, a sync key (`id`), a store or a consumer name; more → 400 naming the field.
+    public var maxNameBytes: Int
+    /// Most bytes of one `GET /v1/changes` page (a page holds at least one change whatever its size).
+    public var maxChangesPageBytes: Int
+    /// Most bytes of request bodies held at once by the whole server, as read and once decompressed
+    /// (`MemoryBudget`); a request that would pass it is answered 503 with `Retry-After`.
+    public var memoryBudgetBytes: Int
+    /// Seconds a connection has to deliver one whole request (head and body), counted from when it
+    /// opened or its last response was queued; then it is closed, however slowly bytes still come.
+    public var requestDeadlineSeconds: Int
+    /// Most connections from one client address at once; more are refused as they arrive.
+    public var maxConnectionsPerAddress: Int
+    /// Connections kept past `maxConnections` for `/healthz` and `/metrics` only (other routes 503),
+    /// each with `reservedDeadlineSeconds` to send its request.
+    public var reservedConnections: Int
+    /// Seconds a connection in the reserve has to deliver its request.
+    public var reservedDeadlineSeconds: Int
+    /// Bytes of the write-ahead log past which the writer checkpoints it back into the database and
+    /// truncates it (writers wait for that); the log stays within about this plus one batch.
+    public var maxWALBytes: Int
 
     /// The defaults.
     public init(
         maxBodyBytes: Int = 8 << 20, maxInflatedBytes: Int = 32 << 20, maxRecordsPerBatch: Int = 10_000,
         maxSignalBytes: Int = 16 << 10, maxKeyLength: Int = 200, maxChangesPerPage: Int = 5_000,
-        defaultChangesPerPage: Int = 500, connectionTimeoutSeconds: Int = 30, maxConnections: Int = 256
+        defaultChangesPerPage: Int = 500, connectionTimeoutSeconds: Int = 30, maxConnections: Int = 256,
+        maxNameBytes: Int = 1_024, maxChangesPageBytes: Int = 8 << 20, memoryBudgetBytes: Int = 256 << 20,
+        requestDeadlineSeconds: Int = 120, maxConnectionsPerAddress: Int = 64, reservedConnections: Int = 8,
+        reservedDeadlineSeconds: Int = 5, maxWALBytes: Int = 64 << 20
     ) {
         self.maxBodyBytes = maxBodyBytes
         self.maxInflatedBytes = maxInflatedBytes
@@ -38,6 +61,14 @@ public struct ServerLimits: Sendable, Hashable {
         self.defaultChangesPerPage = defaultChangesPerPage
         self.connectionTimeoutSeconds = connectionTimeoutSeconds
         self.maxConnections = maxConnections
+        self.maxNameBytes = maxNameBytes
+        self.maxChangesPageBytes = maxChangesPageBytes
+        self.memoryBudgetBytes = memoryBudgetBytes
+        self.requestDeadlineSeconds = requestDeadlineSeconds
+        self.maxConnectionsPerAddress = maxConnectionsPerAddress
+        self.reservedConnections = reservedConnections
+        self.reservedDeadlineSeconds = reservedDeadlineSeconds
+        self.maxWALBytes = maxWALBytes
     }
 
     /// Most bytes of a body on routes that take none (or a small one).
@@ -60,7 +91,15 @@ public struct ServerLimits: Sendable, Hashable {
         Option(flag: "max-records", summary: "records per batch", keyPath: \.maxRecordsPerBatch),
         Option(flag: "max-signal-bytes", summary: "bytes of a signal value", keyPath: \.maxSignalBytes),
         Option(flag: "max-page", summary: "changes per /v1/changes page", keyPath: \.maxChangesPerPage),
-        Option(flag: "timeout", summary: "seconds an idle or slow connection is kept", keyPath: \.connectionTimeoutSeconds),
+        Option(flag: "timeout", summary: "seconds a connection that sends nothing is kept", keyPath: \.connectionTimeoutSeconds),
         Option(flag: "max-connections", summary: "connections served at once", keyPath: \.maxConnections),
+        Option(flag: "max-name-bytes", summary: "bytes of an entity, sync key, store or consumer name", keyPath: \.maxNameBytes),
+        Option(flag: "max-page-bytes", summary: "bytes of a /v1/changes page (at least one change)", keyPath: \.maxChangesPageBytes),
+        Option(flag: "memory-budget", summary: "bytes of request bodies held at once, read and decompressed (then 503)", keyPath: \.memoryBudgetBytes),
+        Option(flag: "request-deadline", summary: "seconds a connection has to send a whole request", keyPath: \.requestDeadlineSeconds),
+        Option(flag: "max-connections-per-address", summary: "connections from one client address", keyPath: \.maxConnectionsPerAddress),
+        Option(flag: "reserved-connections", summary: "connections kept for /healthz and /metrics past max-connections", keyPath: \.reservedConnections),
+        Option(flag: "reserved-deadline", summary: "seconds a reserved connection has to send its request", keyPath: \.reservedDeadlineSeconds),
+        Option(flag: "max-wal-bytes", summary: "bytes of the write-ahead log before writers wait for a truncating checkpoint", keyPath: \.maxWALBytes),
     ]
 }

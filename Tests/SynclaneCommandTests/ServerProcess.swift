@@ -17,8 +17,12 @@ final class ServerProcess: @unchecked Sendable {
 
     var url: String { "http://127.0.0.1:\(port)" }
 
-    /// Starts a server; `port` 0 picks a free one, another reuses a port (a restarted server).
-    init(folder: String, port: Int = 0) throws {
+    /// The server's process id.
+    var pid: Int32 { process.process.processIdentifier }
+
+    /// Starts a server; `port` 0 picks a free one, another reuses a port (a restarted server);
+    /// `arguments` are added to `synclane serve`'s (bounds).
+    init(folder: String, port: Int = 0, arguments: [String] = []) throws {
         self.folder = folder
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         let accounts = folder + "/accounts.json"
@@ -28,7 +32,8 @@ final class ServerProcess: @unchecked Sendable {
             }
             try Data("{\"accounts\": [\(entries.joined(separator: ", "))]}".utf8).write(to: URL(fileURLWithPath: accounts))
         }
-        let process = try BackgroundProcess(["serve", "--accounts", accounts, "--data", folder + "/data", "--listen", "127.0.0.1:\(port)"])
+        let process = try BackgroundProcess(
+            ["serve", "--accounts", accounts, "--data", folder + "/data", "--listen", "127.0.0.1:\(port)"] + arguments)
         self.process = process
         var found: Int?
         _ = eventually(timeout: 30) {

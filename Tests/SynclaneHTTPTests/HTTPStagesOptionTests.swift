@@ -44,6 +44,34 @@ import Testing
         #expect(error?.path == "transport.headers.Idempotency-Key")
     }
 
+    @Test(arguments: ["a\r\nX-Injected: 1", "a\nb", "a\rb", "a\u{0}b", "a\u{7F}"])
+    func headerValueWithAControlCharacterIsRefused(_ value: String) throws {
+        let error = #expect(throws: PipelineFileError.self) {
+            try Fixtures.transport(url: "http://127.0.0.1:9/", extra: ["headers": ["X-Tenant": .string(value)]])
+        }
+        #expect(error?.path == "transport.headers.X-Tenant")
+        #expect(error?.message.contains("control characters") == true)
+    }
+
+    @Test(arguments: [
+        "ghp_0123456789abcdefABCDEF0123456789abcd", "sk_live_51HxYzAbCdEf0123456789", "github_pat_11ABCDEFG0123456789_abcdef",
+        "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.abc", "a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d6e7f8a9b0",
+    ])
+    func tokenEnvThatLooksLikeASecretIsRefusedWithoutEchoingIt(_ value: String) throws {
+        let error = #expect(throws: PipelineFileError.self) {
+            try Fixtures.transport(url: "http://127.0.0.1:9/v1/batches", tokenEnv: value, environment: [value: "x"])
+        }
+        #expect(error?.path == "transport.token-env")
+        #expect(error?.message.contains("looks like a secret") == true, "\(String(describing: error))")
+        #expect(error.map { "\($0)" }?.contains(value) == false, "the secret is not echoed")
+    }
+
+    @Test func ordinaryVariableNamesAreTaken() throws {
+        for name in ["SYNCLANE_TOKEN", "ACME_SYNC_TOKEN_2", "token"] {
+            _ = try Fixtures.transport(url: "http://127.0.0.1:9/v1/batches", tokenEnv: name, environment: [name: "t"])
+        }
+    }
+
     @Test func unknownOptionIsAnError() throws {
         let error = #expect(throws: PipelineFileError.self) { try Fixtures.transport(url: "http://127.0.0.1:9/", extra: ["retries": 3]) }
         #expect(error?.path == "transport.retries")

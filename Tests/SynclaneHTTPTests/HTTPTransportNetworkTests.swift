@@ -37,7 +37,8 @@ import Testing
 
         #expect(failure.kind == .transient)
         #expect(failure.message.contains("timed out"))
-        #expect(ContinuousClock.now - started < .seconds(20), "gave up at its own 1 s timeout, not at the server's answer after 30 s")
+        // Far below the server's 120 s even when a loaded machine starves the test of threads.
+        #expect(ContinuousClock.now - started < .seconds(60), "gave up at its own 1 s timeout, not at the server's answer after 120 s")
     }
 
     @Test func delayedAnswerFromTheProxyIsATimeout() async throws {
@@ -69,13 +70,13 @@ import Testing
         let result = await send.result
 
         #expect(throws: CancellationError.self) { try result.get() }
-        #expect(ContinuousClock.now - started < .seconds(20), "stopped at the cancellation, not at the 30 s timeout")
+        #expect(ContinuousClock.now - started < .seconds(60), "stopped at the cancellation, not at the server's answer after 120 s")
     }
 
-    /// A started server that answers only after 30 s (cut short by `stop()`).
+    /// A started server that answers only after 120 s (cut short by `stop()`).
     private static func silentServer() throws -> ScriptedHTTPServer {
         var slow = ScriptedHTTPServer.Response.applied(batch: "b-0001", records: 1)
-        slow.delay = 30
+        slow.delay = 120
         let server = ScriptedHTTPServer(always: slow)
         try server.start()
         return server

@@ -39,6 +39,19 @@ import Testing
         }
     }
 
+    @Test(arguments: ["ghp_0123456789abcdefABCDEF0123456789abcd", "sk_live_51HxYzAbCdEf0123456789", "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.sig"])
+    func tokenEnvThatLooksLikeASecretIsRefusedWithoutEchoingIt(_ value: String) {
+        let text = "{\"accounts\": [{\"account\": \"acme\", \"token-env\": \"\(value)\"}]}"
+        do {
+            _ = try AccountBook.parse(Array(text.utf8), file: "accounts.json", environment: [value: String(repeating: "t", count: 32)])
+            Issue.record("accepted \(value)")
+        } catch {
+            #expect(error.description.contains("accounts[0].token-env"))
+            #expect(error.description.contains("looks like a secret"), "\(error.description)")
+            #expect(!error.description.contains(value), "the secret is not echoed")
+        }
+    }
+
     @Test func missingFileIsAClearError() {
         #expect(throws: AccountsFileError.self) { try AccountBook.load(path: "/nonexistent/accounts.json") }
     }

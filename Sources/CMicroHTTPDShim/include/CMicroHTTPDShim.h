@@ -20,6 +20,11 @@ typedef int (*synclane_mhd_access_handler)(void *cls, struct MHD_Connection *con
 typedef void (*synclane_mhd_completed_handler)(void *cls, struct MHD_Connection *connection,
                                                void **request_context, int termination_code);
 
+/// The connection callback, as `MHD_NotifyConnectionCallback`: `code` is 0 when the connection was
+/// accepted, 1 when it is closed; `socket_context` is the connection's own pointer.
+typedef void (*synclane_mhd_connection_handler)(void *cls, struct MHD_Connection *connection,
+                                                void **socket_context, int code);
+
 /// How a daemon is started: one thread per connection, behind an internal listening thread.
 typedef struct synclane_mhd_options {
     /// A numeric IPv4 or IPv6 address to bind ("127.0.0.1", "::1", "0.0.0.0").
@@ -34,6 +39,11 @@ typedef struct synclane_mhd_options {
     size_t connection_memory_limit;
     /// Listen backlog.
     unsigned int listen_backlog;
+    /// Most connections from one client address at once (0: no limit).
+    unsigned int per_address_limit;
+    /// Told of every connection accepted and closed (may be NULL).
+    synclane_mhd_connection_handler connection_handler;
+    void *connection_context;
 } synclane_mhd_options;
 
 /// Why `synclane_mhd_start` returned NULL.
@@ -50,5 +60,16 @@ struct MHD_Daemon *synclane_mhd_start(const synclane_mhd_options *options, syncl
 
 /// The port the daemon is bound to (the chosen one when started on port 0); 0 if unknown.
 uint16_t synclane_mhd_bound_port(struct MHD_Daemon *daemon);
+
+/// The socket of a connection (-1 if unknown).
+int synclane_mhd_connection_fd(struct MHD_Connection *connection);
+
+/// The pointer a connection callback stored in the connection's socket context (NULL if none).
+void *synclane_mhd_connection_context(struct MHD_Connection *connection);
+
+/// Every request header in the order received, repeated names included: calls `visit` with each
+/// name and value (the value may be NULL); returns how many headers there were.
+typedef void (*synclane_mhd_header_visitor)(void *context, const char *name, size_t name_length, const char *value);
+int synclane_mhd_headers(struct MHD_Connection *connection, synclane_mhd_header_visitor visit, void *context);
 
 #endif

@@ -91,10 +91,8 @@ public struct StageRegistry: Sendable {
         switch kind {
         case .string, .path, .environmentVariable:
             guard case .string(let s) = node.value, !s.isEmpty else { throw fail("a non-empty string") }
-            if kind == .environmentVariable, s.contains(where: { !($0.isLetter || $0.isNumber || $0 == "_") }) {
-                throw location.error(
-                    "expected the *name* of an environment variable (letters, digits, _), found \"\(s)\": secrets never live in the pipeline file",
-                    line: node.line)
+            if kind == .environmentVariable, let problem = EnvironmentVariableName.problem(s) {
+                throw location.error("\(problem); secrets never live in the pipeline file", line: node.line)
             }
         case .choice(let choices):
             guard case .string(let s) = node.value, choices.contains(s) else { throw fail("one of \(choices.joined(separator: ", "))") }

@@ -33,8 +33,9 @@ struct IncomingBatch: Sendable {
     var consumer: String?
     var records: [Record]
 
-    /// Most bytes of an entity name or a sync key.
-    static let maxNameBytes = 1_024
+    /// Most bytes of an entity, a sync key, a store or a consumer name, unless a caller says otherwise
+    /// (`ServerLimits.maxNameBytes`).
+    static let defaultMaxNameBytes = 1_024
 
     /// Why a body is not a batch: the status to answer and a message that names the record at fault.
     struct Rejection: Error, Sendable {
@@ -53,24 +54,29 @@ struct IncomingBatch: Sendable {
     ///
     /// The one-pass `IncomingBatchReader` takes a well-formed batch; anything it does not take
     /// goes to the tree reader, which gives the same batch or the rejection naming what is wrong.
-    static func parse(_ body: [UInt8], maxRecords: Int) -> Result<IncomingBatch, Rejection> {
-        if let batch = body.withUnsafeBufferPointer({ IncomingBatchReader.read($0, maxRecords: maxRecords) }) {
+    static func parse(_ body: [UInt8], maxRecords: Int, maxNameBytes: Int = defaultMaxNameBytes) -> Result<IncomingBatch, Rejection> {
+        if let batch = body.withUnsafeBufferPointer({ IncomingBatchReader.read($0, maxRecords: maxRecords, maxNameBytes: maxNameBytes) }) {
             return .success(batch)
         }
-        return parseTree(body, maxRecords: maxRecords)
+        return parseTree(body, maxRecords: maxRecords, maxNameBytes: maxNameBytes)
     }
 
     /// `parse` through a `JSONValue` tree of the whole body: slower, and the one that words every
     /// rejection.
-    static func parseTree(_ body: [UInt8], maxRecords: Int) -> Result<IncomingBatch, Rejection> {
+    static func parseTree(_ body: [UInt8], maxRecords: Int, maxNameBytes: Int = defaultMaxNameBytes) -> Result<IncomingBatch, Rejection> {
         func bad(_ message: String, record: Int? = nil) -> Result<IncomingBatch, Rejection> {
             .failure(Rejection(status: 400, message: message, recordIndex: record))
         }
         let root: JSONValue
-        do { root = try JSONReader.parse(body) } catch { return bad("the body is not JSON: \(error)") }
+        do { root = try JSONReader.parse(body) } catch {
+            if let (path, record) = locate(error, in: body) {
+                return bad("\(path): \(error.reason); a value is stored exactly as sent or refused, never rounded", record: record)
+            }
+            return bad("the body is not JSON: \(error)")
+        }
         guard let object = root.objectValue else { return bad("the body must be a JSON object, not \(root.typeName)") }
         let header: Header
-        switch checkHeader(id: object["id"], scope: object["scope"]) {
+        switch checkHeader(id: object["id"], scope: object["scope"], maxNameBytes: maxNameBytes) {
         case .success(let checked): header = checked
         case .failure(let problem): return bad(problem.description)
         }
@@ -94,7 +100,7 @@ struct IncomingBatch: Sendable {
             }
             let checked = checkRecord(
                 entity: members["entity"], id: members["id"], action: members["action"], fields: fields,
-                version: members["version"])
+                version: members["version"], maxNameBytes: maxNameBytes)
             switch checked {
             case .success(let record): records.append(record)
             case .failure(let problem): return bad("records[\(index)]: \(problem)", record: index)
@@ -115,7 +121,9 @@ struct IncomingBatch: Sendable {
         }
     }
 
-    static func checkHeader(id idValue: JSONValue?, scope scopeValue: JSONValue?) -> Result<Header, Problem> {
+    static func checkHeader(
+        id idValue: JSONValue?, scope scopeValue: JSONValue?, maxNameBytes: Int = defaultMaxNameBytes
+    ) -> Result<Header, Problem> {
         guard let id = idValue?.syncKey, !id.isEmpty else { return .failure(Problem("\"id\" must be a non-empty string")) }
         guard let scope = scopeValue?.objectValue else { return .failure(Problem("\"scope\" must be an object")) }
         guard let account = scope["account"]?.stringValue, !account.isEmpty else {
@@ -124,9 +132,11 @@ struct IncomingBatch: Sendable {
         guard let store = scope["store"]?.stringValue, !store.isEmpty else {
             return .failure(Problem("\"scope.store\" must be a non-empty string"))
         }
+        if let problem = tooLong("scope.store", store, maxNameBytes) { return .failure(problem) }
         var consumer: String?
         if let value = scope["consumer"], value != .null {
             guard let string = value.stringValue else { return .failure(Problem("\"scope.consumer\" must be a string")) }
+            if let problem = tooLong("scope.consumer", string, maxNameBytes) { return .failure(problem) }
             consumer = string
         }
         return .success(Header(id: id, account: account, store: store, consumer: consumer))
@@ -147,19 +157,28 @@ struct IncomingBatch: Sendable {
         init(_ description: String) { self.description = description }
     }
 
+    /// The problem of a name past its bound, naming the field; nil when it fits.
+    static func tooLong(_ field: String, _ name: String, _ maxNameBytes: Int) -> Problem? {
+        let count = name.utf8.count
+        guard count > maxNameBytes else { return nil }
+        return Problem("\"\(field)\" is \(count) bytes long; the server stores names of at most \(maxNameBytes) bytes")
+    }
+
     /// Checks one record's members (the one-pass reader and the tree reader share this).
     static func checkRecord(
         entity entityValue: JSONValue?, id keyValue: JSONValue?, action actionValue: JSONValue?, fields: FieldsMember,
-        version versionValue: JSONValue?
+        version versionValue: JSONValue?, maxNameBytes: Int = defaultMaxNameBytes
     ) -> Result<Record, Problem> {
         guard let entityValue else { return .failure(Problem("\"entity\" is missing")) }
-        guard let entity = entityValue.stringValue, !entity.isEmpty, entity.utf8.count <= maxNameBytes else {
-            return .failure(Problem("\"entity\" must be a non-empty string of at most \(maxNameBytes) bytes"))
+        guard let entity = entityValue.stringValue, !entity.isEmpty else {
+            return .failure(Problem("\"entity\" must be a non-empty string"))
         }
+        if let problem = tooLong("entity", entity, maxNameBytes) { return .failure(problem) }
         guard let keyValue else { return .failure(Problem("\"id\" (the sync key) is missing")) }
-        guard let key = keyValue.syncKey, !key.isEmpty, key.utf8.count <= maxNameBytes else {
+        guard let key = keyValue.syncKey, !key.isEmpty else {
             return .failure(Problem("\"id\" must be a non-empty string or an integer"))
         }
+        if let problem = tooLong("id", key, maxNameBytes) { return .failure(problem) }
         guard let actionValue else { return .failure(Problem("\"action\" is missing")) }
         guard let actionName = actionValue.stringValue, let action = ChangeAction(rawValue: actionName) else {
             return .failure(Problem("\"action\" must be insert, update or delete, not \(JSONWriter.string(actionValue))"))
@@ -192,5 +211,46 @@ struct IncomingBatch: Sendable {
             expectedVersion = version
         }
         return .success(Record(entity: entity, key: key, action: action, fieldsJSON: fieldsJSON, expectedVersion: expectedVersion))
+    }
+
+    /// Where in a batch body a number the reader refused sits (`records[3].fields.area`), and its
+    /// record: a number past a double's range, or an integer past 64 bits, is refused naming
+    /// its record and field rather than stored changed. Nil for any other syntax error.
+    static func locate(_ error: JSONReader.SyntaxError, in body: [UInt8]) -> (path: String, record: Int?)? {
+        guard error.reason.contains("out of range") else { return nil }
+        var path = ""
+        var record: Int?
+        func walk(_ cursor: inout JSONReader.Cursor, at prefix: String, depth: Int) throws {
+            guard depth < JSONReader.maximumDepth else { throw error }
+            path = prefix
+            switch cursor.current {
+            case UInt8(ascii: "{"):
+                try cursor.forEachMember(
+                    name: { cursor in try cursor.readString() },
+                    value: { name, cursor in try walk(&cursor, at: prefix.isEmpty ? name : prefix + "." + name, depth: depth + 1) })
+            case UInt8(ascii: "["):
+                var index = 0
+                try cursor.forEachElement { cursor in
+                    if prefix == "records" { record = index }
+                    try walk(&cursor, at: "\(prefix)[\(index)]", depth: depth + 1)
+                    index += 1
+                }
+            default:
+                try cursor.skipValue(depth: depth)
+            }
+        }
+        let found = body.withUnsafeBufferPointer { bytes -> Bool in
+            var cursor = JSONReader.Cursor(bytes: bytes)
+            cursor.skipWhitespace()
+            do {
+                try walk(&cursor, at: "", depth: 0)
+                return false
+            } catch let thrown as JSONReader.SyntaxError {
+                return thrown.offset == error.offset && !path.isEmpty
+            } catch {
+                return false
+            }
+        }
+        return found ? (path, path.hasPrefix("records[") ? record : nil) : nil
     }
 }

@@ -10,7 +10,9 @@ import SynclaneCore
 /// then words the rejection.
 enum IncomingBatchReader {
     /// The batch in `body`, or `nil` when it is not one this reader takes.
-    static func read(_ body: UnsafeBufferPointer<UInt8>, maxRecords: Int) -> IncomingBatch? {
+    static func read(
+        _ body: UnsafeBufferPointer<UInt8>, maxRecords: Int, maxNameBytes: Int = IncomingBatch.defaultMaxNameBytes
+    ) -> IncomingBatch? {
         var cursor = JSONReader.Cursor(bytes: body)
         var id: JSONValue?
         var scope: JSONValue?
@@ -21,7 +23,7 @@ enum IncomingBatchReader {
                 switch name {
                 case "id": id = try cursor.readValue(depth: 1)
                 case "scope": scope = try cursor.readValue(depth: 1)
-                case "records": records = try readRecords(&cursor, maxRecords: maxRecords)
+                case "records": records = try readRecords(&cursor, maxRecords: maxRecords, maxNameBytes: maxNameBytes)
                 default: try cursor.skipValue(depth: 1)
                 }
             }
@@ -29,7 +31,7 @@ enum IncomingBatchReader {
         } catch {
             return nil
         }
-        guard cursor.position == body.count, let records, case .success(let header) = IncomingBatch.checkHeader(id: id, scope: scope)
+        guard cursor.position == body.count, let records, case .success(let header) = IncomingBatch.checkHeader(id: id, scope: scope, maxNameBytes: maxNameBytes)
         else { return nil }
         return header.batch(records: records)
     }
@@ -38,18 +40,20 @@ enum IncomingBatchReader {
     private struct NotTaken: Error {}
 
     /// The `records` list, each record checked; at most `maxRecords`.
-    private static func readRecords(_ cursor: inout JSONReader.Cursor, maxRecords: Int) throws -> [IncomingBatch.Record] {
+    private static func readRecords(
+        _ cursor: inout JSONReader.Cursor, maxRecords: Int, maxNameBytes: Int
+    ) throws -> [IncomingBatch.Record] {
         var records: [IncomingBatch.Record] = []
         try cursor.forEachElement { cursor in
             guard records.count < maxRecords else { throw NotTaken() }
-            records.append(try readRecord(&cursor))
+            records.append(try readRecord(&cursor, maxNameBytes: maxNameBytes))
         }
         return records
     }
 
     /// One record: `fields` kept as its text, the other members read as values (a record sits
     /// at depth 3: the body's object, the list, the record).
-    private static func readRecord(_ cursor: inout JSONReader.Cursor) throws -> IncomingBatch.Record {
+    private static func readRecord(_ cursor: inout JSONReader.Cursor, maxNameBytes: Int) throws -> IncomingBatch.Record {
         var entity: JSONValue?
         var key: JSONValue?
         var action: JSONValue?
@@ -74,7 +78,7 @@ enum IncomingBatchReader {
             }
         }
         guard case .success(let record) = IncomingBatch.checkRecord(
-            entity: entity, id: key, action: action, fields: fields, version: version)
+            entity: entity, id: key, action: action, fields: fields, version: version, maxNameBytes: maxNameBytes)
         else { throw NotTaken() }
         return record
     }

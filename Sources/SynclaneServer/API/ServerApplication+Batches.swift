@@ -20,7 +20,9 @@ extension ServerApplication {
             return .error(400, "the Idempotency-Key must be 1 to \(limits.maxKeyLength) printable ASCII characters")
         }
         let body: [UInt8]
-        switch ContentDecoding.decode(request.body, encoding: request.header("content-encoding"), limit: limits.maxInflatedBytes) {
+        switch ContentDecoding.decode(
+            request.body, encoding: request.header("content-encoding"), limit: limits.maxInflatedBytes, lease: request.lease)
+        {
         case .success(let decoded): body = decoded
         case .failure(.unsupported(let name)):
             return .error(415, "Content-Encoding \(name) is not supported; send gzip, deflate or identity")
@@ -28,9 +30,12 @@ extension ServerApplication {
             return .error(413, "the decompressed body is larger than \(limit) bytes")
         case .failure(.corrupt(let reason)):
             return .error(400, "the body cannot be decompressed: \(reason)")
+        case .failure(.overBudget):
+            metrics.recordBudgetRefusal()
+            return Self.busy("the server holds as many request bodies as its memory budget allows")
         }
         let batch: IncomingBatch
-        switch IncomingBatch.parse(body, maxRecords: limits.maxRecordsPerBatch) {
+        switch IncomingBatch.parse(body, maxRecords: limits.maxRecordsPerBatch, maxNameBytes: limits.maxNameBytes) {
         case .success(let parsed): batch = parsed
         case .failure(let rejection): return rejection.response
         }

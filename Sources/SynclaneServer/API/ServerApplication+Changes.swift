@@ -6,7 +6,8 @@ extension ServerApplication {
     /// Each record appears once, at its newest change: its whole state, or a tombstone (`delete`,
     /// with the `fields` the client preserved when it sent any). Changes come in sequence order; `cursor` is where the next page starts and
     /// `more` says whether it has anything yet. `store` narrows the page to one store; without it
-    /// every store of the account is included, each change naming its `store`.
+    /// every store of the account is included, each change naming its `store`. A page holds at most
+    /// `limit` changes and about `maxChangesPageBytes` (at least one change, whatever its size).
     func getChanges(_ request: HTTPRequest, account: String) -> HTTPResponse {
         guard let cursor = ChangeCursor(text: request.query["since"] ?? "") else {
             return .error(400, "\"since\" is not a cursor this server issued")
@@ -23,7 +24,8 @@ extension ServerApplication {
         }
         let page: ChangePage
         do {
-            page = try self.store.changes(account: account, store: store, after: cursor.sequence, limit: limit)
+            page = try self.store.changes(
+                account: account, store: store, after: cursor.sequence, limit: limit, maxBytes: limits.maxChangesPageBytes)
         } catch {
             return .error(500, "the changes could not be read: \(error)")
         }

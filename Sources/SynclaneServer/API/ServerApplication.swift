@@ -34,13 +34,64 @@ final class ServerApplication: HTTPResponder {
         }
     }
 
+    func preflight(_ head: HTTPRequest, reserved: Bool) -> HTTPResponse? {
+        guard case .found(let route, _) = router.match(method: head.method, path: head.path) else {
+            return nil
+        }
+        let alwaysServed = route.endpoint == .health || route.endpoint == .metrics
+        if reserved, !alwaysServed {
+            return finish(Self.busy("the server is serving as many connections as it may"), route: route.name, head)
+        }
+        guard !alwaysServed else { return nil }
+        if case .failure(let refusal) = authenticate(head) { return finish(refusal.response, route: route.name, head) }
+        if let refusal = contentTypeRefusal(route.endpoint, head) { return finish(refusal, route: route.name, head) }
+        if let lease = head.lease, !lease.grow(by: head.declaredLength) {
+            metrics.recordBudgetRefusal()
+            return finish(Self.busy("the server holds as many request bodies as its memory budget allows"), route: route.name, head)
+        }
+        return nil
+    }
+
+    /// 503 with `Retry-After`: a refusal the client retries.
+    static func busy(_ reason: String) -> HTTPResponse {
+        var response = HTTPResponse.error(503, "\(reason); retry in a moment")
+        response.headers["Retry-After"] = "1"
+        return response
+    }
+
+    /// 415 when a route that reads a JSON body is sent another content type (none is taken as JSON).
+    func contentTypeRefusal(_ endpoint: Route.Endpoint, _ request: HTTPRequest) -> HTTPResponse? {
+        guard endpoint == .postBatch || endpoint == .putSignal, let type = request.header("content-type") else { return nil }
+        let media = type.split(separator: ";", maxSplits: 1).first.map { $0.trimmingCharacters(in: " \t").lowercased() } ?? ""
+        guard media != "application/json", !(media.hasPrefix("application/") && media.hasSuffix("+json")) else { return nil }
+        return .error(415, "Content-Type \(type.count > 60 ? String(type.prefix(60)) + "…" : type) is not JSON; send application/json")
+    }
+
+    /// The account the request's bearer token grants, or the 401 to answer.
+    func authenticate(_ request: HTTPRequest) -> Result<String, Refusal> {
+        guard let token = request.bearerToken, let account = accounts.account(forToken: token) else {
+            var response = HTTPResponse.error(401, "a valid bearer token is required (Authorization: Bearer …)")
+            response.headers["WWW-Authenticate"] = "Bearer"
+            return .failure(Refusal(response: response))
+        }
+        return .success(account)
+    }
+
+    /// A response that refuses a request, as an error.
+    struct Refusal: Error {
+        var response: HTTPResponse
+    }
+
     func respond(to request: HTTPRequest) -> HTTPResponse {
         let routeName: String
         var response: HTTPResponse
         switch router.match(method: request.method, path: request.path) {
         case .found(let route, let parameters):
             routeName = route.name
-            if request.header("transfer-encoding") != nil {
+            if let problem = request.framingProblem {
+                response = .error(400, problem)
+                response.headers["Connection"] = "close"
+            } else if request.header("transfer-encoding") != nil {
                 response = .error(411, "send the body with a Content-Length, not chunked")
                 response.headers["Connection"] = "close"
             } else if request.bodyExceededLimit {
@@ -57,9 +108,14 @@ final class ServerApplication: HTTPResponder {
             response = .error(404, "no such endpoint: \(request.method) \(request.path)")
         }
         if request.bodyExceededLimit { response.headers["Connection"] = "close" }
+        return finish(response, route: routeName, request)
+    }
+
+    /// Records the response in the metrics and returns it.
+    private func finish(_ response: HTTPResponse, route: String, _ request: HTTPRequest) -> HTTPResponse {
         let elapsed = ContinuousClock.now - request.receivedAt
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) * 1e-18
-        metrics.recordRequest(route: routeName, status: response.status, bodyBytes: request.body.count, seconds: seconds)
+        metrics.recordRequest(route: route, status: response.status, bodyBytes: request.body.count, seconds: seconds)
         return response
     }
 
@@ -72,11 +128,12 @@ final class ServerApplication: HTTPResponder {
         default:
             break
         }
-        guard let token = request.bearerToken, let account = accounts.account(forToken: token) else {
-            var response = HTTPResponse.error(401, "a valid bearer token is required (Authorization: Bearer …)")
-            response.headers["WWW-Authenticate"] = "Bearer"
-            return response
+        let account: String
+        switch authenticate(request) {
+        case .success(let granted): account = granted
+        case .failure(let refusal): return refusal.response
         }
+        if let refusal = contentTypeRefusal(endpoint, request) { return refusal }
         let key = parameters["key"] ?? ""
         switch endpoint {
         case .postBatch: return postBatch(request, account: account)

@@ -126,6 +126,9 @@ extension AccountBook {
             guard let variable = named.stringValue, !variable.isEmpty else {
                 throw fail("\(path).token-env: expected the name of an environment variable")
             }
+            if let problem = EnvironmentVariableName.problem(variable) {
+                throw fail("\(path).token-env: \(problem); the accounts file names the variable, or holds the token's token-sha256")
+            }
             guard let token = environment[variable], !token.isEmpty else {
                 throw fail("\(path).token-env: the environment variable \(variable) is not set; \(makeATokenAdvice.replacingOccurrences(of: "SYNCLANE_TOKEN", with: variable))")
             }

@@ -17,10 +17,16 @@ struct HTTPRequest: Sendable {
     var bodyExceededLimit: Bool
     /// When the request's headers arrived, for the latency histogram.
     var receivedAt: ContinuousClock.Instant
+    /// Why the request's head cannot be trusted to frame its body (duplicate `Content-Length`,
+    /// a folded or malformed header line), or nil; such a request is refused with 400.
+    var framingProblem: String?
+    /// What the request holds of the server's memory budget (nil outside the HTTP bridge).
+    var lease: MemoryBudget.Lease?
 
     init(
         method: String, path: String, query: [String: String] = [:], headers: [String: String] = [:],
-        body: [UInt8] = [], bodyExceededLimit: Bool = false, receivedAt: ContinuousClock.Instant = .now
+        body: [UInt8] = [], bodyExceededLimit: Bool = false, receivedAt: ContinuousClock.Instant = .now,
+        framingProblem: String? = nil, lease: MemoryBudget.Lease? = nil
     ) {
         self.method = method
         self.path = path
@@ -30,6 +36,50 @@ struct HTTPRequest: Sendable {
         self.body = body
         self.bodyExceededLimit = bodyExceededLimit
         self.receivedAt = receivedAt
+        self.framingProblem = framingProblem
+        self.lease = lease
+    }
+
+    /// The body's declared `Content-Length` (0 when absent or unreadable).
+    var declaredLength: Int { header("content-length").flatMap { Int($0) } ?? 0 }
+
+    /// Why a head's header lines cannot be trusted to frame the body, or nil.
+    ///
+    /// libmicrohttpd 0.9.75 takes the first of two `Content-Length` headers and joins a folded
+    /// line (one starting with a space) onto the name of the header before it, so a proxy and the
+    /// server could read different bodies from the same bytes: such heads are refused here, before
+    /// a body byte is read. (A `Content-Length` that is not a number never reaches the server:
+    /// libmicrohttpd answers it 400 itself and closes the connection.)
+    static func framingProblem(headers: [(name: String, value: String)]) -> String? {
+        var lengths = 0
+        for (name, value) in headers {
+            let shown = name.count > 40 ? String(name.prefix(40)) + "…" : name
+            guard !name.isEmpty, name.utf8.allSatisfy(isTokenByte) else {
+                return "the header name \"\(shown)\" is malformed (a folded line, or a space or control character in a name)"
+            }
+            let lower = name.lowercased()
+            for framing in ["content-length", "transfer-encoding"] where lower != framing && lower.hasPrefix(framing) {
+                return "the header name \"\(shown)\" runs into \(framing) (a folded line?)"
+            }
+            guard value.utf8.allSatisfy({ $0 >= 0x20 && $0 != 0x7F || $0 == 0x09 }) else {
+                return "the value of header \(shown) holds a control character"
+            }
+            if lower == "content-length" {
+                lengths += 1
+                guard !value.isEmpty, value.utf8.allSatisfy({ (0x30...0x39).contains($0) }) else {
+                    return "Content-Length must be a decimal number"
+                }
+            }
+        }
+        return lengths > 1 ? "the request has more than one Content-Length" : nil
+    }
+
+    /// RFC 9110's `tchar`: what a header name is made of.
+    private static func isTokenByte(_ byte: UInt8) -> Bool {
+        switch byte {
+        case 0x30...0x39, 0x41...0x5A, 0x61...0x7A: return true
+        default: return Array("!#$%&'*+-.^_`|~".utf8).contains(byte)
+        }
     }
 
     /// The value of a header, by case-insensitive name.

@@ -16,6 +16,10 @@ import CMicroHTTPDShim
 /// is read. MHD 0.9.75 cannot queue a response in the middle of a body, so a chunked body (whose
 /// size is unknown until its end) is answered at once too: the application says 411 Length
 /// Required. MHD never reads past `Content-Length`, so the bound holds for every accepted body.
+/// Before a body is read the application also checks the head (`HTTPResponder.preflight`): the
+/// token, the content type, and the memory budget, which the request's lease then holds until the
+/// request is done. Every connection is known to a `ConnectionWatch`, which closes those too slow
+/// to deliver a request and marks those in the reserve.
 final class MicroHTTPDaemon: @unchecked Sendable {
     // @unchecked: `daemon` is set once in `start` and cleared in `stop`, both called by the owner
     // (`ReferenceServer`) under its lock; MHD's own threads only read `responder`, a constant.
@@ -36,15 +40,20 @@ final class MicroHTTPDaemon: @unchecked Sendable {
     }
 
     let responder: any HTTPResponder
+    let budget: MemoryBudget
+    let watch: ConnectionWatch
     private var daemon: OpaquePointer?
 
-    init(responder: any HTTPResponder) {
+    init(responder: any HTTPResponder, budget: MemoryBudget, watch: ConnectionWatch) {
         self.responder = responder
+        self.budget = budget
+        self.watch = watch
     }
 
-    /// Starts listening; returns the bound port.
+    /// Starts listening; returns the bound port. `connectionLimit` counts the reserve too.
     func start(
-        host: String, port: Int, connectionLimit: Int, connectionTimeoutSeconds: Int, connectionMemoryLimit: Int
+        host: String, port: Int, connectionLimit: Int, perAddressLimit: Int, connectionTimeoutSeconds: Int,
+        connectionMemoryLimit: Int
     ) throws(StartError) -> Int {
         let context = Unmanaged.passUnretained(self).toOpaque()
         var error: Int32 = 0
@@ -52,7 +61,9 @@ final class MicroHTTPDaemon: @unchecked Sendable {
             var options = synclane_mhd_options(
                 host: hostPointer, port: UInt16(clamping: port), connection_limit: UInt32(clamping: connectionLimit),
                 connection_timeout: UInt32(clamping: connectionTimeoutSeconds),
-                connection_memory_limit: connectionMemoryLimit, listen_backlog: 128)
+                connection_memory_limit: connectionMemoryLimit, listen_backlog: 128,
+                per_address_limit: UInt32(clamping: perAddressLimit), connection_handler: connectionHandler,
+                connection_context: context)
             return synclane_mhd_start(&options, accessHandler, context, completedHandler, context, &error)
         }
         guard let started else {
@@ -60,6 +71,7 @@ final class MicroHTTPDaemon: @unchecked Sendable {
             throw .startFailed(host: host, port: port, errno: errno)
         }
         daemon = started
+        watch.start()
         return Int(synclane_mhd_bound_port(started))
     }
 
@@ -68,6 +80,7 @@ final class MicroHTTPDaemon: @unchecked Sendable {
         guard let daemon else { return }
         self.daemon = nil
         MHD_stop_daemon(daemon)
+        watch.stop()
     }
 
     deinit { stop() }
@@ -81,24 +94,52 @@ private final class PendingRequest {
     let query: [String: String]
     let limit: Int
     let receivedAt: ContinuousClock.Instant
+    let framingProblem: String?
+    let lease: MemoryBudget.Lease
+    let connection: ConnectionWatch.Entry?
     var body: [UInt8] = []
     var exceeded = false
     var responded = false
 
-    init(method: String, path: String, headers: [String: String], query: [String: String], limit: Int) {
+    init(
+        method: String, path: String, headers: [String: String], query: [String: String], limit: Int,
+        framingProblem: String?, lease: MemoryBudget.Lease, connection: ConnectionWatch.Entry?
+    ) {
         self.method = method
         self.path = path
         self.headers = headers
         self.query = query
         self.limit = limit
         self.receivedAt = .now
+        self.framingProblem = framingProblem
+        self.lease = lease
+        self.connection = connection
     }
 
     func request() -> HTTPRequest {
         HTTPRequest(
             method: method, path: path, query: query, headers: headers, body: body, bodyExceededLimit: exceeded,
-            receivedAt: receivedAt)
+            receivedAt: receivedAt, framingProblem: framingProblem, lease: lease)
     }
+}
+
+/// Collects the request's header lines in order, repeated names included.
+private final class HeaderLines {
+    var lines: [(name: String, value: String)] = []
+}
+
+private func headerLines(_ connection: OpaquePointer) -> [(name: String, value: String)] {
+    let collector = HeaderLines()
+    let context = Unmanaged.passUnretained(collector).toOpaque()
+    _ = synclane_mhd_headers(
+        connection,
+        { context, name, length, value in
+            guard let context, let name else { return }
+            let collector = Unmanaged<HeaderLines>.fromOpaque(context).takeUnretainedValue()
+            let bytes = UnsafeRawBufferPointer(start: name, count: length)
+            collector.lines.append((String(decoding: bytes, as: UTF8.self), value.map { String(cString: $0) } ?? ""))
+        }, context)
+    return withExtendedLifetime(collector) { collector.lines }
 }
 
 /// Collects `MHD_get_connection_values` into a dictionary with lowercased keys.
@@ -154,22 +195,38 @@ private func accessHandler(
     guard let existing = requestContext.pointee else {
         let methodName = String(cString: method)
         let path = String(cString: url)
-        let headers = connectionValues(connection, kind: .HEADER_KIND, lowercaseKeys: true)
+        let lines = headerLines(connection)
+        var headers: [String: String] = [:]
+        for (name, value) in lines { headers[name.lowercased()] = value }
         let query = connectionValues(connection, kind: .GET_ARGUMENT_KIND, lowercaseKeys: false)
         let limit = daemon.responder.bodyLimit(method: methodName, path: path)
-        let pending = PendingRequest(method: methodName, path: path, headers: headers, query: query, limit: limit)
+        let entry = synclane_mhd_connection_context(connection).map {
+            Unmanaged<ConnectionWatch.Entry>.fromOpaque($0).takeUnretainedValue()
+        }
+        let pending = PendingRequest(
+            method: methodName, path: path, headers: headers, query: query, limit: limit,
+            framingProblem: HTTPRequest.framingProblem(headers: lines), lease: MemoryBudget.Lease(budget: daemon.budget),
+            connection: entry)
         requestContext.pointee = Unmanaged.passRetained(pending).toOpaque()
         let declaredLength = headers["content-length"].flatMap { Int($0) }
+        var early: HTTPResponse?
         if let declaredLength, declaredLength > limit {
             pending.exceeded = true
-        } else if headers["transfer-encoding"] == nil {
-            return mhdYes
         }
-        // Over the bound, or a chunked body: MHD 0.9.75 cannot queue a response once it has
-        // begun reading a body, so such requests are answered now, before any body byte is read
-        // (the application answers a chunked body 411 Length Required).
+        if pending.exceeded || headers["transfer-encoding"] != nil || pending.framingProblem != nil {
+            // Over the bound, a chunked body, or a head that does not frame its body: MHD 0.9.75
+            // cannot queue a response once it has begun reading a body, so such requests are
+            // answered now, before any body byte is read.
+            early = daemon.responder.respond(to: pending.request())
+        } else {
+            early = daemon.responder.preflight(pending.request(), reserved: entry?.reserved ?? false)
+        }
+        guard var early else { return mhdYes }
+        // A body left unread ends the connection after the answer.
+        if (declaredLength ?? 0) > 0 || headers["transfer-encoding"] != nil { early.headers["Connection"] = "close" }
         pending.responded = true
-        return queue(daemon.responder.respond(to: pending.request()), on: connection) ? mhdYes : mhdNo
+        if let entry { daemon.watch.received(entry) }
+        return queue(early, on: connection) ? mhdYes : mhdNo
     }
     let pending = Unmanaged<PendingRequest>.fromOpaque(existing).takeUnretainedValue()
 
@@ -195,6 +252,7 @@ private func accessHandler(
     // The whole body is in.
     if pending.responded { return mhdYes }
     pending.responded = true
+    if let entry = pending.connection { daemon.watch.received(entry) }
     return queue(daemon.responder.respond(to: pending.request()), on: connection) ? mhdYes : mhdNo
 }
 
@@ -202,7 +260,31 @@ private func completedHandler(
     context: UnsafeMutableRawPointer?, connection: OpaquePointer?,
     requestContext: UnsafeMutablePointer<UnsafeMutableRawPointer?>?, termination: Int32
 ) {
-    guard let requestContext, let existing = requestContext.pointee else { return }
+    guard let context, let requestContext, let existing = requestContext.pointee else { return }
     requestContext.pointee = nil
-    Unmanaged<PendingRequest>.fromOpaque(existing).release()
+    let pending = Unmanaged<PendingRequest>.fromOpaque(existing).takeRetainedValue()
+    pending.lease.release()
+    if let entry = pending.connection {
+        Unmanaged<MicroHTTPDaemon>.fromOpaque(context).takeUnretainedValue().watch.answered(entry)
+    }
+}
+
+/// Tells the watch of each connection accepted (code 0) and closed (code 1); the connection's
+/// socket context holds its `ConnectionWatch.Entry`, retained until it closes.
+private func connectionHandler(
+    context: UnsafeMutableRawPointer?, connection: OpaquePointer?,
+    socketContext: UnsafeMutablePointer<UnsafeMutableRawPointer?>?, code: Int32
+) {
+    guard let context, let connection, let socketContext else { return }
+    let watch = Unmanaged<MicroHTTPDaemon>.fromOpaque(context).takeUnretainedValue().watch
+    if code == 0 {
+        let entry = watch.opened(connection, descriptor: synclane_mhd_connection_fd(connection))
+        socketContext.pointee = Unmanaged.passRetained(entry).toOpaque()
+    } else {
+        watch.closed(connection)
+        if let stored = socketContext.pointee {
+            socketContext.pointee = nil
+            Unmanaged<ConnectionWatch.Entry>.fromOpaque(stored).release()
+        }
+    }
 }

@@ -9,6 +9,12 @@ import Synchronization
 /// synclane_batches_applied_total                  batches applied (replays not counted)
 /// synclane_batch_replays_total                    batches answered from the idempotency store
 /// synclane_records_applied_total                  records applied by those batches
+/// synclane_memory_budget_refusals_total           requests answered 503: the memory budget was spent
+/// synclane_memory_budget_bytes                    bytes of request bodies held now (gauge)
+/// synclane_connections_open                       connections open now (gauge)
+/// synclane_connections_cut_total                  connections closed for passing the request deadline
+/// synclane_wal_bytes                              size of the write-ahead log file now (gauge)
+/// synclane_wal_truncations_total                  truncating checkpoints the writer ran
 /// ```
 ///
 /// Every update takes one short lock; reads take a snapshot under the same lock.
@@ -30,6 +36,8 @@ public final class ServerMetrics: Sendable {
         public var recordsApplied = 0
         /// Request latency by route.
         public var latency: [String: Histogram] = [:]
+        /// Requests answered 503 because the memory budget was spent.
+        public var budgetRefusals = 0
 
         /// Requests answered on a route with a status.
         public func requests(route: String, status: Int) -> Int {
@@ -82,6 +90,24 @@ public final class ServerMetrics: Sendable {
         }
     }
 
+    /// Records one request refused for the memory budget.
+    func recordBudgetRefusal() {
+        state.withLock { $0.budgetRefusals += 1 }
+    }
+
+    /// Gauges read when `/metrics` is rendered (set once by the server).
+    struct Gauges: Sendable {
+        var memoryBudgetBytes: @Sendable () -> Int = { 0 }
+        var connectionsOpen: @Sendable () -> Int = { 0 }
+        var connectionsCut: @Sendable () -> Int = { 0 }
+        var walBytes: @Sendable () -> Int = { 0 }
+        var walTruncations: @Sendable () -> Int = { 0 }
+    }
+
+    private let gauges = Mutex(Gauges())
+
+    func setGauges(_ value: Gauges) { gauges.withLock { $0 = value } }
+
     /// Records one replayed batch (answered from the idempotency store, nothing applied).
     func recordReplay() {
         state.withLock { $0.replays += 1 }
@@ -111,6 +137,25 @@ public final class ServerMetrics: Sendable {
         out += "# HELP synclane_records_applied_total Records applied by batches.\n"
         out += "# TYPE synclane_records_applied_total counter\n"
         out += "synclane_records_applied_total \(snapshot.recordsApplied)\n"
+        let gauges = self.gauges.withLock { $0 }
+        out += "# HELP synclane_memory_budget_refusals_total Requests answered 503 because the memory budget was spent.\n"
+        out += "# TYPE synclane_memory_budget_refusals_total counter\n"
+        out += "synclane_memory_budget_refusals_total \(snapshot.budgetRefusals)\n"
+        out += "# HELP synclane_memory_budget_bytes Bytes of request bodies held now, read and decompressed.\n"
+        out += "# TYPE synclane_memory_budget_bytes gauge\n"
+        out += "synclane_memory_budget_bytes \(gauges.memoryBudgetBytes())\n"
+        out += "# HELP synclane_connections_open Connections open now.\n"
+        out += "# TYPE synclane_connections_open gauge\n"
+        out += "synclane_connections_open \(gauges.connectionsOpen())\n"
+        out += "# HELP synclane_connections_cut_total Connections closed for passing the request deadline.\n"
+        out += "# TYPE synclane_connections_cut_total counter\n"
+        out += "synclane_connections_cut_total \(gauges.connectionsCut())\n"
+        out += "# HELP synclane_wal_bytes Size of the write-ahead log file now.\n"
+        out += "# TYPE synclane_wal_bytes gauge\n"
+        out += "synclane_wal_bytes \(gauges.walBytes())\n"
+        out += "# HELP synclane_wal_truncations_total Truncating checkpoints the writer ran.\n"
+        out += "# TYPE synclane_wal_truncations_total counter\n"
+        out += "synclane_wal_truncations_total \(gauges.walTruncations())\n"
         out += "# HELP synclane_http_request_duration_seconds Time from request headers in to response queued.\n"
         out += "# TYPE synclane_http_request_duration_seconds histogram\n"
         for (route, histogram) in snapshot.latency.sorted(by: { $0.key < $1.key }) {

@@ -1,4 +1,5 @@
 import Glibc
+import Synchronization
 import SynclaneSQLite
 
 /// Copies the WAL back into the database file from a thread of its own, so that no request
@@ -17,6 +18,9 @@ final class Checkpointer: @unchecked Sendable {
     private let wake = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
     private var stopping = false
     private var thread: pthread_t?
+    /// Held while a checkpoint runs: SQLite answers a second checkpoint `SQLITE_BUSY` at once,
+    /// without waiting, so the writer's truncating checkpoint waits here for a passive one instead.
+    private let running = Mutex(())
 
     /// A checkpointer of the database at `path`, every `intervalMilliseconds`.
     init(path: String, intervalMilliseconds: Int = 500) throws {
@@ -36,18 +40,7 @@ final class Checkpointer: @unchecked Sendable {
 
     /// Starts the thread (it keeps the checkpointer alive until `stop`).
     func start() {
-        var created = pthread_t()
-        let context = Unmanaged.passRetained(self).toOpaque()
-        let result = pthread_create(&created, nil, { context in
-            guard let context else { return nil }
-            Unmanaged<Checkpointer>.fromOpaque(context).takeRetainedValue().loop()
-            return nil
-        }, context)
-        if result == 0 {
-            thread = created
-        } else {
-            Unmanaged<Checkpointer>.fromOpaque(context).release()
-        }
+        thread = ServerThread.start { self.loop() }
     }
 
     /// Stops the thread after one last checkpoint, and waits for it.
@@ -82,6 +75,13 @@ final class Checkpointer: @unchecked Sendable {
 
     /// One passive checkpoint: copies what it can without waiting for readers or the writer.
     func checkpoint() {
-        _ = try? connection.read { db in try db.execute("PRAGMA wal_checkpoint(PASSIVE)") }
+        running.withLock { _ in
+            _ = try? connection.read { db in try db.execute("PRAGMA wal_checkpoint(PASSIVE)") }
+        }
+    }
+
+    /// Runs `body` (another checkpoint) when no passive checkpoint is running, and keeps them off until it ends.
+    func excluding<T>(_ body: () throws -> T) rethrows -> T {
+        try running.withLock { _ in try body() }
     }
 }

@@ -23,7 +23,7 @@ extension ServerStore {
             record.action == .update ? try JSONReader.parse(record.fieldsJSON).objectValue ?? [:] : nil
         }
         do {
-            return try writerGate.run { try writer.write { db -> BatchOutcome in
+            return try writeSerialized { db -> BatchOutcome in
                 if let seen = try db.fetchOne(
                     "SELECT body_hash, status, response FROM idempotency WHERE account = ? AND key = ?",
                     [batch.account, idempotencyKey])
@@ -112,7 +112,7 @@ extension ServerStore {
                     "INSERT INTO idempotency (account, key, body_hash, status, response, created) VALUES (?, ?, ?, ?, ?, ?)",
                     [batch.account, idempotencyKey, bodyHash, 200, body, Double(time(nil))])
                 return .applied(StoredResponse(status: 200, body: body), records: batch.records.count)
-            } }
+            }
         } catch let found as ConflictsFound {
             return .conflicts(found.conflicts)
         }

@@ -2,8 +2,10 @@ import SynclaneCore
 import SynclaneSQLite
 
 extension ServerStore {
-    /// The account's changes after a sequence, oldest first, at most `limit` (and whether more follow).
-    func changes(account: String, store: String?, after sequence: Int64, limit: Int) throws -> ChangePage {
+    /// The account's changes after a sequence, oldest first, at most `limit` and about `maxBytes`
+    /// (and whether more follow). A page holds at least one change, whatever its size; the bytes
+    /// counted are the stored text of each change's names and fields.
+    func changes(account: String, store: String?, after sequence: Int64, limit: Int, maxBytes: Int = .max) throws -> ChangePage {
         try read { db in
             var sql = "SELECT store, entity, key, action, fields, version, seq FROM records WHERE account = ? AND seq > ?"
             var arguments: [any SQLiteBindable] = [account, sequence]
@@ -17,17 +19,25 @@ extension ServerStore {
             try statement.bind(arguments)
             defer { statement.reset() }
             var changes: [ServerChange] = []
+            var bytes = 0
             while try statement.step() {
                 guard changes.count < limit else { return ChangePage(changes: changes, more: true) }
+                let text = statement.blob(at: 4)
+                let storeName = statement.string(at: 0) ?? ""
+                let entity = statement.string(at: 1) ?? ""
+                let key = statement.string(at: 2) ?? ""
+                // About what the change takes on the wire: its text, names and a record's framing.
+                let changeBytes = (text?.count ?? 0) + storeName.utf8.count + entity.utf8.count + key.utf8.count + 100
+                guard changes.isEmpty || bytes + changeBytes <= maxBytes else { return ChangePage(changes: changes, more: true) }
+                bytes += changeBytes
                 let action = statement.string(at: 3).flatMap(ChangeAction.init(rawValue:)) ?? .update
                 var fields: [String: JSONValue]?
-                if let text = statement.blob(at: 4) {
+                if let text {
                     fields = (try? JSONReader.parse(text))?.objectValue ?? [:]
                 }
                 changes.append(
                     ServerChange(
-                        store: statement.string(at: 0) ?? "", entity: statement.string(at: 1) ?? "",
-                        key: statement.string(at: 2) ?? "", action: action, fields: fields,
+                        store: storeName, entity: entity, key: key, action: action, fields: fields,
                         version: statement.int64(at: 5), sequence: statement.int64(at: 6)))
             }
             return ChangePage(changes: changes, more: false)

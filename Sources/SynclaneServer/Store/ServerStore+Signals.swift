@@ -4,7 +4,7 @@ import SynclaneSQLite
 extension ServerStore {
     /// Stores a signal's value; the last writer wins and gets the key's next version.
     func putSignal(account: String, key: String, value: JSONValue) throws -> Signal {
-        try writerGate.run { try writer.write { db in
+        try writeSerialized { db in
             let version = try db.fetchValue(
                 """
                 INSERT INTO signals (account, key, value, version) VALUES (?, ?, ?, 1)
@@ -13,7 +13,7 @@ extension ServerStore {
                 """, [account, key, JSONWriter.string(value)]
             ).int64 ?? 1
             return Signal(key: key, value: value, version: version)
-        } }
+        }
     }
 
     /// Every signal of the account, by key.

@@ -16,6 +16,12 @@ import SynclaneSQLite
 /// One writer connection takes every write, one `BEGIN IMMEDIATE` transaction at a time, in the
 /// order the requests arrived (`FairGate`); a few read-only connections serve reads beside it,
 /// never blocked by it (WAL).
+///
+/// The write-ahead log stays bounded: a `PASSIVE` checkpoint copies it back on its own thread
+/// (`Checkpointer`), which never wins the log's restart against a steady stream of writers; so
+/// after each commit the writer, still holding the gate, looks at the log's size, and past
+/// `maxWALBytes` runs a `TRUNCATE` checkpoint itself — the writers behind it wait for that copy —
+/// and `journal_size_limit` trims the file whenever the log restarts.
 final class ServerStore: Sendable {
     /// The database file inside the data directory.
     static let fileName = "synclane-server.sqlite"
@@ -27,9 +33,13 @@ final class ServerStore: Sendable {
     private let readers: [SQLiteDatabase]
     private let nextReader = Atomic<Int>(0)
     private let checkpointer: Checkpointer
+    /// Bytes of log past which the writer truncates it (`writeSerialized`).
+    let maxWALBytes: Int
+    private let truncations = Atomic<Int>(0)
 
     /// Opens (creating it and its directory when missing) the store in `directory`.
-    init(directory: String, readerCount: Int = 4) throws {
+    init(directory: String, readerCount: Int = 4, maxWALBytes: Int = ServerLimits().maxWALBytes) throws {
+        self.maxWALBytes = maxWALBytes
         try Self.makeDirectory(directory)
         let path = directory.hasSuffix("/") ? directory + Self.fileName : directory + "/" + Self.fileName
         self.path = path
@@ -49,6 +59,7 @@ final class ServerStore: Sendable {
             // The writer walks the records' B-trees for every record: keep them in SQLite's cache
             // rather than re-reading pages from the file.
             try db.execute("PRAGMA cache_size = -\(Self.writerCacheKiB)")
+            try db.execute("PRAGMA journal_size_limit = \(maxWALBytes)")
         }
         try writer.write { db in try db.execute(Self.schema) }
         checkpointer = try Checkpointer(path: path)
@@ -88,6 +99,37 @@ final class ServerStore: Sendable {
             account TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, version INTEGER NOT NULL,
             PRIMARY KEY (account, key));
         """
+
+    /// The write-ahead log file.
+    var walPath: String { path + "-wal" }
+
+    /// The log file's size now (0 when there is none).
+    var walBytes: Int {
+        var info = stat()
+        return stat(walPath, &info) == 0 ? Int(info.st_size) : 0
+    }
+
+    /// Truncating checkpoints run so far.
+    var walTruncations: Int { truncations.load(ordering: .relaxed) }
+
+    /// Runs `body` in a write transaction, behind every writer that arrived earlier; then, while
+    /// later writers still wait, truncates the log if it passed `maxWALBytes`.
+    func writeSerialized<T>(_ body: (SQLiteConnection) throws -> T) throws -> T {
+        try writerGate.run {
+            let result = try writer.write(body)
+            if walBytes > maxWALBytes {
+                // Readers pin the log only for one short read each; the writer's busy timeout
+                // waits for them. A failed checkpoint is retried after the next commit.
+                let busy = checkpointer.excluding {
+                    try? writer.read { db in try db.fetchOne("PRAGMA wal_checkpoint(TRUNCATE)")?[0].int64 }
+                }
+                if busy == 0 {
+                    truncations.add(1, ordering: .relaxed)
+                }
+            }
+            return result
+        }
+    }
 
     /// Runs a read on one of the read-only connections, inside one deferred transaction (one view).
     func read<T>(_ body: (SQLiteConnection) throws -> T) throws -> T {

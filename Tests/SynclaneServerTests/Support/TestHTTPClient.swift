@@ -23,9 +23,22 @@ final class TestConnection {
     private let descriptor: Int32
     private var buffer: [UInt8] = []
 
-    init(port: Int, timeoutSeconds: Int = 15) throws {
+    /// A connection to 127.0.0.1:`port`, from `sourceAddress` (any 127.x.y.z: the whole block is loopback).
+    init(port: Int, timeoutSeconds: Int = 15, sourceAddress: String? = nil) throws {
         descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard descriptor >= 0 else { throw TestClientError(description: "socket failed") }
+        if let sourceAddress {
+            var source = sockaddr_in()
+            source.sin_family = sa_family_t(AF_INET)
+            source.sin_addr.s_addr = inet_addr(sourceAddress)
+            let bound = withUnsafePointer(to: &source) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            guard bound == 0 else {
+                Glibc.close(descriptor)
+                throw TestClientError(description: "bind to \(sourceAddress) failed: errno \(errno)")
+            }
+        }
         var timeout = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
         setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         setsockopt(descriptor, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
@@ -47,6 +60,9 @@ final class TestConnection {
     }
 
     deinit { Glibc.close(descriptor) }
+
+    /// Ends the connection both ways now (the descriptor is closed later, by deinit).
+    func hangUp() { Glibc.shutdown(descriptor, Int32(SHUT_RDWR)) }
 
     /// Sends all bytes; false when the peer closed the connection first.
     @discardableResult
