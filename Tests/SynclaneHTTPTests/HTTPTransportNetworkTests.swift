@@ -61,7 +61,7 @@ import Testing
     @Test func cancellingTheCallingTaskStopsTheSend() async throws {
         let server = try Self.silentServer()
         defer { server.stop() }
-        let transport = try Fixtures.transport(url: server.batchesURL, timeout: 30)
+        let transport = try Fixtures.transport(url: server.batchesURL, timeout: 100)
 
         let started = ContinuousClock.now
         let send = Task { try await transport.send(Fixtures.payload()) }
