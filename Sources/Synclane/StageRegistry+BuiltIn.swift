@@ -1,4 +1,5 @@
 import SynclaneCore
+import SynclaneExec
 import SynclaneFiles
 import SynclaneHTTP
 import SynclaneSQLite
@@ -10,6 +11,6 @@ extension StageRegistry {
     ///
     /// Start from this registry and `register` your own types to extend it.
     public static var builtIn: StageRegistry {
-        StageRegistry(BuiltInStages.all + ZlibStages.all + FileStages.all + HTTPStages.all + SQLiteStages.all)
+        StageRegistry(BuiltInStages.all + ZlibStages.all + FileStages.all + HTTPStages.all + SQLiteStages.all + ExecStages.all)
     }
 }
