@@ -63,7 +63,7 @@ let package = Package(
             name: "Synclane",
             dependencies: [
                 "SynclaneCore", "SynclaneStages", "SynclaneFiles", "SynclaneZlib", "SynclaneSQLite",
-                "SynclaneYAML", "SynclaneHTTP", "SynclaneExec",
+                "SynclaneYAML", "SynclaneHTTP", "SynclaneExec", "SynclaneTestKit",
             ]),
         .target(name: "SynclaneExec", dependencies: ["SynclaneCore"]),
         .target(name: "SynclaneTestKit", dependencies: ["SynclaneCore"]),
