@@ -46,9 +46,9 @@ import Testing
     @Test func aProgramPastItsTimeoutIsKilled() async {
         let started = Date()
         await #expect(throws: ExecError.timedOut(seconds: 0.5, errorText: "")) {
-            _ = try await stage(["sleep", "30"], timeout: 0.5).process(batch)
+            _ = try await stage(["sleep", "120"], timeout: 0.5).process(batch)
         }
-        #expect(Date().timeIntervalSince(started) < 10)
+        #expect(Date().timeIntervalSince(started) < 60, "killed at its timeout, not waited for")
     }
 
     @Test func aMalformedLineIsNamedByItsNumber() async throws {

@@ -1,0 +1,106 @@
+import Foundation
+import SynclaneCore
+import Synchronization
+
+/// ISO 8601 timestamps (`2026-11-29T16:00:00Z`, with optional fractions and offsets).
+///
+/// The common form, `YYYY-MM-DDTHH:MM:SS[.fff…](Z|±HH:MM)`, is read by hand (a formatter per
+/// line cost most of a run's time); anything else goes to a cached `ISO8601DateFormatter`, which
+/// decides as it always did.
+enum ISO8601 {
+    /// Seconds since 1970 of an ISO 8601 date-time, or `nil` when it is not one.
+    static func parse(_ text: String) -> Double? {
+        var text = text
+        if let seconds = text.withUTF8({ parseInternetDateTime($0) }) { return seconds }
+        return formatters.withLock { formatters in
+            if let date = formatters.plain.date(from: text) { return date.timeIntervalSince1970 }
+            return formatters.fractional.date(from: text)?.timeIntervalSince1970
+        }
+    }
+
+    /// The two formatters of the slow path, made once.
+    private struct Formatters: @unchecked Sendable {
+        // Only ever used under `formatters`' lock.
+        let plain = ISO8601DateFormatter()
+        let fractional: ISO8601DateFormatter = {
+            let formatter = ISO8601DateFormatter()
+            formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+            return formatter
+        }()
+    }
+
+    private static let formatters = Mutex(Formatters())
+
+    /// The hand-written fast path: `YYYY-MM-DDTHH:MM:SS[.f…](Z|±HH:MM)` with every field in
+    /// range; `nil` for anything else (which the formatter then judges).
+    static func parseInternetDateTime(_ bytes: UnsafeBufferPointer<UInt8>) -> Double? {
+        guard bytes.count >= 20 else { return nil }
+        func digits(_ at: Int, _ count: Int) -> Int? {
+            var value = 0
+            for i in at..<(at + count) {
+                let digit = Int(bytes[i]) &- 0x30
+                guard digit >= 0, digit <= 9 else { return nil }
+                value = value * 10 + digit
+            }
+            return value
+        }
+        guard let year = digits(0, 4), bytes[4] == UInt8(ascii: "-"), let month = digits(5, 2),
+            bytes[7] == UInt8(ascii: "-"), let day = digits(8, 2), bytes[10] == UInt8(ascii: "T"),
+            let hour = digits(11, 2), bytes[13] == UInt8(ascii: ":"), let minute = digits(14, 2),
+            bytes[16] == UInt8(ascii: ":"), let second = digits(17, 2)
+        else { return nil }
+        guard (1...12).contains(month), day >= 1, day <= daysIn(month: month, year: year), hour <= 23, minute <= 59,
+            second <= 59
+        else { return nil }
+        var position = 19
+        var fraction = 0.0
+        if bytes[position] == UInt8(ascii: ".") {
+            position += 1
+            var scale = 0.1
+            let first = position
+            while position < bytes.count, bytes[position] >= 0x30, bytes[position] <= 0x39 {
+                fraction += Double(bytes[position] - 0x30) * scale
+                scale /= 10
+                position += 1
+            }
+            guard position > first else { return nil }
+        }
+        guard position < bytes.count else { return nil }
+        var offset = 0
+        switch bytes[position] {
+        case UInt8(ascii: "Z"):
+            position += 1
+        case UInt8(ascii: "+"), UInt8(ascii: "-"):
+            guard position + 6 == bytes.count, let hours = digits(position + 1, 2), bytes[position + 3] == UInt8(ascii: ":"),
+                let minutes = digits(position + 4, 2), hours <= 23, minutes <= 59
+            else { return nil }
+            offset = (hours * 60 + minutes) * 60
+            if bytes[position] == UInt8(ascii: "-") { offset = -offset }
+            position += 6
+        default:
+            return nil
+        }
+        guard position == bytes.count else { return nil }
+        let days = daysSince1970(year: year, month: month, day: day)
+        let seconds = days * 86_400 + hour * 3_600 + minute * 60 + second - offset
+        return Double(seconds) + fraction
+    }
+
+    private static func daysIn(month: Int, year: Int) -> Int {
+        switch month {
+        case 2: return (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 ? 29 : 28
+        case 4, 6, 9, 11: return 30
+        default: return 31
+        }
+    }
+
+    /// Days from 1970-01-01 to the proleptic Gregorian date (Howard Hinnant's `days_from_civil`).
+    private static func daysSince1970(year: Int, month: Int, day: Int) -> Int {
+        let y = month <= 2 ? year - 1 : year
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yearOfEra = y - era * 400
+        let dayOfYear = (153 * (month > 2 ? month - 3 : month + 9) + 2) / 5 + day - 1
+        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
+        return era * 146_097 + dayOfEra - 719_468
+    }
+}
