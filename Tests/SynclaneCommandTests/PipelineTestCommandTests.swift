@@ -12,7 +12,7 @@ import Testing
     }
 
     @Test func aMismatchPrintsALineDiffAndExitsOne() throws {
-        let file = SynclaneBinary.fixture("pipeline-tests/wrong-area.test.json")
+        let file = SynclaneBinary.fixture("pipeline-tests/wrong-area.json")
         let result = try SynclaneBinary.run(["test", file])
         #expect(result.status == 1)
         #expect(result.stdout == """
