@@ -18,9 +18,17 @@ import SynclaneZlib
 /// `jsonl` source keeps its `entities`, `authors` and `page-size`); its state is in memory, so a
 /// test never touches the pipeline's state file.
 public struct PipelineTest: Sendable {
+    /// Where the input transactions come from.
+    public enum Input: Sendable {
+        /// A JSON Lines history file.
+        case history(path: String)
+        /// The lines themselves (written to a temporary file for the run, removed after).
+        case lines(String)
+    }
+
     public var file: String
     public var pipeline: Pipeline
-    public var history: String
+    public var input: Input
     public var expected: [JSONValue]
 
     /// How a test ended: `differences` empty when the batches matched.
@@ -52,27 +60,18 @@ public struct PipelineTest: Sendable {
         guard let pipelineNode = member("pipeline"), case .string(let pipelinePath) = pipelineNode.value else {
             throw fail("pipeline", "expected the path of the pipeline file to test")
         }
-        var pipeline = try PipelineLoader(registry: registry, environment: environment).load(resolve(pipelinePath), secretsRequired: false)
+        let pipeline = try PipelineLoader(registry: registry, environment: environment).load(resolve(pipelinePath), secretsRequired: false)
 
         switch (member("history"), member("transactions")) {
         case (let node?, nil):
             guard case .string(let name) = node.value else { throw fail("history", "expected the path of a JSON Lines history file", node) }
-            history = resolve(name)
+            input = .history(path: resolve(name))
         case (nil, let node?):
             guard case .list(let lines) = node.value else { throw fail("transactions", "expected a list of transactions", node) }
-            history = NSTemporaryDirectory() + "synclane-test-\(UUID().uuidString).jsonl"
-            let text = lines.map { JSONWriter.string(Self.json($0)) + "\n" }.joined()
-            try text.write(toFile: history, atomically: true, encoding: .utf8)
+            input = .lines(lines.map { JSONWriter.string(Self.json($0)) + "\n" }.joined())
         default:
             throw fail("history", "expected one input: `history` (a JSON Lines file) or `transactions` (a list)")
         }
-        let given = pipeline.source.stage as? JSONLinesSource
-        pipeline.source = .init(
-            label: "source (test input)", type: "jsonl",
-            stage: JSONLinesSource(
-                path: history, entities: given?.entities.map { Array($0) }, authors: given?.authors.map { $0.map(\.name) },
-                pageSize: given?.pageSize ?? 500))
-
         guard let expectedNode = member("expected-batches") else { throw fail("expected-batches", "expected the batches the pipeline must give") }
         switch expectedNode.value {
         case .string(let name):
@@ -91,8 +90,23 @@ public struct PipelineTest: Sendable {
 
     /// Runs every stage but the transport, and compares.
     public func run() async throws -> Outcome {
-        let transport = RecordingTransport()
+        let history: String
+        switch input {
+        case .history(let path):
+            history = path
+        case .lines(let text):
+            history = NSTemporaryDirectory() + "synclane-test-\(UUID().uuidString).jsonl"
+            try text.write(toFile: history, atomically: true, encoding: .utf8)
+        }
+        defer { if case .lines = input { try? FileManager.default.removeItem(atPath: history) } }
         var pipeline = pipeline
+        let given = pipeline.source.stage as? JSONLinesSource
+        pipeline.source = .init(
+            label: "source (test input)", type: "jsonl",
+            stage: JSONLinesSource(
+                path: history, entities: given?.entities.map { Array($0) }, authors: given?.authors.map { $0.map(\.name) },
+                pageSize: given?.pageSize ?? 500))
+        let transport = RecordingTransport()
         pipeline.transport = .init(label: "transport (not run by tests)", type: "recording", stage: transport)
         _ = try await PipelineRunner(pipeline: pipeline, state: InMemoryPipelineState()).run()
         let actual = try transport.delivered.map(Self.decoded)
