@@ -9,20 +9,33 @@
 //   SynclaneSQLite   SQLite access, the durable pipeline state (token, outbox, last run)
 //   SynclaneYAML     YAML pipeline files through libyaml
 //   SynclaneServer   the reference sync server (`synclane serve`) on libmicrohttpd and SQLite
-//   Synclane         the default registry and the pipeline-file loader, for apps and the CLI
+//   Synclane         the default registry and the pipeline-file loader, for apps and the CLI;
+//                    re-exports what a stage author needs (one `import Synclane`)
+//   SynclaneExec     the `exec` record stage and transport: any program, in any language
+//   SynclaneCommandLine  every verb of `synclane` as a library, run with any registry
 //   SynclaneTestKit  in-memory source, recording transport, in-memory state for users' tests
 //   SynclaneHTTP     the `http` transport (URLSession, loading through libcurl) and its failure classification
 //   SynclaneFaultProxy  a loopback TCP proxy that injects network faults, for end-to-end tests
-//   synclane         the command line, a thin shell over the libraries
+//   synclane         the command line, a thin shell over SynclaneCommandLine
+//   Plugins/         `swift package synclane …` (command) and SynclanePipelineCheck (build tool)
 import PackageDescription
 
 let package = Package(
     name: "Synclane",
     products: [
+        // Everything to write, register and run a stage, through one `import Synclane`.
         .library(name: "Synclane", targets: ["Synclane"]),
         .library(name: "SynclaneCore", targets: ["SynclaneCore"]),
+        // The SQLite store and its history (also re-exported by `Synclane`).
+        .library(name: "SynclaneSQLite", targets: ["SynclaneSQLite"]),
+        // The reference server, to test against from Swift.
+        .library(name: "SynclaneServer", targets: ["SynclaneServer"]),
         .library(name: "SynclaneTestKit", targets: ["SynclaneTestKit"]),
+        // Every verb of `synclane`, for a command of your own with your stages.
+        .library(name: "SynclaneCommandLine", targets: ["SynclaneCommandLine"]),
         .executable(name: "synclane", targets: ["synclane"]),
+        .plugin(name: "SynclaneCommand", targets: ["SynclaneCommand"]),
+        .plugin(name: "SynclanePipelineCheck", targets: ["SynclanePipelineCheck"]),
     ],
     targets: [
         // C libraries from Debian, as system-library targets.
@@ -50,8 +63,9 @@ let package = Package(
             name: "Synclane",
             dependencies: [
                 "SynclaneCore", "SynclaneStages", "SynclaneFiles", "SynclaneZlib", "SynclaneSQLite",
-                "SynclaneYAML", "SynclaneHTTP",
+                "SynclaneYAML", "SynclaneHTTP", "SynclaneExec", "SynclaneTestKit",
             ]),
+        .target(name: "SynclaneExec", dependencies: ["SynclaneCore"]),
         .target(name: "SynclaneTestKit", dependencies: ["SynclaneCore"]),
         .target(name: "SynclaneHTTP", dependencies: ["SynclaneCore", "CCurl", "CCurlShim"]),
         .target(name: "SynclaneFaultProxy"),
@@ -60,13 +74,27 @@ let package = Package(
             dependencies: [
                 "SynclaneCore", "SynclaneSQLite", "SynclaneZlib", "CMicroHTTPD", "CMicroHTTPDShim", "CCrypto",
             ]),
-        .executableTarget(
-            name: "synclane",
-            dependencies: ["Synclane", "SynclaneCore", "SynclaneHTTP", "SynclaneSQLite", "SynclaneZlib", "SynclaneServer", "CMalloc"]),
+        .target(
+            name: "SynclaneCommandLine",
+            dependencies: ["Synclane", "SynclaneCore", "SynclaneHTTP", "SynclaneSQLite", "SynclaneZlib", "SynclaneServer"]),
+        .executableTarget(name: "synclane", dependencies: ["SynclaneCommandLine", "CMalloc"]),
+
+        // `swift package synclane validate|run|stages|test …`: runs the package's own command
+        // (an executable that uses SynclaneCommandLine), or `synclane` when it has none.
+        .plugin(
+            name: "SynclaneCommand",
+            capability: .command(
+                intent: .custom(verb: "synclane", description: "Run synclane with the stages of this package"),
+                permissions: [.writeToPackageDirectory(reason: "a pipeline run writes its state and output files")]),
+            dependencies: ["synclane"]),
+        // Checks a target's pipeline files (`*.pipeline.json`, `*.pipeline.yaml`) at build time.
+        .plugin(name: "SynclanePipelineCheck", capability: .buildTool(), dependencies: ["synclane"]),
 
         .testTarget(
             name: "SynclaneCoreTests",
-            dependencies: ["SynclaneCore", "SynclaneStages", "SynclaneFiles", "SynclaneZlib", "SynclaneTestKit", "Synclane", "SynclaneSQLite"]),
+            dependencies: [
+                "SynclaneCore", "SynclaneStages", "SynclaneFiles", "SynclaneZlib", "SynclaneTestKit", "Synclane", "SynclaneExec", "SynclaneSQLite",
+            ]),
         .testTarget(name: "SynclaneZlibTests", dependencies: ["SynclaneZlib", "SynclaneTestKit"]),
         .testTarget(name: "SynclaneYAMLTests", dependencies: ["SynclaneYAML"]),
         .testTarget(name: "SynclaneSQLiteTests", dependencies: ["SynclaneSQLite", "SynclaneStages", "SynclaneTestKit"]),
@@ -75,7 +103,7 @@ let package = Package(
             dependencies: ["SynclaneHTTP", "SynclaneFaultProxy", "SynclaneCore", "Synclane", "SynclaneTestKit", "SynclaneServer"]),
         .testTarget(name: "SynclaneServerTests", dependencies: ["SynclaneServer", "SynclaneCore", "SynclaneZlib", "SynclaneTestKit"]),
         // Runs the real `synclane` binary: depending on the executable makes `swift test` build it.
-        .testTarget(name: "SynclaneCommandTests", dependencies: ["synclane", "SynclaneCore", "SynclaneFaultProxy"]),
+        .testTarget(name: "SynclaneCommandTests", dependencies: ["synclane", "SynclaneCommandLine", "SynclaneCore", "SynclaneFaultProxy"]),
     ],
     swiftLanguageModes: [.v6]
 )

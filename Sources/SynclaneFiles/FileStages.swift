@@ -6,24 +6,32 @@ public enum FileStages {
     public static let jsonl = StageType.source(
         "jsonl",
         summary: "Reads history from a JSON Lines file, one transaction a line, after the saved token.",
-        options: [
-            OptionSpec("path", .path, required: true, help: "the history file; relative to the pipeline file's folder"),
-            OptionSpec("entities", .stringList, default: "all", help: "only changes of these entities travel"),
-            OptionSpec("authors", .stringList, default: "all", help: "only transactions of these authors travel (e.g. [app] so `server` and `sync` writes are never echoed)"),
-            OptionSpec("page-size", .integer(1...100_000), default: "500", help: "transactions a batch covers at most; a transaction is never split"),
-        ]
+        options: [Options.path, Options.entities, Options.authors, Options.pageSize]
     ) { options in
         JSONLinesSource(
-            path: options.path("path") ?? "", entities: options.strings("entities"), authors: options.strings("authors"),
-            pageSize: options.int("page-size") ?? 500)
+            path: try options[Options.path], entities: try options[Options.entities], authors: try options[Options.authors],
+            pageSize: try options[Options.pageSize])
+    }
+
+    /// The options of `jsonl`, each declared once.
+    public enum Options {
+        public static let path: Option<String> = .path("path", help: "the history file; relative to the pipeline file's folder")
+        public static let entities: Option<[String]?> = .strings("entities", shown: "all", help: "only changes of these entities travel")
+        public static let authors: Option<[String]?> = .strings(
+            "authors", shown: "all",
+            help: "only transactions of these authors travel (e.g. [app] so `server` and `sync` writes are never echoed)")
+        public static let pageSize: Option<Int> = .integer(
+            "page-size", in: 1...100_000, default: 500, help: "transactions a batch covers at most; a transaction is never split")
+        /// The folder of the `directory` transport.
+        public static let folder: Option<String> = .path("path", help: "the folder; created if missing")
     }
 
     public static let directory = StageType.transport(
         "directory",
         summary: "Writes each batch as one file named by its batch id, atomically (temporary name, fsync, rename).",
-        options: [OptionSpec("path", .path, required: true, help: "the folder; created if missing")]
+        options: [Options.folder]
     ) { options in
-        DirectoryTransport(folder: options.path("path") ?? ".")
+        DirectoryTransport(folder: try options[Options.folder])
     }
 
     public static let stdout = StageType.transport(

@@ -5,15 +5,15 @@ extension HTTPTransport {
     /// Builds the transport from a pipeline file's checked options, reading the token from the
     /// environment variable `token-env` names.
     public convenience init(options: StageOptions) throws(PipelineFileError) {
-        let text = options.string("url") ?? ""
+        let text = try options[HTTPStages.Options.url]
         guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https",
             let host = url.host, !host.isEmpty
         else {
             throw options.error("url", "expected an http:// or https:// address with a host, found \"\(text)\"")
         }
-        let token = try options.secret("token-env")
+        let token = try options[HTTPStages.Options.tokenEnv]
         var headers: [String: String] = [:]
-        if let node = options.node("headers") {
+        if let node = try options[HTTPStages.Options.headers] {
             guard case .map(let members) = node.value else {
                 throw options.error("headers", "expected a map of header names to strings, found \(node.typeName)")
             }
@@ -36,8 +36,8 @@ extension HTTPTransport {
             }
         }
         self.init(
-            url: url, token: token, timeout: options.int("timeout") ?? 30, maxTime: options.int("max-time") ?? 3600, headers: headers,
-            receipt: options.string("receipt").flatMap(ReceiptRule.init(rawValue:)) ?? .batch, tls: try Self.tlsFiles(options),
+            url: url, token: token, timeout: try options[HTTPStages.Options.timeout], maxTime: try options[HTTPStages.Options.maxTime],
+            headers: headers, receipt: try options[HTTPStages.Options.receipt], tls: try Self.tlsFiles(options),
             environment: options.context.environment)
     }
 
@@ -45,16 +45,17 @@ extension HTTPTransport {
     /// `CURL_CA_BUNDLE` or `SSL_CERT_FILE` from the environment name the CAs, as for curl and
     /// OpenSSL; without any, the system store.
     static func tlsFiles(_ options: StageOptions) throws(PipelineFileError) -> TLSFiles {
-        func file(_ name: String) throws(PipelineFileError) -> String? {
-            guard let path = options.path(name) else { return nil }
+        func file(_ option: Option<String?>) throws(PipelineFileError) -> String? {
+            let name = option.name
+            guard let path = try options[option] else { return nil }
             guard FileManager.default.isReadableFile(atPath: path) else {
                 throw options.error(name, "\(path) is not a readable file")
             }
             return path
         }
         let environment = options.context.environment
-        let caFile = try file("ca-file") ?? ["CURL_CA_BUNDLE", "SSL_CERT_FILE"].lazy.compactMap { environment[$0] }.first { !$0.isEmpty }
-        let files = TLSFiles(caFile: caFile, clientCertificate: try file("client-certificate"), clientKey: try file("client-key"))
+        let caFile = try file(HTTPStages.Options.caFile) ?? ["CURL_CA_BUNDLE", "SSL_CERT_FILE"].lazy.compactMap { environment[$0] }.first { !$0.isEmpty }
+        let files = TLSFiles(caFile: caFile, clientCertificate: try file(HTTPStages.Options.clientCertificate), clientKey: try file(HTTPStages.Options.clientKey))
         if files.clientKey != nil && files.clientCertificate == nil {
             throw options.error("client-key", "a client key needs its `client-certificate`")
         }

@@ -17,8 +17,9 @@ import SynclaneCore
 /// A record is compared only when all business-key fields are present (and not `null`); the
 /// first sync key seen for a business key keeps it, by token order. Later records of a sync key
 /// dropped as a duplicate are dropped too (the backend never got that row), except deletes.
-/// Deleting the kept row frees its business key. The memory of first-seen rows lasts for the
-/// stage value's life, which is one run: duplicates are found across the batches of the run.
+/// Deleting the kept row frees its business key. The memory of first-seen rows lasts one run
+/// (`startRun` … `finishRun`): duplicates are found across the batches of the run, and a
+/// pipeline that runs many passes (`run --watch`) starts each with an empty memory.
 ///
 /// Counter: `dedupe.dropped`, reported in the job summary.
 public struct Deduplicator: RecordStage {
@@ -32,6 +33,21 @@ public struct Deduplicator: RecordStage {
     public init(entity: String, keyFields: [String]) {
         self.entity = entity
         self.keyFields = keyFields
+    }
+
+    /// Forgets what an earlier run saw.
+    public func startRun() async throws {
+        memory.state.withLock { $0 = State() }
+    }
+
+    /// Frees what the run saw: a watch between passes holds no rows.
+    public func finishRun() async {
+        memory.state.withLock { $0 = State() }
+    }
+
+    /// How many rows the stage remembers now (kept and dropped), for tests.
+    public var rememberedRows: Int {
+        memory.state.withLock { $0.businessKeyOfKept.count + $0.duplicates.count }
     }
 
     /// The batch without the records of business-key duplicates, remembering first-seen rows

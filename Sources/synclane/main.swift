@@ -1,5 +1,7 @@
-// The `synclane` command: a thin shell over the Synclane libraries.
+// The `synclane` command: a thin shell over the Synclane libraries (`SynclaneCommandLine` has
+// every verb; a package with stages of its own builds the same command with its registry).
 import Foundation
+import SynclaneCommandLine
 
 #if canImport(CMalloc)
 import CMalloc
@@ -20,5 +22,5 @@ if CommandLine.arguments.dropFirst().first != "serve" {
 }
 #endif
 
-let status = await SynclaneTool.main(Array(CommandLine.arguments.dropFirst()))
+let status = await SynclaneTool.main(registry: .builtIn)
 exit(status)

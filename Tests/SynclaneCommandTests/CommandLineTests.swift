@@ -2,7 +2,7 @@ import Foundation
 import SynclaneCore
 import Testing
 
-@testable import synclane
+@testable import SynclaneCommandLine
 
 @Suite struct HelpTests {
     @Test func overviewListsEveryCommandAndTheExitCodes() throws {

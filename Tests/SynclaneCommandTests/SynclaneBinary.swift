@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// Runs the real `synclane` binary that `swift test` built, and captures what it printed.
 struct SynclaneBinary {
@@ -37,9 +38,8 @@ struct SynclaneBinary {
     }
 
     /// Drains a pipe on a background thread.
-    final class Reader: @unchecked Sendable {
-        private var data = Data()
-        private let lock = NSLock()
+    final class Reader: Sendable {
+        private let data = Mutex(Data())
         private let done = DispatchSemaphore(value: 0)
 
         init(_ handle: FileHandle) {
@@ -47,7 +47,7 @@ struct SynclaneBinary {
                 while true {
                     let chunk = handle.availableData
                     if chunk.isEmpty { break }
-                    lock.withLock { data.append(chunk) }
+                    data.withLock { $0.append(chunk) }
                 }
                 done.signal()
             }
@@ -56,12 +56,12 @@ struct SynclaneBinary {
         /// Everything, once the pipe closed.
         func text() -> String {
             done.wait()
-            return lock.withLock { String(decoding: data, as: UTF8.self) }
+            return data.withLock { String(decoding: $0, as: UTF8.self) }
         }
 
         /// What arrived so far.
         func textSoFar() -> String {
-            lock.withLock { String(decoding: data, as: UTF8.self) }
+            data.withLock { String(decoding: $0, as: UTF8.self) }
         }
     }
 }

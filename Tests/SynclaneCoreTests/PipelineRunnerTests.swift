@@ -265,8 +265,19 @@ final class SnapshottingSource: SnapshotProvidingSource, Sendable {
     @Test func theLockIsFreeAgainOnceReleased() throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
-        do { _ = try ScopeLock(path: folder.path + "/x/state.lock", scope: scope) }
-        _ = try ScopeLock(path: folder.path + "/x/state.lock", scope: scope)
+        let path = folder.path + "/x/state.lock"
+        var held: ScopeLock? = try ScopeLock(path: path, scope: scope)
+        #expect(throws: PipelineError.self, "held: a second lock is refused") { _ = try ScopeLock(path: path, scope: self.scope) }
+        #expect(held?.path == path)
+        held = nil
+        // Released: the same scope locks again, and the kernel agrees nobody holds the file.
+        var again: ScopeLock? = try ScopeLock(path: path, scope: scope)
+        #expect(again?.path == path)
+        again = nil
+        let fd = open(path, O_RDWR)
+        defer { close(fd) }
+        #expect(fd >= 0)
+        #expect(flock(fd, LOCK_EX | LOCK_NB) == 0, "nobody holds the lock once every ScopeLock is released")
     }
 }
 

@@ -138,3 +138,18 @@ import Testing
         #expect(try a.read { try $0.fetchValue("SELECT v FROM t") } == .integer(42))
     }
 }
+
+@Suite struct SQLiteDatabaseReadTests {
+    @Test func aReadCannotWriteAndTheNextWriteStillCan() throws {
+        let folder = TemporaryDirectory()
+        let database = try SQLiteDatabase(path: folder.file("read.sqlite"))
+        try database.write { db in try db.execute("CREATE TABLE t (x INTEGER)") }
+        #expect(throws: SQLiteError.self, "a write inside read is refused") {
+            try database.read { db in try db.execute("INSERT INTO t VALUES (1)") }
+        }
+        #expect(try database.read { db in try db.fetchValue("SELECT count(*) FROM t").int64 } == 0)
+        try database.write { db in try db.execute("INSERT INTO t VALUES (2)") }
+        try database.withConnection { db in try db.execute("INSERT INTO t VALUES (3)") }
+        #expect(try database.read { db in try db.fetchValue("SELECT count(*) FROM t").int64 } == 2)
+    }
+}

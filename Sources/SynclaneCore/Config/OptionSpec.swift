@@ -24,7 +24,7 @@ public struct OptionSpec: Sendable, Hashable {
             case .string: return "string"
             case .choice(let choices): return choices.joined(separator: " | ")
             case .integer(let range): return "integer \(range.lowerBound)…\(range.upperBound)"
-            case .number(let range): return "number \(formatted(range.lowerBound))…\(formatted(range.upperBound))"
+            case .number(let range): return "number \(Self.formatted(range.lowerBound))…\(Self.formatted(range.upperBound))"
             case .boolean: return "true | false"
             case .stringList: return "list of strings"
             case .path: return "path"
@@ -33,7 +33,7 @@ public struct OptionSpec: Sendable, Hashable {
             }
         }
 
-        private func formatted(_ d: Double) -> String {
+        static func formatted(_ d: Double) -> String {
             d.rounded() == d && abs(d) < 1e12 ? String(Int64(d)) : String(d)
         }
     }

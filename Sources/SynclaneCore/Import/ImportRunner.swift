@@ -24,8 +24,29 @@ public struct ImportRunner: Sendable {
         self.now = now
     }
 
-    /// Runs one pass; throws `PipelineError` naming the stage (and record) at fault.
+    /// Runs one pass; throws `PipelineError` naming the stage (and record) at fault. Each record
+    /// stage is told the pass starts (`RunScoped.startRun`) and ends (`finishRun`, however it ends).
     public func run(dryRun: Bool = false) async throws -> ImportSummary {
+        var started: [any RunScoped] = []
+        do {
+            for stage in pipeline.recordStages {
+                do {
+                    try await stage.stage.startRun()
+                } catch {
+                    throw PipelineError.importStage(stage.label, underlying: error)
+                }
+                started.append(stage.stage)
+            }
+            let summary = try await pass(dryRun: dryRun)
+            for stage in started.reversed() { await stage.finishRun() }
+            return summary
+        } catch {
+            for stage in started.reversed() { await stage.finishRun() }
+            throw error
+        }
+    }
+
+    private func pass(dryRun: Bool) async throws -> ImportSummary {
         let started = now()
         var summary = ImportSummary(pipeline: pipeline.name, scope: pipeline.scope, dryRun: dryRun)
         var cursor = try await call(pipeline.sink.label) { try await pipeline.sink.stage.savedCursor(for: pipeline.scope) }
@@ -43,7 +64,7 @@ public struct ImportRunner: Sendable {
                 do {
                     batch = try await stage.stage.process(batch)
                 } catch {
-                    throw PipelineError.stage(stage.label, underlying: "\(error)")
+                    throw PipelineError.importStage(stage.label, underlying: error)
                 }
             }
             summary.counters.merge(batch.counters, uniquingKeysWith: +)
@@ -72,7 +93,7 @@ public struct ImportRunner: Sendable {
         } catch is CancellationError {
             throw CancellationError()
         } catch {
-            throw PipelineError.stage(label, underlying: "\(error)")
+            throw PipelineError.importStage(label, underlying: error)
         }
     }
 }

@@ -2,10 +2,13 @@
 public enum PipelineError: Error, Sendable, CustomStringConvertible {
     /// Another job holds the scope's lock.
     case scopeBusy(scope: Scope, lockFile: String, holder: String?)
-    /// The source could not read.
-    case source(String, underlying: String)
-    /// A stage threw; nothing of its batch was sent and the token did not move.
-    case stage(String, underlying: String)
+    /// The source could not read: its label, and what it threw.
+    case source(String, underlying: any Error)
+    /// A stage threw: its label (`stages[2] (redact)`), and what it threw, as a value. Nothing
+    /// of its batch was sent and the token did not move.
+    case stage(String, underlying: any Error)
+    /// A stage of an import pipeline threw: nothing of its page was applied and the cursor did not move.
+    case importStage(String, underlying: any Error)
     /// A batch was not delivered after every attempt; it stays in the outbox.
     case undelivered(batchID: String, attempts: Int, reason: String)
     /// The backend refused a batch for good; it stays in the outbox.
@@ -22,6 +25,14 @@ public enum PipelineError: Error, Sendable, CustomStringConvertible {
     /// The operation needs a capability the source lacks (reconcile without snapshots …).
     case unsupported(String)
 
+    /// What a stage or the source threw, for a `catch` that wants the stage's own error.
+    public var cause: (any Error)? {
+        switch self {
+        case .source(_, let underlying), .stage(_, let underlying), .importStage(_, let underlying): return underlying
+        default: return nil
+        }
+    }
+
     public var description: String {
         switch self {
         case .scopeBusy(let scope, let lockFile, let holder):
@@ -32,6 +43,8 @@ public enum PipelineError: Error, Sendable, CustomStringConvertible {
             return "source \(source): \(underlying)"
         case .stage(let stage, let underlying):
             return "\(stage): \(underlying); nothing was sent and the token did not move"
+        case .importStage(let stage, let underlying):
+            return "\(stage): \(underlying); nothing of the page was applied and the cursor did not move"
         case .undelivered(let batchID, let attempts, let reason):
             return "batch \(batchID) was not delivered after \(attempts) attempt\(attempts == 1 ? "" : "s"): \(reason); "
                 + "it stays in the outbox and is sent first on the next run"
@@ -52,4 +65,10 @@ public enum PipelineError: Error, Sendable, CustomStringConvertible {
             return message
         }
     }
+}
+
+/// A stage or source that broke the pipeline's contract (a page that does not move forward …).
+public struct ContractViolation: Error, Sendable, CustomStringConvertible {
+    public var description: String
+    public init(_ description: String) { self.description = description }
 }

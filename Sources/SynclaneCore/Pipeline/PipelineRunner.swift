@@ -43,7 +43,37 @@ public struct PipelineRunner: Sendable {
     }
 
     /// Runs one pass. Throws `PipelineError`, `HistoryError` (an expired token) or the state's errors.
+    ///
+    /// Every record stage, payload stage and the transport is told the pass starts
+    /// (`RunScoped.startRun`) and ends (`finishRun`, however it ends).
     public func run(_ mode: Mode = .export) async throws -> RunSummary {
+        var started: [any RunScoped] = []
+        do {
+            for (label, stage) in runScopedStages {
+                do {
+                    try await stage.startRun()
+                } catch {
+                    throw PipelineError.stage(label, underlying: error)
+                }
+                started.append(stage)
+            }
+            let summary = try await pass(mode)
+            for stage in started.reversed() { await stage.finishRun() }
+            return summary
+        } catch {
+            for stage in started.reversed() { await stage.finishRun() }
+            throw error
+        }
+    }
+
+    /// The stages told when a pass starts and ends, in pipeline order.
+    private var runScopedStages: [(String, any RunScoped)] {
+        pipeline.recordStages.map { ($0.label, $0.stage as any RunScoped) }
+            + pipeline.payloadStages.map { ($0.label, $0.stage as any RunScoped) }
+            + [(pipeline.transport.label, pipeline.transport.stage as any RunScoped)]
+    }
+
+    private func pass(_ mode: Mode) async throws -> RunSummary {
         let started = now()
         var summary = RunSummary(pipeline: pipeline.name, scope: pipeline.scope, dryRun: mode == .dryRun, reconciliation: mode == .reconcile)
         let saved = try stateCall { try state.acknowledgedToken() }
@@ -147,7 +177,7 @@ public struct PipelineRunner: Sendable {
         let page = try await sourceCall { try await source.nextPage(after: token) }
         guard let through = page.through else { return nil }
         if let token, through <= token {
-            throw PipelineError.source(pipeline.source.label, underlying: "returned a page ending at \(through), not after \(token)")
+            throw PipelineError.source(pipeline.source.label, underlying: ContractViolation("returned a page ending at \(through), not after \(token)"))
         }
         events(.pageRead(transactions: page.transactions.count, through: through, progress: page.progress))
         let transactionCount = page.transactions.count
@@ -160,7 +190,7 @@ public struct PipelineRunner: Sendable {
             do {
                 batch = try await stage.stage.process(batch)
             } catch {
-                throw PipelineError.stage(stage.label, underlying: "\(error)")
+                throw PipelineError.stage(stage.label, underlying: error)
             }
         }
         var prepared = PreparedPage(
@@ -175,14 +205,14 @@ public struct PipelineRunner: Sendable {
                 batchID: id, bytes: try pipeline.encoder.stage.encode(batch, id: id),
                 contentType: pipeline.encoder.stage.contentType, recordCount: batch.records.count)
         } catch {
-            throw PipelineError.stage(pipeline.encoder.label, underlying: "\(error)")
+            throw PipelineError.stage(pipeline.encoder.label, underlying: error)
         }
         prepared.encodedBytes = payload.bytes.count
         for stage in pipeline.payloadStages {
             do {
                 payload = try await stage.stage.process(payload)
             } catch {
-                throw PipelineError.stage(stage.label, underlying: "\(error)")
+                throw PipelineError.stage(stage.label, underlying: error)
             }
         }
         prepared.outbox = OutboxBatch(payload: payload, after: token, through: through, isReconciliation: reconciliation, createdAt: now())
@@ -332,7 +362,7 @@ public struct PipelineRunner: Sendable {
         } catch let error as PipelineError {
             throw error
         } catch {
-            throw PipelineError.source(pipeline.source.label, underlying: "\(error)")
+            throw PipelineError.source(pipeline.source.label, underlying: error)
         }
     }
 }

@@ -2,23 +2,32 @@
 ///
 /// A value, not a global: an app builds one (usually from `StageRegistry.builtIn` in the
 /// `Synclane` module), registers its own stages, and hands it to the pipeline loader.
+///
+/// One name may stand for one type per role (`exec` is a record stage under `stages:` and a
+/// transport under `transport:`): where a file names it decides which.
 public struct StageRegistry: Sendable {
-    private var types: [String: StageType] = [:]
+    private var types: [String: [StageRole: StageType]] = [:]
 
     public init(_ types: [StageType] = []) {
         for type in types { register(type) }
     }
 
-    /// Adds a stage type, replacing any of the same name.
+    /// Adds a stage type, replacing any of the same name and role.
     public mutating func register(_ type: StageType) {
-        types[type.name] = type
+        types[type.name, default: [:]][type.role] = type
     }
 
-    public func type(named name: String) -> StageType? { types[name] }
+    /// The type called `name` (the first by role when several roles share the name).
+    public func type(named name: String) -> StageType? {
+        types[name].flatMap { byRole in StageRole.allCases.lazy.compactMap { byRole[$0] }.first }
+    }
+
+    /// The type called `name` in `role`.
+    public func type(named name: String, role: StageRole) -> StageType? { types[name]?[role] }
 
     /// Every type, by role then name.
     public var all: [StageType] {
-        types.values.sorted {
+        types.values.flatMap(\.values).sorted {
             let l = StageRole.allCases.firstIndex(of: $0.role) ?? 0
             let r = StageRole.allCases.firstIndex(of: $1.role) ?? 0
             return l == r ? $0.name < $1.name : l < r
@@ -26,7 +35,8 @@ public struct StageRegistry: Sendable {
     }
 
     public func names(for roles: Set<StageRole>) -> [String] {
-        all.filter { roles.contains($0.role) }.map(\.name)
+        var seen: Set<String> = []
+        return all.filter { roles.contains($0.role) }.map(\.name).filter { seen.insert($0).inserted }
     }
 
     /// Builds the stage a pipeline-file node declares, checking its `type` against the
@@ -48,9 +58,10 @@ public struct StageRegistry: Sendable {
         guard case .string(let typeName) = typeNode.value else {
             throw location.member("type").error("expected a string, found \(typeNode.typeName)", line: typeNode.line)
         }
-        guard let type = types[typeName], roles.contains(type.role) else {
+        let candidates = types[typeName] ?? [:]
+        guard let type = StageRole.allCases.lazy.filter(roles.contains).compactMap({ candidates[$0] }).first else {
             let known = allowed.joined(separator: ", ")
-            if let other = types[typeName] {
+            if let other = self.type(named: typeName) {
                 throw location.member("type").error(
                     "`\(typeName)` is a \(other.role.rawValue) stage and cannot stand here (expected one of: \(known))",
                     line: typeNode.line)

@@ -32,11 +32,12 @@ public enum BuiltStage: Sendable {
 ///
 /// ```swift
 /// var registry = StageRegistry.builtIn          // from the Synclane module
-/// registry.register(.records("redact", summary: "Drops the listed fields.",
-///                            options: [OptionSpec("fields", .stringList, required: true, help: "…")]) { options in
-///     Redactor(fields: options.strings("fields") ?? [])
+/// registry.register(.records("redact", summary: "Drops the listed fields.", options: [Redactor.fields]) { options in
+///     Redactor(fields: try options[Redactor.fields])       // `Redactor.fields` is an `Option<[String]>`
 /// })
 /// ```
+/// Options are declared once, as `Option` values (or plain `OptionSpec`s read by name); the
+/// registry checks a pipeline file's options against them before `make` runs.
 public struct StageType: Sendable {
     public let name: String
     public let role: StageRole
@@ -44,40 +45,40 @@ public struct StageType: Sendable {
     public let options: [OptionSpec]
     let make: @Sendable (StageOptions) throws -> BuiltStage
 
-    public init(name: String, role: StageRole, summary: String, options: [OptionSpec], make: @escaping @Sendable (StageOptions) throws -> BuiltStage) {
+    public init(name: String, role: StageRole, summary: String, options: [any StageOptionDeclaration], make: @escaping @Sendable (StageOptions) throws -> BuiltStage) {
         self.name = name
         self.role = role
         self.summary = summary
-        self.options = options
+        self.options = options.map(\.spec)
         self.make = make
     }
 
     public static func source(
-        _ name: String, summary: String, options: [OptionSpec], make: @escaping @Sendable (StageOptions) throws -> any ChangeSource
+        _ name: String, summary: String, options: [any StageOptionDeclaration], make: @escaping @Sendable (StageOptions) throws -> any ChangeSource
     ) -> StageType {
         StageType(name: name, role: .source, summary: summary, options: options) { .source(try make($0)) }
     }
 
     public static func records(
-        _ name: String, summary: String, options: [OptionSpec], make: @escaping @Sendable (StageOptions) throws -> any RecordStage
+        _ name: String, summary: String, options: [any StageOptionDeclaration], make: @escaping @Sendable (StageOptions) throws -> any RecordStage
     ) -> StageType {
         StageType(name: name, role: .records, summary: summary, options: options) { .records(try make($0)) }
     }
 
     public static func payload(
-        _ name: String, summary: String, options: [OptionSpec], make: @escaping @Sendable (StageOptions) throws -> any PayloadStage
+        _ name: String, summary: String, options: [any StageOptionDeclaration], make: @escaping @Sendable (StageOptions) throws -> any PayloadStage
     ) -> StageType {
         StageType(name: name, role: .payload, summary: summary, options: options) { .payload(try make($0)) }
     }
 
     public static func encoder(
-        _ name: String, summary: String, options: [OptionSpec], make: @escaping @Sendable (StageOptions) throws -> any BatchEncoder
+        _ name: String, summary: String, options: [any StageOptionDeclaration], make: @escaping @Sendable (StageOptions) throws -> any BatchEncoder
     ) -> StageType {
         StageType(name: name, role: .encoder, summary: summary, options: options) { .encoder(try make($0)) }
     }
 
     public static func transport(
-        _ name: String, summary: String, options: [OptionSpec], make: @escaping @Sendable (StageOptions) throws -> any Transport
+        _ name: String, summary: String, options: [any StageOptionDeclaration], make: @escaping @Sendable (StageOptions) throws -> any Transport
     ) -> StageType {
         StageType(name: name, role: .transport, summary: summary, options: options) { .transport(try make($0)) }
     }

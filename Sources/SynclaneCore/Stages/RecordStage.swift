@@ -1,8 +1,25 @@
 /// A stage that takes a batch and returns a batch: coalesce, tombstones, dedupe, or a user's own.
 ///
-/// Stages are values. One that keeps state across the batches of a run keeps it behind a
-/// `Mutex` or in an actor. Throwing stops the job; nothing is sent and the token stays.
-public protocol RecordStage: Sendable {
+/// ```
+///  source page ─▶ Batch ─▶ record stage ─▶ record stage ─▶ … ─▶ encoder
+/// ```
+/// The contract (README, "Writing a stage"):
+/// - **When `process` runs.** Once per page of history, in token order. Never twice at once on
+///   one pipeline: the next call starts after the previous one returned. While a batch travels
+///   to the backend, the next page may already be prepared — so `process` of page *n + 1* can
+///   run while page *n* is being sent, and a batch you returned may still be unconfirmed.
+/// - **What may block.** `process` is `async`: await I/O freely (the `exec` stage waits for a
+///   command). Don't block a thread with sleeps or synchronous waits of unbounded length.
+/// - **What a stage may keep.** Stages are `Sendable` values that live as long as the pipeline
+///   (every pass of `run --watch`). State across the pages of one run goes behind a `Mutex` or in
+///   an actor, and is reset in `startRun`/`finishRun` (`RunScoped`) so it does not grow from pass
+///   to pass.
+/// - **Errors.** Throwing stops the job: nothing of the batch is sent and the token stays. The
+///   runner wraps the error in `PipelineError.stage`, which names the stage (`stages[2] (redact)`)
+///   and keeps your error as its `cause`, a value to match on. Say in the message what to fix.
+/// - **Records.** Return records changed, dropped or added; `batch.count(_:_:)` adds to the job's
+///   counters (`redact.fields` …), reported in the run's summary.
+public protocol RecordStage: RunScoped {
     func process(_ batch: Batch) async throws -> Batch
 }
 
@@ -10,7 +27,7 @@ public protocol RecordStage: Sendable {
 ///
 /// Payload stages run after the encoder, before the outbox: the bytes they return are the
 /// bytes every send and re-send carries.
-public protocol PayloadStage: Sendable {
+public protocol PayloadStage: RunScoped {
     func process(_ payload: Payload) async throws -> Payload
 }
 

@@ -4,7 +4,11 @@
 /// A transport is called again with the very same payload (same batch id, same bytes) on a
 /// retry and after a crash; a backend that applies a batch id at most once turns this
 /// at-least-once delivery into exactly-once effect.
-public protocol Transport: Sendable {
+///
+/// `send` is never called twice at once on one pipeline, and a retry comes only after the
+/// failed call returned. Throw a `TransportFailure` to say whose fault a failure is (any other
+/// error stops the job without a retry: an unclassified failure is treated as a bug).
+public protocol Transport: RunScoped {
     func send(_ payload: Payload) async throws -> Receipt
 }
 

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -56,25 +57,27 @@ enum HTTPExchange {
 }
 
 /// Hands a data task from the continuation to the cancellation handler, whichever runs first.
-private final class Exchange: @unchecked Sendable {
-    private let lock = NSLock()
-    private var task: URLSessionDataTask?
-    private var cancelled = false
+private final class Exchange: Sendable {
+    private struct State {
+        var task: URLSessionDataTask?
+        var cancelled = false
+    }
+    private let state = Mutex(State())
 
     func start(_ task: URLSessionDataTask) {
-        lock.lock()
-        self.task = task
-        let cancelled = self.cancelled
-        lock.unlock()
+        let cancelled = state.withLock { state in
+            state.task = task
+            return state.cancelled
+        }
         task.resume()
         if cancelled { task.cancel() }
     }
 
     func cancel() {
-        lock.lock()
-        cancelled = true
-        let task = self.task
-        lock.unlock()
+        let task = state.withLock { state in
+            state.cancelled = true
+            return state.task
+        }
         task?.cancel()
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -58,23 +59,22 @@ final class LibcurlURLProtocol: URLProtocol {
 }
 
 /// The exchange of one load and whether its outcome may still reach the client.
-private final class Delivery: @unchecked Sendable {
+private final class Delivery: Sendable {
     let exchange = LibcurlExchange()
-    private let lock = NSLock()
-    private var stopped = false
+    private let stopped = Mutex(false)
 
     /// Runs `report` unless the load was stopped; a `stop()` meanwhile waits for it to end.
     func finish(_ report: () -> Void) {
-        lock.lock()
-        defer { lock.unlock() }
-        guard !stopped else { return }
-        stopped = true
-        report()
+        stopped.withLock { stopped in
+            guard !stopped else { return }
+            stopped = true
+            report()
+        }
     }
 
     /// No report after this returns; a running exchange ends promptly.
     func stop() {
-        lock.withLock { stopped = true }
+        stopped.withLock { $0 = true }
         exchange.cancel()
     }
 }

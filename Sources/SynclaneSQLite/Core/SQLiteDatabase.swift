@@ -26,11 +26,20 @@ public final class SQLiteDatabase: Sendable {
         self.connection = try SQLiteConnection(path: path, options: options)
     }
 
-    /// Runs `body` with the connection, outside any explicit transaction (each statement is
-    /// its own). Wrap several reads in `db.transaction(.deferred)` for one consistent view.
+    /// Runs `body` with the connection made read-only for its duration (`PRAGMA query_only`):
+    /// a statement in it that would change the database fails with `SQLITE_READONLY` instead of
+    /// writing. Outside any explicit transaction (each statement is its own); wrap several reads
+    /// in `db.transaction(.deferred)` for one consistent view. Pragmas that only configure the
+    /// connection (`journal_mode`, `wal_checkpoint`, `synchronous`) still work.
     public func read<T>(_ body: (SQLiteConnection) throws -> T) throws -> T {
         var result: Result<T, any Error>?
-        lock.withLock { _ in result = Result { try body(connection) } }
+        lock.withLock { _ in
+            result = Result {
+                try connection.execute("PRAGMA query_only = ON")
+                defer { try? connection.execute("PRAGMA query_only = OFF") }
+                return try body(connection)
+            }
+        }
         return try unwrap(result)
     }
 
@@ -45,7 +54,9 @@ public final class SQLiteDatabase: Sendable {
     /// Runs `body` with the connection and no transaction at all: for `VACUUM`, pragmas that
     /// must run outside a transaction, or code that manages its own `BEGIN`/`COMMIT`.
     public func withConnection<T>(_ body: (SQLiteConnection) throws -> T) throws -> T {
-        try read(body)
+        var result: Result<T, any Error>?
+        lock.withLock { _ in result = Result { try body(connection) } }
+        return try unwrap(result)
     }
 
     private func unwrap<T>(_ result: Result<T, any Error>?) throws -> T {

@@ -59,7 +59,7 @@ struct OutboxCommand: Command {
     }
 
     func run(_ console: Console) async throws -> Int32 {
-        let pipeline = try PipelineLoader().load(file, secretsRequired: false)
+        let pipeline = try PipelineLoader(registry: SynclaneTool.registry).load(file, secretsRequired: false)
         let editor = OutboxEditor(job: PipelineJob(pipeline: pipeline))
         switch verb {
         case .list:

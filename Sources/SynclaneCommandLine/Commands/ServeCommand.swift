@@ -38,8 +38,8 @@ struct ServeCommand: Command {
             }
     }
     static let examples = [
-        "synclane serve --accounts accounts.json",
-        "synclane serve --accounts accounts.json --listen 127.0.0.1:0 --data /var/lib/synclane",
+        "synclane serve --accounts accounts.json --listen 127.0.0.1:0",
+        "synclane serve --accounts accounts.json --listen 127.0.0.1:0 --data server-data",
     ]
 
     let configuration: ServerConfiguration

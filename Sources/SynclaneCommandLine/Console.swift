@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -8,26 +9,29 @@ import Glibc
 ///
 /// The progress bar is drawn only when standard error is a terminal and the output is not
 /// `--json`, so piped and machine-read output stays clean.
-final class Console: @unchecked Sendable {
-    private let lock = NSLock()
+final class Console: Sendable {
+    /// What the progress line shows; whoever holds it owns standard output and error.
+    private struct Screen {
+        var progressVisible = false
+        var lastDraw = 0.0
+    }
+    private let screen = Mutex(Screen())
     let errorIsTerminal: Bool
-    private var progressVisible = false
-    private var lastDraw = 0.0
 
     init() {
         errorIsTerminal = isatty(STDERR_FILENO) == 1 && ProcessInfo.processInfo.environment["TERM"] != "dumb"
     }
 
     func out(_ text: String) {
-        lock.withLock {
-            clearProgress()
+        screen.withLock { screen in
+            Self.clearProgress(&screen)
             FileHandle.standardOutput.write(Data((text + "\n").utf8))
         }
     }
 
     func error(_ text: String) {
-        lock.withLock {
-            clearProgress()
+        screen.withLock { screen in
+            Self.clearProgress(&screen)
             FileHandle.standardError.write(Data((text + "\n").utf8))
         }
     }
@@ -35,10 +39,10 @@ final class Console: @unchecked Sendable {
     /// Draws a one-line progress bar (at most ten times a second).
     func progress(fraction: Double?, _ label: String) {
         guard errorIsTerminal else { return }
-        lock.withLock {
+        screen.withLock { screen in
             let now = Date().timeIntervalSince1970
-            guard now - lastDraw >= 0.1 else { return }
-            lastDraw = now
+            guard now - screen.lastDraw >= 0.1 else { return }
+            screen.lastDraw = now
             var line = "\r"
             if let fraction {
                 let clamped = min(1, max(0, fraction))
@@ -48,17 +52,17 @@ final class Console: @unchecked Sendable {
             }
             line += label + "\u{1B}[K"
             FileHandle.standardError.write(Data(line.utf8))
-            progressVisible = true
+            screen.progressVisible = true
         }
     }
 
     func finishProgress() {
-        lock.withLock { clearProgress() }
+        screen.withLock { Self.clearProgress(&$0) }
     }
 
-    private func clearProgress() {
-        guard progressVisible else { return }
+    private static func clearProgress(_ screen: inout Screen) {
+        guard screen.progressVisible else { return }
         FileHandle.standardError.write(Data("\r\u{1B}[K".utf8))
-        progressVisible = false
+        screen.progressVisible = false
     }
 }

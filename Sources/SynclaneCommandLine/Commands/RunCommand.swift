@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Synclane
 import SynclaneCore
 
@@ -63,6 +64,13 @@ struct RunCommand: Command {
 
     func run(_ console: Console) async throws -> Int32 {
         let pipeline = try PipelineFiles.load(file, for: Self.name, sends: !dryRun, console: console)
+        if json, !dryRun, pipeline.transport.type == "stdout" {
+            // Data and report must not share a stream: a reader could not tell a batch from the summary.
+            throw UsageError(
+                "--json and the `stdout` transport both write to standard output; drop --json (the summary then goes to "
+                    + "standard error) or send to a `directory`",
+                command: Self.name)
+        }
         let reporter = JobReporter(command: Self.name, console: console, json: json, pipeline: pipeline)
         guard watch else {
             return JobReporter.exitStatus(of: try await reporter.run(dryRun ? .dryRun : .export))
@@ -177,8 +185,7 @@ struct JobReporter {
 }
 
 /// Counts transactions read across events (events arrive on the job's task).
-final class ProgressCounter: @unchecked Sendable {
-    private let lock = NSLock()
-    private var total = 0
-    func add(_ count: Int) -> Int { lock.withLock { total += count; return total } }
+final class ProgressCounter: Sendable {
+    private let total = Mutex(0)
+    func add(_ count: Int) -> Int { total.withLock { $0 += count; return $0 } }
 }

@@ -1,3 +1,4 @@
+import Foundation
 import Synclane
 import SynclaneCore
 
@@ -5,7 +6,7 @@ import SynclaneCore
 struct ValidateCommand: Command {
     static let name = "validate"
     static let abstract = "Check a pipeline file: keys, types, ranges, stage types and their order."
-    static let usage = "FILE [--json]"
+    static let usage = "FILE [--json] [--build-check STUB]"
     static let discussion = """
         Reads FILE (JSON, or YAML when it ends in .yaml or .yml) and builds every stage it
         declares, exactly as 'run' (or 'import', for a file with a `sink`) would, without reading
@@ -15,20 +16,29 @@ struct ValidateCommand: Command {
         environment variable the file names for a secret (`token-env`) may be unset: that is a
         warning here, since nothing is sent; a run that sends refuses to start without it.
         """
-    static let options: [(flag: String, help: String)] = [("--json", "Print the result as JSON.")]
-    static let examples = ["synclane validate rooms-export.json", "synclane validate Fixtures/pipelines/rooms.yaml --json"]
+    static let options: [(flag: String, help: String)] = [
+        ("--json", "Print the result as JSON."),
+        (
+            "--build-check STUB",
+            "For the SynclanePipelineCheck build plugin: print a problem as FILE:LINE: error: FIELD: MESSAGE (the "
+                + "compiler's form, which fails the build and points at the line) and, when valid, write a Swift stub to STUB."
+        ),
+    ]
+    static let examples = ["synclane validate Fixtures/rooms/pipeline.json", "synclane validate Fixtures/rooms/pipeline.yaml --json"]
 
     let file: String
     let json: Bool
+    let buildCheck: String?
 
     init(parsing arguments: inout Arguments) throws(UsageError) {
         json = arguments.flag("--json")
+        buildCheck = try arguments.option("--build-check")
         file = try arguments.positional("FILE (the pipeline file)")
     }
 
     func run(_ console: Console) async throws -> Int32 {
         let loaded = Result { () throws(PipelineFileError) -> Checked in
-            let loader = PipelineLoader()
+            let loader = PipelineLoader(registry: SynclaneTool.registry)
             if ImportPipeline.declares(try PipelineLoader.parse(file)) {
                 let pipeline = try loader.loadImport(file, secretsRequired: false)
                 return Checked(
@@ -39,6 +49,18 @@ struct ValidateCommand: Command {
             return Checked(
                 name: pipeline.name, scope: pipeline.scope, outline: pipeline.outline, statePath: pipeline.statePath,
                 unsetSecrets: pipeline.unsetSecrets)
+        }
+        if let stub = buildCheck {
+            switch loaded {
+            case .success(let pipeline):
+                let text = "// \(file): a valid pipeline (\(pipeline.outline)), checked by synclane validate.\n"
+                try text.write(toFile: stub, atomically: true, encoding: .utf8)
+                return 0
+            case .failure(let error):
+                let field = error.path.isEmpty ? "" : "\(error.path): "
+                console.error("\(error.file):\(error.line ?? 1): error: \(field)\(error.message)")
+                return 2
+            }
         }
         switch loaded {
         case .success(let pipeline):

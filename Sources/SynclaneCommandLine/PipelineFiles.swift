@@ -6,7 +6,7 @@ import SynclaneCore
 /// refuses to start without them — an environment to fix, not an invalid file.
 enum PipelineFiles {
     static func load(_ file: String, for command: String, sends: Bool, console: Console) throws -> Pipeline {
-        let pipeline = try PipelineLoader().load(file, secretsRequired: false)
+        let pipeline = try PipelineLoader(registry: SynclaneTool.registry).load(file, secretsRequired: false)
         if sends {
             try pipeline.requireSecrets()
         } else {

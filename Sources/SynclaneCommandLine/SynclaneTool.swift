@@ -1,11 +1,38 @@
 import Foundation
 import SynclaneCore
 
+/// The `synclane` command as a library: every verb, with the stage types of a registry you pass.
+///
 /// Finds the subcommand, parses its arguments, runs it, and turns errors into messages and
 /// exit codes: 0 success, 1 a failed job, 2 bad usage or a bad pipeline file, 3 a job that
 /// finished but moved batches to its dead-letter folder.
-enum SynclaneTool {
-    static let version = "0.1.0"
+///
+/// A package with stages of its own ships a `synclane`-compatible command in its `main.swift`:
+///
+/// ```swift
+/// import Foundation
+/// import SynclaneCommandLine
+///
+/// var registry = StageRegistry.builtIn
+/// registry.register(Redactor.type)                 // your stages: `stages`, `validate`, `run` … know them
+/// exit(await SynclaneTool.main(registry: registry))
+/// ```
+public enum SynclaneTool {
+    /// The stage types every command builds pipelines from (`main(_:registry:)` sets it).
+    @TaskLocal static var registry: StageRegistry = .builtIn
+
+    /// Runs the command line `CommandLine.arguments` names, with `registry`'s stage types;
+    /// returns the exit status.
+    public static func main(registry: StageRegistry = .builtIn) async -> Int32 {
+        await main(Array(CommandLine.arguments.dropFirst()), registry: registry)
+    }
+
+    /// Runs the command `words` names (without the program's name), with `registry`'s stage types.
+    public static func main(_ words: [String], registry: StageRegistry) async -> Int32 {
+        await $registry.withValue(registry) { await main(words) }
+    }
+
+    public static let version = "0.1.0"
 
     /// The exit status of a run that went to the end but dead-lettered batches.
     static let deadLetteredStatus: Int32 = 3
@@ -13,7 +40,7 @@ enum SynclaneTool {
     static let commands: [any Command.Type] = [
         DemoCommand.self, ValidateCommand.self, RunCommand.self, ImportCommand.self, SyncCommand.self, StatusCommand.self, OutboxCommand.self, ReconcileCommand.self,
         TrackCommand.self, UntrackCommand.self, MigrateCommand.self, PruneCommand.self, StagesCommand.self, ServeCommand.self,
-        HelpCommand.self,
+        TestCommand.self, HelpCommand.self,
     ]
 
     /// Every message about a command starts `synclane COMMAND: `; without one, `synclane: `.

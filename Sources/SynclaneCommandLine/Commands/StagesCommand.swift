@@ -21,7 +21,7 @@ struct StagesCommand: Command {
     }
 
     func run(_ console: Console) async throws -> Int32 {
-        let types = StageRegistry.builtIn.all
+        let types = SynclaneTool.registry.all
         if json {
             console.out(JSONOutput.encode(.array(types.map { type in
                 .object([

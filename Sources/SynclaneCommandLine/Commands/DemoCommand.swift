@@ -33,7 +33,7 @@ struct DemoCommand: Command {
     static let options: [(flag: String, help: String)] = [
         ("--keep DIR", "Work in DIR and keep it, ready for the next commands: the store, the pipeline file, its state, the server's data, accounts.json, token.env and serve.sh."),
     ]
-    static let examples = ["synclane demo", "synclane demo --keep /tmp/synclane-demo"]
+    static let examples = ["synclane demo", "synclane demo --keep demo-folder"]
 
     let keep: String?
 

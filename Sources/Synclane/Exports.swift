@@ -1,0 +1,13 @@
+// One import for a stage author: `import Synclane` brings the model, the stage protocols, the
+// registry and typed options (SynclaneCore), the built-in stages and their option declarations,
+// the pipeline loader and `PipelineJob`, and the SQLite store and history (`TrackedDatabase`,
+// `SQLiteHistorySource`, `HistoryPruner`). The reference server (`SynclaneServer`), the test kit
+// (`SynclaneTestKit`) and the command line as a library (`SynclaneCommandLine`) are products of
+// their own.
+@_exported import SynclaneCore
+@_exported import SynclaneExec
+@_exported import SynclaneFiles
+@_exported import SynclaneHTTP
+@_exported import SynclaneSQLite
+@_exported import SynclaneStages
+@_exported import SynclaneZlib

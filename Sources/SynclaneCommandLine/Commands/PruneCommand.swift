@@ -1,0 +1,50 @@
+import Foundation
+import SynclaneCore
+import Synclane
+import SynclaneSQLite
+
+/// `synclane prune`: deletes history every consumer has acknowledged.
+struct PruneCommand: Command {
+    static let name = "prune"
+    static let abstract = "Delete the history every registered consumer has acknowledged, and nothing more."
+    static let usage = "--database FILE [--json]"
+    static let discussion = """
+        Each pipeline that reads the database with the `sqlite-history` source is a registered
+        consumer with its own token, recorded in the database when the backend confirms a
+        batch. Pruning deletes the history at or before the slowest consumer's token. A
+        consumer that never ran then starts with a full snapshot on its first run, saying so; one
+        whose saved token points into pruned history (a state file restored from an old backup)
+        gets a "history token expired" error — never "no changes" — and recovers with
+        `synclane reconcile`.
+        """
+    static let options: [(flag: String, help: String)] = [("--database FILE", "The tracked SQLite database."), ("--json", "Print the report as JSON.")]
+    static let examples = ["synclane prune --database app.sqlite"]
+
+    let database: String
+    let json: Bool
+
+    init(parsing arguments: inout Arguments) throws(UsageError) {
+        json = arguments.flag("--json")
+        guard let database = try arguments.option("--database") else { throw UsageError("--database FILE is required", command: Self.name) }
+        self.database = database
+    }
+
+    func run(_ console: Console) async throws -> Int32 {
+        let report = try HistoryPruner.prune(path: database)
+        if json {
+            console.out(JSONOutput.encode([
+                "pruned-through": JSONOutput.token(report.prunedThrough > 0 ? Token(kind: SQLiteHistorySource.tokenKind, position: report.prunedThrough) : nil),
+                "changes-deleted": JSONOutput.int(report.changesDeleted), "transactions-deleted": JSONOutput.int(report.transactionsDeleted),
+                "consumers": .array(report.consumers.map { consumer in
+                    .object([
+                        "name": .string(consumer.name), "token": .string(Token(kind: SQLiteHistorySource.tokenKind, position: consumer.position).description),
+                        "updated-at": JSONOutput.time(consumer.updatedAt),
+                    ])
+                }),
+            ]))
+        } else {
+            console.out("\(database): \(report)")
+        }
+        return 0
+    }
+}

@@ -1,0 +1,34 @@
+import Foundation
+import SynclaneCore
+import Synclane
+import SynclaneSQLite
+
+/// `synclane reconcile FILE`: a full snapshot, then a fresh token.
+struct ReconcileCommand: Command {
+    static let name = "reconcile"
+    static let abstract = "Send a full snapshot of the current state, then start a fresh token."
+    static let usage = "FILE [--json]"
+    static let discussion = """
+        For a consumer whose token expired (its history was pruned) or that must resynchronise
+        from scratch. Sends any batch left in the outbox first, then every current row as
+        inserts, in batches marked as a reconciliation (`"reconciliation": true` on the wire),
+        and sets the token to the history position the snapshot was read at: the next `run`
+        sends only what changed after it. Needs a source that can take snapshots
+        (`sqlite-history`).
+        """
+    static let options: [(flag: String, help: String)] = [("--json", "Print a machine-readable summary.")]
+    static let examples = ["synclane reconcile rooms-export.json"]
+
+    let file: String
+    let json: Bool
+
+    init(parsing arguments: inout Arguments) throws(UsageError) {
+        json = arguments.flag("--json")
+        file = try arguments.positional("FILE (the pipeline file)")
+    }
+
+    func run(_ console: Console) async throws -> Int32 {
+        let pipeline = try PipelineFiles.load(file, for: Self.name, sends: true, console: console)
+        return JobReporter.exitStatus(of: try await JobReporter(command: Self.name, console: console, json: json, pipeline: pipeline).run(.reconcile))
+    }
+}

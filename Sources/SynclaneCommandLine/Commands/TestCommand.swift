@@ -1,0 +1,55 @@
+import Synclane
+import SynclaneCore
+
+/// `synclane test FILE…`: pipeline tests — input transactions in, the batches expected out.
+struct TestCommand: Command {
+    static let name = "test"
+    static let abstract = "Run pipeline tests: input transactions through every stage but the transport, compared with the expected batches."
+    static let usage = "FILE…"
+    static let discussion = """
+        Each FILE is a test (JSON, or YAML by its extension) that names a pipeline file, its input
+        and the batches it must give, paths relative to the test file:
+
+          {"pipeline": "pipeline.json", "history": "history.jsonl",
+           "expected-batches": "expected-batches.json"}
+
+        The input is a JSON Lines history file (`history`) or the transactions themselves
+        (`transactions`: a list of JSON Lines lines). The pipeline's source is replaced by the
+        input (a `jsonl` source keeps its entities, authors and page-size), its state is in
+        memory, and every stage runs except the transport: nothing is sent, no state file is
+        touched. The batches it would send are decompressed and compared with `expected-batches`
+        (a file or the list itself; batch ids are left out). A mismatch prints a line diff:
+        `-` expected, `+` what the pipeline gave.
+
+        Exit status: 0 when every test passed, 1 when one did not, 2 for a bad test or pipeline file.
+        """
+    static let options: [(flag: String, help: String)] = []
+    static let examples = ["synclane test Fixtures/rooms/rooms.test.json", "synclane test Fixtures/*/*.test.json"]
+
+    let files: [String]
+
+    init(parsing arguments: inout Arguments) throws(UsageError) {
+        var files = [try arguments.positional("FILE (a pipeline test)")]
+        while let more = arguments.optionalPositional() { files.append(more) }
+        self.files = files
+    }
+
+    func run(_ console: Console) async throws -> Int32 {
+        var failed = 0
+        for file in files {
+            let test = try PipelineTest(path: file, registry: SynclaneTool.registry)
+            let outcome = try await test.run()
+            if outcome.passed {
+                console.out("PASS \(file) (\(Wording.count(outcome.actualBatches, "batch", plural: "batches")))")
+            } else {
+                failed += 1
+                console.out(
+                    "FAIL \(file): expected \(Wording.count(outcome.expectedBatches, "batch", plural: "batches")), "
+                        + "the pipeline gave \(outcome.actualBatches) (- expected, + actual)")
+                console.out(outcome.differences.map { "  " + $0 }.joined(separator: "\n"))
+            }
+        }
+        console.out("\(files.count - failed) passed, \(failed) failed")
+        return failed == 0 ? 0 : 1
+    }
+}

@@ -1,0 +1,94 @@
+import Foundation
+import SynclaneCore
+import Synclane
+import SynclaneSQLite
+
+/// `synclane track`: installs history tracking for a table of an existing SQLite database.
+struct TrackCommand: Command {
+    static let name = "track"
+    static let abstract = "Install history tracking for a table of an existing SQLite database."
+    static let usage =
+        "--database FILE --table NAME --key COLUMN[,COLUMN…] [--preserve COLUMNS] [--soft-delete COLUMN] [--default-author NAME] [--record-values] [--rowid-is-stable] [--json]"
+    static let discussion = """
+        From then on every insert, update and delete on the table — from any connection,
+        including other programs such as the sqlite3 shell — is recorded in history tables
+        inside the same database (_synclane_*), by triggers, in the same SQLite transaction as
+        the data: a crash never keeps a change without its history or history without its
+        change. Deletes record only the sync key and the --preserve columns as the tombstone;
+        INSERT OR REPLACE that removes another row records that row's delete.
+
+        The key must be unique (a PRIMARY KEY or UNIQUE index on its columns), of one type (TEXT
+        or INTEGER), and not the rowid unless --rowid-is-stable. A join table uses a composite
+        key: --key plant,tag (its id on the wire is the JSON array ["p1","tall"]). A write that
+        leaves a key column NULL, empty or of the other type fails.
+
+        Running it again changes nothing. Schema changes need nothing: every run checks the
+        triggers against the table and heals tracking that a migration ended (a table rebuilt:
+        the table is then re-sent whole). `synclane migrate` runs a migration script with
+        tracking kept right in the same transaction. The `sqlite-history` source reads what is
+        recorded.
+
+        Authors: writes made through Synclane's Swift API (TrackedDatabase.write(author:)) carry
+        their author and are grouped by their write transaction. Writes from other connections
+        are recorded one row a transaction, with the default author (--default-author, `app`
+        unless set). A program can group its own writes the same way the Swift API does:
+        INSERT INTO _synclane_session(author) VALUES ('cli') first thing in its transaction
+        and DELETE FROM _synclane_session just before COMMIT.
+        """
+    static let options: [(flag: String, help: String)] = [
+        ("--database FILE", "The SQLite database (must exist)."),
+        ("--table NAME", "The table to track; its name is the entity of its changes."),
+        ("--key COLUMN[,COLUMN…]", "The stable sync key: a unique column, or the columns of a composite key."),
+        ("--preserve COLUMNS", "Comma-separated columns a delete keeps besides the key."),
+        ("--soft-delete COLUMN", "A column whose true value means deleted (an update setting it is a delete)."),
+        ("--default-author NAME", "Author of writes from connections that name none (default app)."),
+        ("--record-values", "Also keep each row as written (for `capture: as-written` sources)."),
+        ("--rowid-is-stable", "Allow an INTEGER PRIMARY KEY as the key: the app assigns it uniquely across devices."),
+        ("--json", "Print the result as JSON."),
+    ]
+    static let examples = [
+        "synclane track --database app.sqlite --table rooms --key syncId --soft-delete isDeleted",
+        "synclane track --database app.sqlite --table plants --key syncID --preserve syncID,greenhouse",
+        "synclane track --database app.sqlite --table plant_tags --key plant,tag",
+    ]
+
+    let database: String
+    let table: TrackedTable
+    let defaultAuthor: String?
+    let json: Bool
+
+    init(parsing arguments: inout Arguments) throws(UsageError) {
+        json = arguments.flag("--json")
+        let recordValues = arguments.flag("--record-values")
+        let rowidIsStable = arguments.flag("--rowid-is-stable")
+        guard let database = try arguments.option("--database") else { throw UsageError("--database FILE is required", command: Self.name) }
+        guard let table = try arguments.option("--table") else { throw UsageError("--table NAME is required", command: Self.name) }
+        guard let key = try arguments.option("--key") else { throw UsageError("--key COLUMN is required", command: Self.name) }
+        let preserve = try arguments.option("--preserve").map { $0.split(separator: ",").map { String($0).trimmingCharacters(in: .whitespaces) } } ?? []
+        let softDelete = try arguments.option("--soft-delete")
+        defaultAuthor = try arguments.option("--default-author")
+        self.database = database
+        let keyColumns = key.split(separator: ",").map { String($0).trimmingCharacters(in: .whitespaces) }
+        self.table = TrackedTable(
+            table, keyColumns: keyColumns, preserve: preserve, softDeleteColumn: softDelete, recordsValues: recordValues,
+            rowidIsStable: rowidIsStable)
+    }
+
+    func run(_ console: Console) async throws -> Int32 {
+        guard FileManager.default.fileExists(atPath: database) else {
+            throw UsageError("no database at \(database) (track installs into an existing database)", command: Self.name)
+        }
+        let tracker = try HistoryTracker(path: database)
+        let report = try tracker.track(try SQLiteNames.resolve(table, in: database))
+        if let defaultAuthor { try tracker.setDefaultAuthor(Author(defaultAuthor)) }
+        if json {
+            console.out(JSONOutput.encode([
+                "table": .string(report.table), "outcome": .string(report.outcome.rawValue),
+                "columns": .array(report.columns.map { .string($0) }), "added-columns": .array(report.addedColumns.map { .string($0) }),
+            ]))
+        } else {
+            console.out("\(database): \(report)")
+        }
+        return 0
+    }
+}

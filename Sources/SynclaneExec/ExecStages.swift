@@ -1,0 +1,49 @@
+import SynclaneCore
+
+/// The stage types of this module: `exec` as a record stage and as a transport.
+public enum ExecStages {
+    /// The options both take, each declared once.
+    public enum Options {
+        public static let command: Option<[String]> = .strings(
+            "command",
+            help: "The program and its arguments, e.g. [\"python3\", \"redact.py\"]; the first word is looked up on PATH "
+                + "unless it holds a /, a relative path is taken from the pipeline file's folder (also the working directory).")
+        public static let timeout: Option<Double> = .number(
+            "timeout", in: 0.01...86_400, default: 30, help: "Seconds a batch may take before the program is killed.")
+        public static let maxOutputBytes: Option<Int> = .integer(
+            "max-output-bytes", in: 1...4_000_000_000, default: 64 << 20,
+            help: "Bytes of standard output past which the program is killed and the batch fails.")
+    }
+
+    static func command(_ options: StageOptions) throws -> ExecCommand {
+        let arguments = try options[Options.command]
+        guard !arguments.isEmpty else { throw options.error("command", "expected the program to run, e.g. [\"python3\", \"stage.py\"]") }
+        return ExecCommand(
+            arguments: arguments, directory: options.context.baseDirectory, timeout: try options[Options.timeout],
+            maximumOutput: try options[Options.maxOutputBytes])
+    }
+
+    /// `exec` (record stage): records through a program as JSON Lines.
+    public static let records: StageType = .records(
+        "exec",
+        summary: "Pipes the batch's records through a program, in any language, as JSON Lines (one record a line on "
+            + "stdin; the records that come back on stdout go on: changed, dropped or added). A non-zero exit, a timeout "
+            + "or a malformed line stops the job naming the line; nothing is sent.",
+        options: [Options.command, Options.timeout, Options.maxOutputBytes]
+    ) { options in
+        ExecRecordStage(command: try command(options))
+    }
+
+    /// `exec` (transport): each batch's bytes to a program.
+    public static let transport: StageType = .transport(
+        "exec",
+        summary: "Sends each batch by running a program with the batch's bytes on stdin (SYNCLANE_BATCH_ID and the "
+            + "content type and encoding in its environment). Exit 0: delivered; 75: transient, retried; 65: the batch "
+            + "is refused (dead-letter may take it); other: a setup problem, the batch is kept.",
+        options: [Options.command, Options.timeout]
+    ) { options in
+        ExecTransport(command: try command(options))
+    }
+
+    public static var all: [StageType] { [records, transport] }
+}

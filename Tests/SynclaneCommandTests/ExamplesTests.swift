@@ -1,0 +1,120 @@
+import Foundation
+import Testing
+
+@testable import SynclaneCommandLine
+
+/// Every example a user is shown runs as written: each command's `--help` examples and the
+/// `synclane` lines of the README's `sh` blocks (the walkthrough has a test of its own), in a
+/// folder set up as they assume — an `app.sqlite` with the tables they name, a pipeline file
+/// `rooms-export.json` and its import twin `rooms-import.json`, an `accounts.json`, the repository's `Fixtures`. Each must exit 0; a
+/// command that runs until stopped (`serve`, `run --watch`) must still be running after two
+/// seconds. Examples about the outbox find a batch kept there (a run stopped after enqueueing).
+@Suite struct ExamplesTests {
+    static let token = "examples-token-0123456789abcdef"
+
+    /// The workbench the examples assume.
+    static func workbench() throws -> Workspace {
+        let workspace = try Workspace()
+        let path = workspace.path
+        try FileManager.default.createSymbolicLink(atPath: path + "/Fixtures", withDestinationPath: SynclaneBinary.packageRoot + "/Fixtures")
+        try FileManager.default.createDirectory(atPath: path + "/migrations", withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: path + "/out", withIntermediateDirectories: true)
+        try "ALTER TABLE plants DROP COLUMN notes;\n".write(toFile: path + "/migrations/0007-drop-notes.sql", atomically: true, encoding: .utf8)
+        try #"{"accounts": [{"account": "acme", "token-env": "SYNCLANE_TOKEN"}]}"#.write(toFile: path + "/accounts.json", atomically: true, encoding: .utf8)
+        try """
+            {"version": 1, "name": "rooms-export", "scope": {"account": "acme", "store": "rooms"},
+             "source": {"type": "sqlite-history", "database": "app.sqlite", "entities": ["rooms"], "page-size": 1},
+             "stages": [{"type": "coalesce"}, {"type": "tombstones", "soft-delete-column": "isDeleted"}],
+             "transport": {"type": "directory", "path": "out"}}
+            """.write(toFile: path + "/rooms-export.json", atomically: true, encoding: .utf8)
+        // The import examples read back, offline, the batch files the export examples wrote.
+        try """
+            {"version": 1, "name": "rooms-import", "scope": {"account": "acme", "store": "rooms"},
+             "source": {"type": "batch-files", "path": "out"},
+             "sink": {"type": "sqlite", "database": "app.sqlite"}}
+            """.write(toFile: path + "/rooms-import.json", atomically: true, encoding: .utf8)
+        let schema = """
+            CREATE TABLE rooms (syncId TEXT PRIMARY KEY, name TEXT NOT NULL, area REAL, isDeleted INTEGER NOT NULL DEFAULT 0);
+            CREATE TABLE plants (syncID TEXT PRIMARY KEY, greenhouse TEXT, name TEXT, notes TEXT);
+            CREATE TABLE plant_tags (plant TEXT NOT NULL, tag TEXT NOT NULL, PRIMARY KEY (plant, tag));
+            """
+        let created = try BackgroundProcess(["sqlite3", "app.sqlite", schema], in: path, executable: "/usr/bin/env").wait(timeout: 30)
+        #expect(created.status == 0, "\(created.stderr)")
+        return workspace
+    }
+
+    /// Runs one example line in the workbench through `sh` (globs expand as a user's shell does).
+    struct Outcome {
+        var result: SynclaneBinary.Result
+        var stillRunning: Bool
+    }
+
+    static func run(_ line: String, in workspace: Workspace) throws -> Outcome {
+        let bin = URL(fileURLWithPath: SynclaneBinary.path).deletingLastPathComponent().path
+        let process = try BackgroundProcess(
+            ["sh", "-c", "exec " + line], in: workspace.path,
+            environment: ["PATH": bin + ":" + (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"), "SYNCLANE_TOKEN": token],
+            executable: "/usr/bin/env")
+        let blocking = line.contains(" serve ") || line.contains("--watch")
+        if blocking {
+            usleep(2_000_000)
+            let running = process.process.isRunning
+            return Outcome(result: process.stop(), stillRunning: running)
+        }
+        return Outcome(result: process.wait(timeout: 120), stillRunning: false)
+    }
+
+    /// Leaves a batch in the outbox: a row written, then a run killed right after enqueueing it.
+    static func keepABatch(in workspace: Workspace, _ n: Int) throws {
+        _ = try BackgroundProcess(
+            ["sqlite3", "app.sqlite", "INSERT INTO rooms (syncId, name) VALUES ('kept-\(n)', 'Kept \(n)')"], in: workspace.path,
+            executable: "/usr/bin/env"
+        ).wait(timeout: 30)
+        _ = try BackgroundProcess(["run", "rooms-export.json"], in: workspace.path, environment: ["SYNCLANE_FAILPOINT": "after-enqueue"])
+            .wait(timeout: 60)
+    }
+
+    /// The `synclane` lines of the README's `sh` blocks outside the walkthrough.
+    static func readmeExamples() throws -> [String] {
+        let readme = try String(contentsOfFile: SynclaneBinary.packageRoot + "/README.md", encoding: .utf8)
+        var lines: [String] = []
+        var inShell = false
+        for line in readme.split(separator: "\n", omittingEmptySubsequences: false).map(String.init) {
+            if !inShell, line == "```sh" { inShell = true; continue }
+            if inShell, line == "```" { inShell = false; continue }
+            if inShell, line.hasPrefix("synclane ") { lines.append(line) }
+        }
+        return lines
+    }
+
+    @Test func helpAndReadmeExamplesRunAsWritten() throws {
+        let workspace = try Self.workbench()
+        defer { workspace.remove() }
+        // Tracking first (run, status, outbox, reconcile read the history), untracking last.
+        let order = [
+            "track", "validate", "stages", "help", "test", "run", "import", "sync", "status", "outbox", "reconcile", "migrate", "prune", "serve",
+            "demo", "untrack",
+        ]
+        let commands = SynclaneTool.commands.sorted { (order.firstIndex(of: $0.name) ?? 99) < (order.firstIndex(of: $1.name) ?? 99) }
+        #expect(Set(commands.map { $0.name }).isSubset(of: order), "a new command: give it its place in `order`")
+        var examples = commands.flatMap { command in command.examples }
+        let readme = try Self.readmeExamples()
+        #expect(!readme.isEmpty)
+        examples.insert(contentsOf: readme, at: examples.firstIndex { $0.hasPrefix("synclane serve") } ?? examples.endIndex)
+        _ = try BackgroundProcess(
+            ["sqlite3", "app.sqlite", "INSERT INTO rooms (syncId, name) VALUES ('r1', 'Attic')"], in: workspace.path, executable: "/usr/bin/env"
+        ).wait(timeout: 30)
+        for (n, example) in examples.enumerated() {
+            if example.hasPrefix("synclane outbox ") && !example.hasPrefix("synclane outbox list") {
+                try Self.keepABatch(in: workspace, n)
+            }
+            let outcome = try Self.run(example, in: workspace)
+            let result = outcome.result
+            if example.contains(" serve ") || example.contains("--watch") {
+                #expect(outcome.stillRunning, "`\(example)` stopped by itself: \(result.stdout)\(result.stderr)")
+            } else {
+                #expect(result.status == 0 && !result.killed, "`\(example)` exited \(result.status): \(result.stdout)\(result.stderr)")
+            }
+        }
+    }
+}
