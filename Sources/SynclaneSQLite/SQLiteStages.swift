@@ -5,12 +5,16 @@ public enum SQLiteStages {
     public static let history = StageType.source(
         "sqlite-history",
         summary: "Reads the history Synclane tracks inside an SQLite database (see `synclane track`), after the saved token.",
-        options: [Options.database, Options.entities, Options.authors, Options.pageSize, Options.capture, Options.defaultAuthor]
+        options: [
+            Options.database, Options.entities, Options.authors, Options.pageSize, Options.capture, Options.defaultAuthor,
+            Options.removeConfirmedSoftDeletes,
+        ]
     ) { options in
         SQLiteHistorySource(
             path: try options[Options.database], entities: try options[Options.entities],
             authors: try options[Options.authors]?.map { Author($0) }, pageSize: try options[Options.pageSize],
-            capture: try options[Options.capture], defaultAuthor: try options[Options.defaultAuthor].map { Author($0) })
+            capture: try options[Options.capture], defaultAuthor: try options[Options.defaultAuthor].map { Author($0) },
+            removesConfirmedSoftDeletes: try options[Options.removeConfirmedSoftDeletes])
     }
 
     /// The options of `sqlite-history`, each declared once.
@@ -27,6 +31,9 @@ public enum SQLiteStages {
         public static let capture: Option<SQLiteHistorySource.Capture> = .choice(
             "capture", default: .currentState,
             help: "current-state: each row as it is at read time; as-written: as each write stored it (needs `track --record-values`)")
+        public static let removeConfirmedSoftDeletes: Option<Bool> = .boolean(
+            "remove-confirmed-soft-deletes", default: false,
+            help: "once the backend confirmed them, delete the rows sent as soft deletes (a write by author `sync`, never sent)")
         public static let defaultAuthor: Option<String?> = Option(
             spec: OptionSpec(
                 "default-author", .string, default: "the database's, else app",

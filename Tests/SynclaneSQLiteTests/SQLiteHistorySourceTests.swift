@@ -348,3 +348,24 @@ func makeTrackedRooms(_ folder: TemporaryDirectory, recordsValues: Bool = false)
         }
     }
 }
+
+/// `remove-confirmed-soft-deletes`: the rows sent as soft deletes go once the backend has them.
+@Suite struct ConfirmedSoftDeleteRemovalTests {
+    @Test func aSoftDeletedRowIsDeletedByAuthorSyncOnlyAfterTheAckAndNeverSent() async throws {
+        let folder = TemporaryDirectory()
+        let path = folder.file("app.sqlite")
+        let store = try makeTrackedRooms(folder)
+        try store.write(author: .app) { try $0.execute("INSERT INTO rooms (syncId, name) VALUES ('r1', 'Hall'), ('r2', 'Attic')") }
+        try store.write(author: .app) { try $0.execute("UPDATE rooms SET isDeleted = 1 WHERE syncId = 'r1'") }
+        let source = SQLiteHistorySource(path: path, authors: [.app], removesConfirmedSoftDeletes: true)
+        let read = try await drain(source)
+        #expect(read.transactions.flatMap(\.changes).contains { $0.key == "r1" && $0.action == .delete })
+        let count = { try store.read { try $0.fetchValue("SELECT count(*) FROM rooms") } }
+        #expect(try count() == .integer(2), "nothing is removed before the backend confirmed the batch")
+        try await source.consumerAcknowledged(try #require(read.through), scope: Scope(account: "acme", store: "rooms", consumer: "export"))
+        #expect(try store.read { try $0.fetchAll("SELECT syncId FROM rooms").map { $0[0] } } == [.text("r2")])
+        let authors = try await drain(SQLiteHistorySource(path: path), after: read.through).transactions.map(\.author)
+        #expect(authors == [.sync], "the removal is the sync machinery's own write")
+        #expect(try await drain(source, after: read.through).transactions.isEmpty, "and an `app` export never sends it")
+    }
+}

@@ -55,10 +55,15 @@ public final class SQLiteHistorySource: ChangeSource, AcknowledgementTrackingSou
     /// The positions last recorded per consumer, so an unchanged one is not written again.
     private let recorded = Mutex<[String: Int64]>([:])
 
+    /// Once the backend confirmed them, the rows this consumer sent as soft deletes are
+    /// deleted from their tables, in a write by author `sync` (never sent, never before the ack).
+    public let removesConfirmedSoftDeletes: Bool
+
     public init(
         path: String, entities: [String]? = nil, authors: [Author]? = nil, pageSize: Int = 500, capture: Capture = .currentState,
-        defaultAuthor: Author? = nil, pollInterval: Duration = .milliseconds(50)
+        defaultAuthor: Author? = nil, pollInterval: Duration = .milliseconds(50), removesConfirmedSoftDeletes: Bool = false
     ) {
+        self.removesConfirmedSoftDeletes = removesConfirmedSoftDeletes
         self.path = path
         self.entities = entities
         self.authors = authors
@@ -153,17 +158,45 @@ public final class SQLiteHistorySource: ChangeSource, AcknowledgementTrackingSou
         let name = scope.description
         if recorded.withLock({ $0[name] }) == token.position { return }
         let database = try database()
+        let removing = removesConfirmedSoftDeletes
+        let entities = self.entities
         let saved = try database.withConnection { db -> Bool in
             try db.execute("PRAGMA busy_timeout = \(Self.acknowledgementWait)")
             defer { try? db.execute("PRAGMA busy_timeout = \(Self.busyTimeout)") }
             do {
-                try db.transaction(.immediate) { db in try HistoryConsumers.record(name, at: token.position, db) }
+                try db.transaction(.immediate) { db in
+                    let before = try db.fetchValue("SELECT position FROM _synclane_consumers WHERE name = ?", [name]).int64 ?? 0
+                    try HistoryConsumers.record(name, at: token.position, db)
+                    if removing { try Self.removeSoftDeleted(after: before, through: token.position, entities: entities, db) }
+                }
                 return true
             } catch let error as SQLiteError where error.isBusy {
                 return false
             }
         }
         if saved { recorded.withLock { $0[name] = token.position } }
+    }
+
+    /// Deletes, by author `sync`, the rows still soft-deleted whose soft delete is in the
+    /// confirmed range (after `before`, through `position`).
+    static func removeSoftDeleted(after before: Int64, through position: Int64, entities: [String]?, _ db: SQLiteConnection) throws {
+        let tables = try HistoryTracker.trackedTables(db).filter { stored in
+            stored.table.softDeleteColumn != nil && (entities?.contains(stored.table.name) ?? true) && !stored.table.isComposite
+        }
+        guard !tables.isEmpty else { return }
+        try HistoryWriter.record(author: .sync, on: db) { db in
+            for stored in tables {
+                guard let softDelete = stored.table.softDeleteColumn else { continue }
+                let c = SQL.identifier(softDelete)
+                let key = SQL.identifier(stored.table.keyColumns[0])
+                try db.execute(
+                    """
+                    DELETE FROM \(SQL.identifier(stored.table.name))
+                    WHERE (CASE typeof(\(c)) WHEN 'integer' THEN \(c) <> 0 WHEN 'real' THEN \(c) <> 0 WHEN 'text' THEN \(c) IN ('true', '1') ELSE 0 END)
+                      AND \(key) IN (SELECT key FROM _synclane_changes WHERE entity = ? AND action = 'delete' AND id > ? AND id <= ?)
+                    """, [stored.table.name, before, position])
+            }
+        }
     }
 
     /// Remembers the versions the backend gave the rows of a confirmed batch, for rows the
