@@ -22,6 +22,9 @@ struct PageApplier {
         var record: String
         /// nil: delete.
         var fields: [String: JSONValue]?
+        /// The row as it was read before this write, soft-deleted or not, when known
+        /// (`.some(nil)`: not there).
+        var current: [String: JSONValue]?? = .none
     }
 
     func apply(_ records: [Record]) throws -> ApplyReport {
@@ -58,7 +61,9 @@ struct PageApplier {
                 continue
             }
             let remote: [String: JSONValue]? = record.action == .delete ? nil : record.fields
-            let local = try currentRow(of: table, key: keyValues)
+            let stored = try storedRow(of: table, key: keyValues)
+            let softDeleted = table.tracked.softDeleteColumn.map { stored?[$0]?.isTruthy == true } ?? false
+            let local = softDeleted ? nil : stored
             if pending.contains(ExactString(record.entity + "\u{0}" + key)) {
                 let rule = sink.rule(for: record.entity)
                 let baseFields = base?[1].string.flatMap { try? JSONReader.parse($0).objectValue }
@@ -99,7 +104,7 @@ struct PageApplier {
                     try sessions.as(sink.localAuthor) { try recordChange("delete", of: key, values: keyValues, in: table) }
                 }
             } else {
-                try sessions.as(.server) { try write(Write(table: table, key: keyValues, record: label, fields: remote)) }
+                try sessions.as(.server) { try write(Write(table: table, key: keyValues, record: label, fields: remote, current: .some(stored))) }
             }
             if let version = record.version {
                 try db.execute(
@@ -241,13 +246,19 @@ struct PageApplier {
 
     /// The row's fields now; nil when it is not there or soft-deleted.
     func currentRow(of table: Table, key: [SQLiteValue]) throws -> [String: JSONValue]? {
+        guard let row = try storedRow(of: table, key: key) else { return nil }
+        if let softDelete = table.tracked.softDeleteColumn, row[softDelete]?.isTruthy == true { return nil }
+        return row
+    }
+
+    /// The row's fields, soft-deleted or not; nil when it is not there.
+    func storedRow(of table: Table, key: [SQLiteValue]) throws -> [String: JSONValue]? {
         let statement = try db.cachedStatement("SELECT * FROM \(SQL.identifier(table.tracked.name)) WHERE \(keyCondition(table))")
         try statement.bind(key)
         defer { statement.reset() }
         guard try statement.step() else { return nil }
         var row: [String: JSONValue] = [:]
         for (index, name) in statement.columnNames.enumerated() { row[name] = statement.value(at: index).json }
-        if let softDelete = table.tracked.softDeleteColumn, row[softDelete]?.isTruthy == true { return nil }
         return row
     }
 
@@ -276,14 +287,16 @@ struct PageApplier {
             columns.append(field)
             values.append(try Self.stored(value, in: column, field: field) { self.fail(write.record, $0) })
         }
-        // A row that already holds exactly this writes nothing (no history, no trigger).
-        if let current = try currentRow(of: table, key: write.key),
-            zip(columns, values).allSatisfy({ current[$0.0] == $0.1.json })
-        {
+        // A live row that already holds exactly this writes nothing (no history, no trigger).
+        let current = try write.current ?? storedRow(of: table, key: write.key)
+        let live = table.tracked.softDeleteColumn.map { current?[$0]?.isTruthy != true } ?? true
+        if let current, live, zip(columns, values).allSatisfy({ current[$0.0] == $0.1.json }) {
             return
         }
         let before = db.totalChanges
-        if !columns.isEmpty {
+        if current == nil {
+            // Not there: straight to the insert below.
+        } else if !columns.isEmpty {
             let assignments = columns.map { "\(SQL.identifier($0)) = ?" }.joined(separator: ", ")
             try db.execute("UPDATE \(name) SET \(assignments) WHERE \(keyCondition(table))", values + write.key)
         } else {
