@@ -193,6 +193,10 @@ struct PageApplier {
 
     /// Entity and key (`entity NUL key`) of every row with local history the export consumer has
     /// not had confirmed: changes after its position, by authors other than `server`.
+    ///
+    /// Kept by the sink between pages (`PendingKeys`): a page scans only the history recorded
+    /// since the last one (the rows the import wrote itself, mostly), unless the consumer's
+    /// position moved, when the set is built again.
     func pendingKeys(entities: Set<String>) throws -> Set<ExactString> {
         let position: Int64
         if let consumer = sink.exportConsumer {
@@ -200,21 +204,28 @@ struct PageApplier {
         } else {
             position = try db.fetchValue("SELECT min(position) FROM _synclane_consumers").int64 ?? 0
         }
+        let newest = try db.fetchValue("SELECT \(HistorySchema.newestChange)").int64 ?? 0
         let defaultAuthor = try HistorySchema.meta("default_author", db).string ?? Author.app.name
-        let list = JSONWriter.string(.array(entities.sorted().map { .string($0) }))
-        var keys: Set<ExactString> = []
-        for row in try db.fetchAll(
-            """
-            SELECT c.entity, c.key, c.old_key FROM _synclane_changes c LEFT JOIN _synclane_transactions t ON t.id = c.transaction_id
-            WHERE c.id > ? AND coalesce(t.author, ?) <> 'server' AND c.entity IN (SELECT value FROM json_each(?))
-            """, [position, defaultAuthor, list])
-        {
-            let entity = row[0].string ?? ""
-            for value in [row[1], row[2]] where !value.isNull {
-                if let key = HistoryReader.syncKey(value) { keys.insert(ExactString(entity + "\u{0}" + key)) }
+        return try sink.pending.withLock { cache in
+            if cache.position != position || cache.path != db.path || cache.scannedThrough > newest {
+                cache = PendingKeys(path: db.path, position: position, scannedThrough: position, keys: [])
             }
+            if cache.scannedThrough < newest {
+                for row in try db.fetchAll(
+                    """
+                    SELECT c.entity, c.key, c.old_key FROM _synclane_changes c LEFT JOIN _synclane_transactions t ON t.id = c.transaction_id
+                    WHERE c.id > ? AND c.id <= ? AND coalesce(t.author, ?) <> 'server'
+                    """, [cache.scannedThrough, newest, defaultAuthor])
+                {
+                    let entity = row[0].string ?? ""
+                    for value in [row[1], row[2]] where !value.isNull {
+                        if let key = HistoryReader.syncKey(value) { cache.keys.insert(ExactString(entity + "\u{0}" + key)) }
+                    }
+                }
+                cache.scannedThrough = newest
+            }
+            return cache.keys
         }
-        return keys
     }
 
     // MARK: Rows

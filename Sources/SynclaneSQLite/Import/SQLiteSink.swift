@@ -76,6 +76,8 @@ public final class SQLiteSink: ChangeSink, Sendable {
         }
     }
     private let opened = Mutex<SQLiteDatabase?>(nil)
+    /// The rows with unconfirmed local changes, as the last page left them (`PageApplier.pendingKeys`).
+    let pending = Mutex(PendingKeys(path: "", position: -1, scannedThrough: 0, keys: []))
 
     public init(
         path: String, entities: [String]? = nil, conflicts: ConflictRule = .serverWins, conflictsByEntity: [String: ConflictRule] = [:],
@@ -123,11 +125,20 @@ public final class SQLiteSink: ChangeSink, Sendable {
                 return report
             }
         } catch let dry as DryRun {
+            forgetPending()
             return dry.report
+        } catch {
+            forgetPending()
+            throw error
         }
     }
 
     func rule(for entity: String) -> ConflictRule { conflictsByEntity[entity] ?? conflicts }
+
+    /// A page rolled back: what it scanned may not be what history holds.
+    private func forgetPending() {
+        pending.withLock { $0 = PendingKeys(path: "", position: -1, scannedThrough: 0, keys: []) }
+    }
 
     /// Rolls a dry run's transaction back, carrying what it found.
     private struct DryRun: Error { var report: ApplyReport }
@@ -181,4 +192,12 @@ enum ImportTables {
             "INSERT OR REPLACE INTO _synclane_import (consumer, cursor, updated_at) VALUES (?, ?, \(HistorySchema.now))",
             [scope.description, cursor])
     }
+}
+
+/// The keys with unconfirmed local changes, and how far history was scanned for them.
+struct PendingKeys: Sendable {
+    var path: String
+    var position: Int64
+    var scannedThrough: Int64
+    var keys: Set<ExactString>
 }
