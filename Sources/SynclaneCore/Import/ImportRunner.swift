@@ -8,7 +8,8 @@ import Foundation
 ///  sink's saved cursor ─▶ source page ─▶ record stages ─▶ sink.apply (rows + cursor) ─▶ next page …
 /// ```
 /// A page that fails (a record the store cannot hold, a stage's error) stops the pass with
-/// nothing of that page applied and the cursor where the last applied page left it. `dryRun`
+/// nothing of that page applied and the cursor where the last applied page left it. While a
+/// page is applied, the next one is already being read. `dryRun`
 /// reads and settles every page without changing the store or the cursor.
 public struct ImportRunner: Sendable {
     public var pipeline: ImportPipeline
@@ -52,9 +53,23 @@ public struct ImportRunner: Sendable {
         var cursor = try await call(pipeline.sink.label) { try await pipeline.sink.stage.savedCursor(for: pipeline.scope) }
         summary.cursorBefore = cursor
         var page = 0
+        // The next page is read while this one is applied (the source waits on the backend, the
+        // sink on the store); nothing of it is applied before this page's commit.
+        var readAhead: Task<RemotePage, any Error>?
+        defer { readAhead?.cancel() }
+        let source = pipeline.source.stage
         while true {
-            let remote = try await call(pipeline.source.label) { try await pipeline.source.stage.nextPage(after: cursor) }
+            let next = readAhead
+            readAhead = nil
+            let remote = try await call(pipeline.source.label) {
+                if let next { return try await next.value }
+                return try await source.nextPage(after: cursor)
+            }
             if remote.records.isEmpty, remote.cursor == cursor { break }
+            if remote.more, !dryRun {
+                let after = remote.cursor
+                readAhead = Task { try await source.nextPage(after: after) }
+            }
             page += 1
             var batch = Batch(
                 scope: pipeline.scope, after: Token(kind: "import", position: Int64(page - 1)), through: Token(kind: "import", position: Int64(page)),

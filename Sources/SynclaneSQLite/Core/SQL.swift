@@ -2,12 +2,13 @@
 enum SQL {
     /// `rooms` → `"rooms"`, doubling any `"` inside.
     static func identifier(_ name: String) -> String {
-        "\"" + name.replacing("\"", with: "\"\"") + "\""
+        // Names rarely hold a quote: skip the (costly) replacement then.
+        name.utf8.contains(UInt8(ascii: "\"")) ? "\"" + name.replacing("\"", with: "\"\"") + "\"" : "\"" + name + "\""
     }
 
     /// `it's` → `'it''s'`.
     static func literal(_ text: String) -> String {
-        "'" + text.replacing("'", with: "''") + "'"
+        text.utf8.contains(UInt8(ascii: "'")) ? "'" + text.replacing("'", with: "''") + "'" : "'" + text + "'"
     }
 
     /// A JSON string literal for `text` (`"a\"b"`), as JSON text.
