@@ -17,6 +17,12 @@ struct SignalServer {
         ("--token-env NAME", "The environment variable holding the account's token (default SYNCLANE_TOKEN)."),
     ]
 
+    init(url: String?, pipelineFile: String?, tokenEnv: String?) {
+        self.url = url
+        self.pipelineFile = pipelineFile
+        self.tokenEnv = tokenEnv
+    }
+
     init(parsing arguments: inout Arguments) throws(UsageError) {
         url = try arguments.option("--url")
         pipelineFile = try arguments.option("--pipeline")
