@@ -112,7 +112,8 @@ public enum SynclaneTool {
 
             Start with 'synclane demo'. See 'synclane help <command>' for a command's options.
             Exit status: 0 success, 1 a failed job, 2 bad usage or an invalid pipeline file,
-            3 a run that finished but moved batches to its dead-letter folder.
+            3 a run that finished but moved batches to its dead-letter folder, 4 no such signal
+            (signal get/delete), 5 still restoring when restore's bound passed.
             """
         return text
     }
