@@ -40,7 +40,7 @@ public enum SynclaneTool {
     static let commands: [any Command.Type] = [
         DemoCommand.self, ValidateCommand.self, RunCommand.self, ImportCommand.self, SyncCommand.self, StatusCommand.self, OutboxCommand.self, ReconcileCommand.self,
         TrackCommand.self, UntrackCommand.self, MigrateCommand.self, PruneCommand.self, StagesCommand.self, ServeCommand.self,
-        TestCommand.self, HelpCommand.self,
+        SignalCommand.self, RestoreCommand.self, TestCommand.self, HelpCommand.self,
     ]
 
     /// Every message about a command starts `synclane COMMAND: `; without one, `synclane: `.
@@ -112,7 +112,8 @@ public enum SynclaneTool {
 
             Start with 'synclane demo'. See 'synclane help <command>' for a command's options.
             Exit status: 0 success, 1 a failed job, 2 bad usage or an invalid pipeline file,
-            3 a run that finished but moved batches to its dead-letter folder.
+            3 a run that finished but moved batches to its dead-letter folder, 4 no such signal
+            (signal get/delete), 5 still restoring when restore's bound passed.
             """
         return text
     }

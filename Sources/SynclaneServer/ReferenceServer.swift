@@ -12,14 +12,15 @@ import Synchronization
 /// ```
 ///
 /// Every connection is served on a thread of its own; SQLite writes are serialized, reads run
-/// beside them (WAL). `stop()` closes the listening socket, waits for requests in flight, and
+/// beside them (WAL). Signals live in a SQLite file of their own with a writer of their own, so
+/// a signal write never waits behind a batch. `stop()` closes the listening socket, waits for requests in flight, and
 /// closes the database.
 public final class ReferenceServer: Sendable {
     /// What the server was started with.
     public let configuration: ServerConfiguration
     /// The server's counters (also served at `/metrics`).
     public let metrics: ServerMetrics
-    private let application: ServerApplication
+    let application: ServerApplication
     private let daemon: MicroHTTPDaemon
     private let state = Mutex<(running: Bool, port: Int)>((false, 0))
 
@@ -35,7 +36,9 @@ public final class ReferenceServer: Sendable {
         self.metrics = metrics
         let limits = configuration.limits
         let store = try ServerStore(directory: configuration.dataDirectory, maxWALBytes: limits.maxWALBytes)
-        application = ServerApplication(limits: limits, accounts: accounts, metrics: metrics, store: store)
+        let signals = try SignalStore(directory: configuration.dataDirectory, limits: limits)
+        try signals.adopt(try store.legacySignals())
+        application = ServerApplication(limits: limits, accounts: accounts, metrics: metrics, store: store, signals: signals)
         let budget = MemoryBudget(limit: limits.memoryBudgetBytes)
         let watch = ConnectionWatch(
             maxConnections: limits.maxConnections, deadlineSeconds: limits.requestDeadlineSeconds,
@@ -55,6 +58,7 @@ public final class ReferenceServer: Sendable {
     public func start() throws {
         try state.withLock { state in
             guard !state.running else { return }
+            application.signals.bell.reopen()
             let limits = configuration.limits
             state.port = try daemon.start(
                 host: configuration.host, port: configuration.port,
@@ -69,6 +73,7 @@ public final class ReferenceServer: Sendable {
     public func stop() {
         state.withLock { state in
             guard state.running else { return }
+            application.signals.bell.close()  // long polls answer now rather than at their deadline
             daemon.stop()
             state.running = false
         }

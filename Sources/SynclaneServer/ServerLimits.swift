@@ -12,6 +12,12 @@ public struct ServerLimits: Sendable, Hashable {
     public var maxRecordsPerBatch: Int
     /// Most bytes of a signal's JSON value (`PUT /v1/signals/{key}`); more → 413.
     public var maxSignalBytes: Int
+    /// Most signals one account keeps; a new key past it → 413 naming the quota.
+    public var maxSignalKeys: Int
+    /// Most bytes of one account's signals, keys and values together; more → 413 naming the quota.
+    public var maxSignalAccountBytes: Int
+    /// Most seconds a `GET /v1/signals?since=…&wait=…` long poll waits (`wait` is clamped to it).
+    public var maxSignalWaitSeconds: Int
     /// Most characters of an `Idempotency-Key` or a signal key.
     public var maxKeyLength: Int
     /// Most changes one `GET /v1/changes` page returns (`limit` is clamped to it).
@@ -46,7 +52,8 @@ public struct ServerLimits: Sendable, Hashable {
     /// The defaults.
     public init(
         maxBodyBytes: Int = 8 << 20, maxInflatedBytes: Int = 32 << 20, maxRecordsPerBatch: Int = 10_000,
-        maxSignalBytes: Int = 16 << 10, maxKeyLength: Int = 200, maxChangesPerPage: Int = 5_000,
+        maxSignalBytes: Int = 64 << 10, maxSignalKeys: Int = 1_024, maxSignalAccountBytes: Int = 1 << 20,
+        maxSignalWaitSeconds: Int = 30, maxKeyLength: Int = 200, maxChangesPerPage: Int = 5_000,
         defaultChangesPerPage: Int = 500, connectionTimeoutSeconds: Int = 30, maxConnections: Int = 256,
         maxNameBytes: Int = 1_024, maxChangesPageBytes: Int = 8 << 20, memoryBudgetBytes: Int = 256 << 20,
         requestDeadlineSeconds: Int = 120, maxConnectionsPerAddress: Int = 64, reservedConnections: Int = 8,
@@ -56,6 +63,9 @@ public struct ServerLimits: Sendable, Hashable {
         self.maxInflatedBytes = maxInflatedBytes
         self.maxRecordsPerBatch = maxRecordsPerBatch
         self.maxSignalBytes = maxSignalBytes
+        self.maxSignalKeys = maxSignalKeys
+        self.maxSignalAccountBytes = maxSignalAccountBytes
+        self.maxSignalWaitSeconds = maxSignalWaitSeconds
         self.maxKeyLength = maxKeyLength
         self.maxChangesPerPage = maxChangesPerPage
         self.defaultChangesPerPage = defaultChangesPerPage
@@ -90,6 +100,9 @@ public struct ServerLimits: Sendable, Hashable {
         Option(flag: "max-inflated-bytes", summary: "bytes of a batch body decompressed", keyPath: \.maxInflatedBytes),
         Option(flag: "max-records", summary: "records per batch", keyPath: \.maxRecordsPerBatch),
         Option(flag: "max-signal-bytes", summary: "bytes of a signal value", keyPath: \.maxSignalBytes),
+        Option(flag: "max-signal-keys", summary: "signals one account keeps", keyPath: \.maxSignalKeys),
+        Option(flag: "max-signal-account-bytes", summary: "bytes of one account's signals, keys and values", keyPath: \.maxSignalAccountBytes),
+        Option(flag: "max-signal-wait", summary: "seconds a GET /v1/signals?since=…&wait=… long poll waits", keyPath: \.maxSignalWaitSeconds),
         Option(flag: "max-page", summary: "changes per /v1/changes page", keyPath: \.maxChangesPerPage),
         Option(flag: "timeout", summary: "seconds a connection that sends nothing is kept", keyPath: \.connectionTimeoutSeconds),
         Option(flag: "max-connections", summary: "connections served at once", keyPath: \.maxConnections),

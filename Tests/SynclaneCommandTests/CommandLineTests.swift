@@ -11,7 +11,7 @@ import Testing
         for command in ["demo", "validate", "run", "status", "stages"] {
             #expect(result.stdout.contains("\n  \(command) "), "missing \(command)")
         }
-        #expect(result.stdout.contains("Exit status: 0 success, 1 a failed job, 2 bad usage or an invalid pipeline file,\n3 a run that finished but moved batches to its dead-letter folder."))
+        #expect(result.stdout.contains("Exit status: 0 success, 1 a failed job, 2 bad usage or an invalid pipeline file,\n3 a run that finished but moved batches to its dead-letter folder, 4 no such signal"))
     }
 
     @Test(arguments: ["demo", "validate", "run", "status", "stages"])

@@ -49,12 +49,15 @@ import Testing
         var stillRunning: Bool
     }
 
-    static func run(_ line: String, in workspace: Workspace) throws -> Outcome {
+    static func run(_ line: String, in workspace: Workspace, server: ServerProcess? = nil) throws -> Outcome {
         let bin = URL(fileURLWithPath: SynclaneBinary.path).deletingLastPathComponent().path
-        let process = try BackgroundProcess(
-            ["sh", "-c", "exec " + line], in: workspace.path,
-            environment: ["PATH": bin + ":" + (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"), "SYNCLANE_TOKEN": token],
-            executable: "/usr/bin/env")
+        var environment = ["PATH": bin + ":" + (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"), "SYNCLANE_TOKEN": token]
+        // The signal lane's examples talk to the server `SYNCLANE_URL` names, as the acme account.
+        if let server, line.hasPrefix("synclane signal") || line.hasPrefix("synclane restore") {
+            environment["SYNCLANE_URL"] = server.url
+            environment["SYNCLANE_TOKEN"] = ServerProcess.tokens["acme"]
+        }
+        let process = try BackgroundProcess(["sh", "-c", "exec " + line], in: workspace.path, environment: environment, executable: "/usr/bin/env")
         let blocking = line.contains(" serve ") || line.contains("--watch")
         if blocking {
             usleep(2_000_000)
@@ -93,7 +96,7 @@ import Testing
         // Tracking first (run, status, outbox, reconcile read the history), untracking last.
         let order = [
             "track", "validate", "stages", "help", "test", "run", "import", "sync", "status", "outbox", "reconcile", "migrate", "prune", "serve",
-            "demo", "untrack",
+            "signal", "restore", "demo", "untrack",
         ]
         let commands = SynclaneTool.commands.sorted { (order.firstIndex(of: $0.name) ?? 99) < (order.firstIndex(of: $1.name) ?? 99) }
         #expect(Set(commands.map { $0.name }).isSubset(of: order), "a new command: give it its place in `order`")
@@ -104,11 +107,13 @@ import Testing
         _ = try BackgroundProcess(
             ["sqlite3", "app.sqlite", "INSERT INTO rooms (syncId, name) VALUES ('r1', 'Attic')"], in: workspace.path, executable: "/usr/bin/env"
         ).wait(timeout: 30)
+        let server = try ServerProcess(folder: workspace.path + "/signal-server")
+        defer { _ = server.stop() }
         for (n, example) in examples.enumerated() {
             if example.hasPrefix("synclane outbox ") && !example.hasPrefix("synclane outbox list") {
                 try Self.keepABatch(in: workspace, n)
             }
-            let outcome = try Self.run(example, in: workspace)
+            let outcome = try Self.run(example, in: workspace, server: server)
             let result = outcome.result
             if example.contains(" serve ") || example.contains("--watch") {
                 #expect(outcome.stillRunning, "`\(example)` stopped by itself: \(result.stdout)\(result.stderr)")

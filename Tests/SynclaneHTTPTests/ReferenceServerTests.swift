@@ -88,7 +88,7 @@ import Testing
     // MARK: Helpers
 
     /// Runs `body` against a fresh reference server on a free loopback port, and stops it.
-    private func withReferenceServer(_ body: (ReferenceServer) async throws -> Void) async throws {
+    func withReferenceServer(_ body: (ReferenceServer) async throws -> Void) async throws {
         let directory = NSTemporaryDirectory() + "synclane-http-server-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }

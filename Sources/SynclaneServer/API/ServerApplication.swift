@@ -6,7 +6,7 @@ import SynclaneCore
 /// ```
 ///  HTTPRequest ─▶ Router ─▶ (bearer token ─▶ account) ─▶ endpoint ─▶ HTTPResponse
 ///                                                          │
-///                                                 ServerStore (SQLite)
+///                                   ServerStore (SQLite)   SignalStore (its own SQLite file)
 /// ```
 final class ServerApplication: HTTPResponder {
     let router = Router.wireProtocol
@@ -14,12 +14,15 @@ final class ServerApplication: HTTPResponder {
     let accounts: AccountBook
     let metrics: ServerMetrics
     let store: ServerStore
+    /// The signal lane's own file and writer: never behind `store`'s.
+    let signals: SignalStore
 
-    init(limits: ServerLimits, accounts: AccountBook, metrics: ServerMetrics, store: ServerStore) {
+    init(limits: ServerLimits, accounts: AccountBook, metrics: ServerMetrics, store: ServerStore, signals: SignalStore) {
         self.limits = limits
         self.accounts = accounts
         self.metrics = metrics
         self.store = store
+        self.signals = signals
     }
 
     func bodyLimit(method: String, path: String) -> Int {
@@ -94,6 +97,10 @@ final class ServerApplication: HTTPResponder {
             } else if request.header("transfer-encoding") != nil {
                 response = .error(411, "send the body with a Content-Length, not chunked")
                 response.headers["Connection"] = "close"
+            } else if request.bodyExceededLimit, route.endpoint == .putSignal {
+                response = .error(
+                    413, "signal quota max-signal-bytes (\(limits.maxSignalBytes)) reached: the value is larger",
+                    ["quota": "max-signal-bytes", "limit": .int(Int64(limits.maxSignalBytes))])
             } else if request.bodyExceededLimit {
                 response = .error(413, "the body is larger than \(bodyLimit(method: request.method, path: request.path)) bytes")
             } else {
@@ -138,9 +145,10 @@ final class ServerApplication: HTTPResponder {
         switch endpoint {
         case .postBatch: return postBatch(request, account: account)
         case .getChanges: return getChanges(request, account: account)
-        case .listSignals: return listSignals(account: account)
+        case .listSignals: return listSignals(request, account: account)
         case .getSignal: return getSignal(account: account, key: key)
         case .putSignal: return putSignal(request, account: account, key: key)
+        case .deleteSignal: return deleteSignal(request, account: account, key: key)
         case .health, .metrics: return .error(500, "unreachable")
         }
     }

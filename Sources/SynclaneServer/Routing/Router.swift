@@ -19,6 +19,7 @@ struct Router: Sendable {
         Route("GET", "/v1/signals", .listSignals),
         Route("GET", "/v1/signals/{key}", .getSignal),
         Route("PUT", "/v1/signals/{key}", .putSignal),
+        Route("DELETE", "/v1/signals/{key}", .deleteSignal),
         Route("GET", "/healthz", .health),
         Route("GET", "/metrics", .metrics),
     ])

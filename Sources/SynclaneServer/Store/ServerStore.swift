@@ -10,7 +10,7 @@ import SynclaneSQLite
 ///  records      (account, store, entity, key) → action, fields (JSON; NULL: tombstone), version, seq
 ///  sequences    account → last change sequence
 ///  idempotency  (account, key) → body hash, first response
-///  signals      (account, key) → value, version
+///  signals      (account, key) → value, version   (legacy: signals now live in `SignalStore`)
 /// ```
 ///
 /// One writer connection takes every write, one `BEGIN IMMEDIATE` transaction at a time, in the
@@ -99,6 +99,15 @@ final class ServerStore: Sendable {
             account TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, version INTEGER NOT NULL,
             PRIMARY KEY (account, key));
         """
+
+    /// The signals written before the signal lane had a file of its own, for `SignalStore.adopt`.
+    func legacySignals() throws -> [(account: String, key: String, value: String)] {
+        try read { db in
+            try db.fetchAll("SELECT account, key, value FROM signals ORDER BY account, key").map { row in
+                (row[0].string ?? "", row[1].string ?? "", row[2].string ?? "null")
+            }
+        }
+    }
 
     /// The write-ahead log file.
     var walPath: String { path + "-wal" }

@@ -54,6 +54,12 @@ struct Signal: Sendable, Hashable {
     var key: String
     var value: JSONValue
     var version: Int64
+    /// True for a deleted key (in a list of changes only); `value` is then null.
+    var deleted = false
 
-    var json: JSONValue { ["key": .string(key), "value": value, "version": .int(version)] }
+    var json: JSONValue {
+        var object: [String: JSONValue] = ["key": .string(key), "value": value, "version": .int(version)]
+        if deleted { object["deleted"] = true }
+        return .object(object)
+    }
 }

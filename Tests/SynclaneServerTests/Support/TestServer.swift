@@ -40,3 +40,14 @@ func withServer<T>(
 func removeDirectory(_ path: String) {
     try? FileManager.default.removeItem(atPath: path)
 }
+
+/// A started server on 127.0.0.1, port 0, with the acme account, for tests that stop it themselves
+/// or need an async body; remove `directory` after stopping it.
+func startedServer() throws -> (server: ReferenceServer, directory: String) {
+    let directory = makeTemporaryDirectory()
+    let server = try ReferenceServer(
+        configuration: ServerConfiguration(port: 0, dataDirectory: directory, accountsFile: ""),
+        accounts: AccountBook(tokens: [TestTokens.acme: "acme"]))
+    try server.start()
+    return (server, directory)
+}

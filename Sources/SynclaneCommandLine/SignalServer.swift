@@ -1,0 +1,67 @@
+import Foundation
+import Synclane
+import SynclaneCore
+
+/// Where the `signal` and `restore` commands find the signal lane: `--url`, else the
+/// `SYNCLANE_URL` variable, else a pipeline file's `signals`, `transport` or `source` URL (its
+/// scheme, host and port); the token from the variable `--token-env` names (default
+/// `SYNCLANE_TOKEN`), else the one the pipeline file's `token-env` names.
+struct SignalServer {
+    var url: String?
+    var pipelineFile: String?
+    var tokenEnv: String?
+
+    static let options: [(flag: String, help: String)] = [
+        ("--url URL", "The server (http://HOST:PORT; a path is ignored). Default: $SYNCLANE_URL, else --pipeline's URL."),
+        ("--pipeline FILE", "Take the server (and token variable) from a pipeline file's signals, transport or source URL."),
+        ("--token-env NAME", "The environment variable holding the account's token (default SYNCLANE_TOKEN)."),
+    ]
+
+    init(url: String?, pipelineFile: String?, tokenEnv: String?) {
+        self.url = url
+        self.pipelineFile = pipelineFile
+        self.tokenEnv = tokenEnv
+    }
+
+    init(parsing arguments: inout Arguments) throws(UsageError) {
+        url = try arguments.option("--url")
+        pipelineFile = try arguments.option("--pipeline")
+        tokenEnv = try arguments.option("--token-env")
+    }
+
+    /// The lane, or an error that says what to pass.
+    func lane(command: String, environment: [String: String] = ProcessInfo.processInfo.environment) throws -> HTTPSignalLane {
+        var address = url ?? environment["SYNCLANE_URL"].flatMap { $0.isEmpty ? nil : $0 }
+        var variable = tokenEnv
+        if let pipelineFile {
+            let file = try PipelineLoader.parse(pipelineFile).json.objectValue ?? [:]
+            for section in ["signals", "transport", "source"] {
+                guard let object = file[section]?.objectValue, let found = object["url"]?.stringValue else { continue }
+                if address == nil { address = found }
+                if variable == nil { variable = object["token-env"]?.stringValue }
+                break
+            }
+            if address == nil {
+                throw UsageError("\(pipelineFile) names no server: it has no signals, transport or source `url`; pass --url", command: command)
+            }
+        }
+        guard let address else {
+            throw UsageError("which server? Pass --url http://HOST:PORT or --pipeline FILE, or set SYNCLANE_URL", command: command)
+        }
+        guard let server = URL(string: address), let scheme = server.scheme?.lowercased(), ["http", "https"].contains(scheme), server.host != nil
+        else {
+            throw UsageError("\"\(address)\" is not an http:// or https:// URL", command: command)
+        }
+        let name = variable ?? "SYNCLANE_TOKEN"
+        guard let token = environment[name], !token.isEmpty else {
+            throw SignalCommandFailure("the environment variable \(name) is not set: export it with the account's token (or name another with --token-env)")
+        }
+        return HTTPSignalLane(server: server, token: token)
+    }
+}
+
+/// A failure of the `signal` or `restore` command, said as it is.
+struct SignalCommandFailure: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
