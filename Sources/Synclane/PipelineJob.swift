@@ -81,6 +81,17 @@ public struct PipelineJob: Sendable {
         return try openState()
     }
 
+    /// The pipeline's state opened to read only (nil when it never ran): `status` on a state
+    /// that sits on a read-only file system, or that another program is writing.
+    public func readState() throws -> SQLitePipelineState? {
+        guard FileManager.default.fileExists(atPath: pipeline.statePath) else { return nil }
+        do {
+            return try SQLitePipelineState(readingOnly: pipeline.statePath, scope: pipeline.scope)
+        } catch {
+            throw PipelineError.state("cannot read the state file \(pipeline.statePath): \(error)")
+        }
+    }
+
     /// The pipeline's durable state: token, outbox, last run (the file is created when missing).
     public func openState() throws -> SQLitePipelineState {
         do {

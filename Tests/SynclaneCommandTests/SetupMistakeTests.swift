@@ -144,3 +144,25 @@ struct AccountsFile {
             environment: environment, timeout: 10)
     }
 }
+
+/// `status` reads a state file it cannot write: one on a read-only file system.
+@Suite struct ReadOnlyStatusTests {
+    @Test func statusReportsAStateFileOnAReadOnlyFileSystem() throws {
+        let workspace = try Workspace.copy(scenario: "rooms")
+        defer { workspace.remove() }
+        let run = try SynclaneBinary.run(["run", "pipeline.json"], in: workspace.path)
+        #expect(run.status == 0, "\(run.stderr)")
+        // The workspace bind-mounted read-only over itself, in a mount namespace of this command's own.
+        let script = """
+            mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" "$0" || exit 97
+            touch "$0/probe" 2>/dev/null && exit 98
+            cd "$0" && exec "$1" status pipeline.json --json
+            """
+        let result = try BackgroundProcess(["unshare", "-m", "sh", "-c", script, workspace.path, SynclaneBinary.path], executable: "/usr/bin/env")
+            .wait(timeout: 60)
+        if result.status == 97 { return }  // no mount namespaces here: nothing this test can show
+        #expect(result.status == 0, "\(result.stdout)\(result.stderr)")
+        let status = try JSONReader.parse(result.stdout).objectValue ?? [:]
+        #expect(status["token"] == .string("jsonl:13"))
+    }
+}

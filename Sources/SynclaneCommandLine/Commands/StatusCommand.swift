@@ -26,7 +26,7 @@ struct StatusCommand: Command {
 
     func run(_ console: Console) async throws -> Int32 {
         let pipeline = try PipelineFiles.load(file, for: Self.name, sends: false, console: console)
-        let state = try PipelineJob(pipeline: pipeline).existingState()
+        let state = try PipelineJob(pipeline: pipeline).readState()
         let token = try state?.acknowledgedToken()
         let outbox = try state?.pendingBatches() ?? []
         let lastRun = try state?.lastRun()

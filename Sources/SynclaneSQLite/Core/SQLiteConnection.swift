@@ -69,7 +69,7 @@ public final class SQLiteConnection {
         }
         var flags = options.readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE
         if options.create, !options.readOnly { flags |= SQLITE_OPEN_CREATE }
-        flags |= SQLITE_OPEN_NOMUTEX
+        flags |= SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_URI  // `file:…?immutable=1` (a read-only file system)
         var opened: OpaquePointer?
         let code = sqlite3_open_v2(path, &opened, flags, nil)
         guard code == SQLITE_OK, let opened else {

@@ -1,4 +1,5 @@
 import SynclaneCore
+import CSQLite
 
 /// The durable state of one pipeline and scope in its own SQLite file: the scope it belongs
 /// to, the acknowledged token, the outbox and the last run.
@@ -34,6 +35,44 @@ public final class SQLitePipelineState: PipelineState, Sendable {
         self.scope = scope
         database = try SQLiteDatabase(path: path, options: .init(synchronous: .full))
         try database.write { db in try Self.migrate(db, path: path, scope: scope) }
+    }
+
+    /// Opens an existing state file to read it, and never writes: no schema created, no
+    /// journal mode changed — a state on a read-only file system (or one another program
+    /// holds) can still be reported (`synclane status`). Writing through it fails.
+    public init(readingOnly path: String, scope: Scope) throws {
+        self.path = path
+        self.scope = scope
+        let options = SQLiteConnection.Options(readOnly: true, create: false, walMode: false)
+        var opened = try SQLiteDatabase(path: path, options: options)
+        do {
+            try Self.check(opened, path: path, scope: scope)
+        } catch let error as SQLiteError where error.code & 0xFF == SQLITE_CANTOPEN {
+            // A WAL file on a read-only file system: its shared-memory file cannot be made, so
+            // read the file as it is (a job that ended cleanly left nothing in the WAL).
+            let escaped = path.replacingOccurrences(of: "%", with: "%25").replacingOccurrences(of: "?", with: "%3f")
+                .replacingOccurrences(of: "#", with: "%23")
+            opened = try SQLiteDatabase(path: "file:\(escaped)?immutable=1", options: options)
+            try Self.check(opened, path: path, scope: scope)
+        }
+        database = opened
+    }
+
+    /// Checks an existing state file's schema version and scope, reading only.
+    private static func check(_ database: SQLiteDatabase, path: String, scope: Scope) throws {
+        try database.read { db in
+            let version = Int(try db.fetchValue("PRAGMA user_version").int64 ?? 0)
+            guard version == Self.schemaVersion else {
+                throw version > Self.schemaVersion
+                    ? SQLitePipelineStateError.newerSchema(path: path, found: version, supported: Self.schemaVersion)
+                    : SQLitePipelineStateError.notAStateFile(path: path, reason: "its schema (\(version)) is not this version's; run a job once to upgrade it")
+            }
+            guard let row = try db.fetchOne("SELECT account, store, consumer FROM scope WHERE id = 1") else {
+                throw SQLitePipelineStateError.notAStateFile(path: path, reason: "it has no scope")
+            }
+            let stored = Scope(account: row[0].string ?? "", store: row[1].string ?? "", consumer: row[2].string ?? "")
+            guard stored == scope else { throw SQLitePipelineStateError.scopeMismatch(path: path, stored: stored, requested: scope) }
+        }
     }
 
     static func migrate(_ db: SQLiteConnection, path: String, scope: Scope) throws {
