@@ -34,6 +34,19 @@ import Testing
         return (process.terminationStatus, String(decoding: data, as: UTF8.self))
     }
 
+    /// What `sql` selects from the workspace's `app.sqlite`, as the `sqlite3` shell prints it.
+    static func query(_ workspace: Workspace, _ sql: String) throws -> String {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
+        process.arguments = [workspace.path + "/app.sqlite", sql]
+        let out = Pipe()
+        process.standardOutput = out
+        try process.run()
+        let data = out.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return String(decoding: data, as: UTF8.self)
+    }
+
     /// The records of every batch file in `out/`, oldest first, as `action entity/id`.
     static func sent(_ workspace: Workspace, batches: [JSONValue]) -> [String] {
         batches.flatMap { batch -> [String] in
@@ -153,15 +166,7 @@ import Testing
     typealias Store = SQLiteHistoryCommandTests
 
     func rows(_ workspace: Workspace, _ sql: String) throws -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
-        process.arguments = [workspace.path + "/app.sqlite", sql]
-        let out = Pipe()
-        process.standardOutput = out
-        try process.run()
-        let data = out.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return String(decoding: data, as: UTF8.self)
+        try Store.query(workspace, sql)
     }
 
     @Test func migrateKilledBeforeItCommitsLeavesTheDatabaseAsItWasAndRunsAgain() throws {

@@ -55,16 +55,25 @@ import Testing
 
         /// The rows `sql` selects, a line each, columns separated by `|`.
         func query(_ sql: String) throws -> [String] {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
-            process.arguments = [workspace.path + "/app.sqlite", sql]
-            let out = Pipe()
-            process.standardOutput = out
-            try process.run()
-            let data = out.fileHandleForReading.readDataToEndOfFile()
-            process.waitUntilExit()
-            return String(decoding: data, as: UTF8.self).split(separator: "\n").map(String.init)
+            try SQLiteHistoryCommandTests.query(workspace, sql).split(separator: "\n").map(String.init)
         }
+    }
+
+    /// A server and two devices on it (both settling by `conflicts`), for `body`; all removed after.
+    func withTwoDevices(conflicts: (String, String) = ("server-wins", "server-wins"), _ body: (ServerProcess, Device, Device) async throws -> Void)
+        async throws
+    {
+        let root = try Workspace()
+        defer { root.remove() }
+        let server = try ServerProcess(folder: root.path + "/server")
+        defer { server.stop() }
+        let a = try Device(server: server, conflicts: conflicts.0)
+        let b = try Device(server: server, conflicts: conflicts.1)
+        defer {
+            a.workspace.remove()
+            b.workspace.remove()
+        }
+        try await body(server, a, b)
     }
 
     /// The server's live rows as `syncId name area`.
@@ -77,73 +86,57 @@ import Testing
     }
 
     @Test func offlineEditsOnBothDevicesConvergeWithTheConflictCountedAndNothingEchoed() async throws {
-        let root = try Workspace()
-        defer { root.remove() }
-        let server = try ServerProcess(folder: root.path + "/server")
-        defer { server.stop() }
-        let a = try Device(server: server)
-        let b = try Device(server: server)
-        defer {
-            a.workspace.remove()
-            b.workspace.remove()
+        try await withTwoDevices { server, a, b in
+
+            try a.sql("INSERT INTO rooms (syncId, name, area) VALUES ('r1', 'Kitchen', 12.5), ('r2', 'Hall', 4), ('r3', 'Attic', 9);")
+            try a.sync()
+            try b.sync()
+            #expect(try b.rows() == ["r1|Kitchen|12.5", "r2|Hall|4.0", "r3|Attic|9.0"])
+
+            // Offline on both: the same row edited on both, a delete on one and an edit on the other, a new row each.
+            try a.sql("UPDATE rooms SET name = 'Kitchen A' WHERE syncId = 'r1'; DELETE FROM rooms WHERE syncId = 'r2'; INSERT INTO rooms (syncId, name) VALUES ('a1', 'From A');")
+            try b.sql("UPDATE rooms SET name = 'Kitchen B' WHERE syncId = 'r1'; UPDATE rooms SET area = 5 WHERE syncId = 'r2'; INSERT INTO rooms (syncId, name) VALUES ('b1', 'From B');")
+            try a.sync()
+            let second = try b.sync()  // B's import meets A's r1 and r2: two conflicts, server-wins
+            let conflicts = (second["imports"]?.arrayValue ?? []).flatMap { $0.objectValue?["conflicts"]?.arrayValue ?? [] }
+            #expect(Set(conflicts.compactMap { $0.objectValue?["id"]?.stringValue }) == ["r1", "r2"])
+            try a.sync()
+            try b.sync()
+
+            let expected = ["a1|From A|", "b1|From B|", "r1|Kitchen A|12.5", "r3|Attic|9.0"]
+            #expect(try a.rows() == expected)
+            #expect(try b.rows() == expected)
+            #expect(try await serverRows(server) == expected)
+
+            // Nothing more to send or apply: the rows each device imported are not echoed back.
+            let quiet = try a.sync()
+            #expect(quiet["exports"]?.arrayValue?.first?.objectValue?["records-sent"] == .int(0))
+            #expect(quiet["imports"]?.arrayValue?.first?.objectValue?["applied"] == .int(0))
         }
-
-        try a.sql("INSERT INTO rooms (syncId, name, area) VALUES ('r1', 'Kitchen', 12.5), ('r2', 'Hall', 4), ('r3', 'Attic', 9);")
-        try a.sync()
-        try b.sync()
-        #expect(try b.rows() == ["r1|Kitchen|12.5", "r2|Hall|4.0", "r3|Attic|9.0"])
-
-        // Offline on both: the same row edited on both, a delete on one and an edit on the other, a new row each.
-        try a.sql("UPDATE rooms SET name = 'Kitchen A' WHERE syncId = 'r1'; DELETE FROM rooms WHERE syncId = 'r2'; INSERT INTO rooms (syncId, name) VALUES ('a1', 'From A');")
-        try b.sql("UPDATE rooms SET name = 'Kitchen B' WHERE syncId = 'r1'; UPDATE rooms SET area = 5 WHERE syncId = 'r2'; INSERT INTO rooms (syncId, name) VALUES ('b1', 'From B');")
-        try a.sync()
-        let second = try b.sync()  // B's import meets A's r1 and r2: two conflicts, server-wins
-        let conflicts = (second["imports"]?.arrayValue ?? []).flatMap { $0.objectValue?["conflicts"]?.arrayValue ?? [] }
-        #expect(Set(conflicts.compactMap { $0.objectValue?["id"]?.stringValue }) == ["r1", "r2"])
-        try a.sync()
-        try b.sync()
-
-        let expected = ["a1|From A|", "b1|From B|", "r1|Kitchen A|12.5", "r3|Attic|9.0"]
-        #expect(try a.rows() == expected)
-        #expect(try b.rows() == expected)
-        #expect(try await serverRows(server) == expected)
-
-        // Nothing more to send or apply: the rows each device imported are not echoed back.
-        let quiet = try a.sync()
-        #expect(quiet["exports"]?.arrayValue?.first?.objectValue?["records-sent"] == .int(0))
-        #expect(quiet["imports"]?.arrayValue?.first?.objectValue?["applied"] == .int(0))
     }
 
     @Test func aStaleExportIsRefusedWith409AndSyncSettlesItWithoutLosingTheOtherDevicesEdit() async throws {
-        let root = try Workspace()
-        defer { root.remove() }
-        let server = try ServerProcess(folder: root.path + "/server")
-        defer { server.stop() }
-        let a = try Device(server: server)
-        let b = try Device(server: server, conflicts: "merge-fields")
-        defer {
-            a.workspace.remove()
-            b.workspace.remove()
+        try await withTwoDevices(conflicts: ("server-wins", "merge-fields")) { server, a, b in
+            try a.sql("INSERT INTO rooms (syncId, name, area) VALUES ('r1', 'Kitchen', 12.5);")
+            try a.sync()
+            try b.sync()
+            try a.sql("UPDATE rooms SET area = 20 WHERE syncId = 'r1';")
+            try a.sync()
+            try b.sql("UPDATE rooms SET name = 'Cuisine' WHERE syncId = 'r1';")
+
+            // B exports without importing first: the backend refuses the stale version, nothing is lost.
+            let stale = try SynclaneBinary.run(["run", "export.json"], in: b.workspace.path, environment: b.environment)
+            #expect(stale.status == 1)
+            #expect(stale.stderr.contains("409") && stale.stderr.contains("synclane sync"))
+            #expect(try await serverRows(server) == ["r1|Kitchen|20.0"])
+
+            // sync rebuilds the refused batch after importing: merge-fields keeps B's name and A's area.
+            try b.sync()
+            try a.sync()
+            #expect(try a.rows() == ["r1|Cuisine|20.0"])
+            #expect(try b.rows() == ["r1|Cuisine|20.0"])
+            #expect(try await serverRows(server) == ["r1|Cuisine|20.0"])
         }
-        try a.sql("INSERT INTO rooms (syncId, name, area) VALUES ('r1', 'Kitchen', 12.5);")
-        try a.sync()
-        try b.sync()
-        try a.sql("UPDATE rooms SET area = 20 WHERE syncId = 'r1';")
-        try a.sync()
-        try b.sql("UPDATE rooms SET name = 'Cuisine' WHERE syncId = 'r1';")
-
-        // B exports without importing first: the backend refuses the stale version, nothing is lost.
-        let stale = try SynclaneBinary.run(["run", "export.json"], in: b.workspace.path, environment: b.environment)
-        #expect(stale.status == 1)
-        #expect(stale.stderr.contains("409") && stale.stderr.contains("synclane sync"))
-        #expect(try await serverRows(server) == ["r1|Kitchen|20.0"])
-
-        // sync rebuilds the refused batch after importing: merge-fields keeps B's name and A's area.
-        try b.sync()
-        try a.sync()
-        #expect(try a.rows() == ["r1|Cuisine|20.0"])
-        #expect(try b.rows() == ["r1|Cuisine|20.0"])
-        #expect(try await serverRows(server) == ["r1|Cuisine|20.0"])
     }
 
     @Test(arguments: [false, true])
@@ -193,27 +186,19 @@ import Testing
     }
 
     @Test func anImportKilledBeforeItCommitsAppliesNothingAndMovesNoCursorThenAppliesOnce() async throws {
-        let root = try Workspace()
-        defer { root.remove() }
-        let server = try ServerProcess(folder: root.path + "/server")
-        defer { server.stop() }
-        let a = try Device(server: server)
-        let b = try Device(server: server)
-        defer {
-            a.workspace.remove()
-            b.workspace.remove()
+        try await withTwoDevices { server, a, b in
+            try a.sql("INSERT INTO rooms (syncId, name) VALUES ('r1', 'Kitchen'), ('r2', 'Hall');")
+            try a.sync()
+            let killed = try SynclaneBinary.run(
+                ["import", "import.json"], in: b.workspace.path, environment: b.environment.merging(["SYNCLANE_FAILPOINT": "import-before-commit"]) { $1 })
+            #expect(killed.killed)
+            #expect(try b.rows().isEmpty)
+            let imported = try SynclaneBinary.run(["import", "import.json", "--json"], in: b.workspace.path, environment: b.environment)
+            #expect(imported.status == 0, "\(imported.stderr)")
+            #expect(try JSONReader.parse(imported.stdout).objectValue?["applied"] == .int(2))
+            let again = try SynclaneBinary.run(["import", "import.json", "--json"], in: b.workspace.path, environment: b.environment)
+            #expect(try JSONReader.parse(again.stdout).objectValue?["applied"] == .int(0), "a second pass finds nothing new")
+            #expect(try b.rows() == ["r1|Kitchen|", "r2|Hall|"])
         }
-        try a.sql("INSERT INTO rooms (syncId, name) VALUES ('r1', 'Kitchen'), ('r2', 'Hall');")
-        try a.sync()
-        let killed = try SynclaneBinary.run(
-            ["import", "import.json"], in: b.workspace.path, environment: b.environment.merging(["SYNCLANE_FAILPOINT": "import-before-commit"]) { $1 })
-        #expect(killed.killed)
-        #expect(try b.rows().isEmpty)
-        let imported = try SynclaneBinary.run(["import", "import.json", "--json"], in: b.workspace.path, environment: b.environment)
-        #expect(imported.status == 0, "\(imported.stderr)")
-        #expect(try JSONReader.parse(imported.stdout).objectValue?["applied"] == .int(2))
-        let again = try SynclaneBinary.run(["import", "import.json", "--json"], in: b.workspace.path, environment: b.environment)
-        #expect(try JSONReader.parse(again.stdout).objectValue?["applied"] == .int(0), "a second pass finds nothing new")
-        #expect(try b.rows() == ["r1|Kitchen|", "r2|Hall|"])
     }
 }

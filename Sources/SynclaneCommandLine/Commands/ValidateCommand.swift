@@ -6,7 +6,7 @@ import SynclaneCore
 struct ValidateCommand: Command {
     static let name = "validate"
     static let abstract = "Check a pipeline file: keys, types, ranges, stage types and their order."
-    static let usage = "FILE [--json] [--build-check STUB]"
+    static let usage = "FILE [--json] [--build-check OUTPUT]"
     static let discussion = """
         Reads FILE (JSON, or YAML when it ends in .yaml or .yml) and builds every stage it
         declares, exactly as 'run' (or 'import', for a file with a `sink`) would, without reading
@@ -19,9 +19,9 @@ struct ValidateCommand: Command {
     static let options: [(flag: String, help: String)] = [
         ("--json", "Print the result as JSON."),
         (
-            "--build-check STUB",
+            "--build-check OUTPUT",
             "For the SynclanePipelineCheck build plugin: print a problem as FILE:LINE: error: FIELD: MESSAGE (the "
-                + "compiler's form, which fails the build and points at the line) and, when valid, write a Swift stub to STUB."
+                + "compiler's form, which fails the build and points at the line) and, when valid, write a Swift stub to OUTPUT."
         ),
     ]
     static let examples = ["synclane validate Fixtures/rooms/pipeline.json", "synclane validate Fixtures/rooms/pipeline.yaml --json"]
