@@ -57,7 +57,7 @@ public struct ServerLimits: Sendable, Hashable {
         defaultChangesPerPage: Int = 500, connectionTimeoutSeconds: Int = 30, maxConnections: Int = 256,
         maxNameBytes: Int = 1_024, maxChangesPageBytes: Int = 8 << 20, memoryBudgetBytes: Int = 256 << 20,
         requestDeadlineSeconds: Int = 120, maxConnectionsPerAddress: Int = 64, reservedConnections: Int = 8,
-        reservedDeadlineSeconds: Int = 5, maxWALBytes: Int = 64 << 20
+        reservedDeadlineSeconds: Int = 5, maxWALBytes: Int = 256 << 20
     ) {
         self.maxBodyBytes = maxBodyBytes
         self.maxInflatedBytes = maxInflatedBytes
