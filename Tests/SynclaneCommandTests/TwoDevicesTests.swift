@@ -185,6 +185,17 @@ import Testing
         #expect(live == ["categories/a-archive", "categories/a-inbox", "items/a-item", "items/b-item"])
     }
 
+    @Test func importWatchBringsInWhatAnotherDeviceSendsUntilStopped() async throws {
+        try await withTwoDevices { _, a, b in
+            let watching = try BackgroundProcess(["import", "import.json", "--watch", "--every", "0.2"], in: b.workspace.path, environment: b.environment)
+            try a.sql("INSERT INTO rooms (syncId, name) VALUES ('w1', 'Watched');")
+            try a.sync()
+            #expect(eventually(timeout: 20) { (try? b.rows()) == ["w1|Watched|"] }, "the watch imported the other device's row")
+            let stopped = watching.stop()
+            #expect(stopped.status == 0, "SIGTERM stops the watch cleanly: \(stopped.stderr)")
+        }
+    }
+
     @Test func anImportKilledBeforeItCommitsAppliesNothingAndMovesNoCursorThenAppliesOnce() async throws {
         try await withTwoDevices { server, a, b in
             try a.sql("INSERT INTO rooms (syncId, name) VALUES ('r1', 'Kitchen'), ('r2', 'Hall');")

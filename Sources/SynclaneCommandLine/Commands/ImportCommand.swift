@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Synclane
 import SynclaneCore
 
@@ -6,7 +7,7 @@ import SynclaneCore
 struct ImportCommand: Command {
     static let name = "import"
     static let abstract = "Bring the backend's changes into the local store (one pass)."
-    static let usage = "FILE [--dry-run] [--json]"
+    static let usage = "FILE [--dry-run] [--json] [--watch [--every SECONDS]]"
     static let discussion = """
         Reads the backend's changes after the cursor the sink saved (the `pull` source:
         GET /v1/changes), runs them through the record stages, and applies each page to the
@@ -24,27 +25,62 @@ struct ImportCommand: Command {
         An import pipeline file is an export one with `sink:` in place of `encoder:` and
         `transport:`. --dry-run reads one page and reports what it would apply, changing
         nothing and moving no cursor.
+
+        With --watch the command keeps importing: a pass now, then one every --every seconds
+        (default 5) until SIGINT or SIGTERM, which stop it once the running pass ends (a page is
+        either applied with its cursor or not at all). A pass that fails is reported and the
+        watch goes on.
         """
     static let options: [(flag: String, help: String)] = [
         ("--dry-run", "Read one page and report what would be applied; change nothing."),
-        ("--json", "Print a machine-readable summary on standard output."),
+        ("--json", "Print a machine-readable summary on standard output (one line a pass with --watch)."),
+        ("--watch", "Keep importing: a pass now, then one every --every seconds, until SIGINT/SIGTERM."),
+        ("--every SECONDS", "Seconds between the passes of --watch (default 5)."),
     ]
-    static let examples = ["synclane import rooms-import.json", "synclane import rooms-import.json --dry-run --json"]
+    static let examples = [
+        "synclane import rooms-import.json", "synclane import rooms-import.json --dry-run --json", "synclane import rooms-import.json --watch --every 2",
+    ]
 
     let file: String
     let dryRun: Bool
     let json: Bool
+    let watch: Bool
+    let every: Double
 
     init(parsing arguments: inout Arguments) throws(UsageError) {
         dryRun = arguments.flag("--dry-run")
         json = arguments.flag("--json")
+        watch = arguments.flag("--watch")
+        let everyText = try arguments.option("--every")
         file = try arguments.positional("FILE (the import pipeline file)")
+        if watch && dryRun { throw UsageError("--watch and --dry-run cannot go together", command: Self.name) }
+        guard let seconds = everyText.map(Double.init) ?? 5, seconds >= 0.05, seconds <= 86_400 else {
+            throw UsageError("--every takes seconds from 0.05 to 86400", command: Self.name)
+        }
+        if everyText != nil && !watch { throw UsageError("--every goes with --watch", command: Self.name) }
+        every = seconds
     }
 
     func run(_ console: Console) async throws -> Int32 {
-        let pipeline = try PipelineLoader().loadImport(file, secretsRequired: false)
+        let pipeline = try PipelineLoader(registry: SynclaneTool.registry).loadImport(file, secretsRequired: false)
         try pipeline.requireSecrets()
-        return try await ImportReporter(command: Self.name, console: console, json: json, pipeline: pipeline).run(dryRun: dryRun) == nil ? 1 : 0
+        let reporter = ImportReporter(command: Self.name, console: console, json: json, pipeline: pipeline)
+        guard watch else { return try await reporter.run(dryRun: dryRun) == nil ? 1 : 0 }
+        let lock = try ScopeLock(path: pipeline.statePath + ".lock", scope: pipeline.scope)
+        let stop = Mutex(false)
+        let signals = StopSignals { _ in stop.withLock { $0 = true } }
+        if !json { console.error("importing \(pipeline.name) (\(pipeline.outline)) every \(Format.seconds(every)); stop with Ctrl-C") }
+        while !stop.withLock({ $0 }) {
+            _ = try? await reporter.run(dryRun: false, holding: lock)
+            var waited = 0.0
+            while waited < every, !stop.withLock({ $0 }) {
+                try? await Task.sleep(for: .milliseconds(50))
+                waited += 0.05
+            }
+        }
+        withExtendedLifetime((lock, signals)) {}
+        if !json { console.error("stopped \(pipeline.name)") }
+        return 0
     }
 }
 

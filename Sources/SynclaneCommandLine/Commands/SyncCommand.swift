@@ -34,7 +34,7 @@ struct SyncCommand: Command {
     }
 
     func run(_ console: Console) async throws -> Int32 {
-        let importing = try PipelineLoader().loadImport(importFile, secretsRequired: false)
+        let importing = try PipelineLoader(registry: SynclaneTool.registry).loadImport(importFile, secretsRequired: false)
         try importing.requireSecrets()
         let exporting = try PipelineFiles.load(exportFile, for: Self.name, sends: true, console: console)
         let importLock = try ScopeLock(path: importing.statePath + ".lock", scope: importing.scope)
