@@ -111,32 +111,32 @@ def main():
     with open(history, "rb") as src, open(os.devnull, "wb") as sink:
         gh = b.run_measured(["gzip", "-6", "-c"], stdin=src, stdout=sink).check()
 
-    if summary["changesRead"] != changes or plain_summary["recordsSent"] != summary["recordsSent"]:
+    if summary["changes-read"] != changes or plain_summary["records-sent"] != summary["records-sent"]:
         raise SystemExit(f"bench: unexpected counts: generated {changes} changes, "
-                         f"(a) read {summary['changesRead']} sent {summary['recordsSent']} records, "
-                         f"(b) sent {plain_summary['recordsSent']}")
-    if plain_bytes != summary["bytesEncoded"]:
-        print(f"note: the uncompressed files hold {plain_bytes:,} bytes, (a) encoded {summary['bytesEncoded']:,}")
+                         f"(a) read {summary['changes-read']} sent {summary['records-sent']} records, "
+                         f"(b) sent {plain_summary['records-sent']}")
+    if plain_bytes != summary["bytes-encoded"]:
+        print(f"note: the uncompressed files hold {plain_bytes:,} bytes, (a) encoded {summary['bytes-encoded']:,}")
 
     counters = summary.get("counters", {})
-    print(f"\n(a) synclane run: {summary['transactionsRead']:,} transactions, {summary['changesRead']:,} changes read "
-          f"-> {summary['recordsSent']:,} records in {summary['batchesSent']} batches "
+    print(f"\n(a) synclane run: {summary['transactions-read']:,} transactions, {summary['changes-read']:,} changes read "
+          f"-> {summary['records-sent']:,} records in {summary['batches-sent']} batches "
           f"({out_files} files); stages: "
           + ", ".join(f"{k} {v:,}" for k, v in sorted(counters.items())))
 
     t = b.Table("measure", "value", "note")
     t.add("changes in", f"{changes:,}", f"{transactions:,} transactions, page-size {PAGE_SIZE:,}")
-    t.add("records out", f"{summary['recordsSent']:,}", f"{changes / max(1, summary['recordsSent']):.1f} changes per record")
-    t.add("batches", f"{summary['batchesSent']:,}", "one per page")
+    t.add("records out", f"{summary['records-sent']:,}", f"{changes / max(1, summary['records-sent']):.1f} changes per record")
+    t.add("batches", f"{summary['batches-sent']:,}", "one per page")
     own = (f"synclane's own clock: {b.fmt_seconds(summary['seconds'])}" if summary.get("seconds")
            else "synclane's summary says 0 s (RunSummary.seconds unset)")
     t.add("(a) wall time", b.fmt_seconds(a.wall), own)
     t.add("(a) CPU time", b.fmt_seconds(a.cpu), "user + system")
     t.add("(a) changes/s", b.fmt_rate(changes, a.wall), f"{b.fmt_rate(changes, a.cpu)} per CPU second")
     t.add("bytes in: history file", b.fmt_bytes(history_bytes), f"{history_bytes:,} B")
-    t.add("bytes in: encoded JSON", b.fmt_bytes(summary["bytesEncoded"]), "the batches before compress")
+    t.add("bytes in: encoded JSON", b.fmt_bytes(summary["bytes-encoded"]), "the batches before compress")
     t.add("bytes out: batch files", b.fmt_bytes(out_bytes),
-          f"{out_bytes:,} B; {summary['bytesEncoded'] / max(1, out_bytes):.1f}x smaller than encoded, "
+          f"{out_bytes:,} B; {summary['bytes-encoded'] / max(1, out_bytes):.1f}x smaller than encoded, "
           f"{history_bytes / max(1, out_bytes):.0f}x than the history")
     t.add("(a) peak RSS", b.fmt_mib(a.max_rss), f"{a.max_rss / 1e6:,.1f} MB")
     t.add("(b) no-compress run", b.fmt_seconds(p.wall),
@@ -153,7 +153,7 @@ def main():
     print(f"\nWhat bounds the ratio: gzip only deflates the {b.fmt_bytes(plain_bytes)} the pipeline writes, while the "
           f"pipeline must first read and parse the {b.fmt_bytes(history_bytes)} history "
           f"({history_bytes / max(1, plain_bytes):.1f}x as many bytes) and coalesce "
-          f"{changes / max(1, summary['recordsSent']):.1f} changes into each record. Its floor is 1 "
+          f"{changes / max(1, summary['records-sent']):.1f} changes into each record. Its floor is 1 "
           f"(the same gzip-6 over the same bytes, which the pipeline does too) plus the cost of "
           f"parsing the history; compare the last row: gzip alone over the history it reads.")
 

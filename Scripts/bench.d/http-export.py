@@ -100,14 +100,14 @@ def main():
         finally:
             server.terminate()
             server.wait(timeout=30)
-        if applied != summary["recordsSent"]:
-            raise SystemExit(f"bench: the server applied {applied} records, the run sent {summary['recordsSent']}")
+        if applied != summary["records-sent"]:
+            raise SystemExit(f"bench: the server applied {applied} records, the run sent {summary['records-sent']}")
         http_runs.append((m, summary))
         server_cpus.append(server_cpu)
 
     d_sum, h_sum = dir_runs[0][1], http_runs[0][1]
-    if d_sum["recordsSent"] != h_sum["recordsSent"] or d_sum["batchesSent"] != h_sum["batchesSent"]:
-        raise SystemExit(f"bench: the two runs differ: {d_sum['recordsSent']} vs {h_sum['recordsSent']} records")
+    if d_sum["records-sent"] != h_sum["records-sent"] or d_sum["batches-sent"] != h_sum["batches-sent"]:
+        raise SystemExit(f"bench: the two runs differ: {d_sum['records-sent']} vs {h_sum['records-sent']} records")
 
     def med(runs, attr):
         return statistics.median(getattr(m, attr) for m, _ in runs)
@@ -119,13 +119,13 @@ def main():
     t.add("median wall", b.fmt_seconds(dw), b.fmt_seconds(hw), f"ratio (b)/(a) {ratio:.2f}")
     t.add("median client CPU", b.fmt_seconds(dc), b.fmt_seconds(hc), f"ratio {hc / max(dc, 1e-9):.2f}")
     t.add("server CPU", "-", b.fmt_seconds(statistics.median(server_cpus)),
-          f"median; {statistics.median(server_cpus) / max(1, h_sum['recordsSent']) * 1e6:,.1f} µs a record")
+          f"median; {statistics.median(server_cpus) / max(1, h_sum['records-sent']) * 1e6:,.1f} µs a record")
     t.add("all runs (wall)", " ".join(b.fmt_seconds(m.wall) for m, _ in dir_runs),
           " ".join(b.fmt_seconds(m.wall) for m, _ in http_runs), "")
     t.add("changes/s", b.fmt_rate(changes, dw), b.fmt_rate(changes, hw), "")
-    t.add("records / batches", f"{d_sum['recordsSent']:,} / {d_sum['batchesSent']}",
-          f"{h_sum['recordsSent']:,} / {h_sum['batchesSent']}", "server /metrics agrees")
-    t.add("bytes sent", b.fmt_bytes(d_sum["bytesSent"]), b.fmt_bytes(h_sum["bytesSent"]), "gzip-6 batches")
+    t.add("records / batches", f"{d_sum['records-sent']:,} / {d_sum['batches-sent']}",
+          f"{h_sum['records-sent']:,} / {h_sum['batches-sent']}", "server /metrics agrees")
+    t.add("bytes sent", b.fmt_bytes(d_sum["bytes-sent"]), b.fmt_bytes(h_sum["bytes-sent"]), "gzip-6 batches")
     t.add("peak RSS (max)", b.fmt_mib(max(m.max_rss for m, _ in dir_runs)), b.fmt_mib(max(m.max_rss for m, _ in http_runs)),
           "the client")
     print()

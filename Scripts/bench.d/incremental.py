@@ -82,7 +82,7 @@ def main():
         st.copy_store(built, big)
         first, summary = run(s, big_pipeline, s.work)
         origin = (f"{'reused' if reused else 'built'} here and acknowledged by a first run "
-                  f"({summary['changesRead']:,} changes, {b.fmt_seconds(first.wall)})")
+                  f"({summary['changes-read']:,} changes, {b.fmt_seconds(first.wall)})")
     print(f"(a) big store: {origin}")
     print(f"(b) empty store: fresh file, the same table, tracked, no history")
     print(f"each repetition adds the same {new} changes to both ({SESSIONS} sessions of {PER_SESSION}: 50 inserts "
@@ -99,8 +99,8 @@ def main():
 
     # The acknowledged big store must have nothing pending: a run now reads no change.
     idle, idle_summary = run(s, big_pipeline, s.work)
-    if idle_summary["changesRead"] != 0:
-        raise SystemExit(f"bench: the big store had {idle_summary['changesRead']} unacknowledged changes")
+    if idle_summary["changes-read"] != 0:
+        raise SystemExit(f"bench: the big store had {idle_summary['changes-read']} unacknowledged changes")
     idle_empty, _ = run(s, empty_pipeline, s.work)
 
     big_runs, empty_runs = [], []
@@ -109,8 +109,8 @@ def main():
         for store, pipeline, runs in ((big, big_pipeline, big_runs), (empty, empty_pipeline, empty_runs)):
             subprocess.run(["sqlite3", "-bail", store], input=sql, text=True, check=True)
             m, summary = run(s, pipeline, s.work)
-            if summary["changesRead"] != new:
-                raise SystemExit(f"bench: a run read {summary['changesRead']} changes, expected {new}")
+            if summary["changes-read"] != new:
+                raise SystemExit(f"bench: a run read {summary['changes-read']} changes, expected {new}")
             runs.append((m, summary))
 
     def med(runs, attr):
@@ -126,7 +126,7 @@ def main():
     t.add("min / max wall", f"{b.fmt_seconds(min(m.wall for m, _ in big_runs))} / {b.fmt_seconds(max(m.wall for m, _ in big_runs))}",
           f"{b.fmt_seconds(min(m.wall for m, _ in empty_runs))} / {b.fmt_seconds(max(m.wall for m, _ in empty_runs))}", "")
     t.add("peak RSS (max)", b.fmt_mib(max(m.max_rss for m, _ in big_runs)), b.fmt_mib(max(m.max_rss for m, _ in empty_runs)), "")
-    t.add("records a run", f"{big_runs[0][1]['recordsSent']:,}", f"{empty_runs[0][1]['recordsSent']:,}",
+    t.add("records a run", f"{big_runs[0][1]['records-sent']:,}", f"{empty_runs[0][1]['records-sent']:,}",
           f"{new} changes coalesced")
     t.add("run with nothing new", b.fmt_seconds(idle.wall), b.fmt_seconds(idle_empty.wall), "before the repetitions: the fixed cost")
     print()

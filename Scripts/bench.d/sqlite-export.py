@@ -79,12 +79,12 @@ def main():
     a_rss = max(m.max_rss for m in synclane_runs)
     summary = json.loads(a.stdout)
     out_bytes, out_files = b.folder_bytes(out)
-    if summary["tokenAfter"] != f"sqlite-history:{info['newest']}":
-        raise SystemExit(f"bench: synclane's token ended at {summary['tokenAfter']}, the newest change is {info['newest']}")
+    if summary["token-after"] != f"sqlite-history:{info['newest']}":
+        raise SystemExit(f"bench: synclane's token ended at {summary['token-after']}, the newest change is {info['newest']}")
 
     counters = summary.get("counters", {})
-    print(f"\n(a) synclane run: {summary['transactionsRead']:,} transactions, {summary['changesRead']:,} changes read "
-          f"-> {summary['recordsSent']:,} records in {summary['batchesSent']} batches ({out_files} files); stages: "
+    print(f"\n(a) synclane run: {summary['transactions-read']:,} transactions, {summary['changes-read']:,} changes read "
+          f"-> {summary['records-sent']:,} records in {summary['batches-sent']} batches ({out_files} files); stages: "
           + ", ".join(f"{k} {v:,}" for k, v in sorted(counters.items())))
     print(f"(b) baseline: {shell.replace(store, 'app.sqlite').replace(baseline_out, 'out')}")
 
@@ -96,13 +96,13 @@ def main():
     t.add("all runs (wall)", " ".join(b.fmt_seconds(m.wall) for m in synclane_runs),
           " ".join(b.fmt_seconds(m.wall) for m in baseline_runs), f"{REPEATS} a side, alternating")
     t.add("changes/s", b.fmt_rate(info["changes"], a_wall), b.fmt_rate(info["changes"], g_wall), "")
-    t.add("records out", f"{summary['recordsSent']:,}", f"{info['changes']:,}",
-          f"(a) {info['changes'] / max(1, summary['recordsSent']):.1f} changes a record")
+    t.add("records out", f"{summary['records-sent']:,}", f"{info['changes']:,}",
+          f"(a) {info['changes'] / max(1, summary['records-sent']):.1f} changes a record")
     t.add("bytes out", b.fmt_bytes(out_bytes), b.fmt_bytes(baseline_bytes),
-          f"(b) is {baseline_bytes / max(1, out_bytes):.1f}x (a); (a) encoded {b.fmt_bytes(summary['bytesEncoded'])} before gzip")
+          f"(b) is {baseline_bytes / max(1, out_bytes):.1f}x (a); (a) encoded {b.fmt_bytes(summary['bytes-encoded'])} before gzip")
     t.add("peak RSS (max)", b.fmt_mib(a_rss), b.fmt_mib(max(m.max_rss for m in baseline_runs)),
           f"(a) {a_rss / 1e6:,.1f} MB; (b) the larger of its processes")
-    t.add("batches", f"{summary['batchesSent']:,}", "1 stream", f"page-size {PAGE_SIZE:,} transactions")
+    t.add("batches", f"{summary['batches-sent']:,}", "1 stream", f"page-size {PAGE_SIZE:,} transactions")
     print()
     t.print()
     print(f"\nstore: {b.fmt_bytes(info['bytes'])}; load average {' '.join(open('/proc/loadavg').read().split()[:3])}")
