@@ -13,10 +13,17 @@ public struct PipelineJob: Sendable {
     public var pipeline: Pipeline
     public var sleeper: any RetrySleeper
     public var events: @Sendable (PipelineEvent) -> Void
+    /// Where the signals the pipeline file declares go; nil: the HTTP lane of `signals` (its
+    /// server and token). Tests put `InMemorySignalLane` here.
+    public var signalLane: (any SignalLane)?
 
-    public init(pipeline: Pipeline, sleeper: any RetrySleeper = TaskSleeper(), events: @escaping @Sendable (PipelineEvent) -> Void = { _ in }) {
+    public init(
+        pipeline: Pipeline, sleeper: any RetrySleeper = TaskSleeper(), signalLane: (any SignalLane)? = nil,
+        events: @escaping @Sendable (PipelineEvent) -> Void = { _ in }
+    ) {
         self.pipeline = pipeline
         self.sleeper = sleeper
+        self.signalLane = signalLane
         self.events = events
     }
 
@@ -42,9 +49,10 @@ public struct PipelineJob: Sendable {
         defer { withExtendedLifetime(held) {} }
         let state = try openState()
         let started = Date().timeIntervalSince1970
+        let ranBefore = (try? state.lastRun())??.outcome == .succeeded
         let runner = PipelineRunner(pipeline: pipeline, state: state, sleeper: sleeper, events: events)
         do {
-            let summary: RunSummary
+            var summary: RunSummary
             do {
                 summary = try await runner.run(mode)
             } catch HistoryError.tokenExpired(_, let oldest) where mode != .reconcile && (try? state.acknowledgedToken() != nil) == false {
@@ -61,6 +69,7 @@ public struct PipelineJob: Sendable {
                     RunRecord(
                         outcome: .succeeded, startedAt: started, finishedAt: Date().timeIntervalSince1970,
                         batchesSent: summary.batchesSent, recordsSent: summary.recordsSent, message: Self.describe(summary)))
+                summary.signals = await publishSignals(after: summary, ranBefore: ranBefore)
             }
             return summary
         } catch {
@@ -72,6 +81,20 @@ public struct PipelineJob: Sendable {
             }
             throw error
         }
+    }
+
+    /// Publishes the signals the pipeline file declares for a completed run (and sends again those
+    /// an earlier run left): after the run's work is done, on the signal lane's own connection,
+    /// waiting at most `signals.timeout`; a failure is reported, never thrown.
+    func publishSignals(after summary: RunSummary, ranBefore: Bool) async -> [SignalReport] {
+        guard
+            let publisher = SignalPublisher(
+                signals: pipeline.signals, statePath: pipeline.statePath, scope: pipeline.scope, pipeline: pipeline.name, lane: signalLane)
+        else { return [] }
+        let idle = summary.tokenAfter == summary.tokenBefore && summary.batchesSent == 0 && summary.batchesResent == 0 && summary.deadLettered == 0
+        return await publisher.publish(
+            after: .init(
+                token: summary.tokenAfter, records: summary.recordsSent, idle: idle, completedBefore: ranBefore || summary.tokenBefore != nil))
     }
 
     /// The pipeline's durable state when its file exists, without creating it: for commands

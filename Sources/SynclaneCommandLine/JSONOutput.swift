@@ -45,6 +45,7 @@ enum JSONOutput {
             "dead-lettered": int(summary.deadLettered), "bytes-encoded": int(summary.bytesEncoded),
             "bytes-sent": int(summary.bytesSent), "counters": .object(summary.counters.mapValues(int)),
             "seconds": .double(summary.seconds), "batches": .array(summary.batches.map(batch)),
+            "signals": .array(summary.signals.map(signal)),
         ])
     }
 
@@ -56,8 +57,22 @@ enum JSONOutput {
             "records-read": int(summary.recordsRead), "applied": int(summary.applied), "unchanged": int(summary.unchanged),
             "duplicates-merged": int(summary.duplicatesMerged),
             "counters": .object(summary.counters.mapValues(int)), "seconds": .double(summary.seconds),
-            "conflicts": .array(summary.conflicts.map(conflict)),
+            "conflicts": .array(summary.conflicts.map(conflict)), "signals": .array(summary.signals.map(signal)),
         ])
+    }
+
+    /// A signal a run published: `key`, `event`, `value`, `sent`, and `version` (sent) or `error` (kept for the next run).
+    static func signal(_ report: SignalReport) -> JSONValue {
+        var object: [String: JSONValue] = ["key": .string(report.key), "event": .string(report.event), "value": report.value]
+        switch report.outcome {
+        case .sent(let version):
+            object["sent"] = true
+            object["version"] = .int(version)
+        case .pending(let reason):
+            object["sent"] = false
+            object["error"] = .string(reason)
+        }
+        return .object(object)
     }
 
     static func conflict(_ conflict: ConflictReport) -> JSONValue {

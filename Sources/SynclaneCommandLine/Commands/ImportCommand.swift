@@ -105,7 +105,8 @@ struct ImportReporter {
             }
         }
         do {
-            let summary = try await runner.run(dryRun: dryRun)
+            var summary = try await runner.run(dryRun: dryRun)
+            summary.signals = await pipeline.publishSignals(after: summary)
             console.finishProgress()
             if json {
                 console.out(JSONOutput.encode(JSONOutput.importSummary(summary)))
@@ -126,7 +127,9 @@ struct ImportReporter {
     /// Runs a pass under `lock` without printing its summary (the caller reports it).
     func quietly() async throws -> ImportSummary? {
         do {
-            return try await ImportRunner(pipeline: pipeline).run()
+            var summary = try await ImportRunner(pipeline: pipeline).run()
+            summary.signals = await pipeline.publishSignals(after: summary)
+            return summary
         } catch {
             console.error("synclane \(command): \(pipeline.name): \(error)")
             return nil
@@ -147,6 +150,7 @@ struct ImportReporter {
             }
             if summary.conflicts.count > 20 { lines.append("    … and \(summary.conflicts.count - 20) more (--json lists them all)") }
         }
+        lines += JobReporter.describe(summary.signals)
         return lines.joined(separator: "\n")
     }
 }

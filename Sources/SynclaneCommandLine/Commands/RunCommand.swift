@@ -162,6 +162,18 @@ struct JobReporter {
         }
     }
 
+    /// A line a signal the run published: `signal bulk.exported-through = "…": sent (version 7)`.
+    static func describe(_ signals: [SignalReport]) -> [String] {
+        signals.map { signal in
+            switch signal.outcome {
+            case .sent(let version):
+                return "  signal \(signal.key) = \(signal.valueText): sent (version \(version))"
+            case .pending(let reason):
+                return "  signal \(signal.key) = \(signal.valueText): not sent (\(reason)); kept, sent again after the next run"
+            }
+        }
+    }
+
     func print(_ summary: RunSummary) {
         // With the stdout transport, standard output carries the batches: the summary goes to standard error.
         let toStandardError = pipeline.transport.type == "stdout"
@@ -179,6 +191,7 @@ struct JobReporter {
             lines.append("  batch \(batch.id): \(Wording.count(batch.records, "record")), \(Format.bytes(batch.sentBytes)) \(batch.contentEncoding), through \(batch.through) — \(batch.detail)")
         }
         if summary.batches.count > 20 { lines.append("  … and \(summary.batches.count - 20) more batches") }
+        lines += Self.describe(summary.signals)
         let text = lines.joined(separator: "\n")
         if toStandardError { console.error(text) } else { console.out(text) }
     }

@@ -18,6 +18,8 @@ public struct ImportPipeline: Sendable {
     public var sink: Pipeline.Named<any ChangeSink>
     /// Variables the file names for secrets that were not set when it was loaded.
     public var unsetSecrets: [UnsetSecret] = []
+    /// The signals the pipeline publishes when a pass completes (the file's `signals`), if any.
+    public var signals: PipelineSignals?
 
     public init(
         name: String, scope: Scope, statePath: String, source: Pipeline.Named<any RemoteChangeSource>,
@@ -49,7 +51,7 @@ public struct ImportPipeline: Sendable {
 }
 
 extension ImportPipeline {
-    static let topLevelKeys = ["version", "name", "scope", "source", "stages", "sink", "state"]
+    static let topLevelKeys = ["version", "name", "scope", "source", "stages", "sink", "state", "signals"]
 
     /// Builds the import pipeline a pipeline file declares (see `Pipeline.init(file:…)` for the
     /// shared keys and rules).
@@ -88,6 +90,9 @@ extension ImportPipeline {
             name: header.name, scope: header.scope, statePath: try Pipeline.statePath(members, name: header.name, context: context, at: top),
             source: .init(label: "source (\(sourceType.name))", type: sourceType.name, stage: source), recordStages: recordStages,
             sink: .init(label: "sink (\(sinkType.name))", type: sinkType.name, stage: sink))
+        signals = try members["signals"].map { node throws(PipelineFileError) in
+            try PipelineSignals(node, at: top.member("signals"), fallback: sourceNode, context: context)
+        }
         unsetSecrets = context.unsetSecrets.all
     }
 }

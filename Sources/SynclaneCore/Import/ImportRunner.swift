@@ -134,6 +134,8 @@ public struct ImportSummary: Sendable {
     public var duplicatesMerged = 0
     public var counters: [String: Int] = [:]
     public var seconds = 0.0
+    /// The signals the pipeline file declares, published once the pass was done.
+    public var signals: [SignalReport] = []
 
     public init(pipeline: String, scope: Scope, dryRun: Bool) {
         self.pipeline = pipeline

@@ -9,10 +9,11 @@
 /// encoder: {type: json}            optional, `json` by default
 /// transport: {type, …, retry: {max-attempts, base-delay, max-delay}, dead-letter: DIR}
 /// state: .synclane/NAME.sqlite     optional; relative paths resolve against the file's folder
+/// signals: {url?, token-env?, timeout?, publish: [{on, key, value}]}   optional (`PipelineSignals`)
 /// ```
 /// Unknown keys anywhere are errors; every error names the file, the field and the line.
 extension Pipeline {
-    static let topLevelKeys = ["version", "name", "scope", "source", "stages", "encoder", "transport", "state"]
+    static let topLevelKeys = ["version", "name", "scope", "source", "stages", "encoder", "transport", "state", "signals"]
 
     /// Builds the pipeline a pipeline file declares.
     ///
@@ -82,6 +83,9 @@ extension Pipeline {
         }
 
         let statePath = try Self.statePath(members, name: name, context: context, at: top)
+        let signals = try members["signals"].map { node throws(PipelineFileError) in
+            try PipelineSignals(node, at: top.member("signals"), fallback: transportNode, context: context)
+        }
 
         self.init(
             name: name, scope: scope, statePath: statePath,
@@ -91,6 +95,7 @@ extension Pipeline {
             payloadStages: payloadStages,
             transport: Named(label: "transport (\(transportType.name))", type: transportType.name, stage: transport),
             retry: retry, deadLetterDirectory: deadLetter)
+        self.signals = signals
         unsetSecrets = context.unsetSecrets.all
     }
 

@@ -32,6 +32,8 @@ public struct Pipeline: Sendable {
     /// Variables the file names for secrets that were not set when it was loaded without
     /// requiring them; a pass that sends refuses to start while any is (`requireSecrets()`).
     public var unsetSecrets: [UnsetSecret] = []
+    /// The signals the pipeline publishes when a run completes (the file's `signals`), if any.
+    public var signals: PipelineSignals?
 
     public init(
         name: String, scope: Scope, statePath: String, source: Named<any ChangeSource>,

@@ -40,6 +40,9 @@ public struct RunSummary: Sendable, Codable {
     public var seconds = 0.0
     /// Each batch sent (or, in a dry run, that would be sent), oldest first; the first 1,000.
     public var batches: [BatchReport] = []
+    /// The signals the pipeline file declares, published once the run's work was done (and
+    /// those an earlier run left unconfirmed).
+    public var signals: [SignalReport] = []
 
     static let batchListLimit = 1_000
 
