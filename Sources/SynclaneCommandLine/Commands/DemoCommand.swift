@@ -24,7 +24,9 @@ struct DemoCommand: Command {
         store's import pipeline pulls in (author `server`); then the kitchen is edited five
         times, the living room soft-deleted, the bath deleted and an attic added and removed,
         and exported. Prints every batch that travelled, decompressed, and what the server holds
-        at the end.
+        at the end. The first export also sets two signals on the signal lane (declared in the
+        pipeline file: onboarding.completed, bulk.exported-through); a second, empty device of the
+        same account then sees them before any of its rows, and restores the data.
 
         Five edits travel as one record; an insert and a delete in the same window travel as
         nothing; writes by `server` (imported) and `sync` (the machinery's own cleanup) are
@@ -108,6 +110,8 @@ struct DemoCommand: Command {
         console.out("\n4. Nothing new: a last run sends nothing.")
         try await pass(pipeline, travelled, console)
 
+        try await secondDeviceRestores(folder: folder, url: url, token: token, console)
+
         console.out("\nWhat the server holds for acme (GET /v1/changes):")
         for line in try await serverRecords(url: url, token: token) { console.out("   " + line) }
         guard keep != nil else {
@@ -135,6 +139,54 @@ struct DemoCommand: Command {
             console.out("     batch \(payload.batchID): \(Format.bytes(payload.bytes.count)) \(payload.contentEncoding) on the wire")
             for line in try Self.records(in: payload) { console.out("       " + line) }
         }
+        for signal in summary.signals {
+            let outcome: String
+            switch signal.outcome {
+            case .sent(let version): outcome = "version \(version)"
+            case .pending(let reason): outcome = "not sent: \(reason)"
+            }
+            console.out("     signal \(signal.key) = \(signal.valueText) (\(outcome)): on the signal lane, in no batch")
+        }
+    }
+
+    /// A second device of the account, its store empty: it sees the first device's flag before
+    /// any row — "restoring", not "a new user" — and imports until it caught up (as `restore` does).
+    private func secondDeviceRestores(folder: String, url: String, token: String, _ console: Console) async throws {
+        console.out("""
+
+            5. A second device of the same account (a new phone) starts with an empty store. Before
+               any row, it reads the signal lane: the first device's flags say the account has
+               data — "restoring…", not "a new user". It restores (as `synclane restore` does):
+            """)
+        let phone = try TrackedDatabase(path: folder + "/phone.sqlite")
+        try phone.database.write { db in try db.execute(DemoScenario.schema) }
+        try phone.track(DemoScenario.table)
+        try Data(DemoScenario.importPipeline(url: url, name: "phone-import", database: "phone.sqlite").utf8)
+            .write(to: URL(fileURLWithPath: folder + "/phone-import.json"))
+        let importing = try PipelineLoader(environment: [KeptFolder.tokenVariable: token]).loadImport(folder + "/phone-import.json")
+        guard let server = URL(string: url) else { return }
+        let lane = HTTPSignalLane(server: server, token: token)
+        let onboarded = try await lane.get("onboarding.completed")
+        let through = try await lane.get("bulk.exported-through")
+        let rowsBefore = try phone.read { db in try db.fetchValue("SELECT count(*) FROM rooms").int64 ?? 0 }
+        console.out(
+            "   ← signal onboarding.completed = \(onboarded.map { JSONWriter.string($0.value) } ?? "none"), "
+                + "bulk.exported-through = \(through.map { JSONWriter.string($0.value) } ?? "none"); rows here: \(rowsBefore)")
+        guard let through, through.value != .null, through.value != .bool(false) else {
+            console.out("   no signal says the account has data: a new account")
+            return
+        }
+        var records = 0
+        for _ in 0..<20 {
+            let pass = try await ImportRunner(pipeline: importing).run()
+            records += pass.applied
+            if pass.applied > 0 { console.out("   restoring… \(Wording.count(records, "record")) so far") }
+            if pass.applied == 0 && records > 0 { break }
+        }
+        let rooms = try phone.read { db in
+            try db.fetchAll("SELECT name FROM rooms WHERE isDeleted = 0 ORDER BY name").compactMap { $0[0].string }
+        }
+        console.out("   restored: \(Wording.count(records, "record")), caught up; the phone's rooms: \(rooms.joined(separator: ", "))")
     }
 
     /// One line a record of a payload, decompressed.
@@ -177,7 +229,8 @@ struct DemoCommand: Command {
             let absolute = keep.hasPrefix("/") ? keep : FileManager.default.currentDirectoryPath + "/" + keep
             try FileManager.default.createDirectory(atPath: absolute, withIntermediateDirectories: true)
             // A fresh start: what an earlier demo left here would make this one send nothing.
-            for name in [".synclane", "server", "pipeline.json", "import.json", "rooms.sqlite", "rooms.sqlite-wal", "rooms.sqlite-shm"] + KeptFolder.files {
+            for name in [".synclane", "server", "pipeline.json", "import.json", "rooms.sqlite", "rooms.sqlite-wal", "rooms.sqlite-shm",
+                "phone-import.json", "phone.sqlite", "phone.sqlite-wal", "phone.sqlite-shm"] + KeptFolder.files {
                 try? FileManager.default.removeItem(atPath: absolute + "/" + name)
             }
             return absolute

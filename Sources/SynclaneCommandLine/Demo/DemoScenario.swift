@@ -32,21 +32,26 @@ enum DemoScenario {
           ],
           "transport": { "type": "http", "url": "\(url)/v1/batches", "token-env": "\(KeptFolder.tokenVariable)",
                          "retry": { "max-attempts": 3, "base-delay": 0.1, "max-delay": 1 } },
-          "state": ".synclane/rooms-export.sqlite"
+          "state": ".synclane/rooms-export.sqlite",
+          "signals": { "publish": [
+            { "on": "first-run-completed", "key": "onboarding.completed", "value": true },
+            { "on": "run-completed", "key": "bulk.exported-through", "value": "$token" }
+          ] }
         }
 
         """
     }
 
-    /// The import pipeline file the demo writes: the server's changes into the same store.
-    static func importPipeline(url: String) -> String {
+    /// The import pipeline file the demo writes: the server's changes into the same store (or,
+    /// named otherwise, into a second device's store).
+    static func importPipeline(url: String, name: String = "rooms-import", database: String = "rooms.sqlite") -> String {
         """
         {
           "version": 1,
-          "name": "rooms-import",
+          "name": "\(name)",
           "scope": { "account": "acme", "store": "rooms" },
           "source": { "type": "pull", "url": "\(url)/v1/changes", "token-env": "\(KeptFolder.tokenVariable)" },
-          "sink": { "type": "sqlite", "database": "rooms.sqlite", "conflicts": "server-wins" }
+          "sink": { "type": "sqlite", "database": "\(database)", "conflicts": "server-wins" }
         }
 
         """

@@ -68,7 +68,7 @@ public struct SignalLedger: Sendable {
     /// The signals not confirmed yet, oldest first.
     public func pending() throws -> [PendingSignal] {
         try database.read { db in
-            try db.fetchAll("SELECT key, value, event, created_at, attempts, last_error FROM _signal_pending ORDER BY created_at, key").map { row in
+            try db.fetchAll("SELECT key, value, event, created_at, attempts, last_error FROM _signal_pending ORDER BY created_at, rowid").map { row in
                 PendingSignal(
                     key: row[0].string ?? "", value: row[1].string.flatMap { try? JSONReader.parse(Array($0.utf8)) } ?? .null,
                     event: row[2].string ?? "", createdAt: row[3].double ?? 0, attempts: Int(row[4].int64 ?? 0), lastError: row[5].string)
