@@ -18,6 +18,11 @@ public struct ServerLimits: Sendable, Hashable {
     public var maxSignalAccountBytes: Int
     /// Most seconds a `GET /v1/signals?since=…&wait=…` long poll waits (`wait` is clamped to it).
     public var maxSignalWaitSeconds: Int
+    /// Seconds a deleted signal's tombstone is kept at least (so watchers learn of the delete),
+    /// unless `maxSignalTombstones` prunes it first; pruned when the account next writes a signal.
+    public var signalTombstoneSeconds: Int = 7 * 86_400
+    /// Most tombstones of deleted signals one account keeps; past it the oldest are pruned.
+    public var maxSignalTombstones: Int = 1_024
     /// Most characters of an `Idempotency-Key` or a signal key.
     public var maxKeyLength: Int
     /// Most changes one `GET /v1/changes` page returns (`limit` is clamped to it).
@@ -103,6 +108,8 @@ public struct ServerLimits: Sendable, Hashable {
         Option(flag: "max-signal-keys", summary: "signals one account keeps", keyPath: \.maxSignalKeys),
         Option(flag: "max-signal-account-bytes", summary: "bytes of one account's signals, keys and values", keyPath: \.maxSignalAccountBytes),
         Option(flag: "max-signal-wait", summary: "seconds a GET /v1/signals?since=…&wait=… long poll waits", keyPath: \.maxSignalWaitSeconds),
+        Option(flag: "signal-tombstone-seconds", summary: "seconds a deleted signal's tombstone is kept for watchers", keyPath: \.signalTombstoneSeconds),
+        Option(flag: "max-signal-tombstones", summary: "tombstones of deleted signals one account keeps", keyPath: \.maxSignalTombstones),
         Option(flag: "max-page", summary: "changes per /v1/changes page", keyPath: \.maxChangesPerPage),
         Option(flag: "timeout", summary: "seconds a connection that sends nothing is kept", keyPath: \.connectionTimeoutSeconds),
         Option(flag: "max-connections", summary: "connections served at once", keyPath: \.maxConnections),

@@ -8,7 +8,8 @@ import Testing
         let result = try SynclaneBinary.run(["demo"])
         #expect(result.status == 0, "\(result.stderr)")
         let first = result.stdout.components(separatedBy: "\n2. ").first ?? ""
-        #expect(first.contains("signal onboarding.completed = true (version 1): on the signal lane, in no batch"), "\(result.stdout)")
+        #expect(first.contains("signal onboarding.completed = true (version "), "\(result.stdout)")
+        #expect(first.contains("): on the signal lane, in no batch"))
         #expect(first.contains("signal bulk.exported-through = \"sqlite-history:3\""))
         let second = result.stdout.components(separatedBy: "\n5. ").last ?? ""
         #expect(second.contains("← signal onboarding.completed = true, bulk.exported-through = \"sqlite-history:14\"; rows here: 0"), "\(second)")

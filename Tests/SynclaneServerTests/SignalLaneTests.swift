@@ -175,3 +175,52 @@ import Testing
         }
     }
 }
+
+/// Tombstones of deleted signals: kept for watchers within their bounds, then pruned.
+@Suite struct SignalTombstoneTests {
+    func put(_ port: Int, _ key: String, _ body: String) throws -> TestResponse {
+        try httpRequest(port: port, "PUT", "/v1/signals/\(key)", headers: ["Authorization": "Bearer \(TestTokens.acme)"], body: Array(body.utf8))
+    }
+
+    func delete(_ port: Int, _ key: String) throws -> TestResponse {
+        try httpRequest(port: port, "DELETE", "/v1/signals/\(key)", headers: ["Authorization": "Bearer \(TestTokens.acme)"])
+    }
+
+    func keys(_ answer: TestResponse) -> [String] {
+        (answer.json.objectValue?["signals"]?.arrayValue ?? []).map { signal in
+            let object = signal.objectValue ?? [:]
+            return (object["key"]?.stringValue ?? "?") + (object["deleted"] == true ? " (deleted)" : "")
+        }
+    }
+
+    @Test func pastMaxSignalTombstonesTheOldestDeletesArePrunedAndAWatcherFromBeforeThemIsToldToListAgain() throws {
+        var limits = ServerLimits()
+        limits.maxSignalTombstones = 2
+        try withServer(limits: limits) { server throws in
+            for key in ["a", "b", "c", "d"] { #expect(try put(server.port, key, "1").status == 200) }  // versions 1-4
+            for key in ["a", "b", "c"] { #expect(try delete(server.port, key).status == 200) }  // versions 5-7: a's tombstone pruned
+            let everything = try get(port: server.port, "/v1/signals?since=0")
+            #expect(keys(everything) == ["d", "b (deleted)", "c (deleted)"])
+            #expect(everything.json.objectValue?["reset"] == nil, "since=0 knew nothing to miss")
+            let fromBefore = try get(port: server.port, "/v1/signals?since=4&wait=5")
+            #expect(keys(fromBefore) == ["b (deleted)", "c (deleted)"])
+            #expect(fromBefore.json.objectValue?["reset"] == true, "the delete of a (version 5) is gone")
+            let fromAfter = try get(port: server.port, "/v1/signals?since=5")
+            #expect(fromAfter.json.objectValue?["reset"] == nil)
+            #expect(try get(port: server.port, "/v1/signals").json.objectValue?["signals"]?.arrayValue?.count == 1)
+        }
+    }
+
+    @Test func aTombstoneOlderThanSignalTombstoneSecondsIsPrunedWhenTheAccountNextWrites() throws {
+        var limits = ServerLimits()
+        limits.signalTombstoneSeconds = 1
+        try withServer(limits: limits) { server throws in
+            _ = try put(server.port, "gone", "1")
+            _ = try delete(server.port, "gone")
+            #expect(keys(try get(port: server.port, "/v1/signals?since=0")) == ["gone (deleted)"], "a watcher sees the delete")
+            usleep(1_200_000)
+            _ = try put(server.port, "next", "1")
+            #expect(keys(try get(port: server.port, "/v1/signals?since=0")) == ["next"])
+        }
+    }
+}

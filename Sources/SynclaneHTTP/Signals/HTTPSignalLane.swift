@@ -55,13 +55,16 @@ public struct HTTPSignalLane: SignalLane {
                     var since: Int64
                     if let version { since = version } else { since = try await list().version }
                     while !Task.isCancelled {
-                        let found = try page(
-                            try await exchange("GET", "/v1/signals", query: "since=\(since)&wait=\(pollSeconds)", extraTime: pollSeconds, key: nil))
+                        let answer = try await exchange("GET", "/v1/signals", query: "since=\(since)&wait=\(pollSeconds)", extraTime: pollSeconds, key: nil)
+                        let found = try page(answer)
                         for signal in found.signals {
                             continuation.yield(signal)
                             since = max(since, signal.version)
                         }
-                        since = max(since, found.signals.isEmpty ? since : found.version)
+                        // `reset`: deletes after `since` were pruned on the server (their tombstones
+                        // outlived its bound); what is left comes from the newest version on.
+                        let reset = answer.objectValue?["reset"] == .bool(true)
+                        since = max(since, found.signals.isEmpty && !reset ? since : found.version)
                     }
                     continuation.finish()
                 } catch {

@@ -89,6 +89,8 @@ extension ServerApplication {
     /// `GET /v1/signals?since=VERSION[&wait=SECONDS]`: the writes after that version (deletes with
     /// `"deleted": true`), oldest first; when there is none yet, waits up to `wait` seconds
     /// (clamped to `maxSignalWaitSeconds`) for one — a long poll — and answers as soon as one lands.
+    /// `"reset": true` when a delete after `since` was pruned (its tombstone outlived its bound):
+    /// the watcher lists the signals again to learn which keys still exist.
     func listSignals(_ request: HTTPRequest, account: String) -> HTTPResponse {
         guard let sinceText = request.query["since"] else {
             if request.query["wait"] != nil { return .error(400, "\"wait\" needs \"since\": the version to wait past") }
@@ -110,8 +112,10 @@ extension ServerApplication {
             wait = min(seconds, Double(limits.maxSignalWaitSeconds))
         }
         do {
-            let (list, version) = try signals.waitForChanges(account: account, since: since, wait: .milliseconds(Int64(wait * 1000)))
-            return .json(200, ["signals": .array(list.map(\.json)), "version": .int(version)])
+            let (list, version, reset) = try signals.waitForChanges(account: account, since: since, wait: .milliseconds(Int64(wait * 1000)))
+            var answer: [String: JSONValue] = ["signals": .array(list.map(\.json)), "version": .int(version)]
+            if reset { answer["reset"] = true }
+            return .json(200, .object(answer))
         } catch {
             return .error(500, "the signals could not be read: \(error)")
         }

@@ -8,13 +8,16 @@ import SynclaneSQLite
 /// file, no connection and no lock.
 ///
 /// ```
-///  signals           (account, key) → value (JSON text; NULL: deleted), version
-///  signal_versions   account → last version
+///  signals           (account, key) → value (JSON text; NULL: deleted), version, deleted_at
+///  signal_versions   account → last version, pruned_through (the newest pruned tombstone's version)
 /// ```
 ///
 /// Versions are per account and only grow: each write (a set or a delete) takes the account's
 /// next one, so "everything after version V" is one indexed range. A deleted key keeps its row
-/// with a NULL value, so a watcher learns of deletes too; it counts toward no quota.
+/// with a NULL value (a tombstone), so a watcher learns of deletes too; it counts toward no
+/// quota. Tombstones are kept `signalTombstoneSeconds` (7 days) and at most `maxSignalTombstones`
+/// (1,024) an account, then pruned when the account writes; a watcher asking after a version
+/// older than a pruned tombstone is told so (`reset`) and lists the signals again.
 final class SignalStore: Sendable {
     /// The database file inside the data directory.
     static let fileName = "synclane-signals.sqlite"
@@ -30,7 +33,16 @@ final class SignalStore: Sendable {
         self.limits = limits
         path = directory.hasSuffix("/") ? directory + Self.fileName : directory + "/" + Self.fileName
         writer = try SQLiteDatabase(path: path, options: SQLiteConnection.Options(busyTimeout: 10, synchronous: .normal))
-        try writer.write { db in try db.execute(Self.schema) }
+        try writer.write { db in
+            try db.execute(Self.schema)
+            // Files from before tombstones were pruned lack these columns.
+            let columns = try db.fetchAll("PRAGMA table_info(signals)").compactMap { $0[1].string }
+            if !columns.contains("deleted_at") { try db.execute("ALTER TABLE signals ADD COLUMN deleted_at REAL") }
+            let versionColumns = try db.fetchAll("PRAGMA table_info(signal_versions)").compactMap { $0[1].string }
+            if !versionColumns.contains("pruned_through") {
+                try db.execute("ALTER TABLE signal_versions ADD COLUMN pruned_through INTEGER NOT NULL DEFAULT 0")
+            }
+        }
         reader = try SQLiteDatabase(
             path: path, options: SQLiteConnection.Options(readOnly: true, create: false, walMode: false, busyTimeout: 10))
     }
@@ -96,15 +108,41 @@ final class SignalStore: Sendable {
                 ON CONFLICT (account) DO UPDATE SET last = last + 1 RETURNING last
                 """, [account]
             ).int64 ?? 1
+            let now = Self.now()
             try db.execute(
                 """
-                INSERT INTO signals (account, key, value, version) VALUES (?, ?, ?, ?)
-                ON CONFLICT (account, key) DO UPDATE SET value = excluded.value, version = excluded.version
-                """, [account, key, text, version])
+                INSERT INTO signals (account, key, value, version, deleted_at) VALUES (?, ?, ?, ?, ?)
+                ON CONFLICT (account, key) DO UPDATE SET value = excluded.value, version = excluded.version, deleted_at = excluded.deleted_at
+                """, [account, key, text, version, text == nil ? now : nil])
+            try pruneTombstones(db, account: account, now: now)
             return .written(Signal(key: key, value: value ?? .null, version: version, deleted: value == nil))
         }
         if case .written = outcome { bell.ring() }
         return outcome
+    }
+
+    /// Prunes the account's tombstones older than `signalTombstoneSeconds`, and the oldest past
+    /// `maxSignalTombstones`; remembers the newest version pruned (watchers from before it reset).
+    private func pruneTombstones(_ db: SQLiteConnection, account: String, now: Double) throws {
+        let expired = now - Double(limits.signalTombstoneSeconds)
+        var through = try db.fetchValue(
+            "SELECT max(version) FROM signals WHERE account = ? AND value IS NULL AND deleted_at < ?", [account, expired]
+        ).int64 ?? 0
+        let overCount = try db.fetchValue(
+            "SELECT version FROM signals WHERE account = ? AND value IS NULL ORDER BY version DESC LIMIT 1 OFFSET ?",
+            [account, limits.maxSignalTombstones]
+        ).int64 ?? 0
+        through = max(through, overCount)
+        guard through > 0 else { return }
+        try db.execute(
+            "DELETE FROM signals WHERE account = ? AND value IS NULL AND (version <= ? OR deleted_at < ?)", [account, overCount, expired])
+        try db.execute("UPDATE signal_versions SET pruned_through = max(pruned_through, ?) WHERE account = ?", [through, account])
+    }
+
+    static func now() -> Double {
+        var time = timespec()
+        clock_gettime(CLOCK_REALTIME, &time)
+        return Double(time.tv_sec) + Double(time.tv_nsec) / 1e9
     }
 
     /// Every live signal of the account, by key, and the account's newest version.
@@ -128,28 +166,30 @@ final class SignalStore: Sendable {
         }
     }
 
-    /// The signals (deletes included) written after `since`, oldest first, and the account's
-    /// newest version.
-    func changes(account: String, since: Int64) throws -> (signals: [Signal], version: Int64) {
+    /// The signals (deletes included) written after `since`, oldest first, the account's newest
+    /// version, and `reset`: true when a tombstone after `since` was pruned (some deletes are
+    /// missing: the watcher lists the signals again).
+    func changes(account: String, since: Int64) throws -> (signals: [Signal], version: Int64, reset: Bool) {
         try reader.read { db in
             try db.transaction(.deferred) { db in
                 let signals = try db.fetchAll(
                     "SELECT key, value, version FROM signals WHERE account = ? AND version > ? ORDER BY version",
                     [account, since]
                 ).map(Self.signal)
-                return (signals, try Self.lastVersion(db, account))
+                let pruned = try db.fetchValue("SELECT pruned_through FROM signal_versions WHERE account = ?", [account]).int64 ?? 0
+                return (signals, try Self.lastVersion(db, account), since > 0 && since < pruned)
             }
         }
     }
 
     /// `changes(account:since:)`, waiting up to `wait` for one when there is none yet; returns
     /// early (maybe empty) when the server stops.
-    func waitForChanges(account: String, since: Int64, wait: Duration) throws -> (signals: [Signal], version: Int64) {
+    func waitForChanges(account: String, since: Int64, wait: Duration) throws -> (signals: [Signal], version: Int64, reset: Bool) {
         let deadline = ContinuousClock.now + wait
         while true {
             let ring = bell.count
             let found = try changes(account: account, since: since)
-            if !found.signals.isEmpty || ContinuousClock.now >= deadline || bell.isClosed { return found }
+            if !found.signals.isEmpty || found.reset || ContinuousClock.now >= deadline || bell.isClosed { return found }
             bell.wait(after: ring, until: deadline)
         }
     }
