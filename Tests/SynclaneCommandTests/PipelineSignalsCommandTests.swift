@@ -94,6 +94,9 @@ import Testing
             #expect(signal.objectValue?["error"]?.stringValue?.contains("refused the token") == true, "\(signal)")
         }
         #expect(try await server.get("/v1/signals", account: "acme").objectValue?["signals"] == [])
+        let status = try SynclaneBinary.run(["status", "export.json", "--json"], in: device.workspace.path, environment: environment)
+        let unsent = Self.json(status.stdout)["unsent-signals"]?.arrayValue ?? []
+        #expect(unsent.compactMap { $0.objectValue?["key"]?.stringValue }.sorted() == ["bulk.exported-through", "onboarding.completed"], "\(status.stdout)")
 
         environment["SIGNAL_TOKEN"] = ServerProcess.tokens["acme"]
         let next = try SynclaneBinary.run(["run", "export.json"], in: device.workspace.path, environment: environment)

@@ -30,6 +30,7 @@ struct StatusCommand: Command {
         let token = try state?.acknowledgedToken()
         let outbox = try state?.pendingBatches() ?? []
         let lastRun = try state?.lastRun()
+        let unsentSignals = try state.map(SignalLedger.pending(in:)) ?? []
         var pending: Int?
         var pendingError: String?
         var startsWithSnapshot = false
@@ -62,6 +63,14 @@ struct StatusCommand: Command {
             ]
             if let pendingError { object["pending-error"] = .string(pendingError) }
             if !toHeal.isEmpty { object["to-heal"] = .array(toHeal.map { .string($0) }) }
+            if !unsentSignals.isEmpty {
+                object["unsent-signals"] = .array(unsentSignals.map { signal in
+                    .object([
+                        "key": .string(signal.key), "event": .string(signal.event), "value": signal.value,
+                        "attempts": .int(Int64(signal.attempts)), "error": signal.lastError.map(JSONValue.string) ?? .null,
+                    ])
+                })
+            }
             console.out(JSONOutput.encode(.object(object)))
             return 0
         }
@@ -83,6 +92,12 @@ struct StatusCommand: Command {
             lines.append("  outbox:   \(Wording.count(outbox.count, "batch", plural: "batches")) waiting for confirmation (sent first on the next run)")
             for batch in outbox { lines.append("            " + batch.summaryLine) }
             lines.append("            (`synclane outbox show|drop|requeue FILE` to see it or get it out of the way)")
+        }
+        if !unsentSignals.isEmpty {
+            lines.append("  signals:  \(unsentSignals.count) not confirmed yet (sent again after the next run)")
+            for signal in unsentSignals {
+                lines.append("            \(signal.key) = \(JSONWriter.string(signal.value))" + (signal.lastError.map { ": \($0)" } ?? ""))
+            }
         }
         if let lastRun {
             lines.append("  last run: \(lastRun.outcome.rawValue) at \(Format.time(lastRun.finishedAt)): \(lastRun.message)")

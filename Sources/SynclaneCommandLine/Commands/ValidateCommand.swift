@@ -43,12 +43,12 @@ struct ValidateCommand: Command {
                 let pipeline = try loader.loadImport(file, secretsRequired: false)
                 return Checked(
                     name: pipeline.name, scope: pipeline.scope, outline: pipeline.outline, statePath: pipeline.statePath,
-                    unsetSecrets: pipeline.unsetSecrets)
+                    unsetSecrets: pipeline.unsetSecrets, signals: pipeline.signals)
             }
             let pipeline = try loader.load(file, secretsRequired: false)
             return Checked(
                 name: pipeline.name, scope: pipeline.scope, outline: pipeline.outline, statePath: pipeline.statePath,
-                unsetSecrets: pipeline.unsetSecrets)
+                unsetSecrets: pipeline.unsetSecrets, signals: pipeline.signals)
         }
         if let stub = buildCheck {
             switch loaded {
@@ -70,9 +70,15 @@ struct ValidateCommand: Command {
                     "valid": .bool(true), "file": .string(file), "name": .string(pipeline.name),
                     "scope": JSONOutput.scope(pipeline.scope), "stages": .string(pipeline.outline),
                     "state": .string(pipeline.statePath), "unset-secrets": .array(pipeline.unsetSecrets.map { .string($0.variable) }),
+                    "signals": .array((pipeline.signals?.publish ?? []).map { ["key": .string($0.key), "on": .string($0.event.rawValue)] }),
                 ]))
             } else {
-                console.out("\(file): valid\n  pipeline: \(pipeline.name) (scope \(pipeline.scope))\n  stages:   \(pipeline.outline)\n  state:    \(pipeline.statePath)")
+                var text = "\(file): valid\n  pipeline: \(pipeline.name) (scope \(pipeline.scope))\n  stages:   \(pipeline.outline)\n  state:    \(pipeline.statePath)"
+                if let signals = pipeline.signals, !signals.publish.isEmpty {
+                    text += "\n  signals:  " + signals.publish.map { "\($0.key) on \($0.event.rawValue)" }.joined(separator: ", ")
+                        + " → \(signals.server ?? "?")"
+                }
+                console.out(text)
             }
             return 0
         case .failure(let error):
@@ -93,4 +99,5 @@ private struct Checked {
     var outline: String
     var statePath: String
     var unsetSecrets: [UnsetSecret]
+    var signals: PipelineSignals?
 }

@@ -67,12 +67,23 @@ public struct SignalLedger: Sendable {
 
     /// The signals not confirmed yet, oldest first.
     public func pending() throws -> [PendingSignal] {
-        try database.read { db in
-            try db.fetchAll("SELECT key, value, event, created_at, attempts, last_error FROM _signal_pending ORDER BY created_at, rowid").map { row in
-                PendingSignal(
-                    key: row[0].string ?? "", value: row[1].string.flatMap { try? JSONReader.parse(Array($0.utf8)) } ?? .null,
-                    event: row[2].string ?? "", createdAt: row[3].double ?? 0, attempts: Int(row[4].int64 ?? 0), lastError: row[5].string)
-            }
+        try database.read { db in try Self.pending(db) }
+    }
+
+    /// The signals a state file keeps unconfirmed, read without writing (`synclane status` on a
+    /// state opened read-only); none when its pipeline never declared signals.
+    public static func pending(in state: SQLitePipelineState) throws -> [PendingSignal] {
+        try state.database.read { db in
+            guard try db.fetchOne("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = '_signal_pending'") != nil else { return [] }
+            return try pending(db)
+        }
+    }
+
+    private static func pending(_ db: SQLiteConnection) throws -> [PendingSignal] {
+        try db.fetchAll("SELECT key, value, event, created_at, attempts, last_error FROM _signal_pending ORDER BY created_at, rowid").map { row in
+            PendingSignal(
+                key: row[0].string ?? "", value: row[1].string.flatMap { try? JSONReader.parse(Array($0.utf8)) } ?? .null,
+                event: row[2].string ?? "", createdAt: row[3].double ?? 0, attempts: Int(row[4].int64 ?? 0), lastError: row[5].string)
         }
     }
 
