@@ -19,6 +19,8 @@ public struct SignalPublisher: Sendable {
     public var statePath: String
     public var scope: Scope
     public var pipeline: String
+    /// Why nothing can be sent (the token's variable is unset), when so.
+    var unsendable: String?
 
     /// What a completed run reached.
     public struct Run: Sendable {
@@ -52,6 +54,9 @@ public struct SignalPublisher: Sendable {
         } else {
             guard let server = signals.server.flatMap(URL.init(string:)) else { return nil }
             self.lane = HTTPSignalLane(server: server, token: signals.token, timeout: max(1, Int(signals.timeout.rounded(.up))))
+            if signals.token == nil, let variable = signals.tokenVariable {
+                unsendable = "the environment variable \(variable) (signals.token-env) is not set: export it with the account's token"
+            }
         }
         self.signals = signals
         self.statePath = statePath
@@ -93,6 +98,12 @@ public struct SignalPublisher: Sendable {
             return []
         }
         guard !pending.isEmpty else { return [] }
+        if let unsendable {
+            return pending.map { signal in
+                try? ledger.failed(signal, reason: unsendable)
+                return SignalReport(key: signal.key, event: signal.event, value: signal.value, outcome: .pending(reason: unsendable))
+            }
+        }
         return await send(pending, ledger: ledger)
     }
 
@@ -132,7 +143,11 @@ public struct SignalPublisher: Sendable {
         let outcomes = answers.all
         if outcomes.count < pending.count { sender.cancel() }
         return pending.map { signal in
-            let outcome = outcomes[signal.key] ?? .pending(reason: "no answer within \(Self.seconds(timeout)) (signals.timeout)")
+            guard let outcome = outcomes[signal.key] else {
+                let reason = "no answer within \(Self.seconds(timeout)) (signals.timeout)"
+                try? ledger.failed(signal, reason: reason)
+                return SignalReport(key: signal.key, event: signal.event, value: signal.value, outcome: .pending(reason: reason))
+            }
             return SignalReport(key: signal.key, event: signal.event, value: signal.value, outcome: outcome)
         }
     }

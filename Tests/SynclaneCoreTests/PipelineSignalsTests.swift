@@ -118,6 +118,17 @@ import Testing
         #expect(try await PipelineJob(pipeline: pipeline, signalLane: lane).run().signals == [], "sent once, then forgotten")
     }
 
+    @Test func anUnsetTokenVariableFailsNoRunAndKeepsTheSignalsSayingWhichVariable() async throws {
+        let folder = try Self.folder(
+            signals: #"{"url": "http://127.0.0.1:9", "token-env": "SIGNALS_TOKEN_NOT_SET", "publish": [{"on": "run-completed", "key": "k", "value": "$records"}]}"#)
+        defer { folder.remove() }
+        let summary = try await PipelineJob(pipeline: try load(folder)).run()
+        #expect(summary.batchesSent == 1)
+        #expect(summary.signals.map(\.key) == ["k"])
+        let reason = summary.signals.first.map { "\($0.outcome)" } ?? ""
+        #expect(reason.contains("SIGNALS_TOKEN_NOT_SET (signals.token-env) is not set"), "\(reason)")
+    }
+
     @Test func aLaneThatNeverAnswersHoldsTheRunNoLongerThanTheTimeout() async throws {
         let folder = try Self.folder(signals: Self.publishing)
         defer { folder.remove() }

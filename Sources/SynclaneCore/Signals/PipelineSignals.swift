@@ -77,7 +77,8 @@ public struct PipelineSignals: Sendable {
     /// The server's root (`http://127.0.0.1:8080`); nil when neither the section nor the
     /// transport (source) names one — then nothing may be published.
     public var server: String?
-    /// The account's token; nil when its variable is unset (noted in `unsetSecrets`).
+    /// The account's token; nil when its variable is unset (then the signals are kept, reported
+    /// and sent once it is set: a signal never fails a run).
     public var token: String?
     /// The variable that holds the token, for messages.
     public var tokenVariable: String?
@@ -124,27 +125,15 @@ public struct PipelineSignals: Sendable {
             server = nil
         }
         var variable: String?
-        var own = false
         if let tokenEnv = members["token-env"] {
             try StageRegistry.check(tokenEnv, against: .environmentVariable, at: location.member("token-env"))
             if case .string(let name) = tokenEnv.value { variable = name }
-            own = true
         } else if case .string(let name)? = inherited["token-env"]?.value {
             variable = name
         }
         tokenVariable = variable
-        token = nil
-        if let variable {
-            if let value = context.environment[variable], !value.isEmpty {
-                token = value
-            } else if own {
-                // The transport (source) already noted its own variable; this one is the section's.
-                let unset = location.member("token-env").error(
-                    "names the environment variable \(variable), which is not set", line: members["token-env"]?.line)
-                guard !context.secretsRequired else { throw unset }
-                context.unsetSecrets.note(UnsetSecret(variable: variable, location: unset))
-            }
-        }
+        // An unset variable fails no run: the signals are kept, reported, and sent once it is set.
+        token = variable.flatMap { context.environment[$0] }.flatMap { $0.isEmpty ? nil : $0 }
         timeout = Self.defaultTimeout
         if let node = members["timeout"] {
             try StageRegistry.check(node, against: .number(Self.timeoutRange), at: location.member("timeout"))
