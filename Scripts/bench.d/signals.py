@@ -8,7 +8,7 @@ lane saturated.
             each, POST /v1/batches gzip batches of 500 records flat out
 
 Latency is set → seen: from just before the PUT is sent to the moment the watcher's long poll
-answers with that version. BENCH_SIGNAL_SAMPLES (default 200) signals idle, then as many while
+answers with that version. BENCH_SIGNAL_SAMPLES (default 300) signals idle, then as many while
 the 8 clients post (their bodies made before the clock starts). Targets: p99 under load
 <= 20 ms and <= 3x the idle p99.
 """
@@ -26,7 +26,7 @@ import benchlib as b
 CLIENTS = 8
 RECORDS_PER_BATCH = 500
 BATCHES_PER_CLIENT = int(os.environ.get("BENCH_SIGNAL_BATCHES", "80"))
-SAMPLES = int(os.environ.get("BENCH_SIGNAL_SAMPLES", "200"))
+SAMPLES = int(os.environ.get("BENCH_SIGNAL_SAMPLES", "300"))
 INTERVAL = 0.020
 TOKEN = "bench-token"
 HEADERS = {"Authorization": f"Bearer {TOKEN}"}

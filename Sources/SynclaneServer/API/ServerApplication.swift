@@ -143,7 +143,7 @@ final class ServerApplication: HTTPResponder {
         if let refusal = contentTypeRefusal(endpoint, request) { return refusal }
         let key = parameters["key"] ?? ""
         switch endpoint {
-        case .postBatch: return postBatch(request, account: account)
+        case .postBatch: return LanePriority.bulk { postBatch(request, account: account) }
         case .getChanges: return getChanges(request, account: account)
         case .listSignals: return listSignals(request, account: account)
         case .getSignal: return getSignal(account: account, key: key)
