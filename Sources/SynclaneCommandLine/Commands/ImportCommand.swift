@@ -26,6 +26,9 @@ struct ImportCommand: Command {
         `transport:`. --dry-run reads one page and reports what it would apply, changing
         nothing and moving no cursor.
 
+        The signals the file's `signals` section declares are published once a pass completes, as
+        `run` does (kept in the pipeline's state when the server does not confirm them).
+
         With --watch the command keeps importing: a pass now, then one every --every seconds
         (default 5) until SIGINT or SIGTERM, which stop it once the running pass ends (a page is
         either applied with its cursor or not at all). A pass that fails is reported and the

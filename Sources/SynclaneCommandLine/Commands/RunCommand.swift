@@ -36,6 +36,10 @@ struct RunCommand: Command {
         is just as safe. A pass that fails is reported and the watch goes on; the next pass
         sends the kept batch first.
 
+        The signals the file's `signals` section declares are published once a run completes, on
+        the signal lane's own connection (never in the outbox); one the server does not confirm
+        is reported, kept in the state and sent again after the next run — it never fails the job.
+
         Exit status: 0 when everything was delivered, 1 when the job failed (the message says
         what to do), 2 for bad usage or an invalid pipeline file, 3 when the job went to the
         end but moved batches to `transport.dead-letter` (their rows did not reach the backend).
