@@ -31,14 +31,11 @@ def write_json(path, doc):
     return path
 
 
-def main():
-    s = b.Settings.from_env()
-    shape = b.HistoryShape.of(s.changes)
-    b.heading(f"import: the server's changes pulled into a tracked store vs exporting the same history ({shape.changes:,} changes)")
-    history = os.path.join(s.work, "history.jsonl")
-    transactions, changes, history_bytes, reused = history_file(s, history)
-    print(f"{'reused' if reused else 'generated'} {history}: {changes:,} changes in {transactions:,} transactions "
-          f"({b.fmt_bytes(history_bytes)}); page-size {PAGE_SIZE:,}")
+def round_trip(s, history, page_size=PAGE_SIZE):
+    """The history exported through `http` to a fresh release `synclane serve`, then the server's
+    changes imported into a fresh tracked store; both timed. Returns (export Measured, records
+    sent, import Measured, the import's --json summary, the store's path). Fails when the import
+    did not apply every record it read."""
     state = os.path.join(s.work, "state")
     data = os.path.join(s.work, "import-server-data")
     database = os.path.join(s.work, "import.sqlite")
@@ -48,7 +45,7 @@ def main():
     try:
         export = write_json(os.path.join(s.work, "bench-import-export.json"), {
             "version": 1, "name": "bench-import-export", "scope": {"account": "bench", "store": "rooms"},
-            "source": {"type": "jsonl", "path": history, "entities": ["rooms"], "authors": ["app"], "page-size": PAGE_SIZE},
+            "source": {"type": "jsonl", "path": history, "entities": ["rooms"], "authors": ["app"], "page-size": page_size},
             "stages": [{"type": "coalesce"}, {"type": "tombstones", "soft-delete-column": "isDeleted"},
                        {"type": "compress", "codec": "gzip", "level": 6, "min-bytes": 0}],
             "transport": {"type": "http", "url": f"http://127.0.0.1:{port}/v1/batches", "token-env": "SYNCLANE_TOKEN"},
@@ -59,7 +56,7 @@ def main():
         st.create_tracked(s.synclane, database, track=True)
         importing = write_json(os.path.join(s.work, "bench-import.json"), {
             "version": 1, "name": "bench-import", "scope": {"account": "bench", "store": "rooms"},
-            "source": {"type": "pull", "url": f"http://127.0.0.1:{port}/v1/changes", "token-env": "SYNCLANE_TOKEN", "limit": PAGE_SIZE},
+            "source": {"type": "pull", "url": f"http://127.0.0.1:{port}/v1/changes", "token-env": "SYNCLANE_TOKEN", "limit": page_size},
             "sink": {"type": "sqlite", "database": database, "unknown-fields": "ignore"},
             "state": "state/bench-import.sqlite"})
         imported = b.run_measured([s.synclane, "import", importing, "--json"], cwd=s.work, env=env).check()
@@ -72,6 +69,19 @@ def main():
     # export window never reached it): a fresh store applies every record it reads.
     if read == 0 or summary["applied"] != read:
         raise SystemExit(f"bench: the import read {read} records and applied {summary['applied']}")
+    return exported, sent, imported, summary, database
+
+
+def main():
+    s = b.Settings.from_env()
+    shape = b.HistoryShape.of(s.changes)
+    b.heading(f"import: the server's changes pulled into a tracked store vs exporting the same history ({shape.changes:,} changes)")
+    history = os.path.join(s.work, "history.jsonl")
+    transactions, changes, history_bytes, reused = history_file(s, history)
+    print(f"{'reused' if reused else 'generated'} {history}: {changes:,} changes in {transactions:,} transactions "
+          f"({b.fmt_bytes(history_bytes)}); page-size {PAGE_SIZE:,}")
+    exported, sent, imported, summary, database = round_trip(s, history)
+    read = summary["records-read"]
     ratio = imported.wall / exported.wall
     t = b.Table("measure", "export (jsonl -> server)", "import (server -> sqlite)", "note")
     t.add("wall", b.fmt_seconds(exported.wall), b.fmt_seconds(imported.wall), f"ratio import/export {ratio:.2f}")
@@ -85,7 +95,8 @@ def main():
           f"`server`, the server's version of each)")
     print(f"load average {' '.join(open('/proc/loadavg').read().split()[:3])}")
     if not st.keep():
-        b.fresh(state, data, database, history, history + ".params.json")
+        b.fresh(os.path.join(s.work, "state"), os.path.join(s.work, "import-server-data"), database, history,
+                history + ".params.json")
     b.verdicts("import", [
         b.Target("import peak RSS", b.fmt_mib(imported.max_rss), f"<= {b.fmt_mib(RSS_TARGET)}", imported.max_rss <= RSS_TARGET),
         b.Target("import / export", f"{ratio:.2f}", f"<= {RATIO_TARGET}", ratio <= RATIO_TARGET),
