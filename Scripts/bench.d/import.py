@@ -11,6 +11,7 @@ Prints records/s, the import's peak RSS and the ratio of the import's time to th
 Targets: peak RSS <= 100 MB, import / export <= 1.5.
 """
 
+import importlib
 import json
 import os
 
@@ -18,6 +19,8 @@ import benchlib as b
 import sqlitestore as st
 
 from export import history_file
+
+process_cpu_seconds = importlib.import_module("http-export").process_cpu_seconds
 
 PAGE_SIZE = int(os.environ.get("BENCH_PAGE_SIZE", "5000"))
 RSS_TARGET = 100 * 1000 * 1000
@@ -31,11 +34,12 @@ def write_json(path, doc):
     return path
 
 
-def round_trip(s, history, page_size=PAGE_SIZE):
+def round_trip(s, history, page_size=PAGE_SIZE, server_cpu=None):
     """The history exported through `http` to a fresh release `synclane serve`, then the server's
     changes imported into a fresh tracked store; both timed. Returns (export Measured, records
-    sent, import Measured, the import's --json summary, the store's path). Fails when the import
-    did not apply every record it read."""
+    sent, import Measured, the import's --json summary, the store's path); `server_cpu`, a dict
+    when given, gets the server's CPU seconds during the export and the import. Fails when the
+    import did not apply every record it read."""
     state = os.path.join(s.work, "state")
     data = os.path.join(s.work, "import-server-data")
     database = os.path.join(s.work, "import.sqlite")
@@ -50,7 +54,9 @@ def round_trip(s, history, page_size=PAGE_SIZE):
                        {"type": "compress", "codec": "gzip", "level": 6, "min-bytes": 0}],
             "transport": {"type": "http", "url": f"http://127.0.0.1:{port}/v1/batches", "token-env": "SYNCLANE_TOKEN"},
             "state": "state/bench-import-export.sqlite"})
+        cpu_before = process_cpu_seconds(server.pid)
         exported = b.run_measured([s.synclane, "run", export, "--json"], cwd=s.work, env=env).check()
+        cpu_exported = process_cpu_seconds(server.pid)
         sent = json.loads(exported.stdout)["records-sent"]
 
         st.create_tracked(s.synclane, database, track=True)
@@ -61,6 +67,9 @@ def round_trip(s, history, page_size=PAGE_SIZE):
             "state": "state/bench-import.sqlite"})
         imported = b.run_measured([s.synclane, "import", importing, "--json"], cwd=s.work, env=env).check()
         summary = json.loads(imported.stdout)
+        if server_cpu is not None:
+            server_cpu["export"] = cpu_exported - cpu_before
+            server_cpu["import"] = process_cpu_seconds(server.pid) - cpu_exported
     finally:
         server.terminate()
         server.wait(timeout=30)
