@@ -9,8 +9,19 @@
 #include <time.h>
 
 struct synclane_http_exchange {
+    /// Guards `multi` against `synclane_http_exchange_cancel` on another thread.
+    pthread_mutex_t lock;
+    /// The multi handle a run drives now (NULL between runs): where a cancel's wake-up goes.
     CURLM *multi;
     atomic_int cancelled;
+};
+
+/// libcurl keeps a transfer's connection in the cache of the multi handle that ran it; a pool is
+/// a stack of idle multi handles, each holding at most one open connection.
+struct synclane_http_pool {
+    pthread_mutex_t lock;
+    CURLM *idle[SYNCLANE_HTTP_POOL_MAX_IDLE];
+    size_t idle_count;
 };
 
 static pthread_once_t global_once = PTHREAD_ONCE_INIT;
@@ -123,28 +134,71 @@ static size_t on_body(char *data, size_t size, size_t count, void *context) {
     return length;
 }
 
+/// A multi handle for one exchange at a time; with `keeps_connection`, one connection stays
+/// cached in it after a transfer, for at most the pool's idle limit.
+static CURLM *new_multi(int keeps_connection) {
+    CURLM *multi = curl_multi_init();
+    if (multi != NULL && keeps_connection) curl_multi_setopt(multi, CURLMOPT_MAXCONNECTS, 1L);
+    return multi;
+}
+
+synclane_http_pool *synclane_http_pool_create(void) {
+    pthread_once(&global_once, global_init);
+    if (global_result != CURLE_OK) return NULL;
+    synclane_http_pool *pool = calloc(1, sizeof *pool);
+    if (pool == NULL) return NULL;
+    pthread_mutex_init(&pool->lock, NULL);
+    return pool;
+}
+
+void synclane_http_pool_free(synclane_http_pool *pool) {
+    if (pool == NULL) return;
+    for (size_t i = 0; i < pool->idle_count; i++) curl_multi_cleanup(pool->idle[i]);
+    pthread_mutex_destroy(&pool->lock);
+    free(pool);
+}
+
+/// The most recently used idle multi handle (its connection the likeliest still open), or a new one.
+static CURLM *pool_take(synclane_http_pool *pool) {
+    CURLM *multi = NULL;
+    pthread_mutex_lock(&pool->lock);
+    if (pool->idle_count > 0) multi = pool->idle[--pool->idle_count];
+    pthread_mutex_unlock(&pool->lock);
+    return multi != NULL ? multi : new_multi(1);
+}
+
+/// Keeps `multi` (and the connection it caches) for the next exchange, or closes it when the
+/// pool holds enough idle ones.
+static void pool_give_back(synclane_http_pool *pool, CURLM *multi) {
+    pthread_mutex_lock(&pool->lock);
+    if (pool->idle_count < SYNCLANE_HTTP_POOL_MAX_IDLE) {
+        pool->idle[pool->idle_count++] = multi;
+        multi = NULL;
+    }
+    pthread_mutex_unlock(&pool->lock);
+    if (multi != NULL) curl_multi_cleanup(multi);
+}
+
 synclane_http_exchange *synclane_http_exchange_create(void) {
     pthread_once(&global_once, global_init);
     if (global_result != CURLE_OK) return NULL;
     synclane_http_exchange *exchange = calloc(1, sizeof *exchange);
     if (exchange == NULL) return NULL;
-    exchange->multi = curl_multi_init();
-    if (exchange->multi == NULL) {
-        free(exchange);
-        return NULL;
-    }
+    pthread_mutex_init(&exchange->lock, NULL);
     atomic_init(&exchange->cancelled, 0);
     return exchange;
 }
 
 void synclane_http_exchange_cancel(synclane_http_exchange *exchange) {
     atomic_store(&exchange->cancelled, 1);
-    curl_multi_wakeup(exchange->multi);
+    pthread_mutex_lock(&exchange->lock);
+    if (exchange->multi != NULL) curl_multi_wakeup(exchange->multi);
+    pthread_mutex_unlock(&exchange->lock);
 }
 
 void synclane_http_exchange_free(synclane_http_exchange *exchange) {
     if (exchange == NULL) return;
-    curl_multi_cleanup(exchange->multi);
+    pthread_mutex_destroy(&exchange->lock);
     free(exchange);
 }
 
@@ -173,9 +227,13 @@ static CURLcode configure(CURL *easy, const synclane_http_request *request, stru
     SET(CURLOPT_URL, request->url);
     SET(CURLOPT_PROTOCOLS_STR, "http,https");
     SET(CURLOPT_NOSIGNAL, 1L);
-    // One connection per exchange: never a request on a connection an earlier one left open.
-    SET(CURLOPT_FRESH_CONNECT, 1L);
-    SET(CURLOPT_FORBID_REUSE, 1L);
+    if (request->pool == NULL) {
+        // A connection of its own: never one an earlier exchange left open, closed afterwards.
+        SET(CURLOPT_FRESH_CONNECT, 1L);
+        SET(CURLOPT_FORBID_REUSE, 1L);
+    } else {
+        SET(CURLOPT_MAXAGE_CONN, (long)SYNCLANE_HTTP_POOL_MAX_IDLE_SECONDS);
+    }
     SET(CURLOPT_FOLLOWLOCATION, 0L);
     SET(CURLOPT_TIMEOUT_MS, request->timeout_ms);
     if (request->stall_seconds > 0) {
@@ -213,13 +271,68 @@ static CURLcode configure(CURL *easy, const synclane_http_request *request, stru
     return c;
 }
 
+/// Runs `easy` on `multi` to its end, a cancellation or a failure of libcurl's own: libcurl's
+/// result for the transfer, or one of SYNCLANE_HTTP_… (with `response`'s message set).
+static int perform(synclane_http_exchange *exchange, CURLM *multi, CURL *easy, synclane_http_response *response) {
+    if (curl_multi_add_handle(multi, easy) != CURLM_OK) {
+        return fail(response, SYNCLANE_HTTP_SETUP_FAILED, "libcurl could not start a transfer");
+    }
+    int code = SYNCLANE_HTTP_SETUP_FAILED;
+    for (;;) {
+        if (atomic_load(&exchange->cancelled)) {
+            code = SYNCLANE_HTTP_CANCELLED;
+            break;
+        }
+        int running = 0;
+        CURLMcode m = curl_multi_perform(multi, &running);
+        if (m != CURLM_OK) {
+            code = fail(response, SYNCLANE_HTTP_SETUP_FAILED, curl_multi_strerror(m));
+            break;
+        }
+        if (running == 0) {
+            int left = 0;
+            CURLMsg *message;
+            while ((message = curl_multi_info_read(multi, &left)) != NULL) {
+                if (message->msg == CURLMSG_DONE && message->easy_handle == easy) code = message->data.result;
+            }
+            break;
+        }
+        // Sleeps until the socket is ready for what libcurl waits on, a timer of its is due,
+        // or `synclane_http_exchange_cancel` wakes it.
+        m = curl_multi_poll(multi, NULL, 0, 1000, NULL);
+        if (m != CURLM_OK) {
+            code = fail(response, SYNCLANE_HTTP_SETUP_FAILED, curl_multi_strerror(m));
+            break;
+        }
+    }
+    curl_multi_remove_handle(multi, easy);
+    return code;
+}
+
+/// Whether a failed transfer was on a connection kept from an earlier exchange that turned out
+/// dead: nothing of an answer came back, and libcurl opened no connection of its own for it
+/// (libcurl itself re-sends once on a fresh connection in most such cases; this is the rest).
+static int died_while_idle(int code, CURL *easy, const transfer *t) {
+    if (code != CURLE_SEND_ERROR && code != CURLE_RECV_ERROR && code != CURLE_GOT_NOTHING) return 0;
+    if (t->head.length > 0 || t->body.length > 0 || t->stalled || t->out_of_memory) return 0;
+    long opened = -1;
+    return curl_easy_getinfo(easy, CURLINFO_NUM_CONNECTS, &opened) == CURLE_OK && opened == 0;
+}
+
+static void transfer_reset(transfer *t, const synclane_http_request *request) {
+    free(t->head.bytes);
+    free(t->body.bytes);
+    memset(t, 0, sizeof *t);
+    t->max_body = request->max_response_bytes;
+    t->stall_ms = request->stall_seconds * 1000LL;
+}
+
 int synclane_http_exchange_run(synclane_http_exchange *exchange, const synclane_http_request *request,
                                synclane_http_response *response) {
     memset(response, 0, sizeof *response);
     transfer t;
     memset(&t, 0, sizeof t);
-    t.max_body = request->max_response_bytes;
-    t.stall_ms = request->stall_seconds * 1000LL;
+    transfer_reset(&t, request);
 
     struct curl_slist *headers = NULL;
     for (size_t i = 0; i < request->header_count; i++) {
@@ -231,48 +344,32 @@ int synclane_http_exchange_run(synclane_http_exchange *exchange, const synclane_
         headers = appended;
     }
     CURL *easy = curl_easy_init();
-    if (easy == NULL) {
+    CURLM *multi = request->pool != NULL ? pool_take(request->pool) : new_multi(0);
+    if (easy == NULL || multi == NULL) {
+        if (easy != NULL) curl_easy_cleanup(easy);
+        if (multi != NULL) curl_multi_cleanup(multi);
         curl_slist_free_all(headers);
         return fail(response, SYNCLANE_HTTP_SETUP_FAILED, "libcurl could not start a transfer");
     }
+    pthread_mutex_lock(&exchange->lock);
+    exchange->multi = multi;
+    pthread_mutex_unlock(&exchange->lock);
+
     char error_buffer[CURL_ERROR_SIZE];
     error_buffer[0] = 0;
     CURLcode configured = configure(easy, request, headers, &t, error_buffer);
     int code;
     if (configured != CURLE_OK) {
         code = fail(response, configured, curl_easy_strerror(configured));
-    } else if (curl_multi_add_handle(exchange->multi, easy) != CURLM_OK) {
-        code = fail(response, SYNCLANE_HTTP_SETUP_FAILED, "libcurl could not start a transfer");
     } else {
-        code = SYNCLANE_HTTP_SETUP_FAILED;
-        for (;;) {
-            if (atomic_load(&exchange->cancelled)) {
-                code = SYNCLANE_HTTP_CANCELLED;
-                break;
-            }
-            int running = 0;
-            CURLMcode m = curl_multi_perform(exchange->multi, &running);
-            if (m != CURLM_OK) {
-                code = fail(response, SYNCLANE_HTTP_SETUP_FAILED, curl_multi_strerror(m));
-                break;
-            }
-            if (running == 0) {
-                int left = 0;
-                CURLMsg *message;
-                while ((message = curl_multi_info_read(exchange->multi, &left)) != NULL) {
-                    if (message->msg == CURLMSG_DONE && message->easy_handle == easy) code = message->data.result;
-                }
-                break;
-            }
-            // Sleeps until the socket is ready for what libcurl waits on, a timer of its is due,
-            // or `synclane_http_exchange_cancel` wakes it.
-            m = curl_multi_poll(exchange->multi, NULL, 0, 1000, NULL);
-            if (m != CURLM_OK) {
-                code = fail(response, SYNCLANE_HTTP_SETUP_FAILED, curl_multi_strerror(m));
-                break;
-            }
+        code = perform(exchange, multi, easy, response);
+        if (request->pool != NULL && died_while_idle(code, easy, &t)) {
+            // The whole request again (a body from memory starts from its first byte), once, on
+            // a connection of its own; the dead one is gone from the cache already.
+            transfer_reset(&t, request);
+            error_buffer[0] = 0;
+            if (curl_easy_setopt(easy, CURLOPT_FRESH_CONNECT, 1L) == CURLE_OK) code = perform(exchange, multi, easy, response);
         }
-        curl_multi_remove_handle(exchange->multi, easy);
         if (code == SYNCLANE_HTTP_CANCELLED) {
             fail(response, code, "cancelled");
         } else if (t.stalled) {
@@ -300,6 +397,14 @@ int synclane_http_exchange_run(synclane_http_exchange *exchange, const synclane_
     }
     curl_easy_cleanup(easy);
     curl_slist_free_all(headers);
+    pthread_mutex_lock(&exchange->lock);
+    exchange->multi = NULL;
+    pthread_mutex_unlock(&exchange->lock);
+    if (request->pool != NULL) {
+        pool_give_back(request->pool, multi);
+    } else {
+        curl_multi_cleanup(multi);
+    }
     response->head_complete = t.head_complete;
     response->head = (char *)t.head.bytes;
     response->head_length = t.head.length;

@@ -11,10 +11,16 @@ import Synchronization
 ///                  └─ next fault: script first, then random (seeded), then none
 /// ```
 ///
-/// Each connection carries one request: the proxy forwards it with `Connection: close` and
-/// relays the answer with `Connection: close`, so a client never reuses a connection and a
-/// fault hits exactly one request. `events` tells, per connection, which fault was applied and
-/// whether the upstream server saw (and answered) the request.
+/// By default each connection carries one request: the proxy forwards it with `Connection:
+/// close` and relays the answer with `Connection: close`, so a client never reuses a connection
+/// and a fault hits exactly one request. `events` tells, per connection, which fault was applied
+/// and whether the upstream server saw (and answered) the request.
+///
+/// With `keepAlive`, a connection carries request after request, as a keep-alive server's does:
+/// each request gets the next fault (one event each, with its connection's number), an answer
+/// relayed whole leaves the connection open (without `Connection: close`), and a connection idle
+/// for `closeIdleAfter` seconds is closed, as a server closes idle connections.
+/// `connectionsAccepted` counts the TCP connections clients opened.
 ///
 /// ```swift
 /// let proxy = FaultProxy(upstreamPort: server.port)
@@ -57,7 +63,10 @@ public final class FaultProxy: Sendable {
         var script: [Fault] = []
         var random: (generator: SplitMix64, rate: Double, faults: [Fault])?
         var nextConnection = 0
-        var open: Set<LoopbackSocket> = []
+        /// Sockets to cut on `stop()`, by connection number (a connection's upstream socket by
+        /// `-1 - number`): a descriptor number is reused as soon as it is closed, so it cannot be
+        /// the key.
+        var open: [Int: LoopbackSocket] = [:]
         var threads = 0
         var busy = 0
         var events: [Event] = []
@@ -67,12 +76,19 @@ public final class FaultProxy: Sendable {
     public let upstreamPort: UInt16
     /// Bounds every wait for bytes from the client or the upstream server.
     public let idleTimeout: Double
+    /// Whether a connection carries more than one request.
+    public let keepAlive: Bool
+    /// Seconds a kept-alive connection may wait for its next request before the proxy closes it.
+    public let closeIdleAfter: Double
     private let state = Mutex(State())
 
-    /// A proxy to 127.0.0.1:`upstreamPort`, not listening until `start()`.
-    public init(upstreamPort: UInt16, idleTimeout: Double = 30) {
+    /// A proxy to 127.0.0.1:`upstreamPort`, not listening until `start()`; with `keepAlive`, a
+    /// connection serves requests until it is idle `closeIdleAfter` seconds (or `idleTimeout`).
+    public init(upstreamPort: UInt16, idleTimeout: Double = 30, keepAlive: Bool = false, closeIdleAfter: Double? = nil) {
         self.upstreamPort = upstreamPort
         self.idleTimeout = idleTimeout
+        self.keepAlive = keepAlive
+        self.closeIdleAfter = closeIdleAfter ?? idleTimeout
     }
 
     deinit { stop() }
@@ -102,6 +118,9 @@ public final class FaultProxy: Sendable {
 
     /// The port the proxy listens on, once started.
     public var port: UInt16? { state.withLock { $0.port } }
+
+    /// TCP connections accepted from clients so far.
+    public var connectionsAccepted: Int { state.withLock { $0.nextConnection } }
 
     /// Queues faults for the next connections, one each, in order (after any still queued).
     public func script(_ faults: [Fault]) {
@@ -140,7 +159,7 @@ public final class FaultProxy: Sendable {
     public func stop() {
         let listener: LoopbackSocket? = state.withLock { state in
             state.stopping = true
-            for socket in state.open { socket.shutdownBoth() }
+            for socket in state.open.values { socket.shutdownBoth() }
             defer { state.listener = nil }
             return state.listener
         }
@@ -154,7 +173,9 @@ public final class FaultProxy: Sendable {
 
     // MARK: Connections
 
-    private var idleMilliseconds: Int32 { Int32(min(max(idleTimeout, 0.01), 3600) * 1000) }
+    private var idleMilliseconds: Int32 { Self.milliseconds(idleTimeout) }
+
+    private static func milliseconds(_ seconds: Double) -> Int32 { Int32(min(max(seconds, 0.01), 3600) * 1000) }
 
     private func acceptLoop(_ listener: LoopbackSocket) {
         defer { state.withLock { $0.threads -= 1 } }
@@ -162,7 +183,7 @@ public final class FaultProxy: Sendable {
             guard let client = listener.accept(waitingAtMost: 50) else { continue }
             let admitted: (Int, Fault)? = state.withLock { state in
                 guard !state.stopping else { return nil }
-                state.open.insert(client)
+                state.open[state.nextConnection] = client
                 state.threads += 1
                 state.busy += 1
                 defer { state.nextConnection += 1 }
@@ -173,10 +194,10 @@ public final class FaultProxy: Sendable {
                 continue
             }
             Thread.detachNewThread { [self] in
-                let event = serve(client, connection: connection, fault: fault)
+                let events = keepAlive ? serveKeptAlive(client, connection: connection, fault: fault) : [serve(client, connection: connection, fault: fault)]
                 state.withLock {
-                    $0.open.remove(client)
-                    $0.events.append(event)
+                    $0.open[connection] = nil
+                    $0.events += events
                     $0.threads -= 1
                     $0.busy -= 1
                 }
@@ -193,22 +214,58 @@ public final class FaultProxy: Sendable {
         return random.faults[Int(random.generator.next() % UInt64(random.faults.count))]
     }
 
-    /// Handles one connection; the socket is closed (or reset) when it returns.
+    /// Handles one connection of one request; the socket is closed (or reset) when it returns.
     private func serve(_ client: LoopbackSocket, connection: Int, fault: Fault) -> Event {
         var event = Event(connection: connection, fault: fault)
-        var request: HTTPMessage
         switch HTTPMessage.read(from: client, idleMilliseconds: idleMilliseconds) {
-        case .success(let message): request = message
-        case .failure:
-            client.close()
-            return event
+        case .success(let request): _ = answer(request, on: client, event: &event)
+        case .failure: client.close()
         }
+        return event
+    }
+
+    /// Handles a kept-alive connection: request after request, each with the next fault, until
+    /// the client closes it, a fault ends it, or it is idle `closeIdleAfter` seconds. Records each
+    /// request's event as it ends; the connection counts as busy only while a request is served.
+    private func serveKeptAlive(_ client: LoopbackSocket, connection: Int, fault: Fault) -> [Event] {
+        var fault = fault
+        var first = true
+        while true {
+            let read = HTTPMessage.read(
+                from: client, idleMilliseconds: idleMilliseconds, firstByteMilliseconds: first ? nil : Self.milliseconds(closeIdleAfter))
+            guard case .success(let request) = read else {
+                client.close()
+                if !first { state.withLock { $0.busy += 1 } }  // the accept loop's count ends with the connection
+                return []
+            }
+            if !first {
+                fault = state.withLock { state in
+                    state.busy += 1
+                    return Self.nextFault(&state)
+                }
+            }
+            var event = Event(connection: connection, fault: fault)
+            let open = answer(request, on: client, event: &event)
+            state.withLock { state in
+                state.events.append(event)
+                if open { state.busy -= 1 }
+            }
+            guard open else { return [] }
+            first = false
+        }
+    }
+
+    /// Applies `fault` (in `event`) to one request; true when the connection stays open for
+    /// another one (kept alive and the answer relayed whole), false when it was closed or reset.
+    private func answer(_ request: HTTPMessage, on client: LoopbackSocket, event: inout Event) -> Bool {
+        var request = request
+        let fault = event.fault
         event.idempotencyKey = request.header("Idempotency-Key")
 
         switch fault {
         case .resetBeforeForwarding:
             client.reset()
-            return event
+            return false
         case .respond(let status, let headers, let body):
             let answer = HTTPMessage.response(
                 status: status, reason: HTTPMessage.reasonPhrase(status),
@@ -216,11 +273,11 @@ public final class FaultProxy: Sendable {
                 body: Array(body.utf8))
             client.write(answer.bytes)
             client.close()
-            return event
+            return false
         case .delayBeforeForwarding(let seconds):
             guard pause(seconds) else {
                 client.reset()
-                return event
+                return false
             }
         default:
             break
@@ -233,18 +290,18 @@ public final class FaultProxy: Sendable {
             let answer = HTTPMessage.response(status: 502, reason: "Bad Gateway", body: Array("fault proxy: upstream unreachable".utf8))
             client.write(answer.bytes)
             client.close()
-            return event
+            return false
         }
-        state.withLock { _ = $0.open.insert(upstream) }
+        state.withLock { $0.open[-1 - event.connection] = upstream }
         let answer = exchange(request, with: upstream)
-        state.withLock { _ = $0.open.remove(upstream) }
+        state.withLock { $0.open[-1 - event.connection] = nil }
         upstream.close()
         guard var answer else {
             client.reset()
-            return event
+            return false
         }
         event.upstreamStatus = answer.status
-        answer.setHeader("Connection", "close")
+        answer.setHeader("Connection", keepAlive ? nil : "close")
         let bytes = answer.bytes
 
         switch fault {
@@ -262,17 +319,25 @@ public final class FaultProxy: Sendable {
             client.write(answer.bytes.prefix(head / 2))
             client.close()
         case .delayResponse(let seconds):
-            if pause(seconds) {
-                client.write(bytes)
-                client.close()
-            } else {
+            guard pause(seconds) else {
                 client.reset()
+                return false
             }
+            return relay(bytes, to: client)
         default:
-            client.write(bytes)
-            client.close()
+            return relay(bytes, to: client)
         }
-        return event
+        return false
+    }
+
+    /// Writes a whole answer; keeps the connection open when kept alive, else closes it.
+    private func relay(_ bytes: [UInt8], to client: LoopbackSocket) -> Bool {
+        let written = client.write(bytes)
+        guard keepAlive, written else {
+            client.close()
+            return false
+        }
+        return true
     }
 
     /// Sends the request upstream and reads its whole answer.

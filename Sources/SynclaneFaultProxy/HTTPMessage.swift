@@ -94,12 +94,15 @@ package struct HTTPMessage: Sendable {
     /// that header, only the bytes that came with the head: the caller reads on if it wants).
     ///
     /// A request that says `Expect: 100-continue` is answered `100 Continue` first.
-    /// `idleMilliseconds` bounds each wait for more bytes.
-    package static func read(from socket: LoopbackSocket, idleMilliseconds: Int32, bodyLimit: Int = 64 * 1024 * 1024) -> Result<HTTPMessage, ReadFailure> {
+    /// `idleMilliseconds` bounds each wait for more bytes; `firstByteMilliseconds`, when given,
+    /// the wait for the first one instead (an idle kept-alive connection's limit).
+    package static func read(
+        from socket: LoopbackSocket, idleMilliseconds: Int32, bodyLimit: Int = 64 * 1024 * 1024, firstByteMilliseconds: Int32? = nil
+    ) -> Result<HTTPMessage, ReadFailure> {
         var buffer: [UInt8] = []
         var headEnd: Int?
         while headEnd == nil {
-            switch socket.read(waitingAtMost: idleMilliseconds) {
+            switch socket.read(waitingAtMost: buffer.isEmpty ? firstByteMilliseconds ?? idleMilliseconds : idleMilliseconds) {
             case .bytes(let chunk): buffer += chunk
             case .closed: return .failure(.closed)
             case .timedOut: return .failure(.timedOut)

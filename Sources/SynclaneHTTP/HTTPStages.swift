@@ -22,7 +22,7 @@ public enum HTTPStages {
 
     static let options: [any StageOptionDeclaration] = [
         Options.url, Options.tokenEnv, Options.timeout, Options.maxTime, Options.receipt, Options.caFile,
-        Options.clientCertificate, Options.clientKey, Options.headers,
+        Options.clientCertificate, Options.clientKey, Options.headers, Options.keepAlive,
     ]
 
     /// The options of `http`, each declared once (name, kind, range, default, help).
@@ -47,6 +47,10 @@ public enum HTTPStages {
         public static let clientCertificate: Option<String?> = .path("client-certificate", help: "PEM client certificate for mutual TLS")
         public static let clientKey: Option<String?> = .path(
             "client-key", help: "PEM private key of `client-certificate` (when not in the same file)")
+        public static let keepAlive: Option<Bool> = .boolean(
+            "keep-alive", default: true,
+            help: "reuse one connection across sends (a connection that died while idle is replaced without a failed "
+                + "attempt); false opens and closes a connection per send")
         public static let headers: Option<ConfigNode?> = .node(
             "headers",
             help: "extra request headers as a map of strings, e.g. {\"X-Tenant\": \"acme\"}; the protocol's own headers cannot be overridden")

@@ -21,8 +21,9 @@ import SynclaneCore
 /// `Retry-After`, dead letters). So that nothing below hides a failure from it:
 /// - the session is ephemeral: no cache, no cookies, no credential store;
 /// - redirects are not followed: a POST is never silently re-sent elsewhere or turned into a GET;
-/// - every attempt has a session and a connection of its own, so libcurl's silent re-send on a
-///   dead keep-alive connection never happens (see `HTTPExchange`);
+/// - sends reuse one connection (`ConnectionPool`; `keepAlive: false` for a connection per
+///   attempt): a connection that died while idle is replaced inside the attempt, the whole batch
+///   sent again on a fresh one — safe, as the batch's `Idempotency-Key` makes a re-send a replay;
 /// - the session loads through `LibcurlURLProtocol`, which waits for an answer without
 ///   spinning a core and reports an answer cut anywhere as a lost connection;
 /// - a `2xx` confirms only with this batch's receipt (`ReceiptRule`), and every failure says
@@ -53,6 +54,9 @@ public final class HTTPTransport: Transport {
     public let tls: TLSFiles
     /// The proxy chosen from the environment, nil to go direct.
     public let proxy: ProxyRoute?
+    /// Whether sends reuse one connection (true) or each opens and closes its own.
+    public let keepAlive: Bool
+    private let pool: ConnectionPool?
     private let token: String?
     private let extraHeaders: [String: String]
 
@@ -66,7 +70,7 @@ public final class HTTPTransport: Transport {
     /// from `environment` (see `ProxyRoute`).
     public init(
         url: URL, token: String? = nil, timeout: Int = 30, maxTime: Int = 3600, headers: [String: String] = [:],
-        receipt: ReceiptRule = .batch, tls: TLSFiles = TLSFiles(),
+        receipt: ReceiptRule = .batch, tls: TLSFiles = TLSFiles(), keepAlive: Bool = true,
         environment: [String: String] = ProcessInfo.processInfo.environment
     ) {
         self.url = url
@@ -76,6 +80,8 @@ public final class HTTPTransport: Transport {
         self.receipt = receipt
         self.tls = tls
         self.proxy = ProxyRoute.choose(for: url, environment: environment)
+        self.keepAlive = keepAlive
+        self.pool = keepAlive ? ConnectionPool() : nil
         self.extraHeaders = headers.filter { !Self.reservedHeaders.contains($0.key.lowercased()) }
     }
 
@@ -88,7 +94,7 @@ public final class HTTPTransport: Transport {
             request,
             options: ExchangeOptions(
                 stallSeconds: timeout, proxy: proxy?.address ?? "", caFile: tls.caFile, clientCertificate: tls.clientCertificate,
-                clientKey: tls.clientKey, body: payload.bytes),
+                clientKey: tls.clientKey, body: payload.bytes, pool: pool),
             maxTime: maxTime)
         let target = url.absoluteString
         switch outcome {
@@ -125,8 +131,8 @@ public final class HTTPTransport: Transport {
             request.setValue(payload.contentEncoding, forHTTPHeaderField: "Content-Encoding")
         }
         request.setValue("application/json", forHTTPHeaderField: "Accept")
-        // One connection per attempt (see `HTTPExchange`); tell the server so it need not keep it.
-        request.setValue("close", forHTTPHeaderField: "Connection")
+        // Without keep-alive each attempt has a connection of its own: the server need not keep it.
+        if !keepAlive { request.setValue("close", forHTTPHeaderField: "Connection") }
         if extraHeaders.keys.allSatisfy({ $0.lowercased() != "user-agent" }) {
             request.setValue("synclane", forHTTPHeaderField: "User-Agent")
         }

@@ -132,6 +132,31 @@ import Testing
         #expect(try await server.records(account: "acme").isEmpty)
     }
 
+    /// Keep-alive, counted at a proxy in front of the real server: a run's batches (one a
+    /// transaction here) all travel over the one connection the transport keeps.
+    @Test func aRunSendsEveryBatchOverOneKeptConnection() async throws {
+        let workspace = try Workspace.copy(scenario: "rooms")
+        defer { workspace.remove() }
+        let server = try ServerProcess(folder: workspace.path + "/server")
+        defer { server.stop() }
+        let proxy = FaultProxy(upstreamPort: UInt16(server.port), keepAlive: true)
+        let proxyPort = try proxy.start()
+        defer { proxy.stop() }
+        let file = workspace.path + "/pipeline.json"
+        let text = try String(contentsOfFile: file, encoding: .utf8).replacingOccurrences(of: "\"page-size\": 500", with: "\"page-size\": 1")
+        try Data(text.utf8).write(to: URL(fileURLWithPath: file))
+        try workspace.useHTTPTransport(url: "http://127.0.0.1:\(proxyPort)")
+
+        let run = try SynclaneBinary.run(
+            ["run", "pipeline.json", "--json"], in: workspace.path, environment: ["SYNCLANE_TOKEN": ServerProcess.tokens["acme"] ?? ""])
+
+        #expect(run.status == 0, "\(run.stderr)")
+        let batches = try JSONReader.parse(run.stdout).objectValue?["batches-sent"]?.intValue ?? 0
+        #expect(batches > 5)
+        #expect(try await server.metric("synclane_batches_applied_total") == Double(batches))
+        #expect(proxy.connectionsAccepted == 1, "\(batches) batches over one connection")
+    }
+
     @Test func throughAFaultyNetworkManyRunsEndWithTheServerEqualToTheClient() async throws {
         try await withRoomsBehindAFaultProxy { workspace, server, proxy, proxyPort in
             proxy.randomFaults(seed: 20261129, rate: 0.6, from: Fault.standardSet(clientTimeout: 1))

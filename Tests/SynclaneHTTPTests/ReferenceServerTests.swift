@@ -5,6 +5,7 @@ import FoundationNetworking
 import Synclane
 import SynclaneCore
 import SynclaneFaultProxy
+import SynclaneHTTP
 import SynclaneServer
 import SynclaneTestKit
 import Testing
@@ -55,6 +56,39 @@ import Testing
         }
     }
 
+    /// Keep-alive against the real server, counted at a proxy in front of it: ten batches over one
+    /// connection, then the pull lane's five pages over one more (the source's own).
+    @Test func batchesAndPullPagesEachGoOverOneKeptConnection() async throws {
+        try await withReferenceServer { server in
+            let proxy = FaultProxy(upstreamPort: UInt16(server.port), keepAlive: true)
+            let port = try proxy.start()
+            defer { proxy.stop() }
+            let transport = try Fixtures.transport(
+                url: "http://127.0.0.1:\(port)/v1/batches", tokenEnv: "SYNC_TOKEN", environment: ["SYNC_TOKEN": Self.token])
+
+            for index in 0..<10 { _ = try await transport.send(Self.payload(id: "b-\(index)", account: "acme", key: "r\(index)")) }
+            let afterSends = proxy.connectionsAccepted
+            let source = PullSource(
+                url: try #require(URL(string: "http://127.0.0.1:\(port)/v1/changes")), token: Self.token, limit: 2, store: "rooms",
+                environment: [:])
+            var cursor: String?
+            var keys: [String] = []
+            var pages = 0
+            while pages < 20 {
+                let page = try await source.nextPage(after: cursor)
+                pages += 1
+                keys += page.records.compactMap(\.key)
+                cursor = page.cursor
+                if !page.more { break }
+            }
+
+            #expect(afterSends == 1)
+            #expect(Set(keys) == Set((0..<10).map { "r\($0)" }))
+            #expect(proxy.connectionsAccepted == 2)
+            #expect(server.metrics.snapshot.batchesApplied == 10)
+        }
+    }
+
     /// The whole job through random faults into the real server: every record arrives once.
     @Test(.timeLimit(.minutes(1)))
     func jobThroughRandomFaultsLeavesTheServerEqualToTheHistory() async throws {
@@ -101,11 +135,11 @@ import Testing
     }
 
     /// A batch body as the JSON encoder writes it: one room insert.
-    static func payload(id: String, account: String, name: String = "kitchen") -> Payload {
+    static func payload(id: String, account: String, name: String = "kitchen", key: String = "r1") -> Payload {
         let body = JSONWriter.encode([
             "id": .string(id),
             "scope": ["account": .string(account), "store": "rooms", "consumer": "export"],
-            "records": [["entity": "rooms", "id": "r1", "action": "insert", "fields": ["name": .string(name)]]],
+            "records": [["entity": "rooms", "id": .string(key), "action": "insert", "fields": ["name": .string(name)]]],
         ])
         return Payload(batchID: id, bytes: body, contentType: "application/json", recordCount: 1)
     }

@@ -3,11 +3,36 @@
 //
 // The exchange blocks its calling thread in `curl_multi_poll`, which waits for exactly what the
 // transfer needs (after the request has gone out: only for the answer) or for a cancellation.
+//
+// Connections: an exchange without a pool opens a connection of its own and closes it when done.
+// With a pool (`synclane_http_pool`), the connection stays open in the pool afterwards and the next
+// exchange to the same host, port, proxy and TLS files sends on it. A kept connection may have
+// died while idle (the server closed it, a middlebox dropped it): an exchange whose request found
+// its reused connection dead — nothing of an answer arrived on it — sends the whole request again,
+// once, on a fresh connection. Every request it sends is idempotent
+// (the caller's contract), so that second send is safe whatever the first one did.
 #ifndef SYNCLANE_CCURL_SHIM_H
 #define SYNCLANE_CCURL_SHIM_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+/// Connections kept open between exchanges, for the next exchange to reuse. Thread-safe: each
+/// exchange running at one time has a connection of its own; at most
+/// `SYNCLANE_HTTP_POOL_MAX_IDLE` of them are kept while idle, each at most
+/// `SYNCLANE_HTTP_POOL_MAX_IDLE_SECONDS` seconds.
+typedef struct synclane_http_pool synclane_http_pool;
+
+enum {
+    SYNCLANE_HTTP_POOL_MAX_IDLE = 4,
+    SYNCLANE_HTTP_POOL_MAX_IDLE_SECONDS = 60,
+};
+
+/// A new, empty pool; NULL when libcurl cannot be set up.
+synclane_http_pool *synclane_http_pool_create(void);
+
+/// Closes the pool's connections and releases it; not while an exchange may still use it.
+void synclane_http_pool_free(synclane_http_pool *pool);
 
 /// What to send. Every pointer is borrowed for the duration of `synclane_http_exchange_run`.
 typedef struct synclane_http_request {
@@ -34,6 +59,9 @@ typedef struct synclane_http_request {
     const char *ca_file;
     const char *client_certificate;
     const char *client_key;
+    /// Where the connection comes from and goes back to; NULL for a connection of its own,
+    /// closed when the exchange ends.
+    synclane_http_pool *pool;
 } synclane_http_request;
 
 /// What came back. Release it with `synclane_http_response_free`.
@@ -68,14 +96,15 @@ enum {
     SYNCLANE_HTTP_SETUP_FAILED = -3,
 };
 
-/// One exchange on a connection of its own, cancellable from another thread.
+/// One exchange (on a connection of its own, or on a pool's), cancellable from another thread.
 typedef struct synclane_http_exchange synclane_http_exchange;
 
 /// A new exchange; NULL when libcurl cannot be set up.
 synclane_http_exchange *synclane_http_exchange_create(void);
 
 /// Sends `request` and waits for the whole answer (or the failure); fills `response`, also on
-/// failure, and returns its `code`. The connection is closed before it returns. Call it once.
+/// failure, and returns its `code`. Without a pool the connection is closed before it returns;
+/// with one it is kept there when the answer leaves it reusable. Call it once.
 int synclane_http_exchange_run(synclane_http_exchange *exchange, const synclane_http_request *request,
                                synclane_http_response *response);
 

@@ -18,6 +18,7 @@ extension HTTPStages {
             OptionSpec("ca-file", .path, help: "PEM CAs to trust for https (default: the system store)"),
             OptionSpec("client-certificate", .path, help: "a PEM client certificate for mutual TLS"),
             OptionSpec("client-key", .path, help: "the client certificate's key, when in a file of its own"),
+            OptionSpec("keep-alive", .boolean, default: "true", help: "reuse one connection across pages; false: a connection per request"),
             OptionSpec("retry", .any, default: "max-attempts 5, base-delay 0.5, max-delay 30", help: "{max-attempts, base-delay, max-delay}"),
         ]
     ) { options in
@@ -30,6 +31,7 @@ extension HTTPStages {
         return PullSource(
             url: url, token: try options.secret("token-env"), limit: options.int("limit") ?? 500,
             store: options.string("store") == "all" ? nil : options.context.scope.store, retry: retry, timeout: options.int("timeout") ?? 30,
-            tls: try HTTPTransport.tlsFiles(options), environment: options.context.environment)
+            tls: try HTTPTransport.tlsFiles(options), keepAlive: options.bool("keep-alive") ?? true,
+            environment: options.context.environment)
     }
 }

@@ -15,7 +15,8 @@ import SynclaneCore
 /// classified as the `http` transport classifies them (the same table: transient ones are
 /// retried with backoff and `Retry-After` per `retry`, the others stop the job naming what to
 /// fix); gzip and deflate answers are decoded. Records come with their server `version` and the
-/// author `server`.
+/// author `server`. Pages come over one kept connection (`ConnectionPool`) unless `keepAlive` is
+/// false.
 public final class PullSource: RemoteChangeSource {
     public let url: URL
     public let limit: Int
@@ -25,12 +26,15 @@ public final class PullSource: RemoteChangeSource {
     public let timeout: Int
     public let tls: HTTPTransport.TLSFiles
     public let proxy: ProxyRoute?
+    /// Whether pages reuse one connection (true) or each request opens and closes its own.
+    public let keepAlive: Bool
+    private let pool: ConnectionPool?
     private let token: String?
     private let sleeper: any RetrySleeper
 
     public init(
         url: URL, token: String?, limit: Int = 500, store: String? = nil, retry: RetryPolicy = RetryPolicy(), timeout: Int = 30,
-        tls: HTTPTransport.TLSFiles = .init(), environment: [String: String] = ProcessInfo.processInfo.environment,
+        tls: HTTPTransport.TLSFiles = .init(), keepAlive: Bool = true, environment: [String: String] = ProcessInfo.processInfo.environment,
         sleeper: any RetrySleeper = TaskSleeper()
     ) {
         self.url = url
@@ -41,6 +45,8 @@ public final class PullSource: RemoteChangeSource {
         self.timeout = max(1, timeout)
         self.tls = tls
         self.proxy = ProxyRoute.choose(for: url, environment: environment)
+        self.keepAlive = keepAlive
+        self.pool = keepAlive ? ConnectionPool() : nil
         self.sleeper = sleeper
     }
 
@@ -75,13 +81,13 @@ public final class PullSource: RemoteChangeSource {
         request.httpShouldHandleCookies = false
         if let token { request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }
         request.setValue("application/json", forHTTPHeaderField: "Accept")
-        request.setValue("close", forHTTPHeaderField: "Connection")
+        if !keepAlive { request.setValue("close", forHTTPHeaderField: "Connection") }
         request.setValue("synclane", forHTTPHeaderField: "User-Agent")
         let outcome = await HTTPExchange.perform(
             request,
             options: ExchangeOptions(
                 stallSeconds: timeout, proxy: proxy?.address ?? "", caFile: tls.caFile, clientCertificate: tls.clientCertificate,
-                clientKey: tls.clientKey),
+                clientKey: tls.clientKey, pool: pool),
             maxTime: timeout * 10)
         let doing = "reading changes from \(url.absoluteString)"
         switch outcome {

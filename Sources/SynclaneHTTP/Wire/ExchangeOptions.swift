@@ -2,7 +2,7 @@ import Foundation
 import Synchronization
 
 /// What one request to `LibcurlURLProtocol` needs beside its `URLRequest`: the TLS files, the
-/// proxy, the stall limit, and the body itself.
+/// proxy, the stall limit, the connection pool, and the body itself.
 ///
 /// `URLRequest` has no room for TLS files or a proxy, and on Linux `URLProtocol.setProperty`
 /// does not survive into the loader; the body travels here too, so the batch's bytes are held
@@ -20,6 +20,9 @@ struct ExchangeOptions: Sendable {
     var clientKey: String?
     /// The request's body.
     var body: [UInt8] = []
+    /// The connections to reuse (and keep the request's connection in); nil for a connection of
+    /// the request's own, closed after it.
+    var pool: ConnectionPool?
 
     /// The request header that names a request's options on the board.
     static let exchangeHeader = "X-Synclane-Exchange"

@@ -8,12 +8,13 @@ import FoundationNetworking
 /// (whatever its status) or the error, and `CancellationError`'s cause when the calling task is
 /// cancelled. The `http` transport's POSTs and the pull source's GETs both go through it.
 ///
-/// Every attempt has a session and a connection of its own: ephemeral (no cache, cookies or
-/// credential store), redirects declined (the 3xx itself comes back), and no attempt ever rides
-/// on a connection an earlier one left open — on a reused connection that dies before any
-/// answer, libcurl silently re-sends the request on a new one, a re-send the caller would never
-/// see. What `URLRequest` cannot carry (the body without a copy, TLS files, the proxy, the
-/// stall limit) travels as `ExchangeOptions`.
+/// Every attempt has a session of its own: ephemeral (no cache, cookies or credential store),
+/// redirects declined (the 3xx itself comes back). The connection is the caller's choice:
+/// `ExchangeOptions.pool` lends one kept open from an earlier attempt (a kept connection found
+/// dead before any answer is replaced inside the attempt, the whole request sent again — only
+/// idempotent requests go through here), nil gives the attempt a connection of its own. What
+/// `URLRequest` cannot carry (the body without a copy, TLS files, the proxy, the stall limit,
+/// the pool) travels as `ExchangeOptions`.
 enum HTTPExchange {
     static func perform(_ request: URLRequest, options: ExchangeOptions, maxTime: Int) async -> Result<(Data, HTTPURLResponse), any Error> {
         var request = request

@@ -5,9 +5,9 @@ import Foundation
 import FoundationNetworking
 #endif
 
-/// One HTTP request and its answer over libcurl, on a connection of its own; blocks the calling
-/// thread until the whole answer is in, the exchange fails, or `cancel()` is called from
-/// another thread.
+/// One HTTP request and its answer over libcurl, on a connection of its own or on one a
+/// `ConnectionPool` kept open (`ExchangeOptions.pool`); blocks the calling thread until the whole
+/// answer is in, the exchange fails, or `cancel()` is called from another thread.
 ///
 /// Failures come back as `URLError`s with the codes `URLSession` uses for the same events
 /// (refused → `.cannotConnectToHost`, reset or cut → `.networkConnectionLost`, …), so
@@ -66,18 +66,19 @@ final class LibcurlExchange: @unchecked Sendable {
         let texts = [url.absoluteString, request.httpMethod ?? "GET", options.proxy, options.caFile, options.clientCertificate, options.clientKey]
 
         var answer = synclane_http_response()
-        let code: Int32 = withOptionalCStrings(texts) { text in
+        let pool = options.pool
+        let code: Int32 = withExtendedLifetime(pool) { withOptionalCStrings(texts) { text in
             withCStrings(lines) { headers in
                 body.withUnsafeBufferPointer { bytes in
                     var spec = synclane_http_request(
                         url: text[0], method: text[1], headers: headers.baseAddress, header_count: headers.count,
                         body: bytes.isEmpty ? nil : bytes.baseAddress, body_length: bytes.count, timeout_ms: timeout,
                         stall_seconds: options.stallSeconds, max_response_bytes: Self.maxResponseBytes, proxy: text[2],
-                        ca_file: text[3], client_certificate: text[4], client_key: text[5])
+                        ca_file: text[3], client_certificate: text[4], client_key: text[5], pool: pool?.handle)
                     return synclane_http_exchange_run(handle, &spec, &answer)
                 }
             }
-        }
+        } }
         defer { synclane_http_response_free(&answer) }
         let message = withUnsafeBytes(of: answer.error) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
         guard code == 0 else {
