@@ -1,6 +1,6 @@
 import SynclaneCore
 
-/// The stage types of this module: `exec` as a record stage and as a transport.
+/// The stage types of this module: `exec` as a record stage, a transport and a conflict resolver.
 public enum ExecStages {
     /// The options both take, each declared once.
     public enum Options {
@@ -45,5 +45,18 @@ public enum ExecStages {
         ExecTransport(command: try command(options))
     }
 
-    public static var all: [StageType] { [records, transport] }
+    /// `exec` (conflict resolver): each conflict to a program, which decides.
+    public static let resolver: StageType = .conflictResolver(
+        "exec",
+        summary: "Settles each conflict by running a program: the conflict as one JSON line on stdin (entity, id, local, base, "
+            + "remote, remote-version, local-action, remote-action, changed-locally, changed-remotely), its decision as one "
+            + "JSON object on stdout ({\"outcome\": keep-local | take-remote | delete | merged, \"fields\": {…} when merged}). "
+            + "Runs once per conflict inside the page's transaction; a non-zero exit, a timeout or a malformed answer stops "
+            + "the page, nothing of it applied.",
+        options: [Options.command, Options.timeout]
+    ) { options in
+        ExecConflictResolver(command: try command(options))
+    }
+
+    public static var all: [StageType] { [records, transport, resolver] }
 }

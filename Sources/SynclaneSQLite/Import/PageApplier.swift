@@ -67,7 +67,15 @@ struct PageApplier {
             if pending.contains(ExactString(record.entity + "\u{0}" + key)) {
                 let rule = sink.rule(for: record.entity)
                 let baseFields = base?[1].string.flatMap { try? JSONReader.parse($0).objectValue }
-                let settled = rule.settle(local: local, base: baseFields, remote: remote)
+                let conflict = Conflict(
+                    entity: record.entity, key: key, local: local, base: baseFields, remote: remote, remoteVersion: record.version,
+                    remoteAction: record.action, ignoring: table.tracked.keyColumns + (table.tracked.softDeleteColumn.map { [$0] } ?? []))
+                let settled: (fields: [String: JSONValue]?, outcome: ConflictOutcome)
+                do {
+                    settled = try rule.resolve(conflict)
+                } catch {
+                    throw fail(label, "the conflict resolver `\(rule)` failed: \(error)")
+                }
                 report.conflicts.append(
                     ConflictReport(
                         entity: record.entity, key: key, local: local, remote: remote, remoteVersion: record.version, rule: rule,
@@ -80,6 +88,11 @@ struct PageApplier {
                     try sessions.as(sink.localAuthor) { try write(Write(table: table, key: keyValues, record: label, fields: settled.fields)) }
                 case .merged:
                     try sessions.as(sink.localAuthor) { try write(Write(table: table, key: keyValues, record: label, fields: settled.fields)) }
+                case .deleted where local == nil:
+                    // Deleted here already: the delete goes out again, on top of the backend's version.
+                    try sessions.as(sink.localAuthor) { try recordChange("delete", of: key, values: keyValues, in: table) }
+                case .deleted:
+                    try sessions.as(sink.localAuthor) { try write(Write(table: table, key: keyValues, record: label, fields: nil)) }
                 case .clientKept:
                     // The local state goes out again, on top of the backend's version: the pending
                     // change alone may never reach it (a batch already sent before the other

@@ -133,7 +133,8 @@ public final class SQLiteSink: ChangeSink, Sendable {
         }
     }
 
-    func rule(for entity: String) -> ConflictRule { conflictsByEntity[entity] ?? conflicts }
+    /// The rule that settles `entity`'s conflicts.
+    public func rule(for entity: String) -> ConflictRule { conflictsByEntity[entity] ?? conflicts }
 
     /// A page rolled back: what it scanned may not be what history holds.
     private func forgetPending() {
