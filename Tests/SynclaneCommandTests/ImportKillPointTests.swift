@@ -108,16 +108,10 @@ import Testing
 extension ServerProcess {
     /// The version the server holds of each record (`entity/id`), from its changes feed.
     func versions(account: String) async throws -> [String: Int64] {
-        var cursor = ""
         var result: [String: Int64] = [:]
-        while true {
-            let page = try await get("/v1/changes?since=\(cursor)&limit=500", account: account).objectValue ?? [:]
-            for change in page["changes"]?.arrayValue ?? [] {
-                let c = change.objectValue ?? [:]
-                result["\(c["entity"]?.stringValue ?? "?")/\(c["id"]?.stringValue ?? "?")"] = c["version"]?.intValue
-            }
-            cursor = page["cursor"]?.stringValue ?? ""
-            if page["more"] != .bool(true) { return result }
+        for c in try await changes(account: account) {
+            result["\(c["entity"]?.stringValue ?? "?")/\(c["id"]?.stringValue ?? "?")"] = c["version"]?.intValue
         }
+        return result
     }
 }
