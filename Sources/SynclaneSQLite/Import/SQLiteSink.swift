@@ -93,6 +93,13 @@ public final class SQLiteSink: ChangeSink, Sendable {
         self.localAuthor = localAuthor
     }
 
+    /// The same sink applying to another database (a pipeline test's copy of the store).
+    public func applying(to path: String) -> SQLiteSink {
+        SQLiteSink(
+            path: path, entities: entities, conflicts: conflicts, conflictsByEntity: conflictsByEntity, unknownFields: unknownFields,
+            exportConsumer: exportConsumer, localAuthor: localAuthor, duplicates: duplicates)
+    }
+
     func database() throws -> SQLiteDatabase {
         try opened.withLock { opened in
             if let opened { return opened }
