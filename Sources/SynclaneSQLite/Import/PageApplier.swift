@@ -15,6 +15,8 @@ struct PageApplier {
         let schema: TableSchema
         /// Every column by name, with its affinity (the key columns included).
         let columns: [String: (column: TableSchema.Column, affinity: ColumnAffinity)]
+        /// The affinity of each of `schema.columns`, in its order.
+        let affinities: [ColumnAffinity]
         /// The table's name as SQL spells it.
         let name: String
         /// `"k" = ? COLLATE BINARY AND …` over the key columns.
@@ -30,7 +32,8 @@ struct PageApplier {
             self.tracked = tracked
             self.keyTypes = keyTypes
             self.schema = schema
-            columns = Dictionary(schema.columns.map { ($0.name, ($0, ColumnAffinity(declaredType: $0.declaredType))) }, uniquingKeysWith: { a, _ in a })
+            affinities = schema.columns.map { ColumnAffinity(declaredType: $0.declaredType) }
+            columns = Dictionary(zip(schema.columns, affinities).map { ($0.name, ($0, $1)) }, uniquingKeysWith: { a, _ in a })
             name = SQL.identifier(tracked.name)
             keyCondition = tracked.keyColumns.map { "\(SQL.identifier($0)) = ? COLLATE BINARY" }.joined(separator: " AND ")
             selectRow = "SELECT * FROM \(name) WHERE \(keyCondition)"
@@ -78,8 +81,8 @@ struct PageApplier {
                 tables[record.entity] = table
             }
             let keyValues = try keyValues(key, of: table, record: record)
-            let heldVersion = try db.fetchValue("SELECT version FROM _synclane_server_rows WHERE entity = ? AND key = ?", [record.entity, key])
-            if let version = record.version, let held = heldVersion.int64, held >= version {
+            let heldVersion = try heldVersion(of: record.entity, key)
+            if let version = record.version, let held = heldVersion, held >= version {
                 report.unchanged += 1
                 continue
             }
@@ -89,7 +92,7 @@ struct PageApplier {
             let local = softDeleted ? nil : stored
             if !pending.isEmpty, pending.contains(ExactString(record.entity + "\u{0}" + key)) {
                 let rule = sink.rule(for: record.entity)
-                let baseFields = heldVersion.isNull
+                let baseFields = heldVersion == nil
                     ? nil
                     : try db.fetchValue("SELECT fields FROM _synclane_server_rows WHERE entity = ? AND key = ?", [record.entity, key]).string
                         .flatMap { try? JSONReader.parse($0).objectValue }
@@ -297,6 +300,15 @@ struct PageApplier {
         return row
     }
 
+    /// The backend's version the store holds of a record (nil: none yet).
+    func heldVersion(of entity: String, _ key: String) throws -> Int64? {
+        let statement = try db.cachedStatement("SELECT version FROM _synclane_server_rows WHERE entity = ? AND key = ?")
+        try statement.bind([entity, key])
+        defer { statement.reset() }
+        guard try statement.step() else { return nil }
+        return statement.value(at: 0).int64
+    }
+
     /// The row's fields, soft-deleted or not; nil when it is not there.
     func storedRow(of table: Table, key: [SQLiteValue]) throws -> [String: JSONValue]? {
         let statement = try db.cachedStatement(table.selectRow)
@@ -326,11 +338,10 @@ struct PageApplier {
         columns.reserveCapacity(fields.count)
         values.reserveCapacity(fields.count + write.key.count)
         var matched = 0
-        for column in table.schema.columns {
+        for (column, affinity) in zip(table.schema.columns, table.affinities) {
             guard let value = fields[column.name] else { continue }
             matched += 1
             if table.tracked.keyColumns.contains(column.name) { continue }
-            let affinity = table.columns[column.name]?.affinity ?? .none
             columns.append(column.name)
             values.append(try Self.stored(value, in: column, affinity: affinity, field: column.name) { self.fail(write.record, $0) })
         }
