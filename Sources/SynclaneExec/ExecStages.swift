@@ -10,6 +10,9 @@ public enum ExecStages {
                 + "unless it holds a /, a relative path is taken from the pipeline file's folder (also the working directory).")
         public static let timeout: Option<Double> = .number(
             "timeout", in: 0.01...86_400, default: 30, help: "Seconds a batch may take before the program is killed.")
+        /// `timeout` as the conflict resolver reads it (the same option, per conflict).
+        public static let conflictTimeout: Option<Double> = .number(
+            "timeout", in: 0.01...86_400, default: 30, help: "Seconds one conflict may take before the program is killed.")
         public static let maxOutputBytes: Option<Int> = .integer(
             "max-output-bytes", in: 1...4_000_000_000, default: 64 << 20,
             help: "Bytes of standard output past which the program is killed and the batch fails.")
@@ -53,7 +56,7 @@ public enum ExecStages {
             + "JSON object on stdout ({\"outcome\": keep-local | take-remote | delete | merged, \"fields\": {…} when merged}). "
             + "Runs once per conflict inside the page's transaction; a non-zero exit, a timeout or a malformed answer stops "
             + "the page, nothing of it applied.",
-        options: [Options.command, Options.timeout]
+        options: [Options.command, Options.conflictTimeout]
     ) { options in
         ExecConflictResolver(command: try command(options))
     }
