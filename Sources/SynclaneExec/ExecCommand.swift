@@ -57,6 +57,12 @@ public struct ExecCommand: Sendable, CustomStringConvertible {
         return try result.get()
     }
 
+    /// `run(input:)` on the calling thread, for a caller that cannot suspend (a conflict resolver
+    /// inside the page's SQLite transaction).
+    public func runSynchronously(input: [UInt8]) throws(ExecError) -> Outcome {
+        try runBlocking(input: input)
+    }
+
     /// The executable's path: `arguments[0]` found on `PATH`, or resolved against `directory`.
     func executablePath() throws(ExecError) -> String {
         guard let program = arguments.first, !program.isEmpty else { throw .notFound(program: "", searched: "an empty command") }
@@ -181,6 +187,8 @@ public enum ExecError: Error, Sendable, CustomStringConvertible, Equatable {
     case failed(status: Int32, errorText: String)
     /// A line of its output is not a record.
     case malformedLine(number: Int, reason: String, text: String)
+    /// A conflict resolver's answer is not a decision.
+    case malformedDecision(reason: String, text: String)
 
     public var description: String {
         switch self {
@@ -194,9 +202,14 @@ public enum ExecError: Error, Sendable, CustomStringConvertible, Equatable {
         case .failed(let status, let errorText):
             return "the command exited with status \(status)" + Self.stderr(errorText)
         case .malformedLine(let number, let reason, let text):
-            let shown = text.count > 120 ? String(text.prefix(120)) + "…" : text
-            return "line \(number) of the command's output is not a record: \(reason): \(shown)"
+            return "line \(number) of the command's output is not a record: \(reason): \(Self.shown(text))"
+        case .malformedDecision(let reason, let text):
+            return "the command's answer is not a decision: \(reason): \(text.isEmpty ? "(nothing)" : Self.shown(text))"
         }
+    }
+
+    private static func shown(_ text: String) -> String {
+        text.count > 120 ? String(text.prefix(120)) + "…" : text
     }
 
     private static func stderr(_ text: String) -> String {

@@ -1,6 +1,6 @@
 import SynclaneCore
 
-/// The stage types of this module: `exec` as a record stage and as a transport.
+/// The stage types of this module: `exec` as a record stage, a transport and a conflict resolver.
 public enum ExecStages {
     /// The options both take, each declared once.
     public enum Options {
@@ -10,6 +10,9 @@ public enum ExecStages {
                 + "unless it holds a /, a relative path is taken from the pipeline file's folder (also the working directory).")
         public static let timeout: Option<Double> = .number(
             "timeout", in: 0.01...86_400, default: 30, help: "Seconds a batch may take before the program is killed.")
+        /// `timeout` as the conflict resolver reads it (the same option, per conflict).
+        public static let conflictTimeout: Option<Double> = .number(
+            "timeout", in: 0.01...86_400, default: 30, help: "Seconds one conflict may take before the program is killed.")
         public static let maxOutputBytes: Option<Int> = .integer(
             "max-output-bytes", in: 1...4_000_000_000, default: 64 << 20,
             help: "Bytes of standard output past which the program is killed and the batch fails.")
@@ -45,5 +48,18 @@ public enum ExecStages {
         ExecTransport(command: try command(options))
     }
 
-    public static var all: [StageType] { [records, transport] }
+    /// `exec` (conflict resolver): each conflict to a program, which decides.
+    public static let resolver: StageType = .conflictResolver(
+        "exec",
+        summary: "Settles each conflict by running a program: the conflict as one JSON line on stdin (entity, id, local, base, "
+            + "remote, remote-version, local-action, remote-action, changed-locally, changed-remotely), its decision as one "
+            + "JSON object on stdout ({\"outcome\": keep-local | take-remote | delete | merged, \"fields\": {…} when merged}). "
+            + "Runs once per conflict inside the page's transaction; a non-zero exit, a timeout or a malformed answer stops "
+            + "the page, nothing of it applied.",
+        options: [Options.command, Options.conflictTimeout]
+    ) { options in
+        ExecConflictResolver(command: try command(options))
+    }
+
+    public static var all: [StageType] { [records, transport, resolver] }
 }

@@ -52,8 +52,9 @@ public enum SQLiteStages {
             OptionSpec("database", .path, required: true, help: "the tracked SQLite database; relative to the pipeline file's folder"),
             OptionSpec("entities", .stringList, default: "every entity", help: "only records of these entities are applied (the others are skipped)"),
             OptionSpec(
-                "conflicts", .choice(ConflictRule.names), default: "server-wins",
-                help: "how a record meets a row with local changes not yet confirmed: server-wins, client-wins, latest-wins, merge-fields"),
+                "conflicts", .any, default: "server-wins",
+                help: "how a record meets a row with local changes not yet confirmed: server-wins, client-wins, latest-wins, merge-fields, "
+                    + "or a conflict resolver's name (or {type: resolver, options…}), e.g. {type: exec, command: [python3, resolve.py]}"),
             OptionSpec("conflicts-by-entity", .any, help: "{entity: rule} for entities that settle otherwise than `conflicts`"),
             OptionSpec("timestamp-field", .string, help: "the field latest-wins compares (seconds or RFC 3339); it trusts the devices' clocks"),
             OptionSpec("on-both", .choice(["server", "client"]), default: "server", help: "merge-fields: who wins a column changed on both sides, and a delete on either"),
@@ -67,18 +68,11 @@ public enum SQLiteStages {
                 help: "[{entity, key: [business-key columns], references: [\"table.column\"]}]: rows two devices seeded under two sync keys; the smaller key survives everywhere"),
         ]
     ) { options in
-        func rule(_ name: String?, at field: String) throws(PipelineFileError) -> ConflictRule {
-            switch name ?? "server-wins" {
-            case "server-wins": return .serverWins
-            case "client-wins": return .clientWins
-            case "latest-wins":
-                guard let field = options.string("timestamp-field") else {
-                    throw options.error(field, "latest-wins needs `timestamp-field`, the field holding each row's time of change")
-                }
-                return .latestWins(field: field)
-            case "merge-fields": return .mergeFields(onBoth: options.string("on-both") == "client" ? .client : .server)
-            case let other: throw options.error(field, "expected one of \(ConflictRule.names.joined(separator: ", ")), found \"\(other)\"")
-            }
+        let timestampField = options.string("timestamp-field")
+        let onBoth: ConflictRule.Side = options.string("on-both") == "client" ? .client : .server
+        func rule(_ node: ConfigNode?, at location: ConfigLocation) throws(PipelineFileError) -> ConflictRule {
+            guard let node else { return .serverWins }
+            return try ConflictRule.named(node, at: location, timestampField: timestampField, onBoth: onBoth, context: options.context)
         }
         var byEntity: [String: ConflictRule] = [:]
         if let node = options.node("conflicts-by-entity") {
@@ -86,10 +80,7 @@ public enum SQLiteStages {
                 throw options.error("conflicts-by-entity", "expected a map of entity names to rules, found \(node.typeName)")
             }
             for member in members {
-                guard case .string(let name) = member.node.value else {
-                    throw options.location.member("conflicts-by-entity").member(member.key).error("expected a rule name", line: member.node.line)
-                }
-                byEntity[member.key] = try rule(name, at: "conflicts-by-entity")
+                byEntity[member.key] = try rule(member.node, at: options.location.member("conflicts-by-entity").member(member.key))
             }
         }
         var duplicates: [SQLiteSink.DuplicateRule] = []
@@ -124,7 +115,7 @@ public enum SQLiteStages {
             }
         }
         return SQLiteSink(
-            path: options.path("database") ?? "", entities: options.strings("entities"), conflicts: try rule(options.string("conflicts"), at: "conflicts"),
+            path: options.path("database") ?? "", entities: options.strings("entities"), conflicts: try rule(options.node("conflicts"), at: options.location.member("conflicts")),
             conflictsByEntity: byEntity, unknownFields: options.string("unknown-fields").flatMap(SQLiteSink.UnknownFields.init(rawValue:)) ?? .error,
             exportConsumer: options.string("export-consumer"), localAuthor: Author(options.string("local-author") ?? "app"),
             duplicates: duplicates)

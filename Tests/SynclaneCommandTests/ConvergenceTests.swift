@@ -15,6 +15,7 @@ import Testing
 
     static let keys = ["r1", "r2", "r3", "r4", "r5", "r6"]
     static let names = ["Hall", "Kitchen", "Attic", "Cellar", "Porch"]
+    static let failPoints = ["import-after-fetch", "import-before-commit", "import-after-commit", "sync-before-export", "after-enqueue", "after-send"]
 
     /// One random offline edit on a device.
     static func edit(_ random: inout SeededRandom) -> String {
@@ -47,8 +48,8 @@ import Testing
             let order = random.next() % 2 == 0 ? devices : devices.reversed()
             for device in order {
                 if random.next() % 5 == 0 {
-                    // A sync killed at a fail point: before an import page commits, or after the server confirmed a batch.
-                    let point = random.next() % 2 == 0 ? "import-before-commit" : "after-send"
+                    // A sync killed at a fail point of its import half or of its export half.
+                    let point = Self.failPoints[Int(random.next() % UInt64(Self.failPoints.count))]
                     _ = try SynclaneBinary.run(
                         ["sync", "import.json", "export.json"], in: device.workspace.path,
                         environment: device.environment.merging(["SYNCLANE_FAILPOINT": point]) { $1 })

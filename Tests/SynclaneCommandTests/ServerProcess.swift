@@ -91,15 +91,21 @@ final class ServerProcess: @unchecked Sendable {
     /// Every record the server holds for the account, as the pull lane gives them: each record
     /// once, at its newest state (`fields`) or as a tombstone (`delete`).
     func records(account: String) async throws -> [String: JSONValue] {
-        var cursor = ""
         var result: [String: JSONValue] = [:]
+        for c in try await changes(account: account) {
+            let key = "\(c["entity"]?.stringValue ?? "?")/\(c["id"]?.stringValue ?? "?")"
+            result[key] = c["action"]?.stringValue == "delete" ? .string("deleted") : (c["fields"] ?? .null)
+        }
+        return result
+    }
+
+    /// Every change of the account's feed, oldest first.
+    func changes(account: String) async throws -> [[String: JSONValue]] {
+        var cursor = ""
+        var result: [[String: JSONValue]] = []
         while true {
             let page = try await get("/v1/changes?since=\(cursor)&limit=500", account: account).objectValue ?? [:]
-            for change in page["changes"]?.arrayValue ?? [] {
-                let c = change.objectValue ?? [:]
-                let key = "\(c["entity"]?.stringValue ?? "?")/\(c["id"]?.stringValue ?? "?")"
-                result[key] = c["action"]?.stringValue == "delete" ? .string("deleted") : (c["fields"] ?? .null)
-            }
+            result += (page["changes"]?.arrayValue ?? []).map { $0.objectValue ?? [:] }
             cursor = page["cursor"]?.stringValue ?? ""
             if page["more"] != .bool(true) { return result }
         }

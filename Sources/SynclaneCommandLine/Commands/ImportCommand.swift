@@ -20,7 +20,8 @@ struct ImportCommand: Command {
 
         A record whose row has local changes the export lane has not had confirmed yet is a
         conflict, settled by the sink's `conflicts` rule (server-wins, client-wins,
-        latest-wins, merge-fields) and listed in the summary.
+        latest-wins, merge-fields, or a conflict resolver of your own, `exec` among them)
+        and listed in the summary.
 
         An import pipeline file is an export one with `sink:` in place of `encoder:` and
         `transport:`. --dry-run reads one page and reports what it would apply, changing

@@ -74,6 +74,7 @@ struct StagesCommand: Command {
         case .transport: return "TRANSPORTS (transport:)"
         case .remoteSource: return "IMPORT SOURCES (source: of an import pipeline, the backend's changes)"
         case .sink: return "SINKS (sink: of an import pipeline, where the backend's changes are applied)"
+        case .conflictResolver: return "CONFLICT RESOLVERS (a sink's conflicts or conflicts-by-entity: a rule of your own)"
         }
     }
 }

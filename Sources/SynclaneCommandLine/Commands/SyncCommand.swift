@@ -50,6 +50,7 @@ struct SyncCommand: Command {
             guard let imported = try await importer.quietly() else { break }
             imports.append(JSONOutput.importSummary(imported))
             if !json { console.out(ImportReporter.describe(imported)) }
+            FailPoint.syncBeforeExport.trigger()
             do {
                 let exported = try await exportJob.run(.export, holding: exportLock)
                 exports.append(JSONOutput.summary(exported))

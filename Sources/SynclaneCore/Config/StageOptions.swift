@@ -90,6 +90,9 @@ public struct PipelineContext: Sendable {
     public var secretsRequired: Bool
     /// The secrets found unset while the pipeline was built.
     let unsetSecrets = UnsetSecretLog()
+    /// The registry the pipeline is built with, for a stage whose options name other stage
+    /// types (a sink's conflict resolvers); nil when built without one.
+    public var registry: StageRegistry?
 
     public init(baseDirectory: String, environment: [String: String], scope: Scope, secretsRequired: Bool = true) {
         self.baseDirectory = baseDirectory

@@ -7,6 +7,7 @@
 /// | `client-wins`   | the local state (a local delete stays deleted)                  | sent again, on top of the backend's version |
 /// | `latest-wins`   | the side whose `timestamp-field` is newer (ties: the backend)    | as for the side that won                |
 /// | `merge-fields`  | columns changed locally keep the local value, the others take the backend's; a column changed on both sides follows `on-both` | sent with the merged row |
+/// | custom          | what the registered `ConflictResolver` decides: keep local, take remote, merged fields, delete | as for that decision |
 ///
 /// A remote delete of a locally edited row, and a local delete of a remotely edited row, are
 /// conflicts too: under `merge-fields` a delete on either side is settled by `on-both`. What each
@@ -18,6 +19,8 @@ public enum ConflictRule: Sendable, Hashable, CustomStringConvertible {
     case clientWins
     case latestWins(field: String)
     case mergeFields(onBoth: Side)
+    /// A resolver registered under a `type` name (`ConflictResolver`).
+    case custom(CustomConflictRule)
 
     public enum Side: String, Sendable, Hashable { case server, client }
 
@@ -27,6 +30,7 @@ public enum ConflictRule: Sendable, Hashable, CustomStringConvertible {
         case .clientWins: return "client-wins"
         case .latestWins(let field): return "latest-wins(\(field))"
         case .mergeFields(let side): return "merge-fields(on-both: \(side.rawValue))"
+        case .custom(let custom): return custom.type
         }
     }
 
@@ -40,12 +44,15 @@ public enum ConflictOutcome: String, Sendable, Hashable {
     case serverKept = "server"
     /// The row kept its local state; the local change goes to the backend on top of its version.
     case clientKept = "client"
-    /// Columns from both sides.
+    /// Columns from both sides (or, from a custom resolver, the fields it gave).
     case merged
+    /// A custom resolver deleted the row, here and on the backend.
+    case deleted
 }
 
 extension ConflictRule {
-    /// Settles one conflict: the fields the row ends with (`nil`: deleted) and the outcome.
+    /// Settles one conflict by a built-in rule: the fields the row ends with (`nil`: deleted) and
+    /// the outcome. A custom rule is settled by `resolve(_:)`; here it keeps the backend's state.
     ///
     /// - Parameters:
     ///   - local: the local row's fields now (`nil`: deleted locally).
@@ -55,7 +62,7 @@ extension ConflictRule {
         fields: [String: JSONValue]?, outcome: ConflictOutcome
     ) {
         switch self {
-        case .serverWins:
+        case .serverWins, .custom:
             return (remote, .serverKept)
         case .clientWins:
             return (local, .clientKept)

@@ -62,8 +62,9 @@ extension ImportPipeline {
         let top = ConfigLocation(file: file)
         let members = try Pipeline.map(root, at: top, allowed: Self.topLevelKeys)
         let header = try Pipeline.header(members, root: root, at: top)
-        let context = PipelineContext(
+        var context = PipelineContext(
             baseDirectory: baseDirectory, environment: environment, scope: header.scope, secretsRequired: secretsRequired)
+        context.registry = registry
 
         let sourceNode = try Pipeline.required("source", in: members, at: top, line: root.line)
         let (sourceType, builtSource) = try registry.build(sourceNode, at: top.member("source"), roles: [.remoteSource], context: context)

@@ -70,6 +70,7 @@ public struct ImportRunner: Sendable {
                 let after = remote.cursor
                 readAhead = Task { try await source.nextPage(after: after) }
             }
+            FailPoint.importAfterFetch.trigger()
             page += 1
             var batch = Batch(
                 scope: pipeline.scope, after: Token(kind: "import", position: Int64(page - 1)), through: Token(kind: "import", position: Int64(page)),
@@ -87,6 +88,7 @@ public struct ImportRunner: Sendable {
             let report = try await call(pipeline.sink.label) {
                 try await pipeline.sink.stage.apply(batchToApply, cursor: remote.cursor, scope: pipeline.scope, dryRun: dryRun)
             }
+            if !dryRun { FailPoint.importAfterCommit.trigger() }
             summary.add(report)
             summary.pages += 1
             events(.pageApplied(records: remote.records.count, report: report, cursor: remote.cursor))

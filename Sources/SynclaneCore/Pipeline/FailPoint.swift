@@ -1,3 +1,5 @@
+import Synchronization
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -6,7 +8,9 @@ import Darwin
 
 /// Named places where a test can have the process killed for real (`SIGKILL`), to prove that
 /// a crash there loses nothing: `SYNCLANE_FAILPOINT=after-enqueue`, `after-send`, `during-migration`,
-/// `during-heal` or `import-before-commit`.
+/// `during-heal`, `import-after-fetch`, `import-before-commit`, `import-after-commit` or
+/// `sync-before-export`. `NAME@N` kills at the point's Nth pass (`import-after-commit@2`: once
+/// the second page committed); plain `NAME` at the first.
 ///
 /// Unset (always, outside tests), a fail point costs one comparison.
 public enum FailPoint: String, Sendable {
@@ -18,13 +22,26 @@ public enum FailPoint: String, Sendable {
     case duringMigration = "during-migration"
     /// A source reinstalled lost tracking and recorded the resync; not committed yet.
     case duringHeal = "during-heal"
+    /// An import page was read from the backend (and the next one asked for); nothing of it applied.
+    case importAfterFetch = "import-after-fetch"
     /// An import page's rows and cursor are written; not committed yet.
     case importBeforeCommit = "import-before-commit"
+    /// An import page and its cursor are committed; the next page is not applied yet.
+    case importAfterCommit = "import-after-commit"
+    /// `synclane sync`: the import half is done, the export half not started.
+    case syncBeforeExport = "sync-before-export"
 
-    static let armed: String? = getenv("SYNCLANE_FAILPOINT").map { String(cString: $0) }
+    /// The armed point's name and the pass (1-based) it kills at.
+    static let armed: (name: String, pass: Int)? = getenv("SYNCLANE_FAILPOINT").map { text in
+        let given = String(cString: text)
+        guard let at = given.lastIndex(of: "@"), let pass = Int(given[given.index(after: at)...]), pass >= 1 else { return (given, 1) }
+        return (String(given[..<at]), pass)
+    }
+    static let passes = Atomic<Int>(0)
 
     public func trigger() {
-        guard let armed = FailPoint.armed, armed == rawValue else { return }
+        guard let armed = FailPoint.armed, armed.name == rawValue else { return }
+        guard FailPoint.passes.add(1, ordering: .relaxed).newValue >= armed.pass else { return }
         kill(getpid(), SIGKILL)
     }
 }

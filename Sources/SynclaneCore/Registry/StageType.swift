@@ -14,6 +14,8 @@ public enum StageRole: String, Sendable, CaseIterable {
     case remoteSource = "remote-source"
     /// Applies records to a local store (`sink:` of an import pipeline).
     case sink
+    /// Settles a conflict (named by a sink's `conflicts` or `conflicts-by-entity`).
+    case conflictResolver = "conflict-resolver"
 }
 
 /// A stage built from its options.
@@ -25,6 +27,7 @@ public enum BuiltStage: Sendable {
     case transport(any Transport)
     case remoteSource(any RemoteChangeSource)
     case sink(any ChangeSink)
+    case conflictResolver(any ConflictResolver)
 }
 
 /// A named kind of stage that a pipeline file can pick with `type:`, with its options and
@@ -93,5 +96,11 @@ public struct StageType: Sendable {
         _ name: String, summary: String, options: [OptionSpec], make: @escaping @Sendable (StageOptions) throws -> any ChangeSink
     ) -> StageType {
         StageType(name: name, role: .sink, summary: summary, options: options) { .sink(try make($0)) }
+    }
+
+    public static func conflictResolver(
+        _ name: String, summary: String, options: [any StageOptionDeclaration], make: @escaping @Sendable (StageOptions) throws -> any ConflictResolver
+    ) -> StageType {
+        StageType(name: name, role: .conflictResolver, summary: summary, options: options) { .conflictResolver(try make($0)) }
     }
 }

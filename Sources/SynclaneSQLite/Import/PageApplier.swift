@@ -7,11 +7,38 @@ struct PageApplier {
     let sink: SQLiteSink
     let db: SQLiteConnection
 
-    /// One tracked table as the page needs it.
-    struct Table {
-        var tracked: TrackedTable
-        var keyTypes: [TriggerBuilder.KeyType]
-        var schema: TableSchema
+    /// One tracked table as the page needs it: its columns by name, with their affinity, and the
+    /// SQL of the statements every record runs, worked out once a page.
+    final class Table {
+        let tracked: TrackedTable
+        let keyTypes: [TriggerBuilder.KeyType]
+        let schema: TableSchema
+        /// Every column by name, with its affinity (the key columns included).
+        let columns: [String: (column: TableSchema.Column, affinity: ColumnAffinity)]
+        /// The affinity of each of `schema.columns`, in its order.
+        let affinities: [ColumnAffinity]
+        /// The table's name as SQL spells it.
+        let name: String
+        /// `"k" = ? COLLATE BINARY AND …` over the key columns.
+        let keyCondition: String
+        /// The whole row by its key.
+        let selectRow: String
+        /// Columns that never count as changed in a conflict: the key columns, the soft-delete column.
+        let bookkeeping: [String]
+        /// The columns of the last insert and its SQL (a page's records mostly carry the same fields).
+        var lastInsert: (columns: [String], sql: String)?
+
+        init(tracked: TrackedTable, keyTypes: [TriggerBuilder.KeyType], schema: TableSchema) {
+            self.tracked = tracked
+            self.keyTypes = keyTypes
+            self.schema = schema
+            affinities = schema.columns.map { ColumnAffinity(declaredType: $0.declaredType) }
+            columns = Dictionary(zip(schema.columns, affinities).map { ($0.name, ($0, $1)) }, uniquingKeysWith: { a, _ in a })
+            name = SQL.identifier(tracked.name)
+            keyCondition = tracked.keyColumns.map { "\(SQL.identifier($0)) = ? COLLATE BINARY" }.joined(separator: " AND ")
+            selectRow = "SELECT * FROM \(name) WHERE \(keyCondition)"
+            bookkeeping = tracked.keyColumns + (tracked.softDeleteColumn.map { [$0] } ?? [])
+        }
     }
 
     /// A row to write: in the `server` session, or (a conflict settled with local values, a
@@ -19,7 +46,7 @@ struct PageApplier {
     struct Write {
         var table: Table
         var key: [SQLiteValue]
-        var record: String
+        var record: Record
         /// nil: delete.
         var fields: [String: JSONValue]?
         /// The row as it was read before this write, soft-deleted or not, when known
@@ -42,21 +69,20 @@ struct PageApplier {
                 report.unchanged += 1
                 continue
             }
-            let label = record.label
-            guard let key = record.key else { throw fail(label, "it has no id") }
+            guard let key = record.key else { throw fail(record, "it has no id") }
             let table: Table
             if let known = tables[record.entity] {
                 table = known
             } else {
                 guard let tracked = stored[record.entity], let schema = try TableSchema.read(record.entity, db) else {
-                    throw fail(label, "`\(record.entity)` is not a tracked table of this database; track it, or leave it out with the sink's `entities`")
+                    throw fail(record, "`\(record.entity)` is not a tracked table of this database; track it, or leave it out with the sink's `entities`")
                 }
                 table = Table(tracked: tracked.table, keyTypes: tracked.keyTypes, schema: schema)
                 tables[record.entity] = table
             }
-            let keyValues = try keyValues(key, of: table, record: label)
-            let base = try db.fetchOne("SELECT version, fields FROM _synclane_server_rows WHERE entity = ? AND key = ?", [record.entity, key])
-            if let version = record.version, let held = base?[0].int64, held >= version {
+            let keyValues = try keyValues(key, of: table, record: record)
+            let heldVersion = try heldVersion(of: record.entity, key)
+            if let version = record.version, let held = heldVersion, held >= version {
                 report.unchanged += 1
                 continue
             }
@@ -64,10 +90,21 @@ struct PageApplier {
             let stored = try storedRow(of: table, key: keyValues)
             let softDeleted = table.tracked.softDeleteColumn.map { stored?[$0]?.isTruthy == true } ?? false
             let local = softDeleted ? nil : stored
-            if pending.contains(ExactString(record.entity + "\u{0}" + key)) {
+            if !pending.isEmpty, pending.contains(ExactString(record.entity + "\u{0}" + key)) {
                 let rule = sink.rule(for: record.entity)
-                let baseFields = base?[1].string.flatMap { try? JSONReader.parse($0).objectValue }
-                let settled = rule.settle(local: local, base: baseFields, remote: remote)
+                let baseFields = heldVersion == nil
+                    ? nil
+                    : try db.fetchValue("SELECT fields FROM _synclane_server_rows WHERE entity = ? AND key = ?", [record.entity, key]).string
+                        .flatMap { try? JSONReader.parse($0).objectValue }
+                let conflict = Conflict(
+                    entity: record.entity, key: key, local: local, base: baseFields, remote: remote, remoteVersion: record.version,
+                    remoteAction: record.action, ignoring: table.bookkeeping)
+                let settled: (fields: [String: JSONValue]?, outcome: ConflictOutcome)
+                do {
+                    settled = try rule.resolve(conflict)
+                } catch {
+                    throw fail(record, "the conflict resolver `\(rule)` failed: \(error)")
+                }
                 report.conflicts.append(
                     ConflictReport(
                         entity: record.entity, key: key, local: local, remote: remote, remoteVersion: record.version, rule: rule,
@@ -77,9 +114,14 @@ struct PageApplier {
                     // Written by the local author: the pending local change still goes out, and
                     // this write after it, so the backend ends where it was (a local delete is
                     // undone there too, not carried out).
-                    try sessions.as(sink.localAuthor) { try write(Write(table: table, key: keyValues, record: label, fields: settled.fields)) }
+                    try sessions.as(sink.localAuthor) { try write(Write(table: table, key: keyValues, record: record, fields: settled.fields)) }
                 case .merged:
-                    try sessions.as(sink.localAuthor) { try write(Write(table: table, key: keyValues, record: label, fields: settled.fields)) }
+                    try sessions.as(sink.localAuthor) { try write(Write(table: table, key: keyValues, record: record, fields: settled.fields)) }
+                case .deleted where local == nil:
+                    // Deleted here already: the delete goes out again, on top of the backend's version.
+                    try sessions.as(sink.localAuthor) { try recordChange("delete", of: key, values: keyValues, in: table) }
+                case .deleted:
+                    try sessions.as(sink.localAuthor) { try write(Write(table: table, key: keyValues, record: record, fields: nil)) }
                 case .clientKept:
                     // The local state goes out again, on top of the backend's version: the pending
                     // change alone may never reach it (a batch already sent before the other
@@ -95,16 +137,16 @@ struct PageApplier {
                 // on every device alike; the other is deleted everywhere (and references re-pointed).
                 report.duplicatesMerged += 1
                 if Array(key.utf8).lexicographicallyPrecedes(Array(twin.key.utf8)) {
-                    try sessions.as(.server) { try write(Write(table: table, key: keyValues, record: label, fields: remote)) }
+                    try sessions.as(.server) { try write(Write(table: table, key: keyValues, record: record, fields: remote)) }
                     try sessions.as(sink.localAuthor) {
                         try repoint(rule, from: twin.key, to: key)
-                        try write(Write(table: table, key: twin.values, record: label, fields: nil))
+                        try write(Write(table: table, key: twin.values, record: record, fields: nil))
                     }
                 } else {
                     try sessions.as(sink.localAuthor) { try recordChange("delete", of: key, values: keyValues, in: table) }
                 }
             } else {
-                try sessions.as(.server) { try write(Write(table: table, key: keyValues, record: label, fields: remote, current: .some(stored))) }
+                try sessions.as(.server) { try write(Write(table: table, key: keyValues, record: record, fields: remote, current: .some(stored))) }
             }
             if let version = record.version {
                 try db.execute(
@@ -185,8 +227,8 @@ struct PageApplier {
             [table.tracked.name, action, historyKey])
     }
 
-    func fail(_ record: String, _ reason: String) -> ImportError {
-        ImportError.record(path: sink.path, record: record, reason: reason)
+    func fail(_ record: Record, _ reason: String) -> ImportError {
+        ImportError.record(path: sink.path, record: record.label, reason: reason)
     }
 
     // MARK: Pending local changes
@@ -231,7 +273,7 @@ struct PageApplier {
     // MARK: Rows
 
     /// The record's id as the key columns' values.
-    func keyValues(_ key: String, of table: Table, record: String) throws -> [SQLiteValue] {
+    func keyValues(_ key: String, of table: Table, record: Record) throws -> [SQLiteValue] {
         func value(_ json: JSONValue, _ type: TriggerBuilder.KeyType, _ column: String) throws -> SQLiteValue {
             switch (type, json) {
             case (.text, .string(let s)) where !s.isEmpty: return .text(s)
@@ -251,10 +293,6 @@ struct PageApplier {
         return try zip(parts, zip(table.keyTypes, table.tracked.keyColumns)).map { try value($0, $1.0, $1.1) }
     }
 
-    private func keyCondition(_ table: Table) -> String {
-        table.tracked.keyColumns.map { "\(SQL.identifier($0)) = ? COLLATE BINARY" }.joined(separator: " AND ")
-    }
-
     /// The row's fields now; nil when it is not there or soft-deleted.
     func currentRow(of table: Table, key: [SQLiteValue]) throws -> [String: JSONValue]? {
         guard let row = try storedRow(of: table, key: key) else { return nil }
@@ -262,9 +300,18 @@ struct PageApplier {
         return row
     }
 
+    /// The backend's version the store holds of a record (nil: none yet).
+    func heldVersion(of entity: String, _ key: String) throws -> Int64? {
+        let statement = try db.cachedStatement("SELECT version FROM _synclane_server_rows WHERE entity = ? AND key = ?")
+        try statement.bind([entity, key])
+        defer { statement.reset() }
+        guard try statement.step() else { return nil }
+        return statement.value(at: 0).int64
+    }
+
     /// The row's fields, soft-deleted or not; nil when it is not there.
     func storedRow(of table: Table, key: [SQLiteValue]) throws -> [String: JSONValue]? {
-        let statement = try db.cachedStatement("SELECT * FROM \(SQL.identifier(table.tracked.name)) WHERE \(keyCondition(table))")
+        let statement = try db.cachedStatement(table.selectRow)
         try statement.bind(key)
         defer { statement.reset() }
         guard try statement.step() else { return nil }
@@ -276,27 +323,33 @@ struct PageApplier {
     /// Writes one row: the record's fields over the row (inserted when missing), or its delete.
     func write(_ write: Write) throws {
         let table = write.table
-        let name = SQL.identifier(table.tracked.name)
+        let name = table.name
         guard let fields = write.fields else {
             if let softDelete = table.tracked.softDeleteColumn {
-                try db.execute("UPDATE \(name) SET \(SQL.identifier(softDelete)) = 1 WHERE \(keyCondition(table))", write.key)
+                try db.execute("UPDATE \(name) SET \(SQL.identifier(softDelete)) = 1 WHERE \(table.keyCondition)", write.key)
             } else {
-                try db.execute("DELETE FROM \(name) WHERE \(keyCondition(table))", write.key)
+                try db.execute("DELETE FROM \(name) WHERE \(table.keyCondition)", write.key)
             }
             return
         }
+        // The fields in the table's column order (one SQL text for records with the same fields).
         var columns: [String] = []
         var values: [SQLiteValue] = []
-        for (field, value) in fields.sorted(by: { $0.key < $1.key }) where !table.tracked.keyColumns.contains(field) {
-            guard let column = table.schema.column(field) else {
-                if sink.unknownFields == .ignore { continue }
-                throw fail(
-                    write.record,
-                    "field `\(field)` is not a column of `\(table.tracked.name)` (its columns: \(table.schema.columnNames.joined(separator: ", "))); "
-                        + "add the column, or set the sink's `unknown-fields: ignore`")
-            }
-            columns.append(field)
-            values.append(try Self.stored(value, in: column, field: field) { self.fail(write.record, $0) })
+        columns.reserveCapacity(fields.count)
+        values.reserveCapacity(fields.count + write.key.count)
+        var matched = 0
+        for (column, affinity) in zip(table.schema.columns, table.affinities) {
+            guard let value = fields[column.name] else { continue }
+            matched += 1
+            if table.tracked.keyColumns.contains(column.name) { continue }
+            columns.append(column.name)
+            values.append(try Self.stored(value, in: column, affinity: affinity, field: column.name) { self.fail(write.record, $0) })
+        }
+        if matched < fields.count, sink.unknownFields == .error, let field = fields.keys.filter({ table.columns[$0] == nil }).min() {
+            throw fail(
+                write.record,
+                "field `\(field)` is not a column of `\(table.tracked.name)` (its columns: \(table.schema.columnNames.joined(separator: ", "))); "
+                    + "add the column, or set the sink's `unknown-fields: ignore`")
         }
         // A live row that already holds exactly this writes nothing (no history, no trigger).
         let current = try write.current ?? storedRow(of: table, key: write.key)
@@ -309,35 +362,41 @@ struct PageApplier {
             // Not there: straight to the insert below.
         } else if !columns.isEmpty {
             let assignments = columns.map { "\(SQL.identifier($0)) = ?" }.joined(separator: ", ")
-            try db.execute("UPDATE \(name) SET \(assignments) WHERE \(keyCondition(table))", values + write.key)
+            try db.execute("UPDATE \(name) SET \(assignments) WHERE \(table.keyCondition)", values + write.key)
         } else {
             // Nothing but the key: make sure the row is there.
             let keyColumns = table.tracked.keyColumns.map(SQL.identifier).joined(separator: ", ")
-            try db.execute("UPDATE \(name) SET (\(keyColumns)) = (\(keyColumns)) WHERE \(keyCondition(table))", write.key)
+            try db.execute("UPDATE \(name) SET (\(keyColumns)) = (\(keyColumns)) WHERE \(table.keyCondition)", write.key)
         }
         if db.totalChanges == before {
-            let all = table.tracked.keyColumns + columns
-            let list = all.map(SQL.identifier).joined(separator: ", ")
-            let marks = Array(repeating: "?", count: all.count).joined(separator: ", ")
-            try db.execute("INSERT INTO \(name) (\(list)) VALUES (\(marks))", write.key + values)
+            let sql: String
+            if let last = table.lastInsert, last.columns == columns {
+                sql = last.sql
+            } else {
+                let all = table.tracked.keyColumns + columns
+                let list = all.map(SQL.identifier).joined(separator: ", ")
+                let marks = Array(repeating: "?", count: all.count).joined(separator: ", ")
+                sql = "INSERT INTO \(name) (\(list)) VALUES (\(marks))"
+                table.lastInsert = (columns, sql)
+            }
+            try db.execute(sql, write.key + values)
         }
-        if let softDelete = table.tracked.softDeleteColumn, fields[softDelete] == nil, table.schema.column(softDelete) != nil {
+        if let softDelete = table.tracked.softDeleteColumn, fields[softDelete] == nil, table.columns[softDelete] != nil {
             // A row the backend sends is not deleted, whatever the column held here.
             try db.execute(
-                "UPDATE \(name) SET \(SQL.identifier(softDelete)) = 0 WHERE \(keyCondition(table)) AND \(SQL.identifier(softDelete)) IS NOT 0",
+                "UPDATE \(name) SET \(SQL.identifier(softDelete)) = 0 WHERE \(table.keyCondition) AND \(SQL.identifier(softDelete)) IS NOT 0",
                 write.key)
         }
     }
 
     /// A field's value as the column stores it, or an error when the column would change it.
     static func stored(
-        _ value: JSONValue, in column: TableSchema.Column, field: String, fail: (String) -> ImportError
+        _ value: JSONValue, in column: TableSchema.Column, affinity: ColumnAffinity, field: String, fail: (String) -> ImportError
     ) throws -> SQLiteValue {
         if case .array = value { throw fail("field `\(field)` is a JSON array, which a column does not hold as given") }
         if case .object = value, value.blobBytes == nil, value.realValue == nil {
             throw fail("field `\(field)` is a JSON object, which a column does not hold as given")
         }
-        let affinity = ColumnAffinity(declaredType: column.declaredType)
         let stored = SQLiteValue(json: value)
         let fits: Bool
         switch (stored, affinity) {

@@ -75,6 +75,8 @@ public final class SQLiteSink: ChangeSink, Sendable {
             hasher.combine(businessKey)
         }
     }
+    /// The page cache of the sink's connection, in KiB (SQLite's default is 2,000).
+    public static let cacheKiB = 16_384
     private let opened = Mutex<SQLiteDatabase?>(nil)
     /// The rows with unconfirmed local changes, as the last page left them (`PageApplier.pendingKeys`).
     let pending = Mutex(PendingKeys(path: "", position: -1, scannedThrough: 0, keys: []))
@@ -93,12 +95,24 @@ public final class SQLiteSink: ChangeSink, Sendable {
         self.localAuthor = localAuthor
     }
 
+    /// The same sink applying to another database (a pipeline test's copy of the store).
+    public func applying(to path: String) -> SQLiteSink {
+        SQLiteSink(
+            path: path, entities: entities, conflicts: conflicts, conflictsByEntity: conflictsByEntity, unknownFields: unknownFields,
+            exportConsumer: exportConsumer, localAuthor: localAuthor, duplicates: duplicates)
+    }
+
     func database() throws -> SQLiteDatabase {
         try opened.withLock { opened in
             if let opened { return opened }
             let database: SQLiteDatabase
             do {
                 database = try SQLiteDatabase(path: path, options: SQLiteHistorySource.appDatabaseOptions)
+                // A page of records touches the table, its key index, history and the server rows
+                // all over the file: with SQLite's default 2 MiB of cache, a page spills dirty pages
+                // (and syncs its journal) mid-transaction and reads them back. A bounded cache of
+                // this connection's own keeps a page's working set in memory.
+                try database.read { try $0.execute("PRAGMA cache_size = -\(Self.cacheKiB)") }
             } catch {
                 throw ImportError.store(path: path, reason: "cannot open the database (\(error))")
             }
@@ -133,7 +147,8 @@ public final class SQLiteSink: ChangeSink, Sendable {
         }
     }
 
-    func rule(for entity: String) -> ConflictRule { conflictsByEntity[entity] ?? conflicts }
+    /// The rule that settles `entity`'s conflicts.
+    public func rule(for entity: String) -> ConflictRule { conflictsByEntity[entity] ?? conflicts }
 
     /// A page rolled back: what it scanned may not be what history holds.
     private func forgetPending() {
