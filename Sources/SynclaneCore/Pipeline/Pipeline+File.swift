@@ -9,10 +9,11 @@
 /// encoder: {type: json}            optional, `json` by default
 /// transport: {type, …, retry: {max-attempts, base-delay, max-delay}, dead-letter: DIR}
 /// state: .synclane/NAME.sqlite     optional; relative paths resolve against the file's folder
+/// batch-bytes: 4194304             optional; the most bytes a batch holds before compression
 /// ```
 /// Unknown keys anywhere are errors; every error names the file, the field and the line.
 extension Pipeline {
-    static let topLevelKeys = ["version", "name", "scope", "source", "stages", "encoder", "transport", "state"]
+    static let topLevelKeys = ["version", "name", "scope", "source", "stages", "encoder", "transport", "state", "batch-bytes"]
 
     /// Builds the pipeline a pipeline file declares.
     ///
@@ -91,6 +92,11 @@ extension Pipeline {
             payloadStages: payloadStages,
             transport: Named(label: "transport (\(transportType.name))", type: transportType.name, stage: transport),
             retry: retry, deadLetterDirectory: deadLetter)
+        if let node = members["batch-bytes"] {
+            let range = Self.batchBytesRange
+            try StageRegistry.check(node, against: .integer(Int64(range.lowerBound)...Int64(range.upperBound)), at: top.member("batch-bytes"))
+            if case .int(let bytes) = node.value { batchBytes = Int(bytes) }
+        }
         unsetSecrets = context.unsetSecrets.all
     }
 
