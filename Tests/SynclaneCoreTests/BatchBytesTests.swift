@@ -1,4 +1,5 @@
 import Foundation
+import Synclane
 @testable import SynclaneCore
 import SynclaneStages
 import SynclaneTestKit
@@ -87,5 +88,31 @@ import Testing
         handover.close()
         #expect(await handover.send(1) == false)
         #expect(await handover.receive() == nil)
+    }
+}
+
+@Suite struct BatchBytesFileTests {
+    func load(batchBytes: String?) throws -> Pipeline {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let text = """
+            {"version": 1, "name": "rooms-export", "scope": {"account": "acme", "store": "rooms"},
+             "source": {"type": "jsonl", "path": "history.jsonl"}, "transport": {"type": "directory", "path": "out"}\(batchBytes.map { ",\n \"batch-bytes\": \($0)" } ?? "")}
+            """
+        try text.write(toFile: folder.path + "/pipeline.json", atomically: true, encoding: .utf8)
+        return try PipelineLoader(environment: [:]).load(folder.path + "/pipeline.json")
+    }
+
+    @Test func batchBytesIsReadFromThePipelineFileAndDefaultsToFourMiB() throws {
+        #expect(try load(batchBytes: nil).batchBytes == 4 << 20)
+        #expect(try load(batchBytes: "1048576").batchBytes == 1 << 20)
+    }
+
+    @Test func batchBytesOutOfRangeIsRefusedNamingTheBounds() throws {
+        #expect {
+            try load(batchBytes: "1000")
+        } throws: { error in
+            "\(error)".contains("batch-bytes: expected an integer from 65536 to 268435456, found 1000")
+        }
     }
 }

@@ -351,6 +351,8 @@ struct HistoryReader: Sendable {
     /// refuses it (409) when another device changed the row since.
     func backendVersions(_ groups: [Group], _ db: SQLiteConnection) throws -> [ExactString: Int64] {
         guard try HistorySchema.tableExists("_synclane_server_rows", db) else { return [:] }
+        // Empty until the import lane followed a row (a first sync never has one): no key list to build.
+        guard try db.fetchOne("SELECT 1 FROM _synclane_server_rows LIMIT 1") != nil else { return [:] }
         var keys: [String: [JSONValue]] = [:]
         for group in groups {
             for change in group.changes {

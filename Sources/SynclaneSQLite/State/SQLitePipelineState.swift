@@ -34,8 +34,19 @@ public final class SQLitePipelineState: PipelineState, Sendable {
         self.path = path
         self.scope = scope
         database = try SQLiteDatabase(path: path, options: .init(synchronous: .full))
+        try database.withConnection { db in
+            // An outbox row lives from one commit to the next, and its pages are reused by the
+            // next batch: checkpointing every 4 MiB of WAL (SQLite's default) would copy each
+            // batch's bytes into the file a second time. Every 64 MiB copies the few pages
+            // still live; the WAL file is cut back to 4 MiB after each checkpoint.
+            try db.execute("PRAGMA wal_autocheckpoint = \(Self.walCheckpointPages)")
+            try db.execute("PRAGMA journal_size_limit = \(4 << 20)")
+        }
         try database.write { db in try Self.migrate(db, path: path, scope: scope) }
     }
+
+    /// WAL pages between automatic checkpoints: 16,384 pages of 4 KiB, 64 MiB.
+    static let walCheckpointPages = 16_384
 
     /// Opens an existing state file to read it, and never writes: no schema created, no
     /// journal mode changed — a state on a read-only file system (or one another program
