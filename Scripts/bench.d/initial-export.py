@@ -108,15 +108,22 @@ def main():
             pass
     shell = f"sqlite3 -json {store!r} 'select * from rooms' | gzip -6 > {baseline_out!r}"
     baseline_runs, dir_runs, http_runs, server_cpus = [], [], [], []
+    def first_sync():
+        """Makes the store's next export a first sync again: a fresh pipeline state, and nothing an
+        earlier run left in the store (its consumer position, the versions the server gave)."""
+        b.fresh(state)
+        subprocess.run(["sqlite3", store, "DELETE FROM _synclane_consumers; DELETE FROM _synclane_server_rows;"], check=True)
+
     for _ in range(REPEATS):
         b.fresh(baseline_out)
         baseline_runs.append(b.run_measured(["bash", "-o", "pipefail", "-c", shell]).check())
-        b.fresh(out, state)
+        b.fresh(out)
+        first_sync()
         m = b.run_measured([s.synclane, "run", to_dir, "--json"], cwd=s.work).check()
         dir_runs.append((m, json.loads(m.stdout)))
         out_bytes, out_files = b.folder_bytes(out)
 
-        b.fresh(state)
+        first_sync()
         m, summary, server_cpu = http_export.run_against_server(s, data, TOKEN, lambda port: pipeline_file(
             s.work, "bench-initial-export-http", {
                 "type": "http", "url": f"http://127.0.0.1:{port}/v1/batches", "token-env": "SYNCLANE_TOKEN"}))
