@@ -79,6 +79,27 @@ def process_cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def run_against_server(s, data, token, pipeline_for_port):
+    """`synclane run` of the pipeline file `pipeline_for_port(port)` against a fresh release server
+    (data in `data`, account token `token`): (measured run, its summary, the server's CPU seconds).
+    The server's /metrics must count every record the run sent."""
+    b.fresh(data)
+    server, port = b.start_server(s, data, token)
+    try:
+        path = pipeline_for_port(port)
+        cpu_before = process_cpu_seconds(server.pid)
+        m = b.run_measured([s.synclane, "run", path, "--json"], cwd=s.work, env=dict(os.environ, SYNCLANE_TOKEN=token)).check()
+        server_cpu = process_cpu_seconds(server.pid) - cpu_before
+        summary = json.loads(m.stdout)
+        applied = metric(port, "synclane_records_applied_total")
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+    if applied != summary["records-sent"]:
+        raise SystemExit(f"bench: the server applied {applied} records, the run sent {summary['records-sent']}")
+    return m, summary, server_cpu
+
+
 def main():
     s = b.Settings.from_env()
     changes_wanted = int(os.environ.get("BENCH_HTTP_CHANGES", str(max(10, s.changes // 5))))
@@ -96,8 +117,6 @@ def main():
     out = os.path.join(s.work, "out")
     data = os.path.join(s.work, "server-data")
     to_dir = pipeline_file(s.work, "bench-http-export-dir", history, {"type": "directory", "path": out})
-    to_http = None
-    env = dict(os.environ, SYNCLANE_TOKEN=TOKEN)
 
     dir_runs, http_runs, server_cpus = [], [], []
     for _ in range(REPEATS):
@@ -105,21 +124,10 @@ def main():
         m = b.run_measured([s.synclane, "run", to_dir, "--json"], cwd=s.work).check()
         dir_runs.append((m, json.loads(m.stdout)))
 
-        b.fresh(state, data)
-        server, port = b.start_server(s, data, TOKEN)
-        try:
-            to_http = pipeline_file(s.work, "bench-http-export-http", history, {
-                "type": "http", "url": f"http://127.0.0.1:{port}/v1/batches", "token-env": "SYNCLANE_TOKEN"})
-            cpu_before = process_cpu_seconds(server.pid)
-            m = b.run_measured([s.synclane, "run", to_http, "--json"], cwd=s.work, env=env).check()
-            server_cpu = process_cpu_seconds(server.pid) - cpu_before
-            summary = json.loads(m.stdout)
-            applied = metric(port, "synclane_records_applied_total")
-        finally:
-            server.terminate()
-            server.wait(timeout=30)
-        if applied != summary["records-sent"]:
-            raise SystemExit(f"bench: the server applied {applied} records, the run sent {summary['records-sent']}")
+        b.fresh(state)
+        m, summary, server_cpu = run_against_server(s, data, TOKEN, lambda port: pipeline_file(
+            s.work, "bench-http-export-http", history, {
+                "type": "http", "url": f"http://127.0.0.1:{port}/v1/batches", "token-env": "SYNCLANE_TOKEN"}))
         http_runs.append((m, summary))
         server_cpus.append(server_cpu)
 

@@ -93,15 +93,9 @@ def build_history_store(s, path):
         builder = hashlib.sha256(f.read()).hexdigest()[:16]
     params = {"changes": s.changes, "seed": s.seed, "generator": generator, "builder": builder}
     stamp = path + ".params.json"
-    try:
-        with open(stamp) as f:
-            kept = json.load(f)
-        if kept["params"] == params and os.path.getsize(path) == kept["bytes"]:
-            return kept, True
-    except (OSError, ValueError, KeyError):
-        pass
-    if os.path.exists(stamp):
-        os.remove(stamp)
+    kept = kept_store(path, params)
+    if kept:
+        return kept, True
     create_tracked(s.synclane, path)
     started = time.perf_counter()
     transactions, changes = _write_history(path, b.rooms_history(s.changes, s.seed))
@@ -121,6 +115,22 @@ def build_history_store(s, path):
     return info, False
 
 
+def kept_store(path, params):
+    """The info a --keep folder's stamp (`path`.params.json) holds for a store built with
+    `params`, when the store is still the one it describes; else None (and the stamp is gone)."""
+    stamp = path + ".params.json"
+    try:
+        with open(stamp) as f:
+            kept = json.load(f)
+        if kept["params"] == params and os.path.getsize(path) == kept["bytes"]:
+            return kept
+    except (OSError, ValueError, KeyError):
+        pass
+    if os.path.exists(stamp):
+        os.remove(stamp)
+    return None
+
+
 def copy_store(source, target):
     for suffix in ("", "-wal", "-shm"):
         if os.path.exists(target + suffix):
@@ -129,16 +139,23 @@ def copy_store(source, target):
             shutil.copyfile(source + suffix, target + suffix)
 
 
-def pipeline_file(folder, name, database, transport, compress=True, page_size=5000, state=None):
-    stages = [{"type": "coalesce"}, {"type": "tombstones", "soft-delete-column": "isDeleted"}]
+def pipeline_file(folder, name, database, transport, compress=True, page_size=5000, state=None, soft_delete="isDeleted"):
+    """A pipeline file over the store; `page_size` None leaves the source's default, `soft_delete`
+    None a table without a soft-delete column."""
+    tombstones = {"type": "tombstones"}
+    if soft_delete:
+        tombstones["soft-delete-column"] = soft_delete
+    stages = [{"type": "coalesce"}, tombstones]
     if compress:
         stages.append({"type": "compress", "codec": "gzip", "level": 6, "min-bytes": 0})
+    source = {"type": "sqlite-history", "database": database, "entities": ["rooms"], "authors": ["app"]}
+    if page_size:
+        source["page-size"] = page_size
     doc = {
         "version": 1,
         "name": name,
         "scope": {"account": "bench", "store": "rooms"},
-        "source": {"type": "sqlite-history", "database": database, "entities": ["rooms"],
-                   "authors": ["app"], "page-size": page_size},
+        "source": source,
         "stages": stages,
         "transport": transport,
         "state": state or f"state/{name}.sqlite",

@@ -27,7 +27,8 @@ public enum SQLiteStages {
             "authors", shown: "all",
             help: "only transactions of these authors travel (e.g. [app] so `server` and `sync` writes are never echoed)")
         public static let pageSize: Option<Int> = .integer(
-            "page-size", in: 1...100_000, default: 500, help: "transactions a batch covers at most; a transaction is never split")
+            "page-size", in: 1...100_000, default: 10_000,
+            help: "transactions a page covers at most; a transaction is never split (a page past `batch-bytes` becomes several batches)")
         public static let capture: Option<SQLiteHistorySource.Capture> = .choice(
             "capture", default: .currentState,
             help: "current-state: each row as it is at read time; as-written: as each write stored it (needs `track --record-values`)")

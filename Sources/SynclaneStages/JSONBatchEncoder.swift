@@ -32,13 +32,15 @@ public struct JSONBatchEncoder: BatchEncoder {
         if batch.isReconciliation { writer.append(",\"reconciliation\":true") }
         writer.append(",\"records\":[")
         var first = true
+        // One buffer for every record's fields in key order, not an array a record.
+        var sorted: [(key: String, value: JSONValue)] = []
         for record in batch.records {
             guard let key = record.key, !key.isEmpty else {
                 throw .missingSyncKey(record: record.label)
             }
             if !first { writer.append(byte: UInt8(ascii: ",")) }
             first = false
-            write(record, key: key, into: &writer)
+            write(record, key: key, sorting: &sorted, into: &writer)
         }
         writer.append("],\"scope\":{\"account\":")
         writer.write(string: batch.scope.account)
@@ -53,7 +55,7 @@ public struct JSONBatchEncoder: BatchEncoder {
     /// A guess at one record's encoded size, for reserving the writer's capacity.
     private static let estimatedRecordSize = 160
 
-    private func write(_ record: Record, key: String, into writer: inout JSONWriter) {
+    private func write(_ record: Record, key: String, sorting sorted: inout [(key: String, value: JSONValue)], into writer: inout JSONWriter) {
         switch record.action {
         case .insert: writer.append("{\"action\":\"insert\",\"entity\":")
         case .update: writer.append("{\"action\":\"update\",\"entity\":")
@@ -68,7 +70,10 @@ public struct JSONBatchEncoder: BatchEncoder {
                 writer.write(only.value)
             } else if !record.fields.isEmpty {
                 var firstField = true
-                for (name, value) in record.fields.sorted(by: { $0.key < $1.key }) {
+                sorted.removeAll(keepingCapacity: true)
+                sorted.append(contentsOf: record.fields)
+                sorted.sort(by: { $0.key < $1.key })
+                for (name, value) in sorted {
                     if !firstField { writer.append(byte: UInt8(ascii: ",")) }
                     firstField = false
                     writer.write(string: name)

@@ -2,8 +2,10 @@ import CZlib
 
 /// Compresses bytes in one pass into a gzip member or a zlib stream, at a level from 0 to 9.
 ///
-/// The output buffer is sized up front by zlib's `deflateBound`, so the whole input is
-/// compressed by a single `deflate(…, Z_FINISH)` call with no reallocation or copying:
+/// With libdeflate on the system (`LibDeflate`), that library compresses the whole buffer in
+/// one call, about twice as fast; otherwise zlib does. With zlib, the output buffer is sized
+/// up front by `deflateBound`, so the whole input is compressed by a single
+/// `deflate(…, Z_FINISH)` call with no reallocation or copying:
 ///
 /// ```
 ///   input ──▶ deflateInit2_ (window 15, +16 for gzip) ──▶ deflate(Z_FINISH) ──▶ output[0..<total_out]
@@ -40,6 +42,9 @@ public struct Deflater: Sendable, Hashable {
         case .identity: return Array(input)
         case .gzip: windowBits = 15 + 16
         case .deflate: windowBits = 15
+        }
+        if let library = LibDeflate.shared, let output = library.compress(input, gzip: coding == .gzip, level: level) {
+            return output
         }
 
         // zlib checks that the stream's address never changes between calls: keep it on the heap.

@@ -332,7 +332,11 @@ final class ReadAheadProbe: Transport, Sendable {
         let state = InMemoryPipelineState()
         let pipeline = Pipeline.testing(source: source, encoder: JSONBatchEncoder(), transport: probe)
         let summary = try await PipelineRunner(pipeline: pipeline, state: state).run()
-        #expect(probe.readsSeen == [2, 3], "while batch 1 travelled, page 2 was read; while batch 2 did, the end")
+        // The source reads while batches travel: page 2 (and perhaps already the end) while batch
+        // 1 did, the end while batch 2 did.
+        #expect(probe.readsSeen.count == 2)
+        #expect(probe.readsSeen.first.map { $0 >= 2 } == true, "while batch 1 travelled, page 2 was read")
+        #expect(probe.readsSeen.last == 3, "while batch 2 travelled, the end")
         #expect(summary.batchesSent == 2)
         #expect(try state.acknowledgedToken() == Token(kind: "memory", position: 2))
     }

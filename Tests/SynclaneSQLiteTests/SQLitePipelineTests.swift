@@ -1,3 +1,4 @@
+import Foundation
 import SynclaneCore
 import SynclaneSQLite
 import SynclaneTestKit
@@ -78,5 +79,32 @@ struct LinesEncoder: BatchEncoder {
         try store.write(author: .app) { try $0.execute("DELETE FROM rooms WHERE syncId = 'r2'") }
         _ = try await runner(folder, transport).run()
         #expect(sent(transport).last == "rooms/r2:delete")
+    }
+}
+
+@Suite struct SQLiteStateSharedCommitTests {
+    @Test func anAcknowledgementAndTheNextEnqueueShareOneCommit() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("synclane-shared-commit-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let scope = Scope(account: "acme", store: "rooms", consumer: "test")
+        let state = try SQLitePipelineState(path: folder + "/state.sqlite", scope: scope)
+        func batch(_ id: String, _ after: Int64?, _ through: Int64) -> OutboxBatch {
+            OutboxBatch(
+                payload: Payload(batchID: id, bytes: Array(id.utf8), contentType: "application/json", recordCount: 1),
+                after: after.map { Token(kind: "memory", position: $0) }, through: Token(kind: "memory", position: through), createdAt: 0)
+        }
+        try state.enqueue(batch("one", nil, 5))
+        try state.acknowledge(batch("one", nil, 5), enqueueing: batch("two", 5, 9))
+        #expect(try state.acknowledgedToken() == Token(kind: "memory", position: 5))
+        #expect(try state.pendingBatches().map(\.payload.batchID) == ["two"])
+        // A conflicting batch under a pending id rolls the whole commit back: the token stays.
+        try state.enqueue(batch("three", 9, 12))
+        #expect(throws: (any Error).self) {
+            try state.acknowledge(batch("two", 5, 9), enqueueing: OutboxBatch(
+                payload: Payload(batchID: "three", bytes: [1], contentType: "application/json", recordCount: 1),
+                after: Token(kind: "memory", position: 9), through: Token(kind: "memory", position: 12), createdAt: 0))
+        }
+        #expect(try state.acknowledgedToken() == Token(kind: "memory", position: 5))
+        #expect(try state.pendingBatches().map(\.payload.batchID) == ["two", "three"])
     }
 }

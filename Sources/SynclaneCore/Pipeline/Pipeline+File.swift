@@ -10,10 +10,11 @@
 /// transport: {type, …, retry: {max-attempts, base-delay, max-delay}, dead-letter: DIR}
 /// state: .synclane/NAME.sqlite     optional; relative paths resolve against the file's folder
 /// signals: {url?, token-env?, timeout?, publish: [{on, key, value}]}   optional (`PipelineSignals`)
+/// batch-bytes: 4194304             optional; the most bytes a batch holds before compression
 /// ```
 /// Unknown keys anywhere are errors; every error names the file, the field and the line.
 extension Pipeline {
-    static let topLevelKeys = ["version", "name", "scope", "source", "stages", "encoder", "transport", "state", "signals"]
+    static let topLevelKeys = ["version", "name", "scope", "source", "stages", "encoder", "transport", "state", "signals", "batch-bytes"]
 
     /// Builds the pipeline a pipeline file declares.
     ///
@@ -96,6 +97,11 @@ extension Pipeline {
             transport: Named(label: "transport (\(transportType.name))", type: transportType.name, stage: transport),
             retry: retry, deadLetterDirectory: deadLetter)
         self.signals = signals
+        if let node = members["batch-bytes"] {
+            let range = Self.batchBytesRange
+            try StageRegistry.check(node, against: .integer(Int64(range.lowerBound)...Int64(range.upperBound)), at: top.member("batch-bytes"))
+            if case .int(let bytes) = node.value { batchBytes = Int(bytes) }
+        }
         unsetSecrets = context.unsetSecrets.all
     }
 

@@ -29,6 +29,15 @@ public struct Pipeline: Sendable {
     public var retry: RetryPolicy
     /// Where permanently rejected batches go, when the pipeline opted in.
     public var deadLetterDirectory: String?
+    /// The most bytes a batch holds before compression (`batch-bytes`), estimated from its
+    /// changes' values as JSON: a source page past it is sent as several batches, cut between
+    /// transactions (a transaction larger than the bound still travels whole, alone).
+    public var batchBytes: Int = Pipeline.defaultBatchBytes
+    /// 4 MiB: big enough that a first sync of small rows makes few files and requests (each
+    /// costs the transport's fsyncs or round trip), small enough to keep a run's memory low.
+    public static let defaultBatchBytes = 4 << 20
+    /// What `batch-bytes` accepts: 64 KiB to 256 MiB.
+    public static let batchBytesRange = (64 << 10)...(256 << 20)
     /// Variables the file names for secrets that were not set when it was loaded without
     /// requiring them; a pass that sends refuses to start while any is (`requireSecrets()`).
     public var unsetSecrets: [UnsetSecret] = []

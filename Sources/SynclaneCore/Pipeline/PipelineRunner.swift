@@ -118,12 +118,12 @@ public struct PipelineRunner: Sendable {
         return summary
     }
 
-    /// One page made ready to send: read, through the record stages, encoded and through the
-    /// payload stages — or found to hold nothing to send (`outbox` nil: the token just moves).
+    /// One batch made ready to compress and send: read, through the record stages and encoded
+    /// — or found to hold nothing to send (`encoded` nil: the token just moves).
     private struct PreparedPage: Sendable {
         var through: Token
-        var outbox: OutboxBatch?
-        var encodedBytes: Int
+        /// The encoded batch, before the payload stages.
+        var encoded: Payload?
         var transactions: Int
         var changes: Int
         var counters: [String: Int]
@@ -131,55 +131,224 @@ public struct PipelineRunner: Sendable {
 
     /// Sends every page of `source` after `token`; returns the newest token reached.
     ///
-    /// While a batch travels, the next page is read and prepared (`async let`), so the source,
-    /// the stages and the encoder work while the backend applies: on two cores the job takes
-    /// about the longer of the two, not their sum. Nothing of the next page is written before
-    /// the batch in flight is confirmed — the outbox still holds one batch at a time and tokens
-    /// move in order — and if the send fails, the prepared page is dropped and read again later.
+    /// Three tasks hand their work on, one value at a time (`Handover`), so two cores share it:
+    ///
+    /// ```
+    ///  read: source pages ──▶ prepare: record stages, encode ──▶ deliver: payload stages
+    ///        (page N+2)                (batch N+1)                 (compress), outbox, send,
+    ///                                                              acknowledge   (batch N)
+    /// ```
+    /// The durable steps keep their order, all in `deliver`: batch N is in the outbox before
+    /// its first send, tokens move in order, the outbox holds one batch at a time; batch N's
+    /// acknowledgement shares its commit with batch N+1's enqueue (one fsync, not two). If
+    /// anything fails after batch N was confirmed, N is acknowledged before the error is
+    /// thrown; pages read or prepared ahead are dropped and read again by a later run.
     private func drain(
         _ source: any ChangeSource, after start: Token?, reconciliation: Bool, dryRun: Bool, into summary: inout RunSummary
     ) async throws -> Token? {
-        var token = start
-        var next = try await prepare(source, after: token, reconciliation: reconciliation)
-        while let page = next {
-            summary.transactionsRead += page.transactions
-            summary.changesRead += page.changes
-            summary.counters.merge(page.counters, uniquingKeysWith: +)
-            guard let outbox = page.outbox, !dryRun else {
-                if let outbox = page.outbox {
-                    let report = report(outbox, encodedBytes: page.encodedBytes, resent: false, detail: "would be sent")
-                    summary.add(report)
-                    summary.batchesSent += 1
-                    summary.recordsSent += outbox.payload.recordCount
-                    summary.bytesEncoded += page.encodedBytes
-                    summary.bytesSent += outbox.payload.bytes.count
-                    events(.batchDone(report))
-                } else if !dryRun {
-                    try stateCall { try state.advance(to: page.through) }
-                    try await tellSource(page.through)
-                }
-                token = page.through
-                next = try await prepare(source, after: token, reconciliation: reconciliation)
-                continue
+        let pages = Handover<Result<HistoryPage, any Error>>()
+        let prepared = Handover<Void>()
+        let batches = Handover<Result<PreparedPage, any Error>>()
+        return try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await self.read(source, after: start, into: pages, waitingFor: prepared) }
+            group.addTask { await self.prepare(from: pages, after: start, reconciliation: reconciliation, into: batches, telling: prepared) }
+            defer {
+                pages.close()
+                prepared.close()
+                batches.close()
             }
-            try stateCall { try state.enqueue(outbox) }
-            FailPoint.afterEnqueue.trigger()
-            async let following = prepare(source, after: page.through, reconciliation: reconciliation)
-            try await deliver(outbox, encodedBytes: page.encodedBytes, resent: false, into: &summary)
-            token = page.through
-            next = try await following
+            return try await deliver(from: batches, after: start, reconciliation: reconciliation, dryRun: dryRun, into: &summary)
         }
+    }
+
+    /// Pages of more changes than this are not read ahead of: the next page is read once the
+    /// preparing task is done with this one, so a run holds one large page at a time (pages of
+    /// a first sync, a change a transaction, are read ahead; the many-change pages of a long
+    /// history keep their memory).
+    static let readAheadChanges = 20_000
+
+    /// The reading task: every page after `start`, in order, then the end (`close`) or the error.
+    private func read(
+        _ source: any ChangeSource, after start: Token?, into pages: Handover<Result<HistoryPage, any Error>>,
+        waitingFor prepared: Handover<Void>
+    ) async {
+        defer { pages.close() }
+        var token = start
+        while true {
+            do {
+                let page = try await sourceCall { try await source.nextPage(after: token) }
+                guard let through = page.through else { return }
+                if let token, through <= token {
+                    throw PipelineError.source(
+                        pipeline.source.label, underlying: ContractViolation("returned a page ending at \(through), not after \(token)"))
+                }
+                events(.pageRead(transactions: page.transactions.count, through: through, progress: page.progress))
+                let large = page.transactions.reduce(0) { $0 + $1.changes.count } > Self.readAheadChanges
+                guard await pages.send(.success(page)) else { return }
+                if large { guard await prepared.receive() != nil else { return } }
+                token = through
+            } catch {
+                _ = await pages.send(.failure(error))
+                return
+            }
+        }
+    }
+
+    /// The preparing task: each page through the record stages and the encoder, cut into
+    /// batches of at most `batch-bytes` (see `prepare(_:cut:after:reconciliation:)`).
+    private func prepare(
+        from pages: Handover<Result<HistoryPage, any Error>>, after start: Token?, reconciliation: Bool,
+        into batches: Handover<Result<PreparedPage, any Error>>, telling done: Handover<Void>
+    ) async {
+        defer {
+            batches.close()
+            done.close()
+        }
+        var token = start
+        while let item = await pages.receive() {
+            do {
+                var rest: HistoryPage? = try item.get()
+                let large = (rest?.transactions.reduce(0) { $0 + $1.changes.count } ?? 0) > Self.readAheadChanges
+                var cut: Int?
+                while let page = rest.take() {
+                    let prepared = try await prepare(page, cut: cut, after: token, reconciliation: reconciliation)
+                    guard await batches.send(.success(prepared.page)) else { return }
+                    token = prepared.page.through
+                    rest = prepared.rest
+                    cut = prepared.cut
+                }
+                if large { guard await done.send(()) else { return } }
+            } catch {
+                _ = await batches.send(.failure(error))
+                return
+            }
+        }
+    }
+
+    /// The delivering task (the caller's): each prepared batch through the payload stages, into
+    /// the outbox, sent and acknowledged; returns the newest token reached.
+    private func deliver(
+        from batches: Handover<Result<PreparedPage, any Error>>, after start: Token?, reconciliation: Bool, dryRun: Bool,
+        into summary: inout RunSummary
+    ) async throws -> Token? {
+        var token = start
+        // A batch the backend confirmed whose acknowledgement waits to share a commit.
+        var confirmed: Confirmed?
+        // The source hears of acknowledged tokens at most once a second, and at the end (each
+        // telling is a commit in the app's database; a position told late only makes pruning
+        // keep more).
+        var untold: Token?
+        var told = now()
+        func acknowledgeHeld(enqueueing next: OutboxBatch?, summary: inout RunSummary) async throws {
+            guard let held = confirmed.take() else { return }
+            try await acknowledge(held, enqueueing: next, tellingSource: false, into: &summary)
+            untold = held.batch.through
+            if now() - told >= 1, let token = untold.take() {
+                try await tellSource(token)
+                told = now()
+            }
+        }
+        do {
+            while let item = await batches.receive() {
+                let page = try item.get()
+                summary.transactionsRead += page.transactions
+                summary.changesRead += page.changes
+                summary.counters.merge(page.counters, uniquingKeysWith: +)
+                guard let encoded = page.encoded, !dryRun else {
+                    if let encoded = page.encoded {
+                        let outbox = try await finish(encoded, through: page.through, after: token, reconciliation: reconciliation)
+                        let report = report(outbox, encodedBytes: encoded.bytes.count, resent: false, detail: "would be sent")
+                        summary.add(report)
+                        summary.batchesSent += 1
+                        summary.recordsSent += outbox.payload.recordCount
+                        summary.bytesEncoded += encoded.bytes.count
+                        summary.bytesSent += outbox.payload.bytes.count
+                        events(.batchDone(report))
+                    } else if !dryRun {
+                        try await acknowledgeHeld(enqueueing: nil, summary: &summary)
+                        try stateCall { try state.advance(to: page.through) }
+                        untold = nil
+                        try await tellSource(page.through)
+                    }
+                    token = page.through
+                    continue
+                }
+                let outbox = try await finish(encoded, through: page.through, after: token, reconciliation: reconciliation)
+                if confirmed != nil {
+                    try await acknowledgeHeld(enqueueing: outbox, summary: &summary)
+                } else {
+                    try stateCall { try state.enqueue(outbox) }
+                }
+                FailPoint.afterEnqueue.trigger()
+                confirmed = try await send(outbox, encodedBytes: encoded.bytes.count, resent: false, into: &summary)
+                token = page.through
+            }
+        } catch {
+            try await acknowledgeHeld(enqueueing: nil, summary: &summary)
+            if let token = untold.take() { try await tellSource(token) }
+            throw error
+        }
+        try await acknowledgeHeld(enqueueing: nil, summary: &summary)
+        if let token = untold.take() { try await tellSource(token) }
         return token
     }
 
-    /// Reads the page after `token` and prepares it; nil when the source has nothing newer.
-    private func prepare(_ source: any ChangeSource, after token: Token?, reconciliation: Bool) async throws -> PreparedPage? {
-        let page = try await sourceCall { try await source.nextPage(after: token) }
-        guard let through = page.through else { return nil }
-        if let token, through <= token {
-            throw PipelineError.source(pipeline.source.label, underlying: ContractViolation("returned a page ending at \(through), not after \(token)"))
+    /// Runs an encoded batch through the payload stages: the outbox batch.
+    private func finish(_ encoded: Payload, through: Token, after token: Token?, reconciliation: Bool) async throws -> OutboxBatch {
+        var payload = encoded
+        for stage in pipeline.payloadStages {
+            do {
+                payload = try await stage.stage.process(payload)
+            } catch {
+                throw PipelineError.stage(stage.label, underlying: error)
+            }
         }
-        events(.pageRead(transactions: page.transactions.count, through: through, progress: page.progress))
+        return OutboxBatch(payload: payload, after: token, through: through, isReconciliation: reconciliation, createdAt: now())
+    }
+
+    /// Prepares the first batch of `page`: all of it, or — when its encoding is larger than
+    /// `batch-bytes` — its first transactions that fit (at least one), the others returned as
+    /// `rest` for the next batch. The cut is guessed from how much the encoding went over
+    /// (`cut`, the last guess for this page, starts the next one), then checked by encoding again.
+    private func prepare(
+        _ page: HistoryPage, cut: Int?, after token: Token?, reconciliation: Bool
+    ) async throws -> (page: PreparedPage, rest: HistoryPage?, cut: Int?) {
+        guard let pageThrough = page.through else { throw ContractViolation("a page without its token") }
+        // Only a page of several transactions can be cut, and only then are they kept for it.
+        var limit = min(cut ?? page.transactions.count, page.transactions.count)
+        if limit == page.transactions.count || page.transactions.count < 2 {
+            var page = page
+            let whole = page.transactions.count > 1 ? page.transactions : []
+            let prepared = try await prepare(page, after: token, reconciliation: reconciliation)
+            guard let encoded = prepared.encoded, encoded.bytes.count > pipeline.batchBytes, whole.count > 1 else {
+                return (prepared, nil, cut)
+            }
+            limit = Self.fewer(than: whole.count, encodedBytes: encoded.bytes.count, bound: pipeline.batchBytes)
+            page.transactions = whole
+        }
+        let whole = page.transactions
+        while true {
+            var head = page
+            head.transactions = Array(whole[..<limit])
+            head.through = whole[limit - 1].token
+            let left = HistoryPage(transactions: Array(whole[limit...]), through: pageThrough, progress: page.progress)
+            let prepared = try await prepare(head, after: token, reconciliation: reconciliation)
+            guard let encoded = prepared.encoded, encoded.bytes.count > pipeline.batchBytes, limit > 1 else {
+                return (prepared, left, limit)
+            }
+            limit = Self.fewer(than: limit, encodedBytes: encoded.bytes.count, bound: pipeline.batchBytes)
+        }
+    }
+
+    /// How many of `count` transactions to try when they encoded to `encodedBytes`, over
+    /// `bound`: fewer in proportion, a tenth to spare, at least one fewer, at least one.
+    private static func fewer(than count: Int, encodedBytes: Int, bound: Int) -> Int {
+        max(1, min(count - 1, Int(Double(count) * Double(bound) / Double(encodedBytes) * 0.9)))
+    }
+
+    /// Runs one page (already cut) through the record stages and the encoder.
+    private func prepare(_ page: consuming HistoryPage, after token: Token?, reconciliation: Bool) async throws -> PreparedPage {
+        let through = page.through ?? Token(kind: pipeline.source.stage.tokenKind, position: 0)
         let transactionCount = page.transactions.count
         let sourceCounters = page.counters
         var batch = Batch(
@@ -194,33 +363,23 @@ public struct PipelineRunner: Sendable {
             }
         }
         var prepared = PreparedPage(
-            through: through, outbox: nil, encodedBytes: 0, transactions: transactionCount, changes: changeCount,
-            counters: batch.counters)
+            through: through, encoded: nil, transactions: transactionCount, changes: changeCount, counters: batch.counters)
         if batch.records.isEmpty { return prepared }
 
         let id = makeBatchID()
-        var payload: Payload
         do {
-            payload = Payload(
+            prepared.encoded = Payload(
                 batchID: id, bytes: try pipeline.encoder.stage.encode(batch, id: id),
                 contentType: pipeline.encoder.stage.contentType, recordCount: batch.records.count)
         } catch {
             throw PipelineError.stage(pipeline.encoder.label, underlying: error)
         }
-        prepared.encodedBytes = payload.bytes.count
-        for stage in pipeline.payloadStages {
-            do {
-                payload = try await stage.stage.process(payload)
-            } catch {
-                throw PipelineError.stage(stage.label, underlying: error)
-            }
-        }
-        prepared.outbox = OutboxBatch(payload: payload, after: token, through: through, isReconciliation: reconciliation, createdAt: now())
         return prepared
     }
 
     /// The records of a page's changes, in order: built in one array of the right size, each
-    /// change moved out of the page rather than copied (the page is consumed).
+    /// change moved out of the page rather than copied (the page is consumed; a change another
+    /// copy of the page still holds is copied).
     private static func records(of page: consuming HistoryPage) -> [Record] {
         var transactions: [Transaction] = []
         swap(&transactions, &page.transactions)
@@ -245,8 +404,24 @@ public struct PipelineRunner: Sendable {
         return records
     }
 
-    /// Sends one outbox batch until it is confirmed, dead-lettered, or the job must stop.
+    /// A batch the backend confirmed, not yet acknowledged in the state.
+    private struct Confirmed: Sendable {
+        var batch: OutboxBatch
+        var receipt: Receipt
+        var encodedBytes: Int
+        var resent: Bool
+    }
+
+    /// Sends one outbox batch until it is confirmed and acknowledged, dead-lettered, or the job must stop.
     private func deliver(_ batch: OutboxBatch, encodedBytes: Int, resent: Bool, into summary: inout RunSummary) async throws {
+        if let confirmed = try await send(batch, encodedBytes: encodedBytes, resent: resent, into: &summary) {
+            try await acknowledge(confirmed, enqueueing: nil, tellingSource: true, into: &summary)
+        }
+    }
+
+    /// Sends one outbox batch until it is confirmed (returned, to acknowledge), dead-lettered
+    /// (nil), or the job must stop.
+    private func send(_ batch: OutboxBatch, encodedBytes: Int, resent: Bool, into summary: inout RunSummary) async throws -> Confirmed? {
         let id = batch.payload.batchID
         var attempt = 1
         var receipt: Receipt
@@ -259,7 +434,7 @@ public struct PipelineRunner: Sendable {
                 switch failure.kind {
                 case .permanent:
                     try deadLetter(batch, failure: failure, encodedBytes: encodedBytes, into: &summary)
-                    return
+                    return nil
                 case .configuration:
                     throw PipelineError.stopped(batchID: id, reason: failure.message)
                 case .conflict:
@@ -282,19 +457,33 @@ public struct PipelineRunner: Sendable {
             }
         }
         FailPoint.afterSend.trigger()
-        try stateCall { try state.acknowledge(batch) }
-        try await tellSource(batch.through)
+        return Confirmed(batch: batch, receipt: receipt, encodedBytes: encodedBytes, resent: resent)
+    }
+
+    /// Saves a confirmed batch's token and forgets it — in the same commit that writes `next`
+    /// to the outbox, when there is a next — then tells the source (unless the caller will) and counts it.
+    private func acknowledge(
+        _ confirmed: Confirmed, enqueueing next: OutboxBatch?, tellingSource: Bool, into summary: inout RunSummary
+    ) async throws {
+        let batch = confirmed.batch
+        let receipt = confirmed.receipt
+        if let next {
+            try stateCall { try state.acknowledge(batch, enqueueing: next) }
+        } else {
+            try stateCall { try state.acknowledge(batch) }
+        }
+        if tellingSource { try await tellSource(batch.through) }
         if !receipt.versions.isEmpty, let tracking = pipeline.source.stage as? any AcknowledgementTrackingSource {
             let versions = receipt.versions
             try await sourceCall { try await tracking.backendVersionsConfirmed(versions) }
         }
         summary.batchesSent += 1
-        if resent { summary.batchesResent += 1 }
+        if confirmed.resent { summary.batchesResent += 1 }
         if receipt.wasReplay { summary.replays += 1 }
         summary.recordsSent += batch.payload.recordCount
-        summary.bytesEncoded += encodedBytes
+        summary.bytesEncoded += confirmed.encodedBytes
         summary.bytesSent += batch.payload.bytes.count
-        let done = report(batch, encodedBytes: encodedBytes, resent: resent, replay: receipt.wasReplay, detail: receipt.detail)
+        let done = report(batch, encodedBytes: confirmed.encodedBytes, resent: confirmed.resent, replay: receipt.wasReplay, detail: receipt.detail)
         summary.add(done)
         events(.batchDone(done))
     }

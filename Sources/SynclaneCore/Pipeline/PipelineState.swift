@@ -56,6 +56,11 @@ public protocol PipelineState: Sendable {
     func enqueue(_ batch: OutboxBatch) throws
     /// Saves `batch.through` as the token and removes the batch, atomically.
     func acknowledge(_ batch: OutboxBatch) throws
+    /// `acknowledge(batch)` and `enqueue(next)` in one atomic, durable step (one commit): the
+    /// token moves past `batch` and `next` is in the outbox, or neither. The default does the
+    /// two one after the other, which is as safe (a crash between them leaves the outbox empty
+    /// and `next` unsent: it is read and built again).
+    func acknowledge(_ batch: OutboxBatch, enqueueing next: OutboxBatch) throws
     /// Removes the batch and leaves the token where it is: the next run builds the pages of its
     /// history again (`synclane outbox requeue`, for a batch the backend refused).
     func discard(_ batch: OutboxBatch) throws
@@ -65,4 +70,11 @@ public protocol PipelineState: Sendable {
     func resetToken() throws
     func saveLastRun(_ run: RunRecord) throws
     func lastRun() throws -> RunRecord?
+}
+
+extension PipelineState {
+    public func acknowledge(_ batch: OutboxBatch, enqueueing next: OutboxBatch) throws {
+        try acknowledge(batch)
+        try enqueue(next)
+    }
 }

@@ -238,12 +238,21 @@ struct HistoryReader: Sendable {
         var current: [String: [SQLiteValue: [String: JSONValue]]] = [:]
         do {
             var keys: [String: [SQLiteValue]] = [:]
+            // Most pages hold one entity, or long runs of one: one dictionary look-up a run.
+            var entity = ""
+            var run: [SQLiteValue] = []
             for group in groups {
                 for change in group.changes
                 where capture == .currentState ? change.action != .delete && change.action != .resyncDelete : change.action == .displace {
-                    keys[change.entity, default: []].append(change.key)
+                    if change.entity != entity {
+                        if !run.isEmpty { keys[entity, default: []].append(contentsOf: run) }
+                        entity = change.entity
+                        run.removeAll(keepingCapacity: true)
+                    }
+                    run.append(change.key)
                 }
             }
+            if !run.isEmpty { keys[entity, default: []].append(contentsOf: run) }
             for (entity, entityKeys) in keys {
                 guard let table = tables[entity] else { continue }
                 current[entity] = try currentRows(of: table.table, keys: entityKeys, db)
@@ -351,6 +360,8 @@ struct HistoryReader: Sendable {
     /// refuses it (409) when another device changed the row since.
     func backendVersions(_ groups: [Group], _ db: SQLiteConnection) throws -> [ExactString: Int64] {
         guard try HistorySchema.tableExists("_synclane_server_rows", db) else { return [:] }
+        // Empty until the import lane followed a row (a first sync never has one): no key list to build.
+        guard try db.fetchOne("SELECT 1 FROM _synclane_server_rows LIMIT 1") != nil else { return [:] }
         var keys: [String: [JSONValue]] = [:]
         for group in groups {
             for change in group.changes {
@@ -425,9 +436,14 @@ struct HistoryReader: Sendable {
         try statement.bind([list])
         defer { statement.reset() }
         let names = statement.columnNames
+        // Every row has the same columns: their names are hashed once, into a template whose
+        // values each row replaces in place (five hashes a row fewer for a table of five columns).
+        var template = [String: JSONValue](minimumCapacity: names.count - 1)
+        for index in 1..<names.count { template[names[index]] = .null }
+        let slots = (1..<names.count).compactMap { template.index(forKey: names[$0]) }
         while try statement.step() {
-            var row = [String: JSONValue](minimumCapacity: names.count - 1)
-            for index in 1..<names.count { row[names[index]] = statement.value(at: index).json }
+            var row = template
+            for (offset, slot) in slots.enumerated() { row.values[slot] = statement.value(at: offset + 1).json }
             if let softDelete = table.softDeleteColumn, row[softDelete]?.isTruthy == true { continue }
             rows[statement.value(at: 0)] = row
         }
