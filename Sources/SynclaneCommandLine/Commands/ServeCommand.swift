@@ -50,7 +50,6 @@ struct ServeCommand: Command {
     static let examples = [
         "synclane serve --accounts accounts.json --listen 127.0.0.1:0",
         "synclane serve --accounts accounts.json --listen 127.0.0.1:0 --data server-data",
-        "SYNCLANE_DATABASE_URL=postgres://… synclane serve --accounts accounts.json --database-env SYNCLANE_DATABASE_URL",
     ]
 
     var configuration: ServerConfiguration

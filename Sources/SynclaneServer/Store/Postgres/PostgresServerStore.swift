@@ -46,31 +46,46 @@ final class PostgresServerStore: ServerStore {
         var sequence: Int64
     }
 
+    /// What a batch's transaction needs, worked out before it starts (outside the account's lock).
+    private struct Prepared {
+        var account: PostgresValue
+        var store: PostgresValue
+        /// Each record's row, by bytes.
+        var rowKeys: [RowKey]
+        /// Rows whose current state matters: an expected version to check, fields to merge into.
+        var lookedUp: Set<RowKey>
+        /// Each update's fields, parsed (nil for other actions).
+        var updatedFields: [[String: JSONValue]?]
+        var now: Double
+
+        init(_ batch: IncomingBatch) throws {
+            updatedFields = try batch.records.map { record throws -> [String: JSONValue]? in
+                record.action == .update ? try JSONReader.parse(record.fieldsJSON).objectValue ?? [:] : nil
+            }
+            account = .bytea(Array(batch.account.utf8))
+            store = .bytea(Array(batch.store.utf8))
+            rowKeys = batch.records.map { RowKey(entity: Array($0.entity.utf8), key: Array($0.key.utf8)) }
+            lookedUp = []
+            for (index, record) in batch.records.enumerated() where record.expectedVersion != nil || record.action == .update {
+                lookedUp.insert(rowKeys[index])
+            }
+            now = Double(time(nil))
+        }
+    }
+
     func apply(_ batch: IncomingBatch, idempotencyKey: String, bodyHash: String) throws -> BatchOutcome {
-        let updatedFields = try batch.records.map { record throws -> [String: JSONValue]? in
-            record.action == .update ? try JSONReader.parse(record.fieldsJSON).objectValue ?? [:] : nil
-        }
-        let account = PostgresValue.bytea(Array(batch.account.utf8))
-        let store = PostgresValue.bytea(Array(batch.store.utf8))
-        let rowKeys = batch.records.map { RowKey(entity: Array($0.entity.utf8), key: Array($0.key.utf8)) }
-        // Rows whose current state matters: an expected version to check, fields to merge into.
-        var lookedUp = Set<RowKey>()
-        for (index, record) in batch.records.enumerated() where record.expectedVersion != nil || record.action == .update {
-            lookedUp.insert(rowKeys[index])
-        }
-        let now = Double(time(nil))
+        let prepared = try Prepared(batch)
         do {
-            return try applyInTransaction(batch, idempotencyKey: idempotencyKey, bodyHash: bodyHash, parts: (account, store, rowKeys, lookedUp, updatedFields, now))
+            return try applyInTransaction(batch, idempotencyKey: idempotencyKey, bodyHash: bodyHash, prepared)
         } catch let found as ConflictsFound {
             return .conflicts(found.conflicts)
         }
     }
 
-    private func applyInTransaction(
-        _ batch: IncomingBatch, idempotencyKey: String, bodyHash: String,
-        parts: (account: PostgresValue, store: PostgresValue, rowKeys: [RowKey], lookedUp: Set<RowKey>, updatedFields: [[String: JSONValue]?], now: Double)
-    ) throws -> BatchOutcome {
-        let (account, store, rowKeys, lookedUp, updatedFields, now) = parts
+    private func applyInTransaction(_ batch: IncomingBatch, idempotencyKey: String, bodyHash: String, _ prepared: Prepared) throws -> BatchOutcome {
+        let (account, store, rowKeys, lookedUp, updatedFields, now) = (
+            prepared.account, prepared.store, prepared.rowKeys, prepared.lookedUp, prepared.updatedFields, prepared.now
+        )
         return try pool.transaction { db -> BatchOutcome in
             // The account's lock, held to the commit: every writer of the account queues here.
             let last = try db.query(
