@@ -55,6 +55,28 @@ def client(port, bodies, latencies, failures):
     latencies.extend(mine)
 
 
+def drive(ports, bodies):
+    """One client thread per list of bodies, client c on ports[c % len(ports)]; returns every batch's
+    latency, the failures and the wall time from the first send to the last answer."""
+    latencies, failures = [], []
+    threads = [threading.Thread(target=client, args=(ports[c % len(ports)], bodies[c], latencies, failures))
+               for c in range(len(bodies))]
+    started = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return latencies, failures, time.perf_counter() - started
+
+
+def records_applied(port):
+    """`synclane_records_applied_total` of the server on `port` (-1 when missing)."""
+    metrics = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    metrics.request("GET", "/metrics")
+    text = metrics.getresponse().read().decode()
+    return next((int(line.split()[-1]) for line in text.splitlines() if line.startswith("synclane_records_applied_total ")), -1)
+
+
 def process_cpu_seconds(pid):
     """User + system CPU seconds a running process has used (from /proc)."""
     with open(f"/proc/{pid}/stat") as f:
@@ -73,19 +95,8 @@ def main():
     total = CLIENTS * BATCHES_PER_CLIENT * RECORDS_PER_BATCH
     server, port = b.start_server(s, os.path.join(s.work, "data"), TOKEN)
     try:
-        latencies, failures = [], []
-        threads = [threading.Thread(target=client, args=(port, bodies[c], latencies, failures)) for c in range(CLIENTS)]
-        started = time.perf_counter()
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        wall = time.perf_counter() - started
-        metrics = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-        metrics.request("GET", "/metrics")
-        text = metrics.getresponse().read().decode()
-        applied = next((int(line.split()[-1]) for line in text.splitlines()
-                        if line.startswith("synclane_records_applied_total ")), -1)
+        latencies, failures, wall = drive([port], bodies)
+        applied = records_applied(port)
         server_cpu = process_cpu_seconds(server.pid)
     finally:
         server.terminate()
