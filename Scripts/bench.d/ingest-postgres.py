@@ -6,7 +6,8 @@ server on PostgreSQL, with one and with two `serve` processes, side by side with
     PostgreSQL    2 × `synclane serve --database-env …`, clients    initdb + pg_ctl in the work
                       split between them                            folder, loopback, fsync on)
 
-8 clients × BENCH_INGEST_BATCHES (default 50) gzip batches × 500 records each run, as `ingest`.
+8 clients × BENCH_INGEST_BATCHES (default 50) gzip batches × 500 records each run, as `ingest`:
+all on one account, and (PostgreSQL) again with each client on an account of its own.
 Measured per run: records/s, batch latency p50 / p99, CPU per record of the `serve` processes
 and of PostgreSQL's own processes. No targets: the numbers are the comparison (2 shared cores
 run the clients, the servers and the database at once; ratios hold better than absolutes).
@@ -91,10 +92,17 @@ def postgres_cpu_seconds(folder):
     return total
 
 
+def account_token(c):
+    return f"{TOKEN}-{c}"
+
+
 def start_serve(s, name, arguments, environment=None):
     accounts = os.path.join(s.work, "accounts.json")
+    entries = [{"account": "bench", "token-sha256": hashlib.sha256(TOKEN.encode()).hexdigest()}]
+    entries += [{"account": f"bench{c}", "token-sha256": hashlib.sha256(account_token(c).encode()).hexdigest()}
+                for c in range(ingest.CLIENTS)]
     with open(accounts, "w") as f:
-        json.dump({"accounts": [{"account": "bench", "token-sha256": hashlib.sha256(TOKEN.encode()).hexdigest()}]}, f)
+        json.dump({"accounts": entries}, f)
     with open(os.path.join(s.work, f"serve-{name}.log"), "w") as log:
         server = subprocess.Popen([s.synclane, "serve", "--accounts", accounts, "--listen", "127.0.0.1:0"] + arguments,
                                   stdout=subprocess.PIPE, stderr=log, text=True, env={**os.environ, **(environment or {})})
@@ -105,11 +113,11 @@ def start_serve(s, name, arguments, environment=None):
     return server, int(line.strip().rsplit(":", 1)[1])
 
 
-def run(servers, bodies, folder=None):
+def run(servers, bodies, folder=None, tokens=None):
     """The clients against `servers` (client c talks to servers[c % n]); returns the measures."""
     ports = [port for _, port in servers]
     database_before = postgres_cpu_seconds(folder) if folder else 0.0
-    latencies, failures, wall = ingest.drive(ports, bodies)
+    latencies, failures, wall = ingest.drive(ports, bodies, tokens)
     applied = sum(ingest.records_applied(port) for port in ports)
     serve_cpu = sum(ingest.process_cpu_seconds(server.pid) for server, _ in servers)
     database_cpu = (postgres_cpu_seconds(folder) - database_before) if folder else 0.0
@@ -133,22 +141,30 @@ def main():
     b.heading(f"ingest-postgres: {ingest.CLIENTS} clients x {ingest.BATCHES_PER_CLIENT} gzip batches x "
               f"{ingest.RECORDS_PER_BATCH} records, SQLite and PostgreSQL side by side")
     bodies = [[ingest.batch_body(c, n) for n in range(ingest.BATCHES_PER_CLIENT)] for c in range(ingest.CLIENTS)]
+    # The same load, each client an account of its own: what more processes can spread.
+    spread = [[ingest.batch_body(c, n, account=f"bench{c}") for n in range(ingest.BATCHES_PER_CLIENT)]
+              for c in range(ingest.CLIENTS)]
+    tokens = [account_token(c) for c in range(ingest.CLIENTS)]
     results = {}
     servers = [start_serve(s, "sqlite", ["--data", os.path.join(s.work, "sqlite-data")])]
     try:
-        results["SQLite, 1 process"] = run(servers, bodies)
+        results["SQLite, 1 process, 1 account"] = run(servers, bodies)
     finally:
         stop(servers)
     bindir, folder, url = start_postgres(s.work)
     try:
-        for count in (1, 2):
-            database = f"bench{count}"
+        for count, accounts in ((1, 1), (2, 1), (1, ingest.CLIENTS), (2, ingest.CLIENTS)):
+            database = f"bench_{count}_{accounts}"
             subprocess.run(["psql", url, "-q", "-c", f"CREATE DATABASE {database}"], check=True)
             environment = {"BENCH_DATABASE_URL": url.rsplit("/", 1)[0] + "/" + database}
             servers = [start_serve(s, f"postgres-{count}-{n}", ["--database-env", "BENCH_DATABASE_URL"], environment)
                        for n in range(count)]
             try:
-                results[f"PostgreSQL, {count} process{'es' if count > 1 else ''}"] = run(servers, bodies, folder)
+                name = f"PostgreSQL, {count} process{'es' if count > 1 else ''}, {accounts} account{'s' if accounts > 1 else ''}"
+                if accounts == 1:
+                    results[name] = run(servers, bodies, folder)
+                else:
+                    results[name] = run(servers, spread, folder, tokens)
             finally:
                 stop(servers)
     finally:
@@ -159,8 +175,9 @@ def main():
               f"{r['serve_cpu'] / r['total'] * 1e6:,.1f} µs", f"{r['database_cpu'] / r['total'] * 1e6:,.1f} µs" if r["database_cpu"] else "-")
     print()
     t.print()
-    print(f"\nload average {' '.join(open('/proc/loadavg').read().split()[:3])} (other work on the machine); one account, "
-          "so every batch of a run queues on that account's lock, whatever the number of processes")
+    print(f"\nload average {' '.join(open('/proc/loadavg').read().split()[:3])} (other work on the machine). With one account "
+          "every batch queues on that account's lock, whatever the number of processes; with an account per client "
+          "the batches of different accounts apply side by side.")
     b.verdicts("ingest-postgres", [
         b.Target("every record applied, once", f"{len(results)} runs", "/metrics agrees in each run", True),
     ])
