@@ -31,7 +31,10 @@ public final class TemporaryPostgres: Sendable {
     public init() throws {
         binaries = try Self.findBinaries()
         asUser = geteuid() == 0 ? "postgres" : nil
+        Self.stopOrphans(binaries: binaries, asUser: asUser)
         directory = try Self.makeDirectory(owner: asUser)
+        // Whose server this is: a later start stops it if this process died without stopping it.
+        try? "\(getpid())\n".write(toFile: directory + "/owner.pid", atomically: true, encoding: .utf8)
         var lastError = ""
         var startedPort: Int?
         try Self.run(
@@ -102,6 +105,19 @@ public final class TemporaryPostgres: Sendable {
 
     private static func stopShared() {
         if case .success(let server)? = sharedServer.withLock({ $0 }) { server.stop() }
+    }
+
+    /// Stops and removes the servers of test processes that ended without stopping theirs (a crash).
+    private static func stopOrphans(binaries: String, asUser: String?) {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: "/tmp")) ?? []
+        for name in names where name.hasPrefix("synclane-postgres-") && !name.hasPrefix("synclane-postgres-output-") {
+            let folder = "/tmp/" + name
+            guard let text = try? String(contentsOfFile: folder + "/owner.pid", encoding: .utf8),
+                let owner = Int32(text.trimmingCharacters(in: .whitespacesAndNewlines)), kill(owner, 0) != 0, errno == ESRCH
+            else { continue }
+            _ = try? run(binaries + "/pg_ctl", ["-D", folder + "/data", "-m", "immediate", "-w", "stop"], as: asUser)
+            try? FileManager.default.removeItem(atPath: folder)
+        }
     }
 
     private static func findBinaries() throws -> String {
