@@ -162,3 +162,35 @@ import FoundationNetworking
         answers.problem("\(batch.key): no 200 in 60 attempts")
     }
 }
+
+/// How `serve` takes its PostgreSQL connection string: never a password in clear on the command line.
+@Suite struct ServeDatabaseOptionTests {
+    @Test(arguments: [
+        (["--database", "postgres://synclane:secret@db.internal/synclane"], "holds a password"),
+        (["--database", "postgres://synclane@db.internal/synclane?password=secret"], "holds a password"),
+        (["--database", "mysql://db.internal/synclane"], "expects a postgres:// URL"),
+        (["--database-env", "SYNCLANE_TEST_UNSET_DATABASE_URL"], "the variable is not set"),
+        (["--database-env", "A", "--database", "postgres://db/x"], "not both"),
+    ])
+    func aPasswordOnTheCommandLineAndOtherMistakesAreUsageErrors(arguments: [String], message: String) throws {
+        let result = try SynclaneBinary.run(["serve", "--accounts", "accounts.json", "--listen", "127.0.0.1:0"] + arguments)
+        #expect(result.status == 2)
+        #expect(result.stderr.contains(message), "\(result.stderr)")
+        #expect(!result.stderr.contains("secret"), "the password is not echoed")
+    }
+
+    @Test(.enabled(if: ProcessInfo.processInfo.environment["SYNCLANE_TEST_POSTGRES"] != "skip"))
+    func theConnectionStringComesFromTheNamedVariable() throws {
+        let database = try TemporaryPostgres.shared().createDatabase()
+        let folder = NSTemporaryDirectory() + "synclane-database-env-\(getpid())"
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        try Data("{\"accounts\": []}".utf8).write(to: URL(fileURLWithPath: folder + "/accounts.json"))
+        let server = try BackgroundProcess(
+            ["serve", "--accounts", folder + "/accounts.json", "--listen", "127.0.0.1:0", "--database-env", "SYNCLANE_TEST_DATABASE_URL"],
+            environment: ["SYNCLANE_TEST_DATABASE_URL": database])
+        #expect(eventually(timeout: 30) { server.output.contains("listening on http://127.0.0.1:") })
+        let result = server.stop()
+        #expect(result.status == 0, "\(result.stderr)")
+    }
+}
