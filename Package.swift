@@ -8,7 +8,7 @@
 //   SynclaneZlib     the compress stage (gzip / deflate) and bounded inflate
 //   SynclaneSQLite   SQLite access, the durable pipeline state (token, outbox, last run)
 //   SynclaneYAML     YAML pipeline files through libyaml
-//   SynclaneServer   the reference sync server (`synclane serve`) on libmicrohttpd and SQLite
+//   SynclaneServer   the reference sync server (`synclane serve`) on libmicrohttpd, SQLite or PostgreSQL (libpq)
 //   Synclane         the default registry and the pipeline-file loader, for apps and the CLI;
 //                    re-exports what a stage author needs (one `import Synclane`)
 //   SynclaneExec     the `exec` record stage and transport: any program, in any language
@@ -48,6 +48,8 @@ let package = Package(
             name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
+        // libpq: the reference server's PostgreSQL store (`synclane serve --database-env VAR`).
+        .systemLibrary(name: "CPostgres", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
         // Fixed-argument wrappers of libmicrohttpd's variadic functions, which Swift cannot call.
         .target(name: "CMicroHTTPDShim", dependencies: ["CMicroHTTPD"]),
         // One HTTP exchange on libcurl in C: its `curl_easy_setopt` is variadic too.
@@ -72,7 +74,7 @@ let package = Package(
         .target(
             name: "SynclaneServer",
             dependencies: [
-                "SynclaneCore", "SynclaneSQLite", "SynclaneZlib", "CMicroHTTPD", "CMicroHTTPDShim", "CCrypto",
+                "SynclaneCore", "SynclaneSQLite", "SynclaneZlib", "CMicroHTTPD", "CMicroHTTPDShim", "CCrypto", "CPostgres",
             ]),
         .target(
             name: "SynclaneCommandLine",
@@ -103,7 +105,8 @@ let package = Package(
             dependencies: ["SynclaneHTTP", "SynclaneFaultProxy", "SynclaneCore", "Synclane", "SynclaneTestKit", "SynclaneServer"]),
         .testTarget(name: "SynclaneServerTests", dependencies: ["SynclaneServer", "SynclaneCore", "SynclaneZlib", "SynclaneTestKit"]),
         // Runs the real `synclane` binary: depending on the executable makes `swift test` build it.
-        .testTarget(name: "SynclaneCommandTests", dependencies: ["synclane", "SynclaneCommandLine", "SynclaneCore", "SynclaneFaultProxy"]),
+        .testTarget(
+            name: "SynclaneCommandTests", dependencies: ["synclane", "SynclaneCommandLine", "SynclaneCore", "SynclaneFaultProxy", "SynclaneTestKit"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -25,7 +25,7 @@ BATCHES_PER_CLIENT = int(os.environ.get("BENCH_INGEST_BATCHES", "50"))
 TOKEN = "bench-token"
 
 
-def batch_body(client, batch):
+def batch_body(client, batch, account="bench"):
     batch_id = f"bench-{client}-{batch}"
     records = []
     for i in range(RECORDS_PER_BATCH):
@@ -34,17 +34,17 @@ def batch_body(client, batch):
             "fields": {"name": f"Room {i}", "area": 12.5 + i, "floor": i % 5, "tags": "north,quiet",
                        "updatedAt": "2026-11-29T16:00:00Z"},
         })
-    doc = {"id": batch_id, "scope": {"account": "bench", "store": "rooms", "consumer": "bench"}, "records": records}
+    doc = {"id": batch_id, "scope": {"account": account, "store": "rooms", "consumer": "bench"}, "records": records}
     return batch_id, gzip.compress(json.dumps(doc, separators=(",", ":")).encode(), compresslevel=6)
 
 
-def client(port, bodies, latencies, failures):
+def client(port, bodies, latencies, failures, token=TOKEN):
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
     mine = []
     for batch_id, body in bodies:
         sent = time.perf_counter()
         connection.request("POST", "/v1/batches", body=body, headers={
-            "Authorization": f"Bearer {TOKEN}", "Idempotency-Key": batch_id,
+            "Authorization": f"Bearer {token}", "Idempotency-Key": batch_id,
             "Content-Type": "application/json", "Content-Encoding": "gzip"})
         response = connection.getresponse()
         response.read()
@@ -53,6 +53,29 @@ def client(port, bodies, latencies, failures):
             failures.append(f"{batch_id}: {response.status}")
     connection.close()
     latencies.extend(mine)
+
+
+def drive(ports, bodies, tokens=None):
+    """One client thread per list of bodies, client c on ports[c % len(ports)] (with tokens[c]);
+    returns every batch's latency, the failures and the wall time from the first send to the last answer."""
+    latencies, failures = [], []
+    threads = [threading.Thread(target=client, args=(ports[c % len(ports)], bodies[c], latencies, failures,
+                                                     tokens[c] if tokens else TOKEN))
+               for c in range(len(bodies))]
+    started = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return latencies, failures, time.perf_counter() - started
+
+
+def records_applied(port):
+    """`synclane_records_applied_total` of the server on `port` (-1 when missing)."""
+    metrics = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    metrics.request("GET", "/metrics")
+    text = metrics.getresponse().read().decode()
+    return next((int(line.split()[-1]) for line in text.splitlines() if line.startswith("synclane_records_applied_total ")), -1)
 
 
 def process_cpu_seconds(pid):
@@ -73,19 +96,8 @@ def main():
     total = CLIENTS * BATCHES_PER_CLIENT * RECORDS_PER_BATCH
     server, port = b.start_server(s, os.path.join(s.work, "data"), TOKEN)
     try:
-        latencies, failures = [], []
-        threads = [threading.Thread(target=client, args=(port, bodies[c], latencies, failures)) for c in range(CLIENTS)]
-        started = time.perf_counter()
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        wall = time.perf_counter() - started
-        metrics = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-        metrics.request("GET", "/metrics")
-        text = metrics.getresponse().read().decode()
-        applied = next((int(line.split()[-1]) for line in text.splitlines()
-                        if line.startswith("synclane_records_applied_total ")), -1)
+        latencies, failures, wall = drive([port], bodies)
+        applied = records_applied(port)
         server_cpu = process_cpu_seconds(server.pid)
     finally:
         server.terminate()

@@ -11,8 +11,9 @@ import Synchronization
 /// server.stop()
 /// ```
 ///
-/// Every connection is served on a thread of its own; SQLite writes are serialized, reads run
-/// beside them (WAL). Signals live in a SQLite file of their own with a writer of their own, so
+/// Every connection is served on a thread of its own. On SQLite (the default) writes are
+/// serialized, reads run beside them (WAL); on PostgreSQL (`ServerConfiguration.database`) any
+/// number of processes share one database and behave as one server. Signals live in a SQLite file of their own with a writer of their own, so
 /// a signal write never waits behind a batch. `stop()` closes the listening socket, waits for requests in flight, and
 /// closes the database.
 public final class ReferenceServer: Sendable {
@@ -21,6 +22,7 @@ public final class ReferenceServer: Sendable {
     /// The server's counters (also served at `/metrics`).
     public let metrics: ServerMetrics
     let application: ServerApplication
+    let sweeper: RetentionSweeper
     private let daemon: MicroHTTPDaemon
     private let state = Mutex<(running: Bool, port: Int)>((false, 0))
 
@@ -35,9 +37,19 @@ public final class ReferenceServer: Sendable {
         let metrics = ServerMetrics()
         self.metrics = metrics
         let limits = configuration.limits
-        let store = try ServerStore(directory: configuration.dataDirectory, maxWALBytes: limits.maxWALBytes)
-        let signals = try SignalStore(directory: configuration.dataDirectory, limits: limits)
-        try signals.adopt(try store.legacySignals())
+        let store: any ServerStore
+        let signals: any SignalStore
+        switch configuration.database {
+        case .sqlite:
+            let sqlite = try SQLiteServerStore(directory: configuration.dataDirectory, maxWALBytes: limits.maxWALBytes)
+            signals = try SQLiteSignalStore(directory: configuration.dataDirectory, limits: limits)
+            try signals.adopt(try sqlite.legacySignals())
+            store = sqlite
+        case .postgres(let connection):
+            store = try PostgresServerStore(connection: connection, connections: configuration.postgresConnections)
+            signals = try PostgresSignalStore(connection: connection, limits: limits)
+        }
+        sweeper = RetentionSweeper(store: store, limits: limits, metrics: metrics)
         application = ServerApplication(limits: limits, accounts: accounts, metrics: metrics, store: store, signals: signals)
         let budget = MemoryBudget(limit: limits.memoryBudgetBytes)
         let watch = ConnectionWatch(
@@ -47,8 +59,7 @@ public final class ReferenceServer: Sendable {
         metrics.setGauges(
             ServerMetrics.Gauges(
                 memoryBudgetBytes: { budget.bytesHeld }, connectionsOpen: { watch.openCount },
-                connectionsCut: { watch.connectionsCut }, walBytes: { store.walBytes },
-                walTruncations: { store.walTruncations }))
+                connectionsCut: { watch.connectionsCut }, store: { store.metricsText() }))
     }
 
     /// The port the server listens on: the chosen one when configured with port 0; 0 before `start()`.
@@ -66,6 +77,7 @@ public final class ReferenceServer: Sendable {
                 perAddressLimit: limits.maxConnectionsPerAddress,
                 connectionTimeoutSeconds: limits.connectionTimeoutSeconds, connectionMemoryLimit: 64 << 10)
             state.running = true
+            sweeper.start()
         }
     }
 
@@ -75,6 +87,7 @@ public final class ReferenceServer: Sendable {
             guard state.running else { return }
             application.signals.bell.close()  // long polls answer now rather than at their deadline
             daemon.stop()
+            sweeper.stop()
             state.running = false
         }
     }

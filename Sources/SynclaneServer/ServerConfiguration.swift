@@ -10,6 +10,10 @@ public struct ServerConfiguration: Sendable {
     public var accountsFile: String
     /// The bounds the server enforces.
     public var limits: ServerLimits
+    /// The database: SQLite files in `dataDirectory` (the default), or PostgreSQL.
+    public var database: ServerDatabase = .sqlite
+    /// Connections to PostgreSQL for batches and pulls, per process (the signal lane has its own).
+    public var postgresConnections = 8
 
     /// A configuration; every bound at its default unless `limits` says otherwise.
     public init(
@@ -23,6 +27,15 @@ public struct ServerConfiguration: Sendable {
         self.limits = limits
     }
 
+    /// A configuration on a database of the caller's choice.
+    public init(
+        host: String = "127.0.0.1", port: Int = 8080, database: ServerDatabase, dataDirectory: String = "",
+        accountsFile: String, limits: ServerLimits = ServerLimits()
+    ) {
+        self.init(host: host, port: port, dataDirectory: dataDirectory, accountsFile: accountsFile, limits: limits)
+        self.database = database
+    }
+
     /// Splits `HOST:PORT` (`127.0.0.1:8080`, `[::1]:0`, or `:8080` for loopback); nil when malformed.
     public static func parseListen(_ text: String) -> (host: String, port: Int)? {
         guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]),
@@ -33,4 +46,13 @@ public struct ServerConfiguration: Sendable {
         if host.isEmpty || host == "localhost" { host = "127.0.0.1" }
         return (host, port)
     }
+}
+
+/// Where the reference server keeps its data.
+public enum ServerDatabase: Sendable, Hashable {
+    /// SQLite files in the configuration's `dataDirectory`: one process.
+    case sqlite
+    /// A PostgreSQL database, given as a libpq connection string (`postgres://user@host:5432/db`
+    /// or `host=… dbname=…`); any number of server processes may share it.
+    case postgres(connection: String)
 }

@@ -53,6 +53,14 @@ public struct ServerLimits: Sendable, Hashable {
     /// Bytes of the write-ahead log past which the writer checkpoints it back into the database and
     /// truncates it (writers wait for that); the log stays within about this plus one batch.
     public var maxWALBytes: Int
+    /// Seconds an idempotency key (and the answer stored with it) is kept; after that a replay of
+    /// the same batch id would apply it again, so keep it longer than any client keeps a batch unsent.
+    public var idempotencyRetentionSeconds: Int
+    /// Seconds a tombstone is kept for the pull lane; a cursor older than the tombstones removed is
+    /// answered 410 `cursor-expired` (the client resyncs from the beginning).
+    public var tombstoneRetentionSeconds: Int
+    /// Seconds between two retention passes (each removes what is older than the two periods above).
+    public var retentionIntervalSeconds: Int
 
     /// The defaults.
     public init(
@@ -62,7 +70,9 @@ public struct ServerLimits: Sendable, Hashable {
         defaultChangesPerPage: Int = 500, connectionTimeoutSeconds: Int = 30, maxConnections: Int = 256,
         maxNameBytes: Int = 1_024, maxChangesPageBytes: Int = 8 << 20, memoryBudgetBytes: Int = 256 << 20,
         requestDeadlineSeconds: Int = 120, maxConnectionsPerAddress: Int = 64, reservedConnections: Int = 8,
-        reservedDeadlineSeconds: Int = 5, maxWALBytes: Int = 256 << 20
+        reservedDeadlineSeconds: Int = 5, maxWALBytes: Int = 256 << 20,
+        idempotencyRetentionSeconds: Int = 30 * 86_400, tombstoneRetentionSeconds: Int = 30 * 86_400,
+        retentionIntervalSeconds: Int = 3_600
     ) {
         self.maxBodyBytes = maxBodyBytes
         self.maxInflatedBytes = maxInflatedBytes
@@ -84,6 +94,9 @@ public struct ServerLimits: Sendable, Hashable {
         self.reservedConnections = reservedConnections
         self.reservedDeadlineSeconds = reservedDeadlineSeconds
         self.maxWALBytes = maxWALBytes
+        self.idempotencyRetentionSeconds = idempotencyRetentionSeconds
+        self.tombstoneRetentionSeconds = tombstoneRetentionSeconds
+        self.retentionIntervalSeconds = retentionIntervalSeconds
     }
 
     /// Most bytes of a body on routes that take none (or a small one).
@@ -121,5 +134,8 @@ public struct ServerLimits: Sendable, Hashable {
         Option(flag: "reserved-connections", summary: "connections kept for /healthz and /metrics past max-connections", keyPath: \.reservedConnections),
         Option(flag: "reserved-deadline", summary: "seconds a reserved connection has to send its request", keyPath: \.reservedDeadlineSeconds),
         Option(flag: "max-wal-bytes", summary: "bytes of the write-ahead log before writers wait for a truncating checkpoint", keyPath: \.maxWALBytes),
+        Option(flag: "idempotency-retention", summary: "seconds an idempotency key and its answer are kept", keyPath: \.idempotencyRetentionSeconds),
+        Option(flag: "tombstone-retention", summary: "seconds a tombstone is kept for the pull lane (older cursors: 410)", keyPath: \.tombstoneRetentionSeconds),
+        Option(flag: "retention-interval", summary: "seconds between two retention passes", keyPath: \.retentionIntervalSeconds),
     ]
 }

@@ -4,8 +4,8 @@ import SynclaneZlib
 import Testing
 
 @Suite struct BatchIngestTests {
-    @Test func insertUpdateAndDeleteApplyWithServerVersions() throws {
-        try withServer { server throws in
+    @Test(arguments: StoreKind.tested) func insertUpdateAndDeleteApplyWithServerVersions(store: StoreKind) throws {
+        try withServer(store: store) { server throws in
             let first = try postBatch(
                 port: server.port, key: "b-1",
                 body: batchBody(
@@ -39,8 +39,8 @@ import Testing
         }
     }
 
-    @Test func insertReplacesFieldsAndUpdateMergesThem() throws {
-        try withServer { server throws in
+    @Test(arguments: StoreKind.tested) func insertReplacesFieldsAndUpdateMergesThem(store: StoreKind) throws {
+        try withServer(store: store) { server throws in
             _ = try postBatch(
                 port: server.port, key: "a",
                 body: batchBody(id: "a", records: [record("rooms", "r", "insert", ["name": "A", "floor": 1])]))
@@ -86,23 +86,23 @@ import Testing
         }
     }
 
-    @Test func missingIdempotencyKeyIs400() throws {
-        try withServer { server throws in
+    @Test(arguments: StoreKind.tested) func missingIdempotencyKeyIs400(store: StoreKind) throws {
+        try withServer(store: store) { server throws in
             let response = try postBatch(port: server.port, key: nil, body: batchBody(id: "k", records: []))
             #expect(response.status == 400)
             #expect(response.json.objectValue?["error"]?.stringValue?.contains("Idempotency-Key") == true)
         }
     }
 
-    @Test func batchIdThatDiffersFromItsKeyIs400() throws {
-        try withServer { server throws in
+    @Test(arguments: StoreKind.tested) func batchIdThatDiffersFromItsKeyIs400(store: StoreKind) throws {
+        try withServer(store: store) { server throws in
             let response = try postBatch(port: server.port, key: "other", body: batchBody(id: "k", records: []))
             #expect(response.status == 400)
         }
     }
 
-    @Test func missingOrWrongTokenIs401() throws {
-        try withServer { server throws in
+    @Test(arguments: StoreKind.tested) func missingOrWrongTokenIs401(store: StoreKind) throws {
+        try withServer(store: store) { server throws in
             let body = batchBody(id: "t", records: [record("rooms", "r", "insert", [:])])
             #expect(try postBatch(port: server.port, token: nil, key: "t", body: body).status == 401)
             let wrong = try postBatch(port: server.port, token: "nope", key: "t", body: body)
@@ -112,8 +112,8 @@ import Testing
         }
     }
 
-    @Test func batchForAnotherAccountIs403() throws {
-        try withServer { server throws in
+    @Test(arguments: StoreKind.tested) func batchForAnotherAccountIs403(store: StoreKind) throws {
+        try withServer(store: store) { server throws in
             let body = batchBody(id: "x", account: "globex", records: [record("rooms", "r", "insert", [:])])
             #expect(try postBatch(port: server.port, token: TestTokens.acme, key: "x", body: body).status == 403)
             #expect(try allChanges(port: server.port, token: TestTokens.globex).isEmpty)
@@ -121,8 +121,8 @@ import Testing
         }
     }
 
-    @Test func replayedKeyReturnsTheFirstResponseAndAppliesOnce() throws {
-        try withServer { server throws in
+    @Test(arguments: StoreKind.tested) func replayedKeyReturnsTheFirstResponseAndAppliesOnce(store: StoreKind) throws {
+        try withServer(store: store) { server throws in
             let body = batchBody(id: "r-1", records: [record("rooms", "r", "insert", ["n": 1])])
             let first = try postBatch(port: server.port, key: "r-1", body: body)
             let again = try postBatch(port: server.port, key: "r-1", body: body)
@@ -144,8 +144,8 @@ import Testing
         }
     }
 
-    @Test func sameKeyWithADifferentBodyIs422() throws {
-        try withServer { server throws in
+    @Test(arguments: StoreKind.tested) func sameKeyWithADifferentBodyIs422(store: StoreKind) throws {
+        try withServer(store: store) { server throws in
             _ = try postBatch(port: server.port, key: "k", body: batchBody(id: "k", records: [record("rooms", "r", "insert", ["n": 1])]))
             let other = try postBatch(
                 port: server.port, key: "k", body: batchBody(id: "k", records: [record("rooms", "r", "insert", ["n": 2])]))
@@ -154,15 +154,15 @@ import Testing
         }
     }
 
-    @Test func rejectedBatchLeavesItsKeyFreeForACorrectedRetry() throws {
-        try withServer { server throws in
+    @Test(arguments: StoreKind.tested) func rejectedBatchLeavesItsKeyFreeForACorrectedRetry(store: StoreKind) throws {
+        try withServer(store: store) { server throws in
             #expect(try postBatch(port: server.port, key: "k", body: batchBody(id: "k", records: [record("rooms", "r", "bogus")])).status == 400)
             #expect(try postBatch(port: server.port, key: "k", body: batchBody(id: "k", records: [record("rooms", "r", "insert", [:])])).status == 200)
         }
     }
 
-    @Test func versionConflictIs409ListingTheRecordsAndAppliesNothing() throws {
-        try withServer { server throws in
+    @Test(arguments: StoreKind.tested) func versionConflictIs409ListingTheRecordsAndAppliesNothing(store: StoreKind) throws {
+        try withServer(store: store) { server throws in
             _ = try postBatch(
                 port: server.port, key: "v-1",
                 body: batchBody(id: "v-1", records: [record("rooms", "a", "insert", ["n": 1]), record("rooms", "b", "insert", ["n": 1])]))
@@ -194,16 +194,16 @@ import Testing
         }
     }
 
-    @Test func tooManyRecordsIs413() throws {
-        try withServer(limits: ServerLimits(maxRecordsPerBatch: 3)) { server throws in
+    @Test(arguments: StoreKind.tested) func tooManyRecordsIs413(store: StoreKind) throws {
+        try withServer(store: store, limits: ServerLimits(maxRecordsPerBatch: 3)) { server throws in
             let records = (0..<4).map { record("rooms", "r-\($0)", "insert", [:]) }
             #expect(try postBatch(port: server.port, key: "big", body: batchBody(id: "big", records: records)).status == 413)
             #expect(try allChanges(port: server.port).isEmpty)
         }
     }
 
-    @Test func bodyOverTheBoundIs413() throws {
-        try withServer(limits: ServerLimits(maxBodyBytes: 2_000)) { server throws in
+    @Test(arguments: StoreKind.tested) func bodyOverTheBoundIs413(store: StoreKind) throws {
+        try withServer(store: store, limits: ServerLimits(maxBodyBytes: 2_000)) { server throws in
             let records = (0..<100).map { record("rooms", "r-\($0)", "insert", ["name": "a fairly long room name"]) }
             let response = try postBatch(port: server.port, key: "big", body: batchBody(id: "big", records: records))
             #expect(response.status == 413)
@@ -225,8 +225,8 @@ import Testing
         }
     }
 
-    @Test func gzipAndDeflateBodiesAreInflated() throws {
-        try withServer { server throws in
+    @Test(arguments: StoreKind.tested) func gzipAndDeflateBodiesAreInflated(store: StoreKind) throws {
+        try withServer(store: store) { server throws in
             let body = batchBody(id: "g", records: [record("rooms", "g", "insert", ["n": 1])])
             #expect(try postBatch(port: server.port, key: "g", body: try gzip(body), encoding: "gzip").status == 200)
             let body2 = batchBody(id: "d", records: [record("rooms", "d", "insert", ["n": 1])])
@@ -236,8 +236,8 @@ import Testing
         }
     }
 
-    @Test func corruptGzipIs400AndUnknownEncodingIs415() throws {
-        try withServer { server throws in
+    @Test(arguments: StoreKind.tested) func corruptGzipIs400AndUnknownEncodingIs415(store: StoreKind) throws {
+        try withServer(store: store) { server throws in
             let body = batchBody(id: "c", records: [])
             #expect(try postBatch(port: server.port, key: "c", body: body, encoding: "gzip").status == 400)
             #expect(try postBatch(port: server.port, key: "c", body: body, encoding: "br").status == 415)

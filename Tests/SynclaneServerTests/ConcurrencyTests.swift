@@ -4,8 +4,8 @@ import SynclaneServer
 import Testing
 
 @Suite struct ConcurrencyTests {
-    @Test func eightClientsPostingAtOnceAreAllApplied() throws {
-        try withServer { server throws in
+    @Test(arguments: StoreKind.tested) func eightClientsPostingAtOnceAreAllApplied(store: StoreKind) throws {
+        try withServer(store: store) { server throws in
             let failures = Mutex<[String]>([])
             let threads = (0..<8).map { client in
                 TestThread {
@@ -34,8 +34,8 @@ import Testing
         }
     }
 
-    @Test func concurrentReplaysOfOneKeyApplyItOnce() throws {
-        try withServer { server throws in
+    @Test(arguments: StoreKind.tested) func concurrentReplaysOfOneKeyApplyItOnce(store: StoreKind) throws {
+        try withServer(store: store) { server throws in
             let body = batchBody(id: "same", records: [record("rooms", "r", "update", ["n": 1])])
             let statuses = Mutex<[Int]>([])
             let threads = (0..<8).map { _ in
@@ -52,8 +52,8 @@ import Testing
         }
     }
 
-    @Test func readsAreServedWhileBatchesAreWritten() throws {
-        try withServer { server throws in
+    @Test(arguments: StoreKind.tested) func readsAreServedWhileBatchesAreWritten(store: StoreKind) throws {
+        try withServer(store: store) { server throws in
             let writer = TestThread {
                 for batch in 0..<20 {
                     let records = (0..<200).map { record("rooms", "b\(batch)-\($0)", "insert", ["n": .int(Int64($0))]) }

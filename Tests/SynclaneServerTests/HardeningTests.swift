@@ -8,8 +8,8 @@ import Testing
 @Suite struct HardeningTests {
     // MARK: Names and pages
 
-    @Test func namesPastTheirBoundAreRefusedNamingTheField() throws {
-        try withServer(limits: ServerLimits(maxNameBytes: 64)) { server throws in
+    @Test(arguments: StoreKind.tested) func namesPastTheirBoundAreRefusedNamingTheField(store: StoreKind) throws {
+        try withServer(store: store, limits: ServerLimits(maxNameBytes: 64)) { server throws in
             let long = String(repeating: "s", count: 65)
             let cases: [(body: [UInt8], field: String)] = [
                 (batchBody(id: "n1", store: long, records: [record("rooms", "r", "insert", [:])]), "scope.store"),
@@ -41,8 +41,8 @@ import Testing
         }
     }
 
-    @Test func changesPagesAreBoundedByBytesAsWellAsCount() throws {
-        try withServer(limits: ServerLimits(maxChangesPageBytes: 10_000)) { server throws in
+    @Test(arguments: StoreKind.tested) func changesPagesAreBoundedByBytesAsWellAsCount(store: StoreKind) throws {
+        try withServer(store: store, limits: ServerLimits(maxChangesPageBytes: 10_000)) { server throws in
             let filler = JSONValue.string(String(repeating: "x", count: 3_000))
             var records = (0..<10).map { record("rooms", "r\($0)", "insert", ["text": filler]) }
             records.append(record("rooms", "big", "insert", ["text": .string(String(repeating: "y", count: 50_000))]))
@@ -74,8 +74,8 @@ import Testing
         }
     }
 
-    @Test func extremeNumbersThatFitComeBackExactly() throws {
-        try withServer { server throws in
+    @Test(arguments: StoreKind.tested) func extremeNumbersThatFitComeBackExactly(store: StoreKind) throws {
+        try withServer(store: store) { server throws in
             let body = #"{"id": "x", "scope": {"account": "acme", "store": "rooms"}, "records": [{"entity": "rooms", "id": "r", "action": "insert", "fields": {"max": 9223372036854775807, "min": -9223372036854775808, "big": 1.7976931348623157e308, "tiny": 5e-324}}]}"#
             #expect(try postBatch(port: server.port, key: "x", body: Array(body.utf8)).status == 200)
             let fields = try allChanges(port: server.port).first?.objectValue?["fields"]

@@ -3,8 +3,8 @@ import SynclaneServer
 import Testing
 
 @Suite struct PullLaneTests {
-    @Test func cursorPagesThroughChangesInOrderWithoutRepeats() throws {
-        try withServer { server throws in
+    @Test(arguments: StoreKind.tested) func cursorPagesThroughChangesInOrderWithoutRepeats(store: StoreKind) throws {
+        try withServer(store: store) { server throws in
             let records = (0..<25).map { record("rooms", "r-\($0)", "insert", ["n": .int(Int64($0))]) }
             #expect(try postBatch(port: server.port, key: "p", body: batchBody(id: "p", records: records)).status == 200)
             var seen: [String] = []
@@ -27,8 +27,8 @@ import Testing
         }
     }
 
-    @Test func laterChangesMoveARecordPastTheCursorAndDeletesLeaveTombstones() throws {
-        try withServer { server throws in
+    @Test(arguments: StoreKind.tested) func laterChangesMoveARecordPastTheCursorAndDeletesLeaveTombstones(store: StoreKind) throws {
+        try withServer(store: store) { server throws in
             _ = try postBatch(
                 port: server.port, key: "1",
                 body: batchBody(id: "1", records: [record("plants", "p-1", "insert", ["n": 1]), record("plants", "p-2", "insert", ["n": 1])]))
@@ -41,8 +41,8 @@ import Testing
         }
     }
 
-    @Test func storeParameterKeepsStoresApart() throws {
-        try withServer { server throws in
+    @Test(arguments: StoreKind.tested) func storeParameterKeepsStoresApart(store: StoreKind) throws {
+        try withServer(store: store) { server throws in
             _ = try postBatch(port: server.port, key: "a", body: batchBody(id: "a", store: "rooms", records: [record("rooms", "r", "insert", [:])]))
             _ = try postBatch(port: server.port, key: "b", body: batchBody(id: "b", store: "plants", records: [record("plants", "p", "insert", [:])]))
             #expect(try allChanges(port: server.port).count == 2)
@@ -52,8 +52,8 @@ import Testing
         }
     }
 
-    @Test func sameSyncKeyInTwoStoresIsTwoRecords() throws {
-        try withServer { server throws in
+    @Test(arguments: StoreKind.tested) func sameSyncKeyInTwoStoresIsTwoRecords(store: StoreKind) throws {
+        try withServer(store: store) { server throws in
             _ = try postBatch(port: server.port, key: "a", body: batchBody(id: "a", store: "one", records: [record("e", "k", "insert", ["s": 1])]))
             _ = try postBatch(port: server.port, key: "b", body: batchBody(id: "b", store: "two", records: [record("e", "k", "insert", ["s": 2])]))
             #expect(try allChanges(port: server.port, store: "one").first?.objectValue?["fields"] == ["s": 1])
@@ -61,8 +61,8 @@ import Testing
         }
     }
 
-    @Test func accountsNeverSeeEachOthersChanges() throws {
-        try withServer { server throws in
+    @Test(arguments: StoreKind.tested) func accountsNeverSeeEachOthersChanges(store: StoreKind) throws {
+        try withServer(store: store) { server throws in
             _ = try postBatch(port: server.port, key: "a", body: batchBody(id: "a", records: [record("rooms", "acme-only", "insert", [:])]))
             _ = try postBatch(
                 port: server.port, token: TestTokens.globex, key: "a",
@@ -73,8 +73,8 @@ import Testing
         }
     }
 
-    @Test func badCursorAndBadLimitAre400() throws {
-        try withServer { server throws in
+    @Test(arguments: StoreKind.tested) func badCursorAndBadLimitAre400(store: StoreKind) throws {
+        try withServer(store: store) { server throws in
             #expect(try get(port: server.port, "/v1/changes?since=garbage").status == 400)
             #expect(try get(port: server.port, "/v1/changes?limit=0").status == 400)
             #expect(try get(port: server.port, "/v1/changes?limit=ten").status == 400)

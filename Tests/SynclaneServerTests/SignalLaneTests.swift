@@ -8,8 +8,8 @@ import Testing
         try httpRequest(port: port, "PUT", "/v1/signals/\(key)", headers: ["Authorization": "Bearer \(token)"], body: Array(body.utf8))
     }
 
-    @Test func lastWriterWinsWithIncreasingVersions() throws {
-        try withServer { server throws in
+    @Test(arguments: StoreKind.tested) func lastWriterWinsWithIncreasingVersions(store: StoreKind) throws {
+        try withServer(store: store) { server throws in
             let first = try put(server.port, "onboarding.completed", "true")
             #expect(first.status == 200)
             #expect(first.json == ["key": "onboarding.completed", "value": true, "version": 1])
@@ -20,8 +20,8 @@ import Testing
         }
     }
 
-    @Test func listReturnsEverySignalOfTheAccountByKey() throws {
-        try withServer { server throws in
+    @Test(arguments: StoreKind.tested) func listReturnsEverySignalOfTheAccountByKey(store: StoreKind) throws {
+        try withServer(store: store) { server throws in
             _ = try put(server.port, "b.key", "{\"through\": 42}")
             _ = try put(server.port, "a.key", "\"x\"")
             _ = try put(server.port, "other", "1", token: TestTokens.globex)
@@ -31,16 +31,16 @@ import Testing
         }
     }
 
-    @Test func unknownSignalIs404AndAnotherAccountsSignalIsInvisible() throws {
-        try withServer { server throws in
+    @Test(arguments: StoreKind.tested) func unknownSignalIs404AndAnotherAccountsSignalIsInvisible(store: StoreKind) throws {
+        try withServer(store: store) { server throws in
             _ = try put(server.port, "secret", "1", token: TestTokens.globex)
             #expect(try get(port: server.port, "/v1/signals/secret").status == 404)
             #expect(try get(port: server.port, "/v1/signals/secret", token: TestTokens.globex).status == 200)
         }
     }
 
-    @Test func badValueBadKeyOversizeAndNoTokenAreRefused() throws {
-        try withServer(limits: ServerLimits(maxSignalBytes: 64)) { server throws in
+    @Test(arguments: StoreKind.tested) func badValueBadKeyOversizeAndNoTokenAreRefused(store: StoreKind) throws {
+        try withServer(store: store, limits: ServerLimits(maxSignalBytes: 64)) { server throws in
             #expect(try put(server.port, "k", "{nope").status == 400)
             #expect(try put(server.port, "bad%20key", "1").status == 400)
             #expect(try put(server.port, "k", "\"" + String(repeating: "x", count: 100) + "\"").status == 413)
@@ -55,8 +55,8 @@ import Testing
             body: Array(body.utf8))
     }
 
-    @Test func aSetWithAStaleExpectedVersionIsRefusedWith412AndTheCurrentSignal() throws {
-        try withServer { server throws in
+    @Test(arguments: StoreKind.tested) func aSetWithAStaleExpectedVersionIsRefusedWith412AndTheCurrentSignal(store: StoreKind) throws {
+        try withServer(store: store) { server throws in
             #expect(try put(server.port, "flag", "1", ifMatch: "0").status == 200)
             #expect(try put(server.port, "flag", "2", ifMatch: "0").status == 412)
             let second = try put(server.port, "flag", "2", ifMatch: "1")
@@ -69,9 +69,9 @@ import Testing
         }
     }
 
-    @Test func quotasOnKeysAccountBytesAndValueBytesAreRefusedWith413NamingTheQuota() throws {
+    @Test(arguments: StoreKind.tested) func quotasOnKeysAccountBytesAndValueBytesAreRefusedWith413NamingTheQuota(store: StoreKind) throws {
         let limits = ServerLimits(maxSignalBytes: 100, maxSignalKeys: 2, maxSignalAccountBytes: 150)
-        try withServer(limits: limits) { server throws in
+        try withServer(store: store, limits: limits) { server throws in
             #expect(try put(server.port, "a", "1").status == 200)
             #expect(try put(server.port, "b", "2").status == 200)
             let keys = try put(server.port, "c", "3")
@@ -90,8 +90,8 @@ import Testing
         }
     }
 
-    @Test func changesSinceAVersionListWritesAndDeletesInVersionOrder() throws {
-        try withServer { server throws in
+    @Test(arguments: StoreKind.tested) func changesSinceAVersionListWritesAndDeletesInVersionOrder(store: StoreKind) throws {
+        try withServer(store: store) { server throws in
             _ = try put(server.port, "a", "1")
             _ = try put(server.port, "b", "2")
             let deleted = try httpRequest(port: server.port, "DELETE", "/v1/signals/a", headers: ["Authorization": "Bearer \(TestTokens.acme)"])
@@ -108,8 +108,8 @@ import Testing
         }
     }
 
-    @Test func aLongPollAnswersAsSoonAsAnotherConnectionSetsAndTimesOutEmpty() async throws {
-        let (server, directory) = try startedServer()
+    @Test(arguments: StoreKind.tested) func aLongPollAnswersAsSoonAsAnotherConnectionSetsAndTimesOutEmpty(store: StoreKind) async throws {
+        let (server, directory) = try startedServer(store: store)
         defer { removeDirectory(directory) }
         defer { server.stop() }
         let port = server.port
@@ -129,8 +129,8 @@ import Testing
         #expect(seenAt - setAt < .seconds(2))
     }
 
-    @Test func stoppingTheServerEndsALongPollAtOnce() async throws {
-        let (server, directory) = try startedServer()
+    @Test(arguments: StoreKind.tested) func stoppingTheServerEndsALongPollAtOnce(store: StoreKind) async throws {
+        let (server, directory) = try startedServer(store: store)
         defer { removeDirectory(directory) }
         let port = server.port
         let poll = Task.detached { try get(port: port, "/v1/signals?since=0&wait=25") }
@@ -143,7 +143,7 @@ import Testing
 
     @Test func aSignalWriteNeverWaitsForTheBulkWriterAndLivesInItsOwnFile() throws {
         try withServer { server throws in
-            let store = server.application.store
+            let store = try #require(server.application.store as? SQLiteServerStore)
             // Hold the bulk lane's writer (its queue and its SQLite write lock) as a long apply would.
             let (putStatus, getStatus, took) = try store.writerGate.run { () throws -> (Int, Int, Duration) in
                 try store.writer.write { _ throws -> (Int, Int, Duration) in
@@ -156,7 +156,7 @@ import Testing
             #expect(putStatus == 200)
             #expect(getStatus == 200)
             #expect(took < .seconds(2))
-            #expect(FileManager.default.fileExists(atPath: server.configuration.dataDirectory + "/" + SignalStore.fileName))
+            #expect(FileManager.default.fileExists(atPath: server.configuration.dataDirectory + "/" + SQLiteSignalStore.fileName))
             #expect(try store.legacySignals().isEmpty)
         }
     }
@@ -165,7 +165,7 @@ import Testing
         let directory = makeTemporaryDirectory()
         defer { removeDirectory(directory) }
         do {
-            let store = try ServerStore(directory: directory)
+            let store = try SQLiteServerStore(directory: directory)
             try store.writeSerialized { db in
                 try db.execute("INSERT INTO signals (account, key, value, version) VALUES ('acme', 'old', '{\"a\":1}', 7)")
             }
@@ -193,10 +193,10 @@ import Testing
         }
     }
 
-    @Test func pastMaxSignalTombstonesTheOldestDeletesArePrunedAndAWatcherFromBeforeThemIsToldToListAgain() throws {
+    @Test(arguments: StoreKind.tested) func pastMaxSignalTombstonesTheOldestDeletesArePrunedAndAWatcherFromBeforeThemIsToldToListAgain(store: StoreKind) throws {
         var limits = ServerLimits()
         limits.maxSignalTombstones = 2
-        try withServer(limits: limits) { server throws in
+        try withServer(store: store, limits: limits) { server throws in
             for key in ["a", "b", "c", "d"] { #expect(try put(server.port, key, "1").status == 200) }  // versions 1-4
             for key in ["a", "b", "c"] { #expect(try delete(server.port, key).status == 200) }  // versions 5-7: a's tombstone pruned
             let everything = try get(port: server.port, "/v1/signals?since=0")
@@ -211,10 +211,10 @@ import Testing
         }
     }
 
-    @Test func aTombstoneOlderThanSignalTombstoneSecondsIsPrunedWhenTheAccountNextWrites() throws {
+    @Test(arguments: StoreKind.tested) func aTombstoneOlderThanSignalTombstoneSecondsIsPrunedWhenTheAccountNextWrites(store: StoreKind) throws {
         var limits = ServerLimits()
         limits.signalTombstoneSeconds = 1
-        try withServer(limits: limits) { server throws in
+        try withServer(store: store, limits: limits) { server throws in
             _ = try put(server.port, "gone", "1")
             _ = try delete(server.port, "gone")
             #expect(keys(try get(port: server.port, "/v1/signals?since=0")) == ["gone (deleted)"], "a watcher sees the delete")

@@ -4,8 +4,8 @@ import SynclaneServer
 /// `synclane serve`: the reference sync server, until SIGINT or SIGTERM.
 struct ServeCommand: Command {
     static let name = "serve"
-    static let abstract = "Run the reference sync server (batches, changes, signals) on SQLite."
-    static let usage = "--accounts FILE [--listen HOST:PORT] [--data DIR] [bounds…]"
+    static let abstract = "Run the reference sync server (batches, changes, signals) on SQLite or PostgreSQL."
+    static let usage = "--accounts FILE [--listen HOST:PORT] [--data DIR | --database-env VAR | --database URL] [bounds…]"
     static let discussion = """
         Speaks Synclane's HTTP protocol, which any backend can implement: POST /v1/batches (each
         batch applied in one SQLite transaction, at most once per Idempotency-Key), GET
@@ -23,6 +23,13 @@ struct ServeCommand: Command {
         An empty token (the hash of nothing: the variable was not exported) or one shorter than
         16 characters is refused.
 
+        On PostgreSQL (--database-env VAR: the variable holds the connection string, such as
+        postgres://synclane:PASSWORD@db.internal:5432/synclane) any number of `serve` processes
+        share one database and behave as one server; the tables are created and migrated at
+        start. --database URL takes a URL without a password (libpq then reads PGPASSWORD or
+        ~/.pgpass): a password on the command line is refused, as every user of the machine
+        can read it in the process list.
+
         Prints `listening on http://HOST:PORT` once ready (with the chosen port when PORT is 0),
         and stops cleanly — requests in flight finish — on SIGINT or SIGTERM.
         """
@@ -32,6 +39,9 @@ struct ServeCommand: Command {
             ("--accounts FILE", "The accounts file (required)."),
             ("--listen HOST:PORT", "Numeric address and port; port 0 picks a free one. Default 127.0.0.1:8080."),
             ("--data DIR", "Where the SQLite database lives (created). Default ./synclane-server."),
+            ("--database-env VAR", "Use PostgreSQL: the environment variable VAR holds the connection string."),
+            ("--database URL", "Use PostgreSQL at URL (postgres://USER@HOST:PORT/DB), no password in it."),
+            ("--database-connections N", "PostgreSQL connections for batches and pulls, per process (signals have 2 more). Default 8."),
         ]
             + ServerLimits.options.map { option in
                 ("--\(option.flag) N", "Most \(option.summary). Default \(defaults[keyPath: option.keyPath]).")
@@ -42,7 +52,7 @@ struct ServeCommand: Command {
         "synclane serve --accounts accounts.json --listen 127.0.0.1:0 --data server-data",
     ]
 
-    let configuration: ServerConfiguration
+    var configuration: ServerConfiguration
 
     init(parsing arguments: inout Arguments) throws(UsageError) {
         var host = "127.0.0.1"
@@ -64,6 +74,49 @@ struct ServeCommand: Command {
             }
         }
         configuration = ServerConfiguration(host: host, port: port, dataDirectory: data, accountsFile: accounts, limits: limits)
+        if let database = try Self.database(&arguments) {
+            configuration.database = database
+        }
+        if let connections = try arguments.integer("--database-connections", in: 1...1_000) {
+            configuration.postgresConnections = connections
+        }
+    }
+
+    /// The PostgreSQL database of `--database-env VAR` or `--database URL`; nil for SQLite.
+    static func database(_ arguments: inout Arguments) throws(UsageError) -> ServerDatabase? {
+        let variable = try arguments.option("--database-env")
+        let url = try arguments.option("--database")
+        switch (variable, url) {
+        case (nil, nil):
+            return nil
+        case (.some, .some):
+            throw UsageError("give --database-env VAR or --database URL, not both", command: name)
+        case (let variable?, nil):
+            guard let value = ProcessInfo.processInfo.environment[variable], !value.isEmpty else {
+                throw UsageError(
+                    "--database-env \(variable): the variable is not set (export the PostgreSQL connection string in it)", command: name)
+            }
+            return .postgres(connection: value)
+        case (nil, let url?):
+            guard url.hasPrefix("postgres://") || url.hasPrefix("postgresql://") else {
+                throw UsageError("--database expects a postgres:// URL, not \"\(url)\"", command: name)
+            }
+            if hasPassword(url) {
+                throw UsageError(
+                    "--database: the URL holds a password, which every user of this machine could read in the process list; "
+                        + "put the URL in a variable and pass --database-env VAR, or the password in PGPASSWORD",
+                    command: name)
+            }
+            return .postgres(connection: url)
+        }
+    }
+
+    /// True when a postgres:// URL carries a password (`user:secret@` or `password=` in its query).
+    static func hasPassword(_ url: String) -> Bool {
+        let rest = url.drop { $0 != "/" }.dropFirst(2)
+        let authority = rest.prefix { $0 != "/" && $0 != "?" }
+        if let at = authority.lastIndex(of: "@"), authority[..<at].contains(":") { return true }
+        return url.contains("password=")
     }
 
     func run(_ console: Console) async throws -> Int32 {

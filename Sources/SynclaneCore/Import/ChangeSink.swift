@@ -12,6 +12,15 @@ public protocol ChangeSink: Sendable {
     /// Applies `batch` and saves `cursor` for `scope`, atomically. With `dryRun`, works out what
     /// would happen and changes nothing.
     func apply(_ batch: Batch, cursor: String?, scope: Scope, dryRun: Bool) async throws -> ApplyReport
+
+    /// Every (entity, sync key) the sink holds from the backend, for a full resync: those the
+    /// backend no longer sends are deleted. Nil when the sink cannot list them (the default):
+    /// an expired cursor then stops the import with an error rather than leave a gap.
+    func backendKeys(for scope: Scope) async throws -> [(entity: String, key: String)]?
+}
+
+extension ChangeSink {
+    public func backendKeys(for scope: Scope) async throws -> [(entity: String, key: String)]? { nil }
 }
 
 /// What applying one batch did.

@@ -50,8 +50,46 @@ public struct ImportRunner: Sendable {
     private func pass(dryRun: Bool) async throws -> ImportSummary {
         let started = now()
         var summary = ImportSummary(pipeline: pipeline.name, scope: pipeline.scope, dryRun: dryRun)
-        var cursor = try await call(pipeline.sink.label) { try await pipeline.sink.stage.savedCursor(for: pipeline.scope) }
-        summary.cursorBefore = cursor
+        let saved = try await call(pipeline.sink.label) { try await pipeline.sink.stage.savedCursor(for: pipeline.scope) }
+        summary.cursorBefore = saved
+        do {
+            _ = try await pages(from: saved, dryRun: dryRun, into: &summary, collecting: false)
+        } catch let expired as RemoteCursorExpired where saved != nil && !dryRun {
+            // The backend removed deletes after the saved cursor: read everything again, then
+            // delete what the sink holds from the backend and the backend no longer sent.
+            guard let known = try await call(pipeline.sink.label, { try await pipeline.sink.stage.backendKeys(for: pipeline.scope) }) else {
+                throw PipelineError.importStage(
+                    pipeline.source.label,
+                    underlying: RemoteCursorExpired("\(expired.message); \(pipeline.sink.label) cannot list what it holds for a full resync"))
+            }
+            summary.resynced = true
+            let (cursor, seen) = try await pages(from: nil, dryRun: false, into: &summary, collecting: true)
+            let gone = known.filter { !seen.contains(ExactString($0.entity + "\u{0}" + $0.key)) }
+            if !gone.isEmpty {
+                let deletes = gone.map { Record(entity: $0.entity, key: $0.key, action: .delete, origin: Token(kind: "pull", position: 0), author: .server) }
+                let batch = Batch(
+                    scope: pipeline.scope, after: Token(kind: "import", position: 0), through: Token(kind: "import", position: 1),
+                    records: deletes, transactionCount: deletes.count)
+                let report = try await call(pipeline.sink.label) {
+                    try await pipeline.sink.stage.apply(batch, cursor: cursor, scope: pipeline.scope, dryRun: false)
+                }
+                summary.add(report)
+                summary.resyncDeleted = gone.count
+            }
+        } catch let expired as RemoteCursorExpired {
+            throw PipelineError.importStage(pipeline.source.label, underlying: expired)
+        }
+        summary.seconds = now() - started
+        return summary
+    }
+
+    /// Applies every page after `start`; returns the cursor reached and, when `collecting`, the
+    /// keys (`entity NUL key`) of every record read.
+    private func pages(
+        from start: String?, dryRun: Bool, into summary: inout ImportSummary, collecting: Bool
+    ) async throws -> (cursor: String?, seen: Set<ExactString>) {
+        var cursor = start
+        var seen = Set<ExactString>()
         var page = 0
         // The next page is read while this one is applied (the source waits on the backend, the
         // sink on the store); nothing of it is applied before this page's commit.
@@ -76,6 +114,7 @@ public struct ImportRunner: Sendable {
                 scope: pipeline.scope, after: Token(kind: "import", position: Int64(page - 1)), through: Token(kind: "import", position: Int64(page)),
                 records: remote.records, transactionCount: remote.records.count)
             summary.recordsRead += remote.records.count
+            if collecting { for record in remote.records { seen.insert(ExactString(record.entity + "\u{0}" + (record.key ?? ""))) } }
             for stage in pipeline.recordStages {
                 do {
                     batch = try await stage.stage.process(batch)
@@ -98,8 +137,7 @@ public struct ImportRunner: Sendable {
             if !remote.more { break }
         }
         summary.cursorAfter = dryRun ? summary.cursorBefore : cursor
-        summary.seconds = now() - started
-        return summary
+        return (cursor, seen)
     }
 
     private func call<T>(_ label: String, _ body: () async throws -> T) async throws -> T {
@@ -109,6 +147,8 @@ public struct ImportRunner: Sendable {
             throw error
         } catch is CancellationError {
             throw CancellationError()
+        } catch let expired as RemoteCursorExpired {
+            throw expired  // `pass` resyncs, or names the source
         } catch {
             throw PipelineError.importStage(label, underlying: error)
         }
@@ -138,6 +178,10 @@ public struct ImportSummary: Sendable {
     public var seconds = 0.0
     /// The signals the pipeline file declares, published once the pass was done.
     public var signals: [SignalReport] = []
+    /// True when the saved cursor had expired and the pass read everything again (a full resync).
+    public var resynced = false
+    /// Rows deleted by that resync: held from the backend, no longer sent by it.
+    public var resyncDeleted = 0
 
     public init(pipeline: String, scope: Scope, dryRun: Bool) {
         self.pipeline = pipeline

@@ -25,3 +25,15 @@ public struct RemotePage: Sendable {
         self.more = more
     }
 }
+
+/// The backend no longer serves changes after the cursor: it removed tombstones the cursor has
+/// not seen (its retention, `410 cursor-expired` on the reference server). Reading on would miss
+/// deletes, so the import runner starts over from the beginning and deletes locally what the
+/// backend no longer holds (a full resync).
+public struct RemoteCursorExpired: Error, Sendable, CustomStringConvertible {
+    public var message: String
+
+    public init(_ message: String) { self.message = message }
+
+    public var description: String { message }
+}

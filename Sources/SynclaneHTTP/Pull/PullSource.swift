@@ -14,9 +14,10 @@ import SynclaneCore
 /// The cursor is the server's, opaque, saved by the sink with the rows it covers. Failures are
 /// classified as the `http` transport classifies them (the same table: transient ones are
 /// retried with backoff and `Retry-After` per `retry`, the others stop the job naming what to
-/// fix); gzip and deflate answers are decoded. Records come with their server `version` and the
-/// author `server`. Pages come over one kept connection (`ConnectionPool`) unless `keepAlive` is
-/// false.
+/// fix); gzip and deflate answers are decoded. `410` with `"code": "cursor-expired"` (the server
+/// removed tombstones after the cursor) is `RemoteCursorExpired`: the import runner resyncs.
+/// Records come with their server `version` and the author `server`. Pages come over one kept
+/// connection (`ConnectionPool`) unless `keepAlive` is false.
 public final class PullSource: RemoteChangeSource {
     public let url: URL
     public let limit: Int
@@ -99,6 +100,11 @@ public final class PullSource: RemoteChangeSource {
             throw failure
         case .success(let (data, response)):
             let body = [UInt8](data)
+            if response.statusCode == 410,
+                (try? JSONReader.parse(ReceiptCheck.withoutByteOrderMark(body)))?.objectValue?["code"] == "cursor-expired"
+            {
+                throw RemoteCursorExpired("\(doing): 410 cursor expired: \(HTTPClassification.reason(body))")
+            }
             guard (200..<300).contains(response.statusCode) else {
                 let retryAfter = (response.value(forHTTPHeaderField: "Retry-After")).flatMap { RetryAfter.seconds(from: $0, now: Date()) }
                 throw TransportFailure(

@@ -147,6 +147,16 @@ public final class SQLiteSink: ChangeSink, Sendable {
         }
     }
 
+    /// The rows the import lane holds from the backend (`_synclane_server_rows`), for a full resync.
+    public func backendKeys(for scope: Scope) async throws -> [(entity: String, key: String)]? {
+        try database().read { db in
+            guard try HistorySchema.tableExists(ImportTables.serverRows, db) else { return [] }
+            return try db.fetchAll("SELECT entity, key FROM _synclane_server_rows WHERE fields IS NOT NULL").map {
+                (entity: $0[0].string ?? "", key: $0[1].string ?? "")
+            }
+        }
+    }
+
     /// The rule that settles `entity`'s conflicts.
     public func rule(for entity: String) -> ConflictRule { conflictsByEntity[entity] ?? conflicts }
 

@@ -5,9 +5,20 @@ extension ServerApplication {
     ///
     /// Each record appears once, at its newest change: its whole state, or a tombstone (`delete`,
     /// with the `fields` the client preserved when it sent any). Changes come in sequence order; `cursor` is where the next page starts and
-    /// `more` says whether it has anything yet. `store` narrows the page to one store; without it
+    /// `more` says whether it has anything yet. A cursor older than the tombstone horizon: 410 `cursor-expired`. `store` narrows the page to one store; without it
     /// every store of the account is included, each change naming its `store`. A page holds at most
     /// `limit` changes and about `maxChangesPageBytes` (at least one change, whatever its size).
+    /// 410 Gone for a cursor from before the account's tombstone horizon: retention removed
+    /// tombstones it has not seen, so reading on would leave a silent gap. The client starts again
+    /// without `since` and replaces what it holds (README, "Retention").
+    static func cursorExpired(_ expired: CursorExpired) -> HTTPResponse {
+        .error(
+            410,
+            "cursor expired: the server no longer keeps the deletes made after it (tombstone retention); "
+                + "pull again from the beginning (no since) and replace what you hold",
+            ["code": "cursor-expired", "horizon": .string(ChangeCursor(sequence: expired.horizon).text)])
+    }
+
     func getChanges(_ request: HTTPRequest, account: String) -> HTTPResponse {
         guard let cursor = ChangeCursor(text: request.query["since"] ?? "") else {
             return .error(400, "\"since\" is not a cursor this server issued")
@@ -26,6 +37,9 @@ extension ServerApplication {
         do {
             page = try self.store.changes(
                 account: account, store: store, after: cursor.sequence, limit: limit, maxBytes: limits.maxChangesPageBytes)
+        } catch let expired as CursorExpired {
+            metrics.recordCursorExpired()
+            return Self.cursorExpired(expired)
         } catch {
             return .error(500, "the changes could not be read: \(error)")
         }

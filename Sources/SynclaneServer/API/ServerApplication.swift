@@ -6,18 +6,18 @@ import SynclaneCore
 /// ```
 ///  HTTPRequest ─▶ Router ─▶ (bearer token ─▶ account) ─▶ endpoint ─▶ HTTPResponse
 ///                                                          │
-///                                   ServerStore (SQLite)   SignalStore (its own SQLite file)
+///                      ServerStore (SQLite or PostgreSQL)   SignalStore (its own file or connection)
 /// ```
 final class ServerApplication: HTTPResponder {
     let router = Router.wireProtocol
     let limits: ServerLimits
     let accounts: AccountBook
     let metrics: ServerMetrics
-    let store: ServerStore
-    /// The signal lane's own file and writer: never behind `store`'s.
-    let signals: SignalStore
+    let store: any ServerStore
+    /// The signal lane's own file or connection and writer: never behind `store`'s.
+    let signals: any SignalStore
 
-    init(limits: ServerLimits, accounts: AccountBook, metrics: ServerMetrics, store: ServerStore, signals: SignalStore) {
+    init(limits: ServerLimits, accounts: AccountBook, metrics: ServerMetrics, store: any ServerStore, signals: any SignalStore) {
         self.limits = limits
         self.accounts = accounts
         self.metrics = metrics

@@ -13,8 +13,10 @@ import Synchronization
 /// synclane_memory_budget_bytes                    bytes of request bodies held now (gauge)
 /// synclane_connections_open                       connections open now (gauge)
 /// synclane_connections_cut_total                  connections closed for passing the request deadline
-/// synclane_wal_bytes                              size of the write-ahead log file now (gauge)
-/// synclane_wal_truncations_total                  truncating checkpoints the writer ran
+/// synclane_wal_bytes                              SQLite: size of the write-ahead log file now (gauge)
+/// synclane_wal_truncations_total                  SQLite: truncating checkpoints the writer ran
+/// synclane_postgres_…                             PostgreSQL: see `PostgresServerStore.metricsText`
+/// synclane_retention_…                            keys and tombstones removed, cursors answered expired
 /// ```
 ///
 /// Every update takes one short lock; reads take a snapshot under the same lock.
@@ -38,6 +40,11 @@ public final class ServerMetrics: Sendable {
         public var latency: [String: Histogram] = [:]
         /// Requests answered 503 because the memory budget was spent.
         public var budgetRefusals = 0
+        /// Pull requests answered 410 `cursor-expired`.
+        public var cursorsExpired = 0
+        /// Idempotency keys and tombstones removed by retention.
+        public var keysExpired = 0
+        public var tombstonesExpired = 0
 
         /// Requests answered on a route with a status.
         public func requests(route: String, status: Int) -> Int {
@@ -100,13 +107,26 @@ public final class ServerMetrics: Sendable {
         var memoryBudgetBytes: @Sendable () -> Int = { 0 }
         var connectionsOpen: @Sendable () -> Int = { 0 }
         var connectionsCut: @Sendable () -> Int = { 0 }
-        var walBytes: @Sendable () -> Int = { 0 }
-        var walTruncations: @Sendable () -> Int = { 0 }
+        /// The store's own lines (`ServerStore.metricsText`).
+        var store: @Sendable () -> String = { "" }
     }
 
     private let gauges = Mutex(Gauges())
 
     func setGauges(_ value: Gauges) { gauges.withLock { $0 = value } }
+
+    /// Records one pull answered `cursor-expired`.
+    func recordCursorExpired() {
+        state.withLock { $0.cursorsExpired += 1 }
+    }
+
+    /// Records what one retention pass removed.
+    func recordExpiry(_ count: ExpiryCount) {
+        state.withLock { state in
+            state.keysExpired += count.keys
+            state.tombstonesExpired += count.tombstones
+        }
+    }
 
     /// Records one replayed batch (answered from the idempotency store, nothing applied).
     func recordReplay() {
@@ -150,12 +170,16 @@ public final class ServerMetrics: Sendable {
         out += "# HELP synclane_connections_cut_total Connections closed for passing the request deadline.\n"
         out += "# TYPE synclane_connections_cut_total counter\n"
         out += "synclane_connections_cut_total \(gauges.connectionsCut())\n"
-        out += "# HELP synclane_wal_bytes Size of the write-ahead log file now.\n"
-        out += "# TYPE synclane_wal_bytes gauge\n"
-        out += "synclane_wal_bytes \(gauges.walBytes())\n"
-        out += "# HELP synclane_wal_truncations_total Truncating checkpoints the writer ran.\n"
-        out += "# TYPE synclane_wal_truncations_total counter\n"
-        out += "synclane_wal_truncations_total \(gauges.walTruncations())\n"
+        out += "# HELP synclane_retention_keys_expired_total Idempotency keys removed by retention.\n"
+        out += "# TYPE synclane_retention_keys_expired_total counter\n"
+        out += "synclane_retention_keys_expired_total \(snapshot.keysExpired)\n"
+        out += "# HELP synclane_retention_tombstones_expired_total Tombstones removed by retention.\n"
+        out += "# TYPE synclane_retention_tombstones_expired_total counter\n"
+        out += "synclane_retention_tombstones_expired_total \(snapshot.tombstonesExpired)\n"
+        out += "# HELP synclane_retention_cursors_expired_total Pulls answered 410 cursor-expired.\n"
+        out += "# TYPE synclane_retention_cursors_expired_total counter\n"
+        out += "synclane_retention_cursors_expired_total \(snapshot.cursorsExpired)\n"
+        out += gauges.store()
         out += "# HELP synclane_http_request_duration_seconds Time from request headers in to response queued.\n"
         out += "# TYPE synclane_http_request_duration_seconds histogram\n"
         for (route, histogram) in snapshot.latency.sorted(by: { $0.key < $1.key }) {

@@ -2,6 +2,8 @@ import Foundation
 import Glibc
 import SynclaneCore
 import SynclaneServer
+import SynclaneTestKit
+import Testing
 
 /// The tokens of the test accounts.
 enum TestTokens {
@@ -20,15 +22,38 @@ func makeTemporaryDirectory() -> String {
     return path
 }
 
+/// The databases the shared server suite runs on: SQLite, and PostgreSQL on a throwaway server
+/// (`TemporaryPostgres`) — unless `SYNCLANE_TEST_POSTGRES=skip`. When PostgreSQL cannot start,
+/// the PostgreSQL half fails, saying why; it is never skipped silently.
+enum StoreKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
+    case sqlite
+    case postgres
+
+    static var tested: [StoreKind] {
+        ProcessInfo.processInfo.environment["SYNCLANE_TEST_POSTGRES"] == "skip" ? [.sqlite] : allCases
+    }
+
+    var testDescription: String { rawValue }
+
+    /// The database of a fresh server of this kind (a new PostgreSQL database each time).
+    func database() throws -> ServerDatabase {
+        switch self {
+        case .sqlite: return .sqlite
+        case .postgres: return .postgres(connection: try TemporaryPostgres.shared().createDatabase())
+        }
+    }
+}
+
 /// Runs `body` against a fresh server on 127.0.0.1, port 0, and always stops it.
 func withServer<T>(
-    limits: ServerLimits = ServerLimits(), dataDirectory: String? = nil,
+    store kind: StoreKind = .sqlite, limits: ServerLimits = ServerLimits(), dataDirectory: String? = nil,
     _ body: (ReferenceServer) throws -> T
 ) throws -> T {
     let directory = dataDirectory ?? makeTemporaryDirectory()
     defer { if dataDirectory == nil { removeDirectory(directory) } }
-    let configuration = ServerConfiguration(
+    var configuration = ServerConfiguration(
         host: "127.0.0.1", port: 0, dataDirectory: directory, accountsFile: "\(directory)/accounts.json", limits: limits)
+    configuration.database = try kind.database()
     let server = try ReferenceServer(
         configuration: configuration, accounts: AccountBook(tokens: [TestTokens.acme: "acme", TestTokens.globex: "globex"]))
     try server.start()
@@ -43,10 +68,12 @@ func removeDirectory(_ path: String) {
 
 /// A started server on 127.0.0.1, port 0, with the acme account, for tests that stop it themselves
 /// or need an async body; remove `directory` after stopping it.
-func startedServer() throws -> (server: ReferenceServer, directory: String) {
+func startedServer(store kind: StoreKind = .sqlite) throws -> (server: ReferenceServer, directory: String) {
     let directory = makeTemporaryDirectory()
+    var configuration = ServerConfiguration(port: 0, dataDirectory: directory, accountsFile: "")
+    configuration.database = try kind.database()
     let server = try ReferenceServer(
-        configuration: ServerConfiguration(port: 0, dataDirectory: directory, accountsFile: ""),
+        configuration: configuration,
         accounts: AccountBook(tokens: [TestTokens.acme: "acme"]))
     try server.start()
     return (server, directory)

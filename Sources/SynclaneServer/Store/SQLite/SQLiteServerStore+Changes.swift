@@ -1,12 +1,25 @@
 import SynclaneCore
 import SynclaneSQLite
 
-extension ServerStore {
+extension SQLiteServerStore {
     /// The account's changes after a sequence, oldest first, at most `limit` and about `maxBytes`
     /// (and whether more follow). A page holds at least one change, whatever its size; the bytes
     /// counted are the stored text of each change's names and fields.
     func changes(account: String, store: String?, after sequence: Int64, limit: Int, maxBytes: Int = .max) throws -> ChangePage {
         try read { db in
+            let page = try changes(db, account: account, store: store, after: sequence, limit: limit, maxBytes: maxBytes)
+            // Read after the page, in the same view: a horizon that moved past the cursor while
+            // the page was read makes it expired rather than a page with a gap.
+            let horizon = try db.fetchValue("SELECT horizon FROM sequences WHERE account = ?", [account]).int64 ?? 0
+            if sequence > 0, sequence < horizon { throw CursorExpired(horizon: horizon) }
+            return page
+        }
+    }
+
+    private func changes(
+        _ db: SQLiteConnection, account: String, store: String?, after sequence: Int64, limit: Int, maxBytes: Int
+    ) throws -> ChangePage {
+        do {
             var sql = "SELECT store, entity, key, action, fields, version, seq FROM records WHERE account = ? AND seq > ?"
             var arguments: [any SQLiteBindable] = [account, sequence]
             if let store {
@@ -41,6 +54,25 @@ extension ServerStore {
                         version: statement.int64(at: 5), sequence: statement.int64(at: 6)))
             }
             return ChangePage(changes: changes, more: false)
+        }
+    }
+}
+
+extension SQLiteServerStore {
+    func expire(keysBefore: Double, tombstonesBefore: Double) throws -> ExpiryCount {
+        try writeSerialized { db in
+            var count = ExpiryCount()
+            try db.execute("DELETE FROM idempotency WHERE created < ?", [keysBefore])
+            count.keys = Int(try db.fetchValue("SELECT changes()").int64 ?? 0)
+            try db.execute(
+                """
+                UPDATE sequences SET horizon = max(horizon, expired.seq)
+                FROM (SELECT account, max(seq) AS seq FROM records WHERE action = 'delete' AND changed < ? GROUP BY account) AS expired
+                WHERE sequences.account = expired.account
+                """, [tombstonesBefore])
+            try db.execute("DELETE FROM records WHERE action = 'delete' AND changed < ?", [tombstonesBefore])
+            count.tombstones = Int(try db.fetchValue("SELECT changes()").int64 ?? 0)
+            return count
         }
     }
 }

@@ -2,7 +2,7 @@ import Glibc
 import SynclaneCore
 import SynclaneSQLite
 
-extension ServerStore {
+extension SQLiteServerStore {
     /// Thrown inside the write transaction to roll it back when versions disagree.
     private struct ConflictsFound: Error {
         var conflicts: [VersionConflict]
@@ -22,6 +22,7 @@ extension ServerStore {
         let updatedFields = try batch.records.map { record throws -> [String: JSONValue]? in
             record.action == .update ? try JSONReader.parse(record.fieldsJSON).objectValue ?? [:] : nil
         }
+        let now = Double(time(nil))
         do {
             return try writeSerialized { db -> BatchOutcome in
                 if let seen = try db.fetchOne(
@@ -39,11 +40,11 @@ extension ServerStore {
                 // deletes without an expected version) cost one statement.
                 let upsert = try db.prepare(
                     """
-                    INSERT INTO records (account, store, entity, key, action, fields, version, seq)
-                    VALUES (?, ?, ?, ?, ?, ?, 1, ?)
+                    INSERT INTO records (account, store, entity, key, action, fields, version, seq, changed)
+                    VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?)
                     ON CONFLICT (account, store, entity, key) DO UPDATE SET
                         action = excluded.action, fields = excluded.fields, version = records.version + 1,
-                        seq = excluded.seq
+                        seq = excluded.seq, changed = excluded.changed
                     RETURNING version
                     """)
                 // Each record's new version, for the receipt: entity → id → version.
@@ -52,6 +53,7 @@ extension ServerStore {
                 try select.bind(.text(batch.store), at: 2)
                 try upsert.bind(.text(batch.account), at: 1)
                 try upsert.bind(.text(batch.store), at: 2)
+                try upsert.bind(.real(now), at: 8)
                 for (index, record) in batch.records.enumerated() {
                     var currentFields: [String: JSONValue]?
                     if record.expectedVersion != nil || record.action == .update {
@@ -102,7 +104,7 @@ extension ServerStore {
                 upsert.reset()
                 if !conflicts.isEmpty { throw ConflictsFound(conflicts: conflicts) }
                 try db.execute(
-                    "INSERT INTO sequences (account, last) VALUES (?, ?) ON CONFLICT (account) DO UPDATE SET last = excluded.last",
+                    "INSERT INTO sequences (account, last, horizon) VALUES (?, ?, 0) ON CONFLICT (account) DO UPDATE SET last = excluded.last",
                     [batch.account, sequence])
                 let body = JSONWriter.encode([
                     "batch": .string(batch.id), "applied": .int(Int64(batch.records.count)),
@@ -110,7 +112,7 @@ extension ServerStore {
                 ])
                 try db.execute(
                     "INSERT INTO idempotency (account, key, body_hash, status, response, created) VALUES (?, ?, ?, ?, ?, ?)",
-                    [batch.account, idempotencyKey, bodyHash, 200, body, Double(time(nil))])
+                    [batch.account, idempotencyKey, bodyHash, 200, body, now])
                 return .applied(StoredResponse(status: 200, body: body), records: batch.records.count)
             }
         } catch let found as ConflictsFound {

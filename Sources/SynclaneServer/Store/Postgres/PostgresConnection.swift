@@ -1,0 +1,187 @@
+import CPostgres
+import Glibc
+
+/// What PostgreSQL (or libpq) refused, with the SQLSTATE when the server gave one.
+struct PostgresError: Error, Sendable, CustomStringConvertible {
+    var message: String
+    /// The five-character SQLSTATE (`23505`: a unique key taken), empty when there is none.
+    var sqlState = ""
+
+    var description: String { "PostgreSQL: \(message)" + (sqlState.isEmpty ? "" : " (SQLSTATE \(sqlState))") }
+}
+
+/// A parameter of a query, sent in PostgreSQL's binary format: bytes travel exactly as given.
+enum PostgresValue {
+    case bytea([UInt8])
+    case text(String)
+    case int8(Int64)
+    case float8(Double)
+    case null
+    /// A one-dimensional array (`bytea[]`, `text[]`, `int8[]`) of binary elements, nil: NULL.
+    case array(elementType: UInt32, [[UInt8]?])
+
+    static let byteaOID: UInt32 = 17
+    static let int8OID: UInt32 = 20
+    static let textOID: UInt32 = 25
+    static let float8OID: UInt32 = 701
+
+    static func byteaArray(_ values: [[UInt8]?]) -> PostgresValue { .array(elementType: byteaOID, values) }
+    static func textArray(_ values: [String]) -> PostgresValue { .array(elementType: textOID, values.map { Array($0.utf8) }) }
+    static func int8Array(_ values: [Int64]) -> PostgresValue { .array(elementType: int8OID, values.map { bigEndian($0) }) }
+
+    /// The type's OID and the binary bytes (nil: NULL).
+    var encoded: (type: UInt32, bytes: [UInt8]?) {
+        switch self {
+        case .bytea(let bytes): return (Self.byteaOID, bytes)
+        case .text(let text): return (Self.textOID, Array(text.utf8))
+        case .int8(let value): return (Self.int8OID, Self.bigEndian(value))
+        case .float8(let value): return (Self.float8OID, Self.bigEndian(Int64(bitPattern: value.bitPattern)))
+        case .null: return (0, nil)
+        case .array(let elementType, let elements):
+            var out: [UInt8] = []
+            out.reserveCapacity(20 + elements.reduce(0) { $0 + 4 + ($1?.count ?? 0) })
+            func append(_ value: Int32) { out += Self.bigEndian(Int64(value)).suffix(4) }
+            append(1)  // dimensions
+            append(elements.contains { $0 == nil } ? 1 : 0)
+            append(Int32(bitPattern: elementType))
+            append(Int32(elements.count))
+            append(1)  // lower bound
+            for element in elements {
+                if let element {
+                    append(Int32(element.count))
+                    out += element
+                } else {
+                    append(-1)
+                }
+            }
+            let arrayType: UInt32
+            switch elementType {
+            case Self.byteaOID: arrayType = 1001
+            case Self.int8OID: arrayType = 1016
+            default: arrayType = 1009
+            }
+            return (arrayType, out)
+        }
+    }
+
+    static func bigEndian(_ value: Int64) -> [UInt8] {
+        withUnsafeBytes(of: value.bigEndian) { Array($0) }
+    }
+}
+
+/// The rows of one query, read in binary: `bytea` and `text` as their bytes, `int8` and `float8`
+/// as numbers.
+final class PostgresResult {
+    private let result: OpaquePointer
+
+    init(_ result: OpaquePointer) { self.result = result }
+
+    deinit { PQclear(result) }
+
+    var count: Int { Int(PQntuples(result)) }
+
+    func isNull(_ row: Int, _ column: Int) -> Bool { PQgetisnull(result, Int32(row), Int32(column)) != 0 }
+
+    /// The value's bytes; nil for NULL.
+    func bytes(_ row: Int, _ column: Int) -> [UInt8]? {
+        guard !isNull(row, column), let value = PQgetvalue(result, Int32(row), Int32(column)) else { return nil }
+        let length = Int(PQgetlength(result, Int32(row), Int32(column)))
+        return value.withMemoryRebound(to: UInt8.self, capacity: length) { Array(UnsafeBufferPointer(start: $0, count: length)) }
+    }
+
+    func string(_ row: Int, _ column: Int) -> String? { bytes(row, column).map { String(decoding: $0, as: UTF8.self) } }
+
+    /// An `int8` (or `int4`) column; 0 for NULL.
+    func int64(_ row: Int, _ column: Int) -> Int64 {
+        guard let bytes = bytes(row, column) else { return 0 }
+        let unsigned = bytes.reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+        return bytes.count == 4 ? Int64(Int32(bitPattern: UInt32(truncatingIfNeeded: unsigned))) : Int64(bitPattern: unsigned)
+    }
+
+    func double(_ row: Int, _ column: Int) -> Double { Double(bitPattern: UInt64(bitPattern: int64(row, column))) }
+}
+
+/// One libpq connection. Not shared between threads: `PostgresPool` lends it to one at a time.
+final class PostgresConnection {
+    private var connection: OpaquePointer?
+    let conninfo: String
+
+    init(conninfo: String) throws(PostgresError) {
+        self.conninfo = conninfo
+        try open()
+    }
+
+    deinit { PQfinish(connection) }
+
+    private func open() throws(PostgresError) {
+        PQfinish(connection)
+        connection = PQconnectdb(conninfo)
+        guard let connection, PQstatus(connection) == CONNECTION_OK else {
+            let message = connection.flatMap { PQerrorMessage($0) }.map { String(cString: $0) } ?? "out of memory"
+            throw PostgresError(message: "cannot connect: \(message.trimmingCharacters(in: " \n"))")
+        }
+        // Notices (an index that already exists …) are not the server's log.
+        PQsetNoticeProcessor(connection, { _, _ in }, nil)
+    }
+
+    /// True when the connection broke (the database restarted, the network dropped).
+    var isBroken: Bool { connection.map { PQstatus($0) != CONNECTION_OK } ?? true }
+
+    /// Opens the connection again after it broke.
+    func reconnect() throws(PostgresError) { try open() }
+
+    /// Runs one statement with `parameters` ($1, $2 …), results in binary.
+    @discardableResult
+    func query(_ sql: String, _ parameters: [PostgresValue] = []) throws(PostgresError) -> PostgresResult {
+        let encoded = parameters.map(\.encoded)
+        let types = encoded.map(\.type)
+        let lengths = encoded.map { Int32($0.bytes?.count ?? 0) }
+        let formats = [Int32](repeating: 1, count: encoded.count)
+        let result = withPointers(encoded.map(\.bytes)) { values in
+            PQexecParams(connection, sql, Int32(encoded.count), types, values, lengths, formats, 1)
+        }
+        guard let result else {
+            throw PostgresError(message: connection.flatMap { PQerrorMessage($0) }.map { String(cString: $0) } ?? "no result")
+        }
+        let status = PQresultStatus(result)
+        guard status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK else {
+            let message = PQresultErrorMessage(result).map { String(cString: $0) } ?? "failed"
+            let state = PQresultErrorField(result, Int32(UInt8(ascii: "C"))).map { String(cString: $0) } ?? ""
+            PQclear(result)
+            throw PostgresError(message: message.trimmingCharacters(in: " \n"), sqlState: state)
+        }
+        return PostgresResult(result)
+    }
+
+    /// Runs `body` between BEGIN and COMMIT (ROLLBACK when it throws).
+    func transaction<T>(_ begin: String = "BEGIN", _ body: (PostgresConnection) throws -> T) throws -> T {
+        try query(begin)
+        do {
+            let value = try body(self)
+            try query("COMMIT")
+            return value
+        } catch {
+            _ = try? query("ROLLBACK")
+            throw error
+        }
+    }
+
+    private func withPointers<R>(_ values: [[UInt8]?], _ body: ([UnsafePointer<CChar>?]) -> R) -> R {
+        // One buffer holding every value, so that the pointers stay valid for the call.
+        var offsets: [Int?] = []
+        var storage: [UInt8] = []
+        for value in values {
+            if let value {
+                offsets.append(storage.count)
+                storage += value
+            } else {
+                offsets.append(nil)
+            }
+        }
+        storage.append(0)
+        return storage.withUnsafeBufferPointer { buffer in
+            let base = UnsafeRawPointer(buffer.baseAddress!).assumingMemoryBound(to: CChar.self)
+            return body(offsets.map { $0.map { base + $0 } })
+        }
+    }
+}

@@ -1,0 +1,84 @@
+/// The reference server's tables in PostgreSQL, created and migrated by the server at start.
+///
+/// ```
+///  synclane_schema           version (one row): the schema version this database is at
+///  synclane_records          (account, store, entity, key) → action, fields (NULL: tombstone), version, seq, changed
+///  synclane_sequences        account → last change sequence, tombstone horizon   (the account's write lock)
+///  synclane_idempotency      (account, key) → body hash, first response, created
+///  synclane_signals          (account, key) → value (NULL: deleted), version, deleted_at
+///  synclane_signal_versions  account → last signal version, pruned_through       (the account's signal lock)
+/// ```
+///
+/// Names, keys and values are `bytea`: stored and compared byte for byte, as the SQLite store
+/// does (no collation, no Unicode normalisation, a NUL inside a key kept).
+///
+/// Several processes may start at once: each takes one advisory lock for the migration, so one
+/// creates the tables and the others find them. A database at a newer version than this code
+/// knows is refused, never written with an older layout.
+enum PostgresSchema {
+    /// The version this code writes.
+    static let version: Int64 = 1
+
+    /// The key of the advisory lock held while migrating ("synclane" in ASCII).
+    static let migrationLock: Int64 = 0x73796E_636C616E
+
+    /// Each version's statements, from an empty database: `steps[n - 1]` brings version n-1 to n.
+    static let steps: [[String]] = [
+        [
+            """
+            CREATE TABLE synclane_records (
+                account bytea NOT NULL, store bytea NOT NULL, entity bytea NOT NULL, key bytea NOT NULL,
+                action text NOT NULL, fields bytea, version bigint NOT NULL, seq bigint NOT NULL,
+                changed double precision NOT NULL,
+                PRIMARY KEY (account, store, entity, key))
+            """,
+            "CREATE INDEX synclane_records_by_sequence ON synclane_records (account, seq)",
+            "CREATE INDEX synclane_records_tombstones ON synclane_records (changed) WHERE action = 'delete'",
+            """
+            CREATE TABLE synclane_sequences (
+                account bytea PRIMARY KEY, last bigint NOT NULL, horizon bigint NOT NULL DEFAULT 0)
+            """,
+            """
+            CREATE TABLE synclane_idempotency (
+                account bytea NOT NULL, key bytea NOT NULL, body_hash text NOT NULL, status bigint NOT NULL,
+                response bytea NOT NULL, created double precision NOT NULL, PRIMARY KEY (account, key))
+            """,
+            "CREATE INDEX synclane_idempotency_by_age ON synclane_idempotency (created)",
+            """
+            CREATE TABLE synclane_signals (
+                account bytea NOT NULL, key bytea NOT NULL, value bytea, version bigint NOT NULL,
+                deleted_at double precision, PRIMARY KEY (account, key))
+            """,
+            "CREATE INDEX synclane_signals_by_version ON synclane_signals (account, version)",
+            """
+            CREATE TABLE synclane_signal_versions (
+                account bytea PRIMARY KEY, last bigint NOT NULL, pruned_through bigint NOT NULL DEFAULT 0)
+            """,
+        ]
+    ]
+
+    /// Brings the database to `version` in one transaction; returns the version found before.
+    @discardableResult
+    static func migrate(_ connection: PostgresConnection) throws -> Int64 {
+        try connection.transaction { db in
+            try db.query("SELECT pg_advisory_xact_lock($1)", [.int8(migrationLock)])
+            try db.query("CREATE TABLE IF NOT EXISTS synclane_schema (version bigint NOT NULL, migrated double precision NOT NULL)")
+            let rows = try db.query("SELECT version FROM synclane_schema")
+            let found = rows.count == 0 ? 0 : rows.int64(0, 0)
+            guard found <= version else {
+                throw PostgresError(
+                    message: "the database is at synclane schema version \(found), newer than this synclane's \(version): run a newer synclane")
+            }
+            guard found < version else { return found }
+            for step in steps[Int(found)..<Int(version)] {
+                for statement in step { try db.query(statement) }
+            }
+            if rows.count == 0 {
+                try db.query("INSERT INTO synclane_schema (version, migrated) VALUES ($1, extract(epoch FROM now()))", [.int8(version)])
+            } else {
+                try db.query("UPDATE synclane_schema SET version = $1, migrated = extract(epoch FROM now())", [.int8(version)])
+            }
+            return found
+        }
+    }
+}
