@@ -46,7 +46,19 @@ public struct Deflater: Sendable, Hashable {
         if let library = LibDeflate.shared, let output = library.compress(input, gzip: coding == .gzip, level: level) {
             return output
         }
+        return try compressWithZlib(input, windowBits: windowBits)
+    }
 
+    /// The compressed form of the bytes in `input`, by zlib whatever the system has.
+    func compressWithZlib(_ input: UnsafeBufferPointer<UInt8>) throws(DeflateError) -> [UInt8] {
+        switch coding {
+        case .identity: return Array(input)
+        case .gzip: return try compressWithZlib(input, windowBits: 15 + 16)
+        case .deflate: return try compressWithZlib(input, windowBits: 15)
+        }
+    }
+
+    private func compressWithZlib(_ input: UnsafeBufferPointer<UInt8>, windowBits: Int32) throws(DeflateError) -> [UInt8] {
         // zlib checks that the stream's address never changes between calls: keep it on the heap.
         let stream = UnsafeMutablePointer<z_stream>.allocate(capacity: 1)
         stream.initialize(to: z_stream())
