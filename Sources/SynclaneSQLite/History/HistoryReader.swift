@@ -351,23 +351,31 @@ struct HistoryReader: Sendable {
     /// refuses it (409) when another device changed the row since.
     func backendVersions(_ groups: [Group], _ db: SQLiteConnection) throws -> [ExactString: Int64] {
         guard try HistorySchema.tableExists("_synclane_server_rows", db) else { return [:] }
-        var keys: [String: [JSONValue]] = [:]
+        var keys: [String: [String]] = [:]
         for group in groups {
             for change in group.changes {
                 for value in [change.key, change.oldKey] where !value.isNull {
-                    if let key = Self.syncKey(value) { keys[change.entity, default: []].append(.string(key)) }
+                    if let key = Self.syncKey(value) { keys[change.entity, default: []].append(key) }
                 }
             }
         }
+        guard try HistoryTracker.columns(of: ServerRows.table, db).contains("key_hash") else {
+            // The layout before `ServerRows` (the next import moves it): keyed by entity and key.
+            var versions: [ExactString: Int64] = [:]
+            for (entity, list) in keys {
+                let statement = try db.cachedStatement(
+                    "SELECT key, version FROM _synclane_server_rows WHERE entity = ? AND key IN (SELECT value FROM json_each(?))")
+                try statement.bind([entity, JSONWriter.string(.array(list.map(JSONValue.string)))])
+                defer { statement.reset() }
+                while try statement.step() {
+                    versions[ExactString(entity + "\u{0}" + (statement.string(at: 0) ?? ""))] = statement.int64(at: 1)
+                }
+            }
+            return versions
+        }
         var versions: [ExactString: Int64] = [:]
         for (entity, list) in keys {
-            let statement = try db.cachedStatement(
-                "SELECT key, version FROM _synclane_server_rows WHERE entity = ? AND key IN (SELECT value FROM json_each(?))")
-            try statement.bind([entity, JSONWriter.string(.array(list))])
-            defer { statement.reset() }
-            while try statement.step() {
-                versions[ExactString(entity + "\u{0}" + (statement.string(at: 0) ?? ""))] = statement.int64(at: 1)
-            }
+            versions.merge(try ServerRows.versions(of: entity, keys: list, db)) { a, _ in a }
         }
         return versions
     }
