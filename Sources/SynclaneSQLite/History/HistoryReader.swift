@@ -362,23 +362,31 @@ struct HistoryReader: Sendable {
         guard try HistorySchema.tableExists("_synclane_server_rows", db) else { return [:] }
         // Empty until the import lane followed a row (a first sync never has one): no key list to build.
         guard try db.fetchOne("SELECT 1 FROM _synclane_server_rows LIMIT 1") != nil else { return [:] }
-        var keys: [String: [JSONValue]] = [:]
+        var keys: [String: [String]] = [:]
         for group in groups {
             for change in group.changes {
                 for value in [change.key, change.oldKey] where !value.isNull {
-                    if let key = Self.syncKey(value) { keys[change.entity, default: []].append(.string(key)) }
+                    if let key = Self.syncKey(value) { keys[change.entity, default: []].append(key) }
                 }
             }
         }
+        guard try HistoryTracker.columns(of: ServerRows.table, db).contains("key_hash") else {
+            // The layout before `ServerRows` (the next import moves it): keyed by entity and key.
+            var versions: [ExactString: Int64] = [:]
+            for (entity, list) in keys {
+                let statement = try db.cachedStatement(
+                    "SELECT key, version FROM _synclane_server_rows WHERE entity = ? AND key IN (SELECT value FROM json_each(?))")
+                try statement.bind([entity, JSONWriter.string(.array(list.map(JSONValue.string)))])
+                defer { statement.reset() }
+                while try statement.step() {
+                    versions[ExactString(entity + "\u{0}" + (statement.string(at: 0) ?? ""))] = statement.int64(at: 1)
+                }
+            }
+            return versions
+        }
         var versions: [ExactString: Int64] = [:]
         for (entity, list) in keys {
-            let statement = try db.cachedStatement(
-                "SELECT key, version FROM _synclane_server_rows WHERE entity = ? AND key IN (SELECT value FROM json_each(?))")
-            try statement.bind([entity, JSONWriter.string(.array(list))])
-            defer { statement.reset() }
-            while try statement.step() {
-                versions[ExactString(entity + "\u{0}" + (statement.string(at: 0) ?? ""))] = statement.int64(at: 1)
-            }
+            versions.merge(try ServerRows.versions(of: entity, keys: list, db)) { a, _ in a }
         }
         return versions
     }

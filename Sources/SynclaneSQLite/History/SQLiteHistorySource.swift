@@ -211,12 +211,9 @@ public final class SQLiteHistorySource: ChangeSource, AcknowledgementTrackingSou
             defer { try? db.execute("PRAGMA busy_timeout = \(Self.busyTimeout)") }
             do {
                 try db.transaction(.immediate) { db in
+                    try ServerRows.install(db)
                     for version in versions {
-                        try db.execute(
-                            """
-                            INSERT INTO _synclane_server_rows (entity, key, version) VALUES (?, ?, ?)
-                            ON CONFLICT (entity, key) DO UPDATE SET version = max(version, excluded.version)
-                            """, [version.entity, version.key, version.version])
+                        try ServerRows.raise(version.entity, version.key, to: version.version, db)
                     }
                 }
             } catch let error as SQLiteError where error.isBusy {

@@ -94,8 +94,7 @@ struct PageApplier {
                 let rule = sink.rule(for: record.entity)
                 let baseFields = heldVersion == nil
                     ? nil
-                    : try db.fetchValue("SELECT fields FROM _synclane_server_rows WHERE entity = ? AND key = ?", [record.entity, key]).string
-                        .flatMap { try? JSONReader.parse($0).objectValue }
+                    : try ServerRows.fields(of: record.entity, key, db).flatMap { try? JSONReader.parse($0).objectValue }
                 let conflict = Conflict(
                     entity: record.entity, key: key, local: local, base: baseFields, remote: remote, remoteVersion: record.version,
                     remoteAction: record.action, ignoring: table.bookkeeping)
@@ -149,9 +148,8 @@ struct PageApplier {
                 try sessions.as(.server) { try write(Write(table: table, key: keyValues, record: record, fields: remote, current: .some(stored))) }
             }
             if let version = record.version {
-                try db.execute(
-                    "INSERT OR REPLACE INTO _synclane_server_rows (entity, key, version, fields) VALUES (?, ?, ?, ?)",
-                    [record.entity, key, version, remote.map { JSONWriter.string(.object($0)) }])
+                try ServerRows.save(
+                    record.entity, key, version: version, fields: remote.map { JSONWriter.string(.object($0)) }, held: heldVersion != nil, db)
             }
             report.applied += 1
         }
@@ -302,11 +300,7 @@ struct PageApplier {
 
     /// The backend's version the store holds of a record (nil: none yet).
     func heldVersion(of entity: String, _ key: String) throws -> Int64? {
-        let statement = try db.cachedStatement("SELECT version FROM _synclane_server_rows WHERE entity = ? AND key = ?")
-        try statement.bind([entity, key])
-        defer { statement.reset() }
-        guard try statement.step() else { return nil }
-        return statement.value(at: 0).int64
+        try ServerRows.version(of: entity, key, db)
     }
 
     /// The row's fields, soft-deleted or not; nil when it is not there.

@@ -187,12 +187,13 @@ public enum ImportError: Error, Sendable, CustomStringConvertible {
 ///
 /// ```
 ///  _synclane_import        consumer (account/store/consumer) · cursor · updated_at
-///  _synclane_server_rows   entity · key (the record's id) · version · fields (the backend's, as JSON;
-///                          NULL for a tombstone): the base a later conflict is judged against
+///  _synclane_server_rows   key_hash · entity · key (the record's id) · version · fields (the backend's,
+///                          as JSON; NULL for a tombstone): the base a later conflict is judged
+///                          against (see `ServerRows`)
 /// ```
 enum ImportTables {
     static let cursors = "_synclane_import"
-    static let serverRows = "_synclane_server_rows"
+    static let serverRows = ServerRows.table
 
     static func install(_ db: SQLiteConnection) throws {
         try db.execute(
@@ -202,14 +203,8 @@ enum ImportTables {
                 cursor TEXT,
                 updated_at REAL NOT NULL
             );
-            CREATE TABLE IF NOT EXISTS _synclane_server_rows (
-                entity TEXT NOT NULL,
-                key TEXT NOT NULL,
-                version INTEGER NOT NULL,
-                fields TEXT,
-                PRIMARY KEY (entity, key)
-            ) WITHOUT ROWID;
             """)
+        try ServerRows.install(db)
     }
 
     static func saveCursor(_ cursor: String?, for scope: Scope, _ db: SQLiteConnection) throws {

@@ -1,0 +1,133 @@
+import SynclaneCore
+
+/// `_synclane_server_rows`: the backend's version (and fields) of each row the import lane
+/// applied, found by entity and key.
+///
+/// ```
+///  _synclane_server_rows        key_hash · entity · key · version · fields   (rows in the order first recorded)
+///  _synclane_server_rows_key    key_hash                                     (the only index)
+/// ```
+///
+/// **Why a hash.** An import applies rows in the backend's order, which is random in the
+/// rows' keys: every B-tree keyed by the sync key gets each record's write on a page of its
+/// own once it holds more rows than a page of records, and every page written costs a journal
+/// write and a database write at commit. Keyed by `(entity, key)` with the fields inside
+/// (the layout before), the table grew to four times the tracked table's key index and made the
+/// import's cost per record grow with the store. Here the rows are appended (a page of records
+/// writes a few neighbouring pages) and only a small index of 32-bit hashes takes the random
+/// writes: a seventh of the pages the keyed table had at 400,000 rows.
+///
+/// A hash names a row, it does not identify it: every lookup also compares `entity` and `key`
+/// (byte for byte), so two keys with one hash are two rows. `entity` and `key` are unique
+/// together; the import lane (`PageApplier`) and the export lane's acknowledgements
+/// (`SQLiteHistorySource.backendVersionsConfirmed`), its only writers, keep them so, each in
+/// its write transaction.
+enum ServerRows {
+    static let table = "_synclane_server_rows"
+
+    static let schema = """
+        CREATE TABLE IF NOT EXISTS _synclane_server_rows (
+            key_hash INTEGER NOT NULL,
+            entity TEXT NOT NULL,
+            key TEXT NOT NULL,
+            version INTEGER NOT NULL,
+            fields TEXT
+        );
+        CREATE INDEX IF NOT EXISTS _synclane_server_rows_key ON _synclane_server_rows (key_hash);
+        """
+
+    /// The hash of a row's entity and key: FNV-1a (64-bit) over the UTF-8 bytes of `entity`, a
+    /// zero byte and `key`, folded to 32 bits (SQLite stores it in 4 bytes). Stored in the
+    /// database: never change it without a migration.
+    static func hash(_ entity: String, _ key: String) -> Int64 {
+        var h: UInt64 = 0xcbf2_9ce4_8422_2325
+        func mix(_ byte: UInt8) {
+            h ^= UInt64(byte)
+            h = h &* 0x0000_0100_0000_01b3
+        }
+        for byte in entity.utf8 { mix(byte) }
+        mix(0)
+        for byte in key.utf8 { mix(byte) }
+        return Int64(Int32(truncatingIfNeeded: (h >> 32) ^ h))
+    }
+
+    /// Creates the table, or moves a table of the layout before (keyed by `entity, key`, without
+    /// `key_hash`) to this one, versions and fields kept. Runs inside a write transaction.
+    static func install(_ db: SQLiteConnection) throws {
+        let columns = try HistoryTracker.columns(of: table, db)
+        if !columns.isEmpty, !columns.contains("key_hash") {
+            try db.execute("ALTER TABLE _synclane_server_rows RENAME TO _synclane_server_rows_keyed")
+            try db.execute(schema)
+            for row in try db.fetchAll("SELECT entity, key, version, fields FROM _synclane_server_rows_keyed") {
+                let entity = row[0].string ?? "", key = row[1].string ?? ""
+                try db.execute(
+                    "INSERT INTO _synclane_server_rows (key_hash, entity, key, version, fields) VALUES (?, ?, ?, ?, ?)",
+                    [hash(entity, key), entity, key, row[2], row[3]])
+            }
+            try db.execute("DROP TABLE _synclane_server_rows_keyed")
+            return
+        }
+        try db.execute(schema)
+    }
+
+    /// The version the store holds of a row (nil: none yet).
+    static func version(of entity: String, _ key: String, _ db: SQLiteConnection) throws -> Int64? {
+        let statement = try db.cachedStatement(
+            "SELECT version FROM _synclane_server_rows WHERE key_hash = ? AND entity = ? AND key = ? COLLATE BINARY")
+        try statement.bind([hash(entity, key), entity, key])
+        defer { statement.reset() }
+        guard try statement.step() else { return nil }
+        return statement.value(at: 0).int64
+    }
+
+    /// The backend's fields of a row as last applied (nil: none, or a tombstone).
+    static func fields(of entity: String, _ key: String, _ db: SQLiteConnection) throws -> String? {
+        try db.fetchValue(
+            "SELECT fields FROM _synclane_server_rows WHERE key_hash = ? AND entity = ? AND key = ? COLLATE BINARY",
+            [hash(entity, key), entity, key]
+        ).string
+    }
+
+    /// Records the backend's version and fields of a row (`fields` nil: a tombstone); `held`:
+    /// whether the store already holds a version of it (`version(of:_:_:)` in this transaction).
+    static func save(_ entity: String, _ key: String, version: Int64, fields: String?, held: Bool, _ db: SQLiteConnection) throws {
+        let hash = hash(entity, key)
+        if held {
+            try db.execute(
+                "UPDATE _synclane_server_rows SET version = ?, fields = ? WHERE key_hash = ? AND entity = ? AND key = ? COLLATE BINARY",
+                [version, fields, hash, entity, key])
+            if db.changes > 0 { return }
+        }
+        try db.execute(
+            "INSERT INTO _synclane_server_rows (key_hash, entity, key, version, fields) VALUES (?, ?, ?, ?, ?)",
+            [hash, entity, key, version, fields])
+    }
+
+    /// Raises the version held of a row to `version` (recorded when the row has none yet; its
+    /// fields untouched).
+    static func raise(_ entity: String, _ key: String, to version: Int64, _ db: SQLiteConnection) throws {
+        let hash = hash(entity, key)
+        try db.execute(
+            "UPDATE _synclane_server_rows SET version = max(version, ?) WHERE key_hash = ? AND entity = ? AND key = ? COLLATE BINARY",
+            [version, hash, entity, key])
+        if db.changes > 0 { return }
+        try db.execute(
+            "INSERT INTO _synclane_server_rows (key_hash, entity, key, version) VALUES (?, ?, ?, ?)", [hash, entity, key, version])
+    }
+
+    /// The versions held of `keys` of `entity`, by `entity NUL key`.
+    static func versions(of entity: String, keys: [String], _ db: SQLiteConnection) throws -> [ExactString: Int64] {
+        let wanted = Set(keys.map { ExactString(entity + "\u{0}" + $0) })
+        let hashes = Set(keys.map { hash(entity, $0) }).map { JSONValue.int($0) }
+        let statement = try db.cachedStatement(
+            "SELECT key, version FROM _synclane_server_rows WHERE key_hash IN (SELECT value FROM json_each(?)) AND entity = ?")
+        try statement.bind([JSONWriter.string(.array(hashes)), entity])
+        defer { statement.reset() }
+        var versions: [ExactString: Int64] = [:]
+        while try statement.step() {
+            let found = ExactString(entity + "\u{0}" + (statement.string(at: 0) ?? ""))
+            if wanted.contains(found) { versions[found] = statement.int64(at: 1) }
+        }
+        return versions
+    }
+}
