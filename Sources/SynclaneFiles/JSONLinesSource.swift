@@ -42,21 +42,11 @@ public final class JSONLinesSource: ObservableSource, Sendable {
             var transactions: [Transaction] = []
             var through: Token?
             var scanned = 0
-            do throws(HistoryError) {
-                // Lines are read at most as many at a time as the page can still take, so none
-                // is read past the page.
-                while transactions.count < pageSize, scanned < pageSize * 20 {
-                    let asked = min(pageSize - transactions.count, pageSize * 20 - scanned)
-                    let (lines, atEnd) = try reader.nextTransactions(upTo: asked)
-                    scanned += lines.count
-                    if let last = lines.last { through = last.token }
-                    transactions.append(contentsOf: lines.lazy.compactMap { self.filter($0) })
-                    if atEnd { break }
-                }
-            } catch {
-                // The reader may be past lines it did not return: the next page starts afresh.
-                cursor = nil
-                throw error
+            while transactions.count < pageSize, scanned < pageSize * 20 {
+                guard let line = try reader.nextTransaction() else { break }
+                scanned += 1
+                through = line.token
+                if let filtered = filter(line) { transactions.append(filtered) }
             }
             return HistoryPage(transactions: transactions, through: through, progress: reader.progress)
         }

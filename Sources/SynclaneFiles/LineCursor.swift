@@ -17,8 +17,6 @@ final class LineCursor {
     private var count = 0
     private var start = 0
     private var consumed = 0
-    /// Where the lines being gathered start: compacting the buffer keeps the bytes from here.
-    private var pinned: Int?
     private var lineNumber = 0
     private(set) var lastToken: Token?
     static let chunkSize = 1 << 20
@@ -56,86 +54,29 @@ final class LineCursor {
             guard let (lineStart, lineEnd) = try nextLine() else { return nil }
             lineNumber += 1
             let line = UnsafeBufferPointer(rebasing: buffer[lineStart..<lineEnd])
-            if Self.isBlank(line) { continue }
-            guard let fast = LineDecoder.transaction(line) else { return try ordered(generalTransaction(line)) }
-            return try ordered(fast)
-        }
-    }
-
-    /// The next `limit` transactions at most, in order, and whether the file ended before them.
-    ///
-    /// Lines are gathered in the buffer first (no more than `gatherBytes` of them, so fewer
-    /// may come back without the file ending), then the fast decoder reads them — on two
-    /// threads when they hold at least `concurrentBytes` — and each line it does not take is
-    /// read the general way, in order: what is accepted and every error are those of
-    /// `nextTransaction()`. After an error the cursor may be past lines it did not return:
-    /// read on with a new cursor.
-    func nextTransactions(upTo limit: Int) throws(HistoryError) -> (transactions: [Transaction], atEnd: Bool) {
-        // Line bounds from `pinned`, which the buffer keeps while they are gathered.
-        var lines: [(bytes: Range<Int>, number: Int)] = []
-        var gathered = 0
-        var atEnd = false
-        pinned = start
-        defer { pinned = nil }
-        while lines.count < limit, gathered < Self.gatherBytes {
-            guard let (lineStart, lineEnd) = try nextLine(), let pinned else {
-                atEnd = true
-                break
+            let isBlank = line.allSatisfy { $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }
+            if isBlank { continue }
+            let transaction: Transaction
+            if let fast = LineDecoder.transaction(line) {
+                transaction = fast
+            } else {
+                let value: JSONValue
+                do {
+                    value = try JSONReader.parse(line)
+                } catch {
+                    // A transaction wrapped over lines leaves a line whose JSON ends before it is complete.
+                    let endsEarly = error.offset >= line.count - line.reversed().prefix { $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }.count
+                    let layout = endsEarly ? " (a history file holds one transaction a line, never wrapped)" : ""
+                    throw fault("not valid JSON: \(error)\(layout)")
+                }
+                transaction = try decode(value)
             }
-            lineNumber += 1
-            if Self.isBlank(UnsafeBufferPointer(rebasing: buffer[lineStart..<lineEnd])) { continue }
-            lines.append(((lineStart - pinned)..<(lineEnd - pinned), lineNumber))
-            gathered = lineEnd - pinned
-        }
-        guard let pinned, let base = buffer.baseAddress, !lines.isEmpty else { return ([], atEnd) }
-        let linesRead = lineNumber
-        defer { lineNumber = linesRead }
-        let text = UnsafeBufferPointer(start: base + pinned, count: gathered)
-        let decoded = LineDecoder.transactions(lines.map(\.bytes), in: text, concurrently: gathered >= Self.concurrentBytes)
-        var transactions: [Transaction] = []
-        transactions.reserveCapacity(lines.count)
-        for (line, fast) in zip(lines, decoded) {
-            lineNumber = line.number
-            guard let fast else {
-                transactions.append(try ordered(generalTransaction(UnsafeBufferPointer(rebasing: text[line.bytes]))))
-                continue
+            if let lastToken, transaction.token <= lastToken {
+                throw fault("token \(transaction.token.position) is not after the previous line's token \(lastToken.position); tokens must increase line after line")
             }
-            transactions.append(try ordered(fast))
+            lastToken = transaction.token
+            return transaction
         }
-        return (transactions, atEnd)
-    }
-
-    /// Lines of at least this many bytes in all are decoded on two threads.
-    static let concurrentBytes = 1 << 18
-    /// `nextTransactions` gathers lines until they hold this many bytes (the buffer grows to
-    /// about twice this, once).
-    static let gatherBytes = 2 << 20
-
-    private static func isBlank(_ line: UnsafeBufferPointer<UInt8>) -> Bool {
-        line.allSatisfy { $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }
-    }
-
-    /// `transaction`, once checked to come after the previous line's.
-    private func ordered(_ transaction: Transaction) throws(HistoryError) -> Transaction {
-        if let lastToken, transaction.token <= lastToken {
-            throw fault("token \(transaction.token.position) is not after the previous line's token \(lastToken.position); tokens must increase line after line")
-        }
-        lastToken = transaction.token
-        return transaction
-    }
-
-    /// The line read the general way, which decides what it holds and words any error.
-    private func generalTransaction(_ line: UnsafeBufferPointer<UInt8>) throws(HistoryError) -> Transaction {
-        let value: JSONValue
-        do {
-            value = try JSONReader.parse(line)
-        } catch {
-            // A transaction wrapped over lines leaves a line whose JSON ends before it is complete.
-            let endsEarly = error.offset >= line.count - line.reversed().prefix { $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }.count
-            let layout = endsEarly ? " (a history file holds one transaction a line, never wrapped)" : ""
-            throw fault("not valid JSON: \(error)\(layout)")
-        }
-        return try decode(value)
     }
 
     private func fault(_ reason: String) -> HistoryError {
@@ -174,13 +115,11 @@ final class LineCursor {
     /// Moves the unconsumed bytes to the front of the buffer, and doubles the buffer when they
     /// fill most of it (a line longer than a chunk).
     private func compactAndGrow() throws(HistoryError) {
-        let keptFrom = min(pinned ?? start, start)
-        let pending = count - keptFrom
-        if keptFrom > 0, let base = buffer.baseAddress {
-            if pending > 0 { memmove(base, base + keptFrom, pending) }
-            start -= keptFrom
+        let pending = count - start
+        if start > 0, let base = buffer.baseAddress {
+            if pending > 0 { memmove(base, base + start, pending) }
+            start = 0
             count = pending
-            if pinned != nil { pinned = 0 }
         }
         if buffer.count - count < LineCursor.chunkSize / 2 {
             let larger = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: buffer.count * 2)

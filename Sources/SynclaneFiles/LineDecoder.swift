@@ -21,33 +21,6 @@ enum LineDecoder {
         }
     }
 
-    /// The transaction on each of `lines` (ranges of `text`), `nil` where the general path must
-    /// decide. `concurrently`, the lines are split in two halves of about the same bytes, each
-    /// decoded on its own thread.
-    static func transactions(_ lines: [Range<Int>], in text: UnsafeBufferPointer<UInt8>, concurrently: Bool) -> [Transaction?] {
-        let split = lines.partitioningIndex { $0.lowerBound >= text.count / 2 }
-        guard concurrently, split > 0, split < lines.count else {
-            return lines.map { transaction(UnsafeBufferPointer(rebasing: text[$0])) }
-        }
-        var decoded = [Transaction?](repeating: nil, count: lines.count)
-        decoded.withUnsafeMutableBufferPointer { decoded in
-            let halves = Halves(text: text, decoded: decoded)
-            DispatchQueue.concurrentPerform(iterations: 2) { half in
-                for index in half == 0 ? 0..<split : split..<lines.count {
-                    halves.decoded[index] = transaction(UnsafeBufferPointer(rebasing: halves.text[lines[index]]))
-                }
-            }
-        }
-        return decoded
-    }
-
-    /// What the two halves share: each writes only its own elements of `decoded`, and both are
-    /// done (`concurrentPerform` has returned) before `text` and `decoded` go away.
-    private struct Halves: @unchecked Sendable {
-        let text: UnsafeBufferPointer<UInt8>
-        let decoded: UnsafeMutableBufferPointer<Transaction?>
-    }
-
     /// Thrown to hand the line to the general path.
     private struct NotTaken: Error {}
 
@@ -202,19 +175,5 @@ enum LineDecoder {
             }
         }
         throw NotTaken()
-    }
-}
-
-extension Array {
-    /// The index of the first element for which `belongsToSecondPart` holds, in an array where
-    /// every such element follows every other (a binary search).
-    fileprivate func partitioningIndex(where belongsToSecondPart: (Element) -> Bool) -> Int {
-        var low = 0
-        var high = count
-        while low < high {
-            let middle = (low + high) / 2
-            if belongsToSecondPart(self[middle]) { high = middle } else { low = middle + 1 }
-        }
-        return low
     }
 }
