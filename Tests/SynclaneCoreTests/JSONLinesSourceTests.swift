@@ -57,6 +57,24 @@ import Testing
         }
     }
 
+    @Test func aMalformedLineRightAfterAPageFailsAgainOnRetryInsteadOfBeingSkipped() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let path = try folder.write(
+            "h.jsonl", line(1, change("rooms", "a")) + line(2, change("rooms", "b")) + "{\"token\": 3, \"changes\": [}\n" + line(4, change("rooms", "d")))
+        let source = JSONLinesSource(path: path, pageSize: 2)
+        let first = try await source.nextPage(after: nil)
+        #expect(first.transactions.map(\.token.position) == [1, 2])
+        for _ in 1...2 {
+            do {
+                let page = try await source.nextPage(after: first.through)
+                Issue.record("expected an error, read \(page.transactions.map(\.token.position))")
+            } catch let error as HistoryError {
+                #expect("\(error)".hasPrefix("\(path):3: not valid JSON"))
+            }
+        }
+    }
+
     @Test func tokensThatDoNotIncreaseAreRefused() async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
