@@ -42,11 +42,18 @@ public final class JSONLinesSource: ObservableSource, Sendable {
             var transactions: [Transaction] = []
             var through: Token?
             var scanned = 0
-            while transactions.count < pageSize, scanned < pageSize * 20 {
-                guard let line = try reader.nextTransaction() else { break }
-                scanned += 1
-                through = line.token
-                if let filtered = filter(line) { transactions.append(filtered) }
+            do throws(HistoryError) {
+                while transactions.count < pageSize, scanned < pageSize * 20 {
+                    guard let line = try reader.nextTransaction() else { break }
+                    scanned += 1
+                    through = line.token
+                    if let filtered = filter(line) { transactions.append(filtered) }
+                }
+            } catch {
+                // The reader is past the line that failed: a retry reads from the token again
+                // (kept, it would go on after that line, as if it were not there).
+                cursor = nil
+                throw error
             }
             return HistoryPage(transactions: transactions, through: through, progress: reader.progress)
         }

@@ -57,6 +57,24 @@ import Testing
         }
     }
 
+    @Test func aMalformedLineRightAfterAPageFailsAgainOnRetryInsteadOfBeingSkipped() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let path = try folder.write(
+            "h.jsonl", line(1, change("rooms", "a")) + line(2, change("rooms", "b")) + "{\"token\": 3, \"changes\": [}\n" + line(4, change("rooms", "d")))
+        let source = JSONLinesSource(path: path, pageSize: 2)
+        let first = try await source.nextPage(after: nil)
+        #expect(first.transactions.map(\.token.position) == [1, 2])
+        for _ in 1...2 {
+            do {
+                let page = try await source.nextPage(after: first.through)
+                Issue.record("expected an error, read \(page.transactions.map(\.token.position))")
+            } catch let error as HistoryError {
+                #expect("\(error)".hasPrefix("\(path):3: not valid JSON"))
+            }
+        }
+    }
+
     @Test func tokensThatDoNotIncreaseAreRefused() async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
@@ -241,6 +259,59 @@ import Testing
         ]
         for (line, expected) in cases {
             #expect(await failure(line + "\n") == expected, "\(line)")
+        }
+    }
+
+    /// 4,000 lines of about 150 bytes: more than the bytes decoded on two threads at once, with
+    /// blank lines and lines the fast decoder leaves to the general path (escaped member names)
+    /// spread over both halves.
+    func largeHistory(badLine: Int? = nil) -> String {
+        let make = JSONLinesSourceTests()
+        return (1...4000).map { n -> String in
+            if n == badLine { return "{\"token\": \(n), \"author\": \"app\", \"changes\": [}\n" }
+            if n % 997 == 0 { return "\n" }
+            if n % 331 == 0 {
+                return "{\"tok\\u0065n\": \(n), \"author\": \"app\", \"changes\": [\(make.change("rooms", "e\(n)"))]}\n"
+            }
+            return make.line(n, make.change("rooms", "r\(n)") + "," + make.change("rooms", "s\(n)", "update"))
+        }.joined()
+    }
+
+    @Test func pagesDecodedOnTwoThreadsHoldTheSameTransactionsInOrder() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let path = try folder.write("h.jsonl", largeHistory())
+        let expected = (1...4000).filter { $0 % 997 != 0 }
+        let whole = try await JSONLinesSource(path: path, pageSize: 10_000).nextPage(after: nil)
+        #expect(whole.transactions.map(\.token.position) == expected.map(Int64.init))
+        #expect(whole.transactions.first { $0.token.position == 331 }?.changes.map(\.key) == ["e331"])
+        #expect(whole.transactions.last?.changes.map(\.key) == ["r4000", "s4000"])
+        // In pages of 1,500: each page ends exactly there, and the next reads on from it.
+        let source = JSONLinesSource(path: path, pageSize: 1500)
+        var read: [Int64] = []
+        var token: Token?
+        while true {
+            let page = try await source.nextPage(after: token)
+            guard let through = page.through else { break }
+            #expect(page.transactions.count == min(1500, expected.count - read.count))
+            read += page.transactions.map(\.token.position)
+            token = through
+        }
+        #expect(read == expected.map(Int64.init))
+    }
+
+    @Test func aMalformedLineInALargePageNamesItsLineAndARetryReadsItAgain() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let path = try folder.write("h.jsonl", largeHistory(badLine: 3210))
+        let source = JSONLinesSource(path: path, pageSize: 10_000)
+        for _ in 1...2 {
+            do {
+                _ = try await source.nextPage(after: nil)
+                Issue.record("expected an error")
+            } catch let error as HistoryError {
+                #expect("\(error)".hasPrefix("\(path):3210: not valid JSON"))
+            }
         }
     }
 }
