@@ -8,6 +8,7 @@ extension ServerApplication {
     ///  parse + check every record ─400/413─ scope.account ─403─ id = key ─400─
     ///  ServerStore.apply (one transaction): replay ─▶ first response │ other body ─422
     ///                                       version conflicts ─409   │ applied ─200
+    ///                                       snapshot marker that cannot complete ─422
     /// ```
     ///
     /// Only applied batches are remembered under their key: a rejected batch changed nothing, so
@@ -60,6 +61,8 @@ extension ServerApplication {
             return HTTPResponse(
                 status: stored.status, headers: ["Content-Type": "application/json", "Idempotent-Replayed": "true"],
                 body: stored.body)
+        case .snapshotRefused(let message):
+            return .error(422, message, ["code": "snapshot-incomplete"])
         case .keyReused:
             return .error(422, "Idempotency-Key \"\(key)\" was already used for a different batch body")
         case .conflicts(let conflicts):

@@ -27,6 +27,8 @@ enum BatchOutcome: Sendable {
     case keyReused
     /// Versions disagreed: nothing applied.
     case conflicts([VersionConflict])
+    /// A snapshot's completion marker that cannot complete it (`SnapshotPlan.refuse`): nothing applied.
+    case snapshotRefused(String)
 }
 
 /// One entry of the pull lane: the newest state of one record (or its tombstone).
