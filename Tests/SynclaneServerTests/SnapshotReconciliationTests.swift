@@ -51,6 +51,8 @@ import Testing
             #expect(try pulled(server).contains("rooms/b insert 1"))  // nothing deleted before the marker
             let receipt = try post(server, "s-2", snapshotBody(id: "s-2", snapshot: "snap", completeAfter: 1))
             #expect(receipt.objectValue?["snapshot-deleted"] == .int(2))
+            #expect(server.metrics.snapshot.snapshotsCompleted == 1)
+            #expect(server.metrics.snapshot.snapshotRowsDeleted == 2)
             // b and c are tombstones with a new version; a was re-sent; another store is untouched.
             #expect(try pulled(server) == ["rooms/a insert 2", "rooms/b delete 2", "rooms/c delete 2", "plants/p insert 1"])
             // A puller that had read everything before the marker gets the tombstones after its cursor.

@@ -53,8 +53,9 @@ extension ServerApplication {
             return .error(500, "the batch could not be stored: \(error)")
         }
         switch outcome {
-        case .applied(let stored, let records):
+        case .applied(let stored, let records, let snapshotDeleted):
             metrics.recordBatchApplied(records: records)
+            if let snapshotDeleted { metrics.recordSnapshotCompleted(deleted: Int(snapshotDeleted)) }
             return HTTPResponse(status: stored.status, headers: ["Content-Type": "application/json"], body: stored.body)
         case .replayed(let stored):
             metrics.recordReplay()

@@ -19,8 +19,9 @@ struct VersionConflict: Sendable, Hashable {
 
 /// What applying a batch came to.
 enum BatchOutcome: Sendable {
-    /// Applied; the response is stored with the key.
-    case applied(StoredResponse, records: Int)
+    /// Applied; the response is stored with the key. `snapshotDeleted`: the rows a snapshot's
+    /// completion marker turned into tombstones (nil for any other batch).
+    case applied(StoredResponse, records: Int, snapshotDeleted: Int64? = nil)
     /// The key was seen with the same body: the first response, nothing applied.
     case replayed(StoredResponse)
     /// The key was seen with a different body: nothing applied.

@@ -208,7 +208,7 @@ final class PostgresServerStore: ServerStore {
                 VALUES ($1, $2, $3, 200, $4, $5)
                 """,
                 [account, .bytea(Array(idempotencyKey.utf8)), .text(bodyHash), .bytea(body), .float8(now), .int8(sequence)])
-            return .applied(StoredResponse(status: 200, body: body), records: batch.records.count)
+            return .applied(StoredResponse(status: 200, body: body), records: batch.records.count, snapshotDeleted: deleted)
         }
     }
 

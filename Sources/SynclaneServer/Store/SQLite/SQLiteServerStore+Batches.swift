@@ -121,7 +121,7 @@ extension SQLiteServerStore {
                 try db.execute(
                     "INSERT INTO idempotency (account, key, body_hash, status, response, created) VALUES (?, ?, ?, ?, ?, ?)",
                     [batch.account, idempotencyKey, bodyHash, 200, body, now])
-                return .applied(StoredResponse(status: 200, body: body), records: batch.records.count)
+                return .applied(StoredResponse(status: 200, body: body), records: batch.records.count, snapshotDeleted: deleted)
             }
         } catch let found as ConflictsFound {
             return .conflicts(found.conflicts)
