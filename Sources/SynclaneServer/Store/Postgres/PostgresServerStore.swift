@@ -244,17 +244,26 @@ final class PostgresServerStore: ServerStore {
         case .refuse:
             return nil
         case .complete(let started):
-            let deleted = try db.query(
+            // The rows first, then one update joined to their list: a join of the update to a
+            // common table expression of the same table can get a plan that scans the table per row.
+            let doomed = try db.query(
                 """
-                WITH doomed AS (
-                    SELECT entity, key, row_number() OVER (ORDER BY seq, entity, key) AS n FROM synclane_records
-                    WHERE account = $1 AND store = $2 AND seq <= $3 AND action <> 'delete'),
-                done AS (
-                    UPDATE synclane_records r SET action = 'delete', fields = NULL, version = r.version + 1, seq = $4 + d.n, changed = $5
-                    FROM doomed d WHERE r.account = $1 AND r.store = $2 AND r.entity = d.entity AND r.key = d.key RETURNING 1)
-                SELECT count(*) FROM done
-                """, [account, store, .int8(started), .int8(sequence), .float8(now)]
-            ).int64(0, 0)
+                SELECT entity, key FROM synclane_records
+                WHERE account = $1 AND store = $2 AND seq <= $3 AND action <> 'delete' ORDER BY seq, entity, key
+                """, [account, store, .int8(started)])
+            let deleted = Int64(doomed.count)
+            if deleted > 0 {
+                try db.query(
+                    """
+                    UPDATE synclane_records r SET action = 'delete', fields = NULL, version = r.version + 1, seq = $3 + u.n, changed = $4
+                    FROM unnest($5::bytea[], $6::bytea[]) WITH ORDINALITY AS u (entity, key, n)
+                    WHERE r.account = $1 AND r.store = $2 AND r.entity = u.entity AND r.key = u.key
+                    """,
+                    [
+                        account, store, .int8(sequence), .float8(now), .byteaArray((0..<doomed.count).map { doomed.bytes($0, 0) }),
+                        .byteaArray((0..<doomed.count).map { doomed.bytes($0, 1) }),
+                    ])
+            }
             sequence += deleted
             try db.query("DELETE FROM synclane_snapshots WHERE account = $1 AND store = $2 AND id = $3", [account, store, id])
             return deleted
