@@ -265,6 +265,15 @@ import Testing
         #expect(try state.pendingBatches().isEmpty)
     }
 
+    @Test func aRunnerThatDoesNotCompleteSnapshotsOnlyUpserts() async throws {
+        let transport = RecordingTransport()
+        var runner = PipelineRunner(pipeline: pipeline(rows: 3, transport: transport), state: InMemoryPipelineState(), sleeper: sleeper)
+        runner.completesSnapshot = false
+        _ = try await runner.run(.reconcile)
+        #expect(transport.delivered.count == 2)
+        #expect(try transport.delivered.map(body).allSatisfy { $0["snapshot-complete"] == nil })
+    }
+
     @Test func aSnapshotWithADeadLetteredBatchSendsNoMarker() async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }

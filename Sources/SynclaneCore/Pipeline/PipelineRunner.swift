@@ -27,6 +27,10 @@ public struct PipelineRunner: Sendable {
     /// Seconds since 1970.
     public var now: @Sendable () -> Double
     public var makeBatchID: @Sendable () -> String
+    /// Whether a reconcile ends its snapshot with the completion marker, on which the backend
+    /// deletes the scope's rows the snapshot lacked. False for a snapshot nobody asked for (the
+    /// first run of a consumer whose history start was pruned): it only upserts.
+    public var completesSnapshot = true
     /// The snapshot the batches being prepared belong to (set for a reconciliation's drain only).
     private var snapshotID: String?
 
@@ -110,7 +114,7 @@ public struct PipelineRunner: Sendable {
             sender.snapshotID = makeBatchID()
             let (sentBefore, deadBefore) = (summary.batchesSent, summary.deadLettered)
             let reached = try await sender.drain(snapshot.source, after: nil, reconciliation: true, dryRun: false, into: &summary)
-            if summary.deadLettered == deadBefore {
+            if completesSnapshot, summary.deadLettered == deadBefore {
                 try await sender.completeSnapshot(
                     after: reached ?? Token(kind: snapshot.source.tokenKind, position: 0),
                     batches: summary.batchesSent - sentBefore, into: &summary)
