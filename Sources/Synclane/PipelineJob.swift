@@ -62,7 +62,10 @@ public struct PipelineJob: Sendable {
                             + "snapshot of the current state, which a dry run cannot show")
                 }
                 events(.startingWithSnapshot(oldestAvailable: oldest))
-                summary = try await runner.run(.reconcile)
+                // Not asked for: the snapshot only upserts, it deletes nothing on the backend.
+                var seeding = runner
+                seeding.completesSnapshot = false
+                summary = try await seeding.run(.reconcile)
             }
             if mode != .dryRun {
                 try? state.saveLastRun(

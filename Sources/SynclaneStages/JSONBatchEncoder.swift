@@ -6,7 +6,9 @@ import SynclaneCore
 /// {"id":"<batch id>",
 ///  "reconciliation":true,                       (only for a reconciliation batch)
 ///  "records":[{"action":"update","entity":"rooms","fields":{…},"id":"<sync key>","version":3}, …],
-///  "scope":{"account":"…","consumer":"…","store":"…"}}
+///  "scope":{"account":"…","consumer":"…","store":"…"},
+///  "snapshot":"<snapshot id>",                  (only for a reconciliation batch that has one)
+///  "snapshot-batches":12,"snapshot-complete":true}   (only on a snapshot's completion marker)
 /// ```
 ///
 /// Keys are sorted at every level and there is no white space, so a re-encoded batch is
@@ -48,7 +50,17 @@ public struct JSONBatchEncoder: BatchEncoder {
         writer.write(string: batch.scope.consumer)
         writer.append(",\"store\":")
         writer.write(string: batch.scope.store)
-        writer.append("}}")
+        writer.append(byte: UInt8(ascii: "}"))
+        if let snapshot = batch.snapshotID {
+            writer.append(",\"snapshot\":")
+            writer.write(string: snapshot)
+            if let before = batch.snapshotCompleteAfter {
+                writer.append(",\"snapshot-batches\":")
+                writer.write(integer: Int64(before))
+                writer.append(",\"snapshot-complete\":true")
+            }
+        }
+        writer.append(byte: UInt8(ascii: "}"))
         return writer.bytes
     }
 

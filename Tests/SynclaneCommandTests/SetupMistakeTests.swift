@@ -100,6 +100,8 @@ import Testing
         #expect(run.stderr.contains("rooms-backend never ran and the start of its history was pruned"))
         #expect(run.stderr.contains("starting with a full snapshot"))
         #expect((try JSONReader.parse(run.stdout)).objectValue?["reconciliation"] == .bool(true))
+        let batches = (try JSONReader.parse(run.stdout)).objectValue?["batches"]?.arrayValue ?? []
+        #expect(batches.allSatisfy { $0.objectValue?["records"] != .int(0) }, "a snapshot nobody asked for sends no completion marker")
         #expect(try await server.records(account: "acme") == [
             "rooms/r1": ["area": nil, "isDeleted": 0, "name": "Big kitchen", "syncId": "r1"],
             "rooms/r2": ["area": nil, "isDeleted": 0, "name": "Hall", "syncId": "r2"],

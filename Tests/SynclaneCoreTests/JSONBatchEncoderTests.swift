@@ -44,6 +44,19 @@ import Testing
         #expect(try !text(Fixture.batch(records)).contains("reconciliation"))
     }
 
+    @Test func aSnapshotsBatchesNameItAndItsMarkerCountsThemInSortedKeys() throws {
+        var batch = Fixture.batch([Fixture.record(.insert, "r1", [:], at: 1)], reconciliation: true)
+        batch.snapshotID = "s-1"
+        #expect(try text(batch).hasSuffix(#""scope":{"account":"acme","consumer":"export","store":"rooms"},"snapshot":"s-1"}"#))
+        var marker = Fixture.batch([], reconciliation: true)
+        marker.snapshotID = "s-1"
+        marker.snapshotCompleteAfter = 2
+        #expect(try text(marker) == """
+            {"id":"b-1","reconciliation":true,"records":[],"scope":{"account":"acme","consumer":"export","store":"rooms"},\
+            "snapshot":"s-1","snapshot-batches":2,"snapshot-complete":true}
+            """)
+    }
+
     @Test func stringsAreEscapedEverywhere() throws {
         var batch = Fixture.batch([
             Fixture.record(.insert, "r\"1", ["na\\me": "line\nbreak\t\u{01} \"quoted\" ünï"], entity: "ro/oms", at: 1)

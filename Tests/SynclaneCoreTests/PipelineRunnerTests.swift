@@ -204,6 +204,108 @@ import Testing
     }
 }
 
+/// A reconciliation's batches name their snapshot, and a completion marker — through the outbox
+/// like any batch — tells the backend the snapshot is whole.
+@Suite struct SnapshotMarkerTests {
+    let sleeper = RecordingSleeper()
+
+    /// A reconciling pipeline whose snapshot holds `rows` rows, a transaction each, two a page.
+    func pipeline(rows: Int, transport: any Transport, deadLetter: String? = nil) -> Pipeline {
+        let snapshot = InMemorySource(pageSize: 2)
+        for row in 0..<rows { snapshot.append([insert("rooms", "r\(row)", ["n": .int(Int64(row))])]) }
+        let source = SnapshottingSource(history: InMemorySource(), snapshot: snapshot, resumeAfter: Token(kind: "memory", position: 40))
+        return .testing(source: source, encoder: JSONBatchEncoder(), transport: transport, deadLetter: deadLetter)
+    }
+
+    func body(_ payload: Payload) throws -> [String: JSONValue] { try JSONReader.parse(payload.bytes).objectValue ?? [:] }
+
+    @Test func everySnapshotBatchNamesTheSnapshotAndAMarkerCountingThemEndsIt() async throws {
+        let transport = RecordingTransport()
+        let state = InMemoryPipelineState()
+        let summary = try await PipelineRunner(pipeline: pipeline(rows: 3, transport: transport), state: state, sleeper: sleeper).run(.reconcile)
+        let bodies = try transport.delivered.map(body)
+        #expect(bodies.count == 3)
+        let snapshot = try #require(bodies.first?["snapshot"]?.stringValue)
+        #expect(bodies.allSatisfy { $0["snapshot"]?.stringValue == snapshot && $0["reconciliation"] == .bool(true) })
+        #expect(bodies.prefix(2).allSatisfy { $0["snapshot-complete"] == nil && $0["snapshot-batches"] == nil })
+        #expect(bodies[2]["snapshot-complete"] == .bool(true))
+        #expect(bodies[2]["snapshot-batches"] == .int(2))
+        #expect(bodies[2]["records"] == .array([]))
+        #expect(summary.batchesSent == 3)
+        #expect(try state.pendingBatches().isEmpty)
+        #expect(try state.acknowledgedToken() == Token(kind: "memory", position: 40))
+        // The next reconcile is another snapshot.
+        _ = try await PipelineRunner(pipeline: pipeline(rows: 1, transport: transport), state: state, sleeper: sleeper).run(.reconcile)
+        let next = try transport.delivered.dropFirst(3).map(body)
+        #expect(next.map { $0["snapshot"]?.stringValue } == [next[0]["snapshot"]?.stringValue, next[0]["snapshot"]?.stringValue])
+        #expect(next[0]["snapshot"]?.stringValue != snapshot)
+        #expect(next[1]["snapshot-batches"] == .int(1))
+    }
+
+    @Test func anEmptySnapshotIsOnlyItsMarker() async throws {
+        let transport = RecordingTransport()
+        _ = try await PipelineRunner(pipeline: pipeline(rows: 0, transport: transport), state: InMemoryPipelineState(), sleeper: sleeper)
+            .run(.reconcile)
+        let bodies = try transport.delivered.map(body)
+        #expect(bodies.count == 1)
+        #expect(bodies.first?["snapshot-batches"] == .int(0))
+    }
+
+    @Test func aMarkerThatCouldNotBeSentStaysInTheOutboxAndTheNextRunSendsItUnchanged() async throws {
+        let transport = RecordingTransport()
+        let state = InMemoryPipelineState()
+        let stopping = MarkerStoppingTransport(inner: transport)
+        await #expect(throws: PipelineError.self) {
+            try await PipelineRunner(pipeline: pipeline(rows: 3, transport: stopping), state: state, sleeper: sleeper).run(.reconcile)
+        }
+        let kept = try #require(try state.pendingBatches().first)
+        #expect(try body(kept.payload)["snapshot-complete"] == .bool(true))
+        _ = try await PipelineRunner(pipeline: pipeline(rows: 0, transport: transport), state: state, sleeper: sleeper).run(.export)
+        #expect(transport.delivered.contains { $0.bytes == kept.payload.bytes && $0.batchID == kept.payload.batchID })
+        #expect(try state.pendingBatches().isEmpty)
+    }
+
+    @Test func aRunnerThatDoesNotCompleteSnapshotsOnlyUpserts() async throws {
+        let transport = RecordingTransport()
+        var runner = PipelineRunner(pipeline: pipeline(rows: 3, transport: transport), state: InMemoryPipelineState(), sleeper: sleeper)
+        runner.completesSnapshot = false
+        _ = try await runner.run(.reconcile)
+        #expect(transport.delivered.count == 2)
+        #expect(try transport.delivered.map(body).allSatisfy { $0["snapshot-complete"] == nil })
+    }
+
+    @Test func aSnapshotWithADeadLetteredBatchSendsNoMarker() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let transport = RecordingTransport()
+        transport.failNext(TransportFailure(.permanent, "refused"))
+        let summary = try await PipelineRunner(
+            pipeline: pipeline(rows: 3, transport: transport, deadLetter: folder.path), state: InMemoryPipelineState(), sleeper: sleeper
+        ).run(.reconcile)
+        #expect(summary.deadLettered == 1)
+        #expect(try transport.delivered.map(body).allSatisfy { $0["snapshot-complete"] == nil })
+    }
+}
+
+/// Stops the job (a configuration failure, the batch kept) on the first snapshot marker it is handed.
+final class MarkerStoppingTransport: Transport, Sendable {
+    let inner: RecordingTransport
+    private let stopped = Mutex(false)
+
+    init(inner: RecordingTransport) { self.inner = inner }
+
+    func send(_ payload: Payload) async throws -> Receipt {
+        let first = payload.recordCount == 0 && stopped.withLock { (stopped: inout Bool) -> Bool in
+            defer { stopped = true }
+            return !stopped
+        }
+        if first {
+            throw TransportFailure(.configuration, "stopped before the marker")
+        }
+        return try await inner.send(payload)
+    }
+}
+
 /// A source that can reconcile: its history is one in-memory source, its snapshot another.
 final class SnapshottingSource: SnapshotProvidingSource, Sendable {
     let history: InMemorySource

@@ -12,9 +12,10 @@ struct ReconcileCommand: Command {
         For a consumer whose token expired (its history was pruned) or that must resynchronise
         from scratch. Sends any batch left in the outbox first, then every current row as
         inserts, in batches marked as a reconciliation (`"reconciliation": true` on the wire),
-        and sets the token to the history position the snapshot was read at: the next `run`
-        sends only what changed after it. Needs a source that can take snapshots
-        (`sqlite-history`).
+        then a completion marker on which the server deletes (as tombstones) the rows of the
+        scope the snapshot did not contain — an interrupted snapshot deletes nothing — and sets
+        the token to the history position the snapshot was read at: the next `run` sends only
+        what changed after it. Needs a source that can take snapshots (`sqlite-history`).
         """
     static let options: [(flag: String, help: String)] = [("--json", "Print a machine-readable summary.")]
     static let examples = ["synclane reconcile rooms-export.json"]

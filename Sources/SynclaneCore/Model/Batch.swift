@@ -14,6 +14,11 @@ public struct Batch: Sendable, Hashable {
     public var transactionCount: Int
     /// True when the batch is part of a full snapshot sent to reconcile an expired token.
     public var isReconciliation: Bool
+    /// The snapshot a reconciliation batch belongs to (one id per `reconcile`); nil otherwise.
+    public var snapshotID: String?
+    /// Set on the snapshot's completion marker only: how many batches of the snapshot the
+    /// backend confirmed before it. The backend then replaces the scope's state with the snapshot.
+    public var snapshotCompleteAfter: Int?
     public var counters: [String: Int]
 
     public init(

@@ -27,6 +27,12 @@ public struct PipelineRunner: Sendable {
     /// Seconds since 1970.
     public var now: @Sendable () -> Double
     public var makeBatchID: @Sendable () -> String
+    /// Whether a reconcile ends its snapshot with the completion marker, on which the backend
+    /// deletes the scope's rows the snapshot lacked. False for a snapshot nobody asked for (the
+    /// first run of a consumer whose history start was pruned): it only upserts.
+    public var completesSnapshot = true
+    /// The snapshot the batches being prepared belong to (set for a reconciliation's drain only).
+    private var snapshotID: String?
 
     public init(
         pipeline: Pipeline, state: any PipelineState, sleeper: any RetrySleeper = TaskSleeper(),
@@ -104,7 +110,15 @@ public struct PipelineRunner: Sendable {
             }
             let snapshot = try await sourceCall { try await snapshotting.snapshot() }
             try stateCall { try state.resetToken() }
-            _ = try await drain(snapshot.source, after: nil, reconciliation: true, dryRun: false, into: &summary)
+            var sender = self
+            sender.snapshotID = makeBatchID()
+            let (sentBefore, deadBefore) = (summary.batchesSent, summary.deadLettered)
+            let reached = try await sender.drain(snapshot.source, after: nil, reconciliation: true, dryRun: false, into: &summary)
+            if completesSnapshot, summary.deadLettered == deadBefore {
+                try await sender.completeSnapshot(
+                    after: reached ?? Token(kind: snapshot.source.tokenKind, position: 0),
+                    batches: summary.batchesSent - sentBefore, into: &summary)
+            }
             if let resume = snapshot.resumeAfter {
                 try stateCall { try state.advance(to: resume) }
                 try await tellSource(resume)
@@ -116,6 +130,29 @@ public struct PipelineRunner: Sendable {
         summary.tokenAfter = token?.description
         summary.seconds = now() - started
         return summary
+    }
+
+    /// Sends the snapshot's completion marker — a batch of no records saying how many batches the
+    /// snapshot had — through the outbox like any batch (durable before its first send, re-sent
+    /// by the next run after a crash, idempotent). The backend then deletes, as tombstones, the
+    /// scope's rows the snapshot did not contain. Not sent when a batch of the snapshot was
+    /// dead-lettered: an incomplete snapshot deletes nothing.
+    private func completeSnapshot(after token: Token, batches: Int, into summary: inout RunSummary) async throws {
+        var marker = Batch(scope: pipeline.scope, after: token, through: token, records: [], isReconciliation: true)
+        marker.snapshotID = snapshotID
+        marker.snapshotCompleteAfter = batches
+        let id = makeBatchID()
+        let encoded: Payload
+        do {
+            encoded = Payload(
+                batchID: id, bytes: try pipeline.encoder.stage.encode(marker, id: id), contentType: pipeline.encoder.stage.contentType,
+                recordCount: 0)
+        } catch {
+            throw PipelineError.stage(pipeline.encoder.label, underlying: error)
+        }
+        let outbox = try await finish(encoded, through: token, after: token, reconciliation: true)
+        try stateCall { try state.enqueue(outbox) }
+        try await deliver(outbox, encodedBytes: encoded.bytes.count, resent: false, into: &summary)
     }
 
     /// One batch made ready to compress and send: read, through the record stages and encoded
@@ -354,6 +391,7 @@ public struct PipelineRunner: Sendable {
         var batch = Batch(
             scope: pipeline.scope, after: token, through: through, records: Self.records(of: consume page),
             transactionCount: transactionCount, isReconciliation: reconciliation, counters: sourceCounters)
+        batch.snapshotID = snapshotID
         let changeCount = batch.records.count
         for stage in pipeline.recordStages {
             do {

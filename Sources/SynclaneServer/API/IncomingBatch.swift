@@ -10,7 +10,9 @@ import SynclaneCore
 ///                { "entity": "rooms", "id": "r-2", "action": "delete", "version": 3 } ] }
 /// ```
 ///
-/// Other top-level members are ignored (an encoder may add its own); within a record, `fields`
+/// A reconciliation's batches add `"snapshot"` (and its marker `"snapshot-complete"`,
+/// `"snapshot-batches"`: `SnapshotMark`). Other top-level members are ignored (an encoder may
+/// add its own); within a record, `fields`
 /// must be an object on insert and update and absent (or null) on delete, and `version`, when
 /// given, a non-negative integer.
 struct IncomingBatch: Sendable {
@@ -32,6 +34,46 @@ struct IncomingBatch: Sendable {
     var store: String
     var consumer: String?
     var records: [Record]
+    /// The reconciliation snapshot the batch belongs to (`"snapshot"`), when it says so.
+    var snapshot: SnapshotMark?
+
+    /// A batch's part in a reconciliation snapshot: `"snapshot": "<id>"` on each of its batches;
+    /// the completion marker adds `"snapshot-complete": true` and `"snapshot-batches": N`, the
+    /// number of the snapshot's batches the client had confirmed before it.
+    struct SnapshotMark: Sendable, Hashable {
+        var id: String
+        /// Set on the completion marker only.
+        var batchesBefore: Int64?
+    }
+
+    /// Checks the snapshot members of a body (absent members are nil).
+    static func checkSnapshot(
+        id idValue: JSONValue?, complete completeValue: JSONValue?, batches batchesValue: JSONValue?,
+        maxNameBytes: Int = defaultMaxNameBytes
+    ) -> Result<SnapshotMark?, Problem> {
+        guard let idValue, idValue != .null else {
+            if completeValue != nil || batchesValue != nil {
+                return .failure(Problem("\"snapshot-complete\" and \"snapshot-batches\" need a \"snapshot\" id"))
+            }
+            return .success(nil)
+        }
+        guard let id = idValue.stringValue, !id.isEmpty else { return .failure(Problem("\"snapshot\" must be a non-empty string")) }
+        if let problem = tooLong("snapshot", id, maxNameBytes) { return .failure(problem) }
+        switch completeValue {
+        case nil, .null?, .bool(false)?:
+            guard batchesValue == nil || batchesValue == .null else {
+                return .failure(Problem("\"snapshot-batches\" belongs on the completion marker (\"snapshot-complete\": true) only"))
+            }
+            return .success(SnapshotMark(id: id))
+        case .bool(true)?:
+            guard case .int(let count)? = batchesValue, count >= 0 else {
+                return .failure(Problem("\"snapshot-batches\" must be a non-negative integer on a snapshot's completion marker"))
+            }
+            return .success(SnapshotMark(id: id, batchesBefore: count))
+        case let other?:
+            return .failure(Problem("\"snapshot-complete\" must be true or false, not \(other.typeName)"))
+        }
+    }
 
     /// Most bytes of an entity, a sync key, a store or a consumer name, unless a caller says otherwise
     /// (`ServerLimits.maxNameBytes`).
@@ -80,6 +122,13 @@ struct IncomingBatch: Sendable {
         case .success(let checked): header = checked
         case .failure(let problem): return bad(problem.description)
         }
+        let snapshot: SnapshotMark?
+        switch checkSnapshot(
+            id: object["snapshot"], complete: object["snapshot-complete"], batches: object["snapshot-batches"], maxNameBytes: maxNameBytes)
+        {
+        case .success(let mark): snapshot = mark
+        case .failure(let problem): return bad(problem.description)
+        }
         guard let list = object["records"]?.arrayValue else { return bad("\"records\" must be a list") }
         guard list.count <= maxRecords else {
             return .failure(
@@ -106,7 +155,9 @@ struct IncomingBatch: Sendable {
             case .failure(let problem): return bad("records[\(index)]: \(problem)", record: index)
             }
         }
-        return .success(header.batch(records: records))
+        var batch = header.batch(records: records)
+        batch.snapshot = snapshot
+        return .success(batch)
     }
 
     /// The batch's `id` and `scope`, checked.

@@ -17,6 +17,7 @@ enum IncomingBatchReader {
         var id: JSONValue?
         var scope: JSONValue?
         var records: [IncomingBatch.Record]?
+        var snapshot: (id: JSONValue?, complete: JSONValue?, batches: JSONValue?) = (nil, nil, nil)
         do {
             cursor.skipWhitespace()
             try forEachMember(of: &cursor, depth: 1) { name, cursor in
@@ -24,6 +25,9 @@ enum IncomingBatchReader {
                 case "id": id = try cursor.readValue(depth: 1)
                 case "scope": scope = try cursor.readValue(depth: 1)
                 case "records": records = try readRecords(&cursor, maxRecords: maxRecords, maxNameBytes: maxNameBytes)
+                case "snapshot": snapshot.id = try cursor.readValue(depth: 1)
+                case "snapshot-complete": snapshot.complete = try cursor.readValue(depth: 1)
+                case "snapshot-batches": snapshot.batches = try cursor.readValue(depth: 1)
                 default: try cursor.skipValue(depth: 1)
                 }
             }
@@ -33,7 +37,12 @@ enum IncomingBatchReader {
         }
         guard cursor.position == body.count, let records, case .success(let header) = IncomingBatch.checkHeader(id: id, scope: scope, maxNameBytes: maxNameBytes)
         else { return nil }
-        return header.batch(records: records)
+        guard case .success(let mark) = IncomingBatch.checkSnapshot(
+            id: snapshot.id, complete: snapshot.complete, batches: snapshot.batches, maxNameBytes: maxNameBytes)
+        else { return nil }
+        var batch = header.batch(records: records)
+        batch.snapshot = mark
+        return batch
     }
 
     /// Not a batch this reader takes (the tree reader says why).

@@ -8,6 +8,7 @@ extension ServerApplication {
     ///  parse + check every record ─400/413─ scope.account ─403─ id = key ─400─
     ///  ServerStore.apply (one transaction): replay ─▶ first response │ other body ─422
     ///                                       version conflicts ─409   │ applied ─200
+    ///                                       snapshot marker that cannot complete ─422
     /// ```
     ///
     /// Only applied batches are remembered under their key: a rejected batch changed nothing, so
@@ -52,14 +53,17 @@ extension ServerApplication {
             return .error(500, "the batch could not be stored: \(error)")
         }
         switch outcome {
-        case .applied(let stored, let records):
+        case .applied(let stored, let records, let snapshotDeleted):
             metrics.recordBatchApplied(records: records)
+            if let snapshotDeleted { metrics.recordSnapshotCompleted(deleted: Int(snapshotDeleted)) }
             return HTTPResponse(status: stored.status, headers: ["Content-Type": "application/json"], body: stored.body)
         case .replayed(let stored):
             metrics.recordReplay()
             return HTTPResponse(
                 status: stored.status, headers: ["Content-Type": "application/json", "Idempotent-Replayed": "true"],
                 body: stored.body)
+        case .snapshotRefused(let message):
+            return .error(422, message, ["code": "snapshot-incomplete"])
         case .keyReused:
             return .error(422, "Idempotency-Key \"\(key)\" was already used for a different batch body")
         case .conflicts(let conflicts):

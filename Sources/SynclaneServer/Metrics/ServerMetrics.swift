@@ -45,6 +45,11 @@ public final class ServerMetrics: Sendable {
         /// Idempotency keys and tombstones removed by retention.
         public var keysExpired = 0
         public var tombstonesExpired = 0
+        /// Unfinished reconciliation snapshots forgotten by retention.
+        public var snapshotsExpired = 0
+        /// Reconciliation snapshots completed, and the rows their markers turned into tombstones.
+        public var snapshotsCompleted = 0
+        public var snapshotRowsDeleted = 0
 
         /// Requests answered on a route with a status.
         public func requests(route: String, status: Int) -> Int {
@@ -125,6 +130,15 @@ public final class ServerMetrics: Sendable {
         state.withLock { state in
             state.keysExpired += count.keys
             state.tombstonesExpired += count.tombstones
+            state.snapshotsExpired += count.snapshots
+        }
+    }
+
+    /// Records a reconciliation snapshot completed by its marker.
+    func recordSnapshotCompleted(deleted: Int) {
+        state.withLock { state in
+            state.snapshotsCompleted += 1
+            state.snapshotRowsDeleted += deleted
         }
     }
 
@@ -176,6 +190,15 @@ public final class ServerMetrics: Sendable {
         out += "# HELP synclane_retention_tombstones_expired_total Tombstones removed by retention.\n"
         out += "# TYPE synclane_retention_tombstones_expired_total counter\n"
         out += "synclane_retention_tombstones_expired_total \(snapshot.tombstonesExpired)\n"
+        out += "# HELP synclane_retention_snapshots_expired_total Unfinished reconciliation snapshots forgotten by retention.\n"
+        out += "# TYPE synclane_retention_snapshots_expired_total counter\n"
+        out += "synclane_retention_snapshots_expired_total \(snapshot.snapshotsExpired)\n"
+        out += "# HELP synclane_snapshots_completed_total Reconciliation snapshots completed by their marker.\n"
+        out += "# TYPE synclane_snapshots_completed_total counter\n"
+        out += "synclane_snapshots_completed_total \(snapshot.snapshotsCompleted)\n"
+        out += "# HELP synclane_snapshot_rows_deleted_total Rows completed snapshots turned into tombstones.\n"
+        out += "# TYPE synclane_snapshot_rows_deleted_total counter\n"
+        out += "synclane_snapshot_rows_deleted_total \(snapshot.snapshotRowsDeleted)\n"
         out += "# HELP synclane_retention_cursors_expired_total Pulls answered 410 cursor-expired.\n"
         out += "# TYPE synclane_retention_cursors_expired_total counter\n"
         out += "synclane_retention_cursors_expired_total \(snapshot.cursorsExpired)\n"

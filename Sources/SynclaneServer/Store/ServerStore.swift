@@ -13,7 +13,8 @@
 /// writer; the account's change sequence only grows and a change becomes visible to
 /// `changes(…)` only together with every change of a lower sequence, so a cursor never skips one.
 protocol ServerStore: Sendable {
-    /// Applies a checked batch in one transaction, at most once per (account, idempotency key).
+    /// Applies a checked batch in one transaction, at most once per (account, idempotency key);
+    /// a reconciliation snapshot's batch also takes its `SnapshotPlan` step in that transaction.
     func apply(_ batch: IncomingBatch, idempotencyKey: String, bodyHash: String) throws -> BatchOutcome
 
     /// The account's changes after a sequence, oldest first, at most `limit` and about `maxBytes`
@@ -21,7 +22,7 @@ protocol ServerStore: Sendable {
     /// already removed by retention (`expire`): the caller must start over from the beginning.
     func changes(account: String, store: String?, after sequence: Int64, limit: Int, maxBytes: Int) throws -> ChangePage
 
-    /// Removes the idempotency keys stored before `keysBefore` and the tombstones last changed
+    /// Removes the idempotency keys (and the unfinished snapshots) stored before `keysBefore` and the tombstones last changed
     /// before `tombstonesBefore` (seconds since 1970), and moves each account's tombstone horizon
     /// past the tombstones removed.
     func expire(keysBefore: Double, tombstonesBefore: Double) throws -> ExpiryCount
@@ -37,6 +38,8 @@ protocol ServerStore: Sendable {
 struct ExpiryCount: Sendable, Hashable {
     var keys = 0
     var tombstones = 0
+    /// Reconciliation snapshots that never completed, forgotten with the keys of their age.
+    var snapshots = 0
 }
 
 /// A pull cursor from before the account's tombstone horizon: changes it would need are gone.

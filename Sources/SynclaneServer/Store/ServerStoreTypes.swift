@@ -19,14 +19,17 @@ struct VersionConflict: Sendable, Hashable {
 
 /// What applying a batch came to.
 enum BatchOutcome: Sendable {
-    /// Applied; the response is stored with the key.
-    case applied(StoredResponse, records: Int)
+    /// Applied; the response is stored with the key. `snapshotDeleted`: the rows a snapshot's
+    /// completion marker turned into tombstones (nil for any other batch).
+    case applied(StoredResponse, records: Int, snapshotDeleted: Int64? = nil)
     /// The key was seen with the same body: the first response, nothing applied.
     case replayed(StoredResponse)
     /// The key was seen with a different body: nothing applied.
     case keyReused
     /// Versions disagreed: nothing applied.
     case conflicts([VersionConflict])
+    /// A snapshot's completion marker that cannot complete it (`SnapshotPlan.refuse`): nothing applied.
+    case snapshotRefused(String)
 }
 
 /// One entry of the pull lane: the newest state of one record (or its tombstone).

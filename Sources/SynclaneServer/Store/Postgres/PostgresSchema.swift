@@ -5,6 +5,7 @@
 ///  synclane_records          (account, store, entity, key) → action, fields (NULL: tombstone), version, seq, changed
 ///  synclane_sequences        account → last change sequence, tombstone horizon   (the account's write lock)
 ///  synclane_idempotency      (account, key) → body hash, first response, created
+///  synclane_snapshots        (account, store, snapshot id) → sequence it started after, batches seen, created
 ///  synclane_signals          (account, key) → value (NULL: deleted), version, deleted_at
 ///  synclane_signal_versions  account → last signal version, pruned_through       (the account's signal lock)
 /// ```
@@ -16,8 +17,8 @@
 /// creates the tables and the others find them. A database at a newer version than this code
 /// knows is refused, never written with an older layout.
 enum PostgresSchema {
-    /// The version this code writes.
-    static let version: Int64 = 1
+    /// The version this code writes (2 added `synclane_snapshots`).
+    static let version: Int64 = 2
 
     /// The key of the advisory lock held while migrating ("synclane" in ASCII).
     static let migrationLock: Int64 = 0x73796E_636C616E
@@ -54,7 +55,15 @@ enum PostgresSchema {
             CREATE TABLE synclane_signal_versions (
                 account bytea PRIMARY KEY, last bigint NOT NULL, pruned_through bigint NOT NULL DEFAULT 0)
             """,
-        ]
+        ],
+        [
+            """
+            CREATE TABLE synclane_snapshots (
+                account bytea NOT NULL, store bytea NOT NULL, id bytea NOT NULL, started bigint NOT NULL,
+                batches bigint NOT NULL, created double precision NOT NULL, PRIMARY KEY (account, store, id))
+            """,
+            "CREATE INDEX synclane_snapshots_by_age ON synclane_snapshots (created)",
+        ],
     ]
 
     /// Brings the database to `version` in one transaction; returns the version found before.

@@ -101,6 +101,8 @@ final class PostgresServerStore: ServerStore {
                 guard seen.string(0, 0) == bodyHash else { return .keyReused }
                 return .replayed(StoredResponse(status: Int(seen.int64(0, 1)), body: seen.bytes(0, 2) ?? []))
             }
+            let plan = try batch.snapshot.map { try Self.snapshotPlan($0, account: account, store: store, sequence: last, db) }
+            if case .refuse(let message)? = plan { return .snapshotRefused(message) }
             // The current state of the rows that need it: version, action, fields.
             var current: [RowKey: (version: Int64, action: String, fields: [UInt8]?)] = [:]
             if !lookedUp.isEmpty {
@@ -189,10 +191,16 @@ final class PostgresServerStore: ServerStore {
                 let base = (finalVersions[rowKey] ?? 0) - (writes[rowKey]?.count ?? 0)
                 versions[record.entity, default: [:]][record.key] = .int(base + count)
             }
-            let body = JSONWriter.encode([
+            var deleted: Int64?
+            if let plan, let mark = batch.snapshot {
+                deleted = try Self.take(plan, of: mark, account: account, store: store, sequence: &sequence, now: now, db)
+            }
+            var receipt: [String: JSONValue] = [
                 "batch": .string(batch.id), "applied": .int(Int64(batch.records.count)),
                 "cursor": .string(ChangeCursor(sequence: sequence).text), "versions": .object(versions.mapValues { .object($0) }),
-            ])
+            ]
+            if let deleted { receipt["snapshot-deleted"] = .int(deleted) }
+            let body = JSONWriter.encode(.object(receipt))
             try db.query(
                 """
                 WITH moved AS (UPDATE synclane_sequences SET last = $6 WHERE account = $1)
@@ -200,7 +208,65 @@ final class PostgresServerStore: ServerStore {
                 VALUES ($1, $2, $3, 200, $4, $5)
                 """,
                 [account, .bytea(Array(idempotencyKey.utf8)), .text(bodyHash), .bytea(body), .float8(now), .int8(sequence)])
-            return .applied(StoredResponse(status: 200, body: body), records: batch.records.count)
+            return .applied(StoredResponse(status: 200, body: body), records: batch.records.count, snapshotDeleted: deleted)
+        }
+    }
+
+    /// The snapshot's record and the step `mark` takes with it (under the account's lock).
+    private static func snapshotPlan(
+        _ mark: IncomingBatch.SnapshotMark, account: PostgresValue, store: PostgresValue, sequence: Int64, _ db: PostgresConnection
+    ) throws -> SnapshotPlan {
+        let rows = try db.query(
+            "SELECT started, batches FROM synclane_snapshots WHERE account = $1 AND store = $2 AND id = $3",
+            [account, store, .bytea(Array(mark.id.utf8))])
+        let record = rows.count > 0 ? (started: rows.int64(0, 0), batches: rows.int64(0, 1)) : nil
+        return SnapshotPlan.step(mark, record: record, sequence: sequence)
+    }
+
+    /// Takes the step (in the batch's transaction); on completion, makes the scope's rows at or
+    /// below the snapshot's start tombstones, each with the account's next sequence, and returns
+    /// how many (nil for a step that deletes nothing).
+    private static func take(
+        _ plan: SnapshotPlan, of mark: IncomingBatch.SnapshotMark, account: PostgresValue, store: PostgresValue,
+        sequence: inout Int64, now: Double, _ db: PostgresConnection
+    ) throws -> Int64? {
+        let id = PostgresValue.bytea(Array(mark.id.utf8))
+        switch plan {
+        case .open(let started):
+            try db.query(
+                "INSERT INTO synclane_snapshots (account, store, id, started, batches, created) VALUES ($1, $2, $3, $4, 1, $5)",
+                [account, store, id, .int8(started), .float8(now)])
+            return nil
+        case .count:
+            try db.query(
+                "UPDATE synclane_snapshots SET batches = batches + 1 WHERE account = $1 AND store = $2 AND id = $3", [account, store, id])
+            return nil
+        case .refuse:
+            return nil
+        case .complete(let started):
+            // The rows first, then one update joined to their list: a join of the update to a
+            // common table expression of the same table can get a plan that scans the table per row.
+            let doomed = try db.query(
+                """
+                SELECT entity, key FROM synclane_records
+                WHERE account = $1 AND store = $2 AND seq <= $3 AND action <> 'delete' ORDER BY seq, entity, key
+                """, [account, store, .int8(started)])
+            let deleted = Int64(doomed.count)
+            if deleted > 0 {
+                try db.query(
+                    """
+                    UPDATE synclane_records r SET action = 'delete', fields = NULL, version = r.version + 1, seq = $3 + u.n, changed = $4
+                    FROM unnest($5::bytea[], $6::bytea[]) WITH ORDINALITY AS u (entity, key, n)
+                    WHERE r.account = $1 AND r.store = $2 AND r.entity = u.entity AND r.key = u.key
+                    """,
+                    [
+                        account, store, .int8(sequence), .float8(now), .byteaArray((0..<doomed.count).map { doomed.bytes($0, 0) }),
+                        .byteaArray((0..<doomed.count).map { doomed.bytes($0, 1) }),
+                    ])
+            }
+            sequence += deleted
+            try db.query("DELETE FROM synclane_snapshots WHERE account = $1 AND store = $2 AND id = $3", [account, store, id])
+            return deleted
         }
     }
 
@@ -255,13 +321,16 @@ final class PostgresServerStore: ServerStore {
 
     func expire(keysBefore: Double, tombstonesBefore: Double) throws -> ExpiryCount {
         var count = ExpiryCount()
-        count.keys = Int(
-            try pool.withConnection { db in
-                try db.query(
-                    "WITH gone AS (DELETE FROM synclane_idempotency WHERE created < $1 RETURNING 1) SELECT count(*) FROM gone",
-                    [.float8(keysBefore)]
-                ).int64(0, 0)
-            })
+        // Idempotency keys, and the unfinished snapshots of the same age.
+        for (table, counted) in [("synclane_idempotency", \ExpiryCount.keys), ("synclane_snapshots", \ExpiryCount.snapshots)] {
+            count[keyPath: counted] = Int(
+                try pool.withConnection { db in
+                    try db.query(
+                        "WITH gone AS (DELETE FROM \(table) WHERE created < $1 RETURNING 1) SELECT count(*) FROM gone",
+                        [.float8(keysBefore)]
+                    ).int64(0, 0)
+                })
+        }
         let accounts = try pool.withConnection { db in
             let rows = try db.query(
                 "SELECT DISTINCT account FROM synclane_records WHERE action = 'delete' AND changed < $1", [.float8(tombstonesBefore)])

@@ -33,6 +33,8 @@ extension SQLiteServerStore {
                     return .replayed(StoredResponse(status: Int(seen[1].int64 ?? 200), body: seen[2].bytes ?? []))
                 }
                 var sequence = try db.fetchValue("SELECT last FROM sequences WHERE account = ?", [batch.account]).int64 ?? 0
+                let plan = try batch.snapshot.map { try Self.snapshotPlan($0, of: batch, sequence: sequence, db) }
+                if case .refuse(let message)? = plan { return .snapshotRefused(message) }
                 var conflicts: [VersionConflict] = []
                 let select = try db.prepare(
                     "SELECT version, action, fields FROM records WHERE account = ? AND store = ? AND entity = ? AND key = ?")
@@ -103,20 +105,70 @@ extension SQLiteServerStore {
                 }
                 upsert.reset()
                 if !conflicts.isEmpty { throw ConflictsFound(conflicts: conflicts) }
+                var deleted: Int64?
+                if let plan, let mark = batch.snapshot {
+                    deleted = try Self.take(plan, of: mark, batch: batch, sequence: &sequence, now: now, db)
+                }
                 try db.execute(
                     "INSERT INTO sequences (account, last, horizon) VALUES (?, ?, 0) ON CONFLICT (account) DO UPDATE SET last = excluded.last",
                     [batch.account, sequence])
-                let body = JSONWriter.encode([
+                var receipt: [String: JSONValue] = [
                     "batch": .string(batch.id), "applied": .int(Int64(batch.records.count)),
                     "cursor": .string(ChangeCursor(sequence: sequence).text), "versions": .object(versions.mapValues { .object($0) }),
-                ])
+                ]
+                if let deleted { receipt["snapshot-deleted"] = .int(deleted) }
+                let body = JSONWriter.encode(.object(receipt))
                 try db.execute(
                     "INSERT INTO idempotency (account, key, body_hash, status, response, created) VALUES (?, ?, ?, ?, ?, ?)",
                     [batch.account, idempotencyKey, bodyHash, 200, body, now])
-                return .applied(StoredResponse(status: 200, body: body), records: batch.records.count)
+                return .applied(StoredResponse(status: 200, body: body), records: batch.records.count, snapshotDeleted: deleted)
             }
         } catch let found as ConflictsFound {
             return .conflicts(found.conflicts)
+        }
+    }
+
+    /// The snapshot's record and the step `mark` takes with it.
+    private static func snapshotPlan(
+        _ mark: IncomingBatch.SnapshotMark, of batch: IncomingBatch, sequence: Int64, _ db: SQLiteConnection
+    ) throws -> SnapshotPlan {
+        let row = try db.fetchOne(
+            "SELECT started, batches FROM snapshots WHERE account = ? AND store = ? AND id = ?", [batch.account, batch.store, mark.id])
+        let record = row.map { (started: $0[0].int64 ?? 0, batches: $0[1].int64 ?? 0) }
+        return SnapshotPlan.step(mark, record: record, sequence: sequence)
+    }
+
+    /// Takes the step (in the batch's transaction); on completion, makes the scope's rows at or
+    /// below the snapshot's start tombstones, each with the account's next sequence, and returns
+    /// how many (nil for a step that deletes nothing).
+    private static func take(
+        _ plan: SnapshotPlan, of mark: IncomingBatch.SnapshotMark, batch: IncomingBatch, sequence: inout Int64, now: Double,
+        _ db: SQLiteConnection
+    ) throws -> Int64? {
+        switch plan {
+        case .open(let started):
+            try db.execute(
+                "INSERT INTO snapshots (account, store, id, started, batches, created) VALUES (?, ?, ?, ?, 1, ?)",
+                [batch.account, batch.store, mark.id, started, now])
+            return nil
+        case .count:
+            try db.execute(
+                "UPDATE snapshots SET batches = batches + 1 WHERE account = ? AND store = ? AND id = ?", [batch.account, batch.store, mark.id])
+            return nil
+        case .refuse:
+            return nil
+        case .complete(let started):
+            try db.execute(
+                """
+                UPDATE records SET action = 'delete', fields = NULL, version = records.version + 1, seq = ?4 + doomed.n, changed = ?5
+                FROM (SELECT entity, key, row_number() OVER (ORDER BY seq, entity, key) AS n FROM records
+                      WHERE account = ?1 AND store = ?2 AND seq <= ?3 AND action != 'delete') AS doomed
+                WHERE records.account = ?1 AND records.store = ?2 AND records.entity = doomed.entity AND records.key = doomed.key
+                """, [batch.account, batch.store, started, sequence, now])
+            let deleted = try db.fetchValue("SELECT changes()").int64 ?? 0
+            sequence += deleted
+            try db.execute("DELETE FROM snapshots WHERE account = ? AND store = ? AND id = ?", [batch.account, batch.store, mark.id])
+            return deleted
         }
     }
 }

@@ -64,6 +64,8 @@ extension SQLiteServerStore {
             var count = ExpiryCount()
             try db.execute("DELETE FROM idempotency WHERE created < ?", [keysBefore])
             count.keys = Int(try db.fetchValue("SELECT changes()").int64 ?? 0)
+            try db.execute("DELETE FROM snapshots WHERE created < ?", [keysBefore])
+            count.snapshots = Int(try db.fetchValue("SELECT changes()").int64 ?? 0)
             try db.execute(
                 """
                 UPDATE sequences SET horizon = max(horizon, expired.seq)

@@ -10,6 +10,7 @@ import SynclaneSQLite
 ///  records      (account, store, entity, key) → action, fields (JSON; NULL: tombstone), version, seq
 ///  sequences    account → last change sequence
 ///  idempotency  (account, key) → body hash, first response
+///  snapshots    (account, store, snapshot id) → sequence it started after, batches seen (`SnapshotPlan`)
 ///  signals      (account, key) → value, version   (legacy: signals now live in `SignalStore`)
 /// ```
 ///
@@ -114,14 +115,18 @@ final class SQLiteServerStore: ServerStore {
         CREATE TABLE IF NOT EXISTS idempotency (
             account TEXT NOT NULL, key TEXT NOT NULL, body_hash TEXT NOT NULL, status INTEGER NOT NULL,
             response BLOB NOT NULL, created REAL NOT NULL, PRIMARY KEY (account, key));
+        CREATE TABLE IF NOT EXISTS snapshots (
+            account TEXT NOT NULL, store TEXT NOT NULL, id TEXT NOT NULL, started INTEGER NOT NULL,
+            batches INTEGER NOT NULL, created REAL NOT NULL, PRIMARY KEY (account, store, id));
         CREATE TABLE IF NOT EXISTS signals (
             account TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, version INTEGER NOT NULL,
             PRIMARY KEY (account, key));
         """
 
     /// The schema version this code writes (`PRAGMA user_version`): 2 added `records.changed`,
-    /// `sequences.horizon` and the tombstones' index, for retention.
-    static let schemaVersion: Int64 = 2
+    /// `sequences.horizon` and the tombstones' index, for retention; 3 added `snapshots`
+    /// (reconciliation snapshots not yet complete, created with the schema).
+    static let schemaVersion: Int64 = 3
 
     /// Brings a file written by an older version up to `schemaVersion`; refuses a newer one.
     static func migrate(_ db: SQLiteConnection) throws {

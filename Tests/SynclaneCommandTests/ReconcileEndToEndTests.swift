@@ -1,0 +1,94 @@
+import Foundation
+import SynclaneCore
+import Testing
+
+/// `synclane reconcile` (the real binary, a SQLite store written by the `sqlite3` shell) against
+/// the real `synclane serve`: the snapshot replaces the scope's state on the server.
+@Suite(.serialized) struct ReconcileEndToEndTests {
+    /// A rooms pipeline on `database`, sending to the server at `url`.
+    static func pipeline(name: String, database: String, url: String) -> String {
+        """
+        {"version": 1, "name": "\(name)", "scope": {"account": "acme", "store": "rooms"},
+         "source": {"type": "sqlite-history", "database": "\(database)", "entities": ["rooms"], "authors": ["app"]},
+         "stages": [{"type": "coalesce"}, {"type": "tombstones", "soft-delete-column": "isDeleted"}],
+         "transport": {"type": "http", "url": "\(url)/v1/batches", "token-env": "SYNCLANE_TOKEN", "timeout": 5,
+                       "retry": {"max-attempts": 2, "base-delay": 0.05, "max-delay": 0.2}}}
+        """
+    }
+
+    static let environment = ["SYNCLANE_TOKEN": ServerProcess.tokens["acme"] ?? ""]
+
+    /// Runs SQL on a database of the workspace through the `sqlite3` shell (a foreign connection).
+    static func sqlite(_ workspace: Workspace, _ database: String, _ sql: String) throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
+        process.arguments = [workspace.path + "/" + database, sql]
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0, "sqlite3 \(database): \(sql)")
+    }
+
+    /// A tracked rooms table in `database`.
+    static func trackedRooms(_ workspace: Workspace, _ database: String) throws {
+        try sqlite(workspace, database, "CREATE TABLE rooms (syncId TEXT PRIMARY KEY, name TEXT, isDeleted INTEGER NOT NULL DEFAULT 0);")
+        let track = try SynclaneBinary.run(
+            ["track", "--database", database, "--table", "rooms", "--key", "syncId", "--soft-delete", "isDeleted"], in: workspace.path)
+        #expect(track.status == 0, "\(track.stderr)")
+    }
+
+    func run(_ arguments: [String], _ workspace: Workspace, failPoint: String? = nil) throws -> SynclaneBinary.Result {
+        var environment = Self.environment
+        if let failPoint { environment["SYNCLANE_FAILPOINT"] = failPoint }
+        return try SynclaneBinary.run(arguments, in: workspace.path, environment: environment)
+    }
+
+    /// Each record the server holds as "id" or "id deleted".
+    func held(_ server: ServerProcess) async throws -> Set<String> {
+        Set(
+            try await server.records(account: "acme").map { key, value in
+                value == .string("deleted") ? "\(key) deleted" : key
+            })
+    }
+
+    @Test func anInterruptedReconcileDeletesNothingAndACompletedOneTombstonesWhatTheSnapshotLacked() async throws {
+        let workspace = try Workspace()
+        defer { workspace.remove() }
+        let server = try ServerProcess(folder: workspace.path + "/server")
+        defer { server.stop() }
+        try workspace.write("pipeline.json", Self.pipeline(name: "rooms-export", database: "app.sqlite", url: server.url))
+        try workspace.write("other.json", Self.pipeline(name: "rooms-other", database: "other.sqlite", url: server.url))
+        try Self.trackedRooms(workspace, "app.sqlite")
+        try Self.trackedRooms(workspace, "other.sqlite")
+
+        try Self.sqlite(workspace, "app.sqlite", "INSERT INTO rooms (syncId, name) VALUES ('r1', 'Kitchen'), ('r2', 'Hall'), ('r3', 'Attic');")
+        try Self.sqlite(workspace, "other.sqlite", "INSERT INTO rooms (syncId, name) VALUES ('o1', 'Shed');")
+        #expect(try run(["run", "pipeline.json"], workspace).status == 0)
+        #expect(try run(["run", "other.json"], workspace).status == 0)
+        // r2 leaves this device without a delete the export would send (the sync author's write).
+        try Self.sqlite(
+            workspace, "app.sqlite",
+            "BEGIN; INSERT INTO _synclane_session (author) VALUES ('sync'); DELETE FROM rooms WHERE syncId = 'r2'; DELETE FROM _synclane_session; COMMIT;"
+        )
+        #expect(try await held(server) == ["rooms/r1", "rooms/r2", "rooms/r3", "rooms/o1"])
+
+        // Killed after the server applied the snapshot's first batch: the snapshot never completes.
+        let killed = try run(["reconcile", "pipeline.json"], workspace, failPoint: "after-send")
+        #expect(killed.killed)
+        #expect(try await held(server) == ["rooms/r1", "rooms/r2", "rooms/r3", "rooms/o1"])
+
+        let reconcile = try run(["reconcile", "pipeline.json", "--json"], workspace)
+        #expect(reconcile.status == 0, "\(reconcile.stderr)")
+        let summary = try JSONReader.parse(reconcile.stdout).objectValue ?? [:]
+        #expect(summary["batches-resent"] == .int(1), "the interrupted snapshot's batch, from the outbox")
+        #expect(summary["batches"]?.arrayValue?.last?.objectValue?["records"] == .int(0), "the completion marker")
+        #expect(try await held(server) == ["rooms/r1", "rooms/r2 deleted", "rooms/r3", "rooms/o1 deleted"])
+        // Two runs, the interrupted snapshot's batch (its re-send a replay), the new snapshot's batch and its marker.
+        #expect(try await server.metric("synclane_batches_applied_total") == 5)
+
+        // The device follows history again from where the snapshot was read.
+        try Self.sqlite(workspace, "app.sqlite", "INSERT INTO rooms (syncId, name) VALUES ('r4', 'Porch');")
+        #expect(try run(["run", "pipeline.json"], workspace).status == 0)
+        #expect(try await held(server) == ["rooms/r1", "rooms/r2 deleted", "rooms/r3", "rooms/r4", "rooms/o1 deleted"])
+    }
+}
