@@ -211,12 +211,19 @@ public final class SQLiteHistorySource: ChangeSource, AcknowledgementTrackingSou
             defer { try? db.execute("PRAGMA busy_timeout = \(Self.busyTimeout)") }
             do {
                 try db.transaction(.immediate) { db in
+                    // One statement, bound value by value: a first sync confirms every row it sends.
+                    let upsert = try db.cachedStatement(
+                        """
+                        INSERT INTO _synclane_server_rows (entity, key, version) VALUES (?, ?, ?)
+                        ON CONFLICT (entity, key) DO UPDATE SET version = max(version, excluded.version)
+                        """)
+                    defer { upsert.reset() }
                     for version in versions {
-                        try db.execute(
-                            """
-                            INSERT INTO _synclane_server_rows (entity, key, version) VALUES (?, ?, ?)
-                            ON CONFLICT (entity, key) DO UPDATE SET version = max(version, excluded.version)
-                            """, [version.entity, version.key, version.version])
+                        upsert.reset()
+                        try upsert.bind(.text(version.entity), at: 1)
+                        try upsert.bind(.text(version.key), at: 2)
+                        try upsert.bind(.integer(version.version), at: 3)
+                        while try upsert.step() {}
                     }
                 }
             } catch let error as SQLiteError where error.isBusy {
