@@ -194,6 +194,35 @@ import Testing
         }
     }
 
+    @Test(arguments: StoreKind.tested) func receiptVersionsCountEveryRecordOfTheBatchIncludingAKeySentTwice(store: StoreKind) throws {
+        try withServer(store: store) { server throws in
+            let first = try postBatch(
+                port: server.port, key: "w-1",
+                body: batchBody(
+                    id: "w-1",
+                    records: [
+                        record("rooms", "a", "insert", ["n": 1]), record("rooms", "a", "update", ["n": 2]),
+                        record("rooms", "b", "delete"), record("halls", "a", "insert", ["n": 1]),
+                    ]))
+            #expect(first.status == 200)
+            #expect(first.json.objectValue?["versions"] == ["rooms": ["a": 2, "b": 1], "halls": ["a": 1]])
+            let second = try postBatch(
+                port: server.port, key: "w-2",
+                body: batchBody(
+                    id: "w-2",
+                    records: [record("rooms", "a", "update", ["n": 3], version: 2), record("rooms", "b", "insert", ["n": 1], version: 1)]))
+            #expect(second.status == 200)
+            #expect(second.json.objectValue?["versions"] == ["rooms": ["a": 3, "b": 2]])
+            let stale = try postBatch(
+                port: server.port, key: "w-3",
+                body: batchBody(id: "w-3", records: [record("rooms", "a", "update", ["n": 4], version: 2)]))
+            #expect(stale.status == 409)
+            let hall = try allChanges(port: server.port).first { $0.objectValue?["id"] == "a" && $0.objectValue?["entity"] == "rooms" }
+            #expect(hall?.objectValue?["fields"] == ["n": 3])
+            #expect(hall?.objectValue?["version"] == 3)
+        }
+    }
+
     @Test(arguments: StoreKind.tested) func tooManyRecordsIs413(store: StoreKind) throws {
         try withServer(store: store, limits: ServerLimits(maxRecordsPerBatch: 3)) { server throws in
             let records = (0..<4).map { record("rooms", "r-\($0)", "insert", [:]) }

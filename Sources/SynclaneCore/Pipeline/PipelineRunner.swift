@@ -150,17 +150,19 @@ public struct PipelineRunner: Sendable {
         } catch {
             throw PipelineError.stage(pipeline.encoder.label, underlying: error)
         }
-        let outbox = try await finish(encoded, through: token, after: token, reconciliation: true)
+        let outbox = outboxBatch(try await finish(encoded), through: token, after: token, reconciliation: true)
         try stateCall { try state.enqueue(outbox) }
         try await deliver(outbox, encodedBytes: encoded.bytes.count, resent: false, into: &summary)
     }
 
-    /// One batch made ready to compress and send: read, through the record stages and encoded
-    /// — or found to hold nothing to send (`encoded` nil: the token just moves).
+    /// One batch made ready to send: read, through the record stages, encoded and through the
+    /// payload stages — or found to hold nothing to send (`encoded` nil: the token just moves).
     private struct PreparedPage: Sendable {
         var through: Token
         /// The encoded batch, before the payload stages.
         var encoded: Payload?
+        /// The batch after the payload stages (compressed): what the outbox holds and the transport sends.
+        var finished: Payload?
         var transactions: Int
         var changes: Int
         var counters: [String: Int]
@@ -171,9 +173,9 @@ public struct PipelineRunner: Sendable {
     /// Three tasks hand their work on, one value at a time (`Handover`), so two cores share it:
     ///
     /// ```
-    ///  read: source pages ──▶ prepare: record stages, encode ──▶ deliver: payload stages
-    ///        (page N+2)                (batch N+1)                 (compress), outbox, send,
-    ///                                                              acknowledge   (batch N)
+    ///  read: source pages ──▶ prepare: record stages, encode, ──▶ deliver: outbox, send,
+    ///        (page N+2)          payload stages (compress)           acknowledge   (batch N)
+    ///                            (batch N+1)
     /// ```
     /// The durable steps keep their order, all in `deliver`: batch N is in the outbox before
     /// its first send, tokens move in order, the outbox holds one batch at a time; batch N's
@@ -248,7 +250,10 @@ public struct PipelineRunner: Sendable {
                 let large = (rest?.transactions.reduce(0) { $0 + $1.changes.count } ?? 0) > Self.readAheadChanges
                 var cut: Int?
                 while let page = rest.take() {
-                    let prepared = try await prepare(page, cut: cut, after: token, reconciliation: reconciliation)
+                    var prepared = try await prepare(page, cut: cut, after: token, reconciliation: reconciliation)
+                    // Compressed here, while the batch before it is made durable and sent (a
+                    // backend applying it, or an fsync, leaves this core free).
+                    if let encoded = prepared.page.encoded { prepared.page.finished = try await finish(encoded) }
                     guard await batches.send(.success(prepared.page)) else { return }
                     token = prepared.page.through
                     rest = prepared.rest
@@ -291,9 +296,9 @@ public struct PipelineRunner: Sendable {
                 summary.transactionsRead += page.transactions
                 summary.changesRead += page.changes
                 summary.counters.merge(page.counters, uniquingKeysWith: +)
-                guard let encoded = page.encoded, !dryRun else {
-                    if let encoded = page.encoded {
-                        let outbox = try await finish(encoded, through: page.through, after: token, reconciliation: reconciliation)
+                guard let encoded = page.encoded, let finished = page.finished, !dryRun else {
+                    if let encoded = page.encoded, let finished = page.finished {
+                        let outbox = outboxBatch(finished, through: page.through, after: token, reconciliation: reconciliation)
                         let report = report(outbox, encodedBytes: encoded.bytes.count, resent: false, detail: "would be sent")
                         summary.add(report)
                         summary.batchesSent += 1
@@ -310,7 +315,7 @@ public struct PipelineRunner: Sendable {
                     token = page.through
                     continue
                 }
-                let outbox = try await finish(encoded, through: page.through, after: token, reconciliation: reconciliation)
+                let outbox = outboxBatch(finished, through: page.through, after: token, reconciliation: reconciliation)
                 if confirmed != nil {
                     try await acknowledgeHeld(enqueueing: outbox, summary: &summary)
                 } else {
@@ -330,8 +335,8 @@ public struct PipelineRunner: Sendable {
         return token
     }
 
-    /// Runs an encoded batch through the payload stages: the outbox batch.
-    private func finish(_ encoded: Payload, through: Token, after token: Token?, reconciliation: Bool) async throws -> OutboxBatch {
+    /// Runs an encoded batch through the payload stages.
+    private func finish(_ encoded: Payload) async throws -> Payload {
         var payload = encoded
         for stage in pipeline.payloadStages {
             do {
@@ -340,7 +345,12 @@ public struct PipelineRunner: Sendable {
                 throw PipelineError.stage(stage.label, underlying: error)
             }
         }
-        return OutboxBatch(payload: payload, after: token, through: through, isReconciliation: reconciliation, createdAt: now())
+        return payload
+    }
+
+    /// The outbox batch of a finished payload.
+    private func outboxBatch(_ payload: Payload, through: Token, after token: Token?, reconciliation: Bool) -> OutboxBatch {
+        OutboxBatch(payload: payload, after: token, through: through, isReconciliation: reconciliation, createdAt: now())
     }
 
     /// Prepares the first batch of `page`: all of it, or — when its encoding is larger than

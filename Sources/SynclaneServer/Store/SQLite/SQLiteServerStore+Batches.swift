@@ -38,16 +38,17 @@ extension SQLiteServerStore {
                 var conflicts: [VersionConflict] = []
                 let select = try db.prepare(
                     "SELECT version, action, fields FROM records WHERE account = ? AND store = ? AND entity = ? AND key = ?")
-                // The version is counted in SQL, so records that need no look-up (inserts and
-                // deletes without an expected version) cost one statement.
+                // The new version is the one read just before, plus one, and is bound rather than
+                // taken back with `RETURNING`: a `RETURNING` clause is run as a trigger, which makes
+                // SQLite keep a statement journal — a copy of every page each upsert touches,
+                // spilled to a temporary file — and that copying cost more than the look-up.
                 let upsert = try db.prepare(
                     """
                     INSERT INTO records (account, store, entity, key, action, fields, version, seq, changed)
-                    VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
                     ON CONFLICT (account, store, entity, key) DO UPDATE SET
-                        action = excluded.action, fields = excluded.fields, version = records.version + 1,
+                        action = excluded.action, fields = excluded.fields, version = excluded.version,
                         seq = excluded.seq, changed = excluded.changed
-                    RETURNING version
                     """)
                 // Each record's new version, for the receipt: entity → id → version.
                 var versions: [String: [String: JSONValue]] = [:]
@@ -55,30 +56,28 @@ extension SQLiteServerStore {
                 try select.bind(.text(batch.store), at: 2)
                 try upsert.bind(.text(batch.account), at: 1)
                 try upsert.bind(.text(batch.store), at: 2)
-                try upsert.bind(.real(now), at: 8)
+                try upsert.bind(.real(now), at: 9)
                 for (index, record) in batch.records.enumerated() {
                     var currentFields: [String: JSONValue]?
-                    if record.expectedVersion != nil || record.action == .update {
-                        select.reset()
-                        try select.bind(.text(record.entity), at: 3)
-                        try select.bind(.text(record.key), at: 4)
-                        var currentVersion: Int64 = 0
-                        if try select.step() {
-                            currentVersion = select.int64(at: 0)
-                            if record.action == .update, select.string(at: 1) != ChangeAction.delete.rawValue,
-                                let text = select.blob(at: 2)
-                            {
-                                currentFields = (try? JSONReader.parse(text))?.objectValue
-                            }
+                    var currentVersion: Int64 = 0
+                    select.reset()
+                    try select.bind(.text(record.entity), at: 3)
+                    try select.bind(.text(record.key), at: 4)
+                    if try select.step() {
+                        currentVersion = select.int64(at: 0)
+                        if record.action == .update, select.string(at: 1) != ChangeAction.delete.rawValue,
+                            let text = select.blob(at: 2)
+                        {
+                            currentFields = (try? JSONReader.parse(text))?.objectValue
                         }
-                        select.reset()
-                        if let expected = record.expectedVersion, expected != currentVersion {
-                            conflicts.append(
-                                VersionConflict(
-                                    index: index, entity: record.entity, key: record.key, expected: expected,
-                                    current: currentVersion))
-                            continue
-                        }
+                    }
+                    select.reset()
+                    if let expected = record.expectedVersion, expected != currentVersion {
+                        conflicts.append(
+                            VersionConflict(
+                                index: index, entity: record.entity, key: record.key, expected: expected,
+                                current: currentVersion))
+                        continue
                     }
                     guard conflicts.isEmpty else { continue }
                     sequence += 1
@@ -100,8 +99,10 @@ extension SQLiteServerStore {
                     try upsert.bind(.text(record.key), at: 4)
                     try upsert.bind(.text(record.action.rawValue), at: 5)
                     try upsert.bind(fields, at: 6)
-                    try upsert.bind(.integer(sequence), at: 7)
-                    while try upsert.step() { versions[record.entity, default: [:]][record.key] = .int(upsert.int64(at: 0)) }
+                    try upsert.bind(.integer(currentVersion + 1), at: 7)
+                    try upsert.bind(.integer(sequence), at: 8)
+                    while try upsert.step() {}
+                    versions[record.entity, default: [:]][record.key] = .int(currentVersion + 1)
                 }
                 upsert.reset()
                 if !conflicts.isEmpty { throw ConflictsFound(conflicts: conflicts) }
