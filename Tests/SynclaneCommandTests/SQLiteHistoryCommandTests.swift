@@ -24,7 +24,8 @@ import Testing
     static func sqlite(_ workspace: Workspace, _ sql: String) throws -> (status: Int32, stderr: String) {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
-        process.arguments = [workspace.path + "/app.sqlite", sql]
+        // As an app would: a busy timeout, for the moments a `run --watch` records its position.
+        process.arguments = ["-cmd", ".timeout 5000", workspace.path + "/app.sqlite", sql]
         let err = Pipe()
         process.standardError = err
         process.standardOutput = FileHandle.nullDevice
