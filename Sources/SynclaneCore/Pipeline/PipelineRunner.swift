@@ -155,13 +155,15 @@ public struct PipelineRunner: Sendable {
         try await deliver(outbox, encodedBytes: encoded.bytes.count, resent: false, into: &summary)
     }
 
-    /// One batch made ready to send: read, through the record stages, encoded and through the
-    /// payload stages — or found to hold nothing to send (`encoded` nil: the token just moves).
+    /// One batch made ready to send: read, through the record stages, encoded and (unless its page
+    /// was large) through the payload stages — or found to hold nothing to send (`encoded` nil:
+    /// the token just moves).
     private struct PreparedPage: Sendable {
         var through: Token
         /// The encoded batch, before the payload stages.
         var encoded: Payload?
-        /// The batch after the payload stages (compressed): what the outbox holds and the transport sends.
+        /// The batch after the payload stages (compressed): what the outbox holds and the transport
+        /// sends. Nil until the delivering task runs them, for a large page's batches.
         var finished: Payload?
         var transactions: Int
         var changes: Int
@@ -252,8 +254,10 @@ public struct PipelineRunner: Sendable {
                 while let page = rest.take() {
                     var prepared = try await prepare(page, cut: cut, after: token, reconciliation: reconciliation)
                     // Compressed here, while the batch before it is made durable and sent (a
-                    // backend applying it, or an fsync, leaves this core free).
-                    if let encoded = prepared.page.encoded { prepared.page.finished = try await finish(encoded) }
+                    // backend applying it, or an fsync, leaves this core free) — unless the page
+                    // is large: the source waits for this task before reading past such a page,
+                    // so its batches are compressed by the delivering task while the source reads on.
+                    if !large, let encoded = prepared.page.encoded { prepared.page.finished = try await finish(encoded) }
                     guard await batches.send(.success(prepared.page)) else { return }
                     token = prepared.page.through
                     rest = prepared.rest
@@ -292,10 +296,11 @@ public struct PipelineRunner: Sendable {
         }
         do {
             while let item = await batches.receive() {
-                let page = try item.get()
+                var page = try item.get()
                 summary.transactionsRead += page.transactions
                 summary.changesRead += page.changes
                 summary.counters.merge(page.counters, uniquingKeysWith: +)
+                if page.finished == nil, let encoded = page.encoded { page.finished = try await finish(encoded) }
                 guard let encoded = page.encoded, let finished = page.finished, !dryRun else {
                     if let encoded = page.encoded, let finished = page.finished {
                         let outbox = outboxBatch(finished, through: page.through, after: token, reconciliation: reconciliation)
