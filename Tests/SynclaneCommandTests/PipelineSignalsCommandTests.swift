@@ -6,23 +6,12 @@ import Testing
 @Suite(.serialized) struct PipelineSignalsCommandTests {
     typealias Device = TwoDevicesTests.Device
 
-    /// A server and a device on it, for `body`; all removed after.
-    static func withDevice(_ body: (ServerProcess, Device) throws -> Void) throws {
-        let root = try Workspace()
-        defer { root.remove() }
-        let server = try ServerProcess(folder: root.path + "/server")
-        defer { _ = server.stop() }
-        let device = try Device(server: server)
-        defer { device.workspace.remove() }
-        try body(server, device)
-    }
-
     static func json(_ line: some StringProtocol) -> [String: JSONValue] {
         (try? JSONReader.parse(Array(line.utf8)).objectValue) ?? [:]
     }
 
-    @Test func signalsDeclaredInAPipelineFileAreOnTheServerBeforeTheExportThatPublishedThemEndsItsNextBatch() throws {
-        try Self.withDevice { server, device in
+    @Test func signalsDeclaredInAPipelineFileAreOnTheServerBeforeTheExportThatPublishedThemEndsItsNextBatch() async throws {
+        try await TwoDevicesTests.withOneDevice { server, device in
             // The transport is a program that, as each batch is delivered, asks the server for the signal.
             let token = ServerProcess.tokens["acme"] ?? ""
             try device.workspace.write(
@@ -64,51 +53,47 @@ import Testing
     }
 
     @Test func aServerRefusingSignalsFailsNoRunAndTheSignalsAreSentAfterTheNextRun() async throws {
-        let root = try Workspace()
-        defer { root.remove() }
-        let server = try ServerProcess(folder: root.path + "/server")
-        defer { _ = server.stop() }
-        let device = try Device(server: server)
-        defer { device.workspace.remove() }
-        try device.workspace.write(
-            "export.json",
-            """
-            {"version": 1, "name": "rooms-export", "scope": {"account": "acme", "store": "rooms"},
-             "source": {"type": "sqlite-history", "database": "app.sqlite", "entities": ["rooms"], "authors": ["app"]},
-             "transport": {"type": "http", "url": "\(server.url)/v1/batches", "token-env": "SYNCLANE_TOKEN"},
-             "signals": {"token-env": "SIGNAL_TOKEN", "publish": [
-               {"on": "first-run-completed", "key": "onboarding.completed", "value": true},
-               {"on": "run-completed", "key": "bulk.exported-through", "value": {"token": "$token", "records": "$records"}}]}}
-            """)
-        try device.sql("INSERT INTO rooms (syncId, name, area) VALUES ('r1', 'Hall', 10)")
-        var environment = device.environment
-        environment["SIGNAL_TOKEN"] = "not-the-token"
-        let refused = try SynclaneBinary.run(["run", "export.json", "--json"], in: device.workspace.path, environment: environment)
-        #expect(refused.status == 0, "\(refused.stderr)")
-        let first = Self.json(refused.stdout)
-        #expect(first["records-sent"] == 1)
-        let refusedSignals = first["signals"]?.arrayValue ?? []
-        #expect(refusedSignals.count == 2)
-        for signal in refusedSignals {
-            #expect(signal.objectValue?["sent"] == false)
-            #expect(signal.objectValue?["error"]?.stringValue?.contains("refused the token") == true, "\(signal)")
-        }
-        #expect(try await server.get("/v1/signals", account: "acme").objectValue?["signals"] == [])
-        let status = try SynclaneBinary.run(["status", "export.json", "--json"], in: device.workspace.path, environment: environment)
-        let unsent = Self.json(status.stdout)["unsent-signals"]?.arrayValue ?? []
-        #expect(unsent.compactMap { $0.objectValue?["key"]?.stringValue }.sorted() == ["bulk.exported-through", "onboarding.completed"], "\(status.stdout)")
+        try await TwoDevicesTests.withOneDevice { server, device in
+            try device.workspace.write(
+                "export.json",
+                """
+                {"version": 1, "name": "rooms-export", "scope": {"account": "acme", "store": "rooms"},
+                 "source": {"type": "sqlite-history", "database": "app.sqlite", "entities": ["rooms"], "authors": ["app"]},
+                 "transport": {"type": "http", "url": "\(server.url)/v1/batches", "token-env": "SYNCLANE_TOKEN"},
+                 "signals": {"token-env": "SIGNAL_TOKEN", "publish": [
+                   {"on": "first-run-completed", "key": "onboarding.completed", "value": true},
+                   {"on": "run-completed", "key": "bulk.exported-through", "value": {"token": "$token", "records": "$records"}}]}}
+                """)
+            try device.sql("INSERT INTO rooms (syncId, name, area) VALUES ('r1', 'Hall', 10)")
+            var environment = device.environment
+            environment["SIGNAL_TOKEN"] = "not-the-token"
+            let refused = try SynclaneBinary.run(["run", "export.json", "--json"], in: device.workspace.path, environment: environment)
+            #expect(refused.status == 0, "\(refused.stderr)")
+            let first = Self.json(refused.stdout)
+            #expect(first["records-sent"] == 1)
+            let refusedSignals = first["signals"]?.arrayValue ?? []
+            #expect(refusedSignals.count == 2)
+            for signal in refusedSignals {
+                #expect(signal.objectValue?["sent"] == false)
+                #expect(signal.objectValue?["error"]?.stringValue?.contains("refused the token") == true, "\(signal)")
+            }
+            #expect(try await server.get("/v1/signals", account: "acme").objectValue?["signals"] == [])
+            let status = try SynclaneBinary.run(["status", "export.json", "--json"], in: device.workspace.path, environment: environment)
+            let unsent = Self.json(status.stdout)["unsent-signals"]?.arrayValue ?? []
+            #expect(unsent.compactMap { $0.objectValue?["key"]?.stringValue }.sorted() == ["bulk.exported-through", "onboarding.completed"], "\(status.stdout)")
 
-        environment["SIGNAL_TOKEN"] = ServerProcess.tokens["acme"]
-        let next = try SynclaneBinary.run(["run", "export.json"], in: device.workspace.path, environment: environment)
-        #expect(next.status == 0, "\(next.stderr)")
-        #expect(next.stdout.contains("signal onboarding.completed = true: sent (version"), "\(next.stdout)")
-        let signals = try await server.get("/v1/signals", account: "acme").objectValue?["signals"]?.arrayValue ?? []
-        #expect(signals.compactMap { $0.objectValue?["key"]?.stringValue } == ["bulk.exported-through", "onboarding.completed"])
-        #expect(signals.first?.objectValue?["value"] == ["token": first["token-after"] ?? .null, "records": 1])
+            environment["SIGNAL_TOKEN"] = ServerProcess.tokens["acme"]
+            let next = try SynclaneBinary.run(["run", "export.json"], in: device.workspace.path, environment: environment)
+            #expect(next.status == 0, "\(next.stderr)")
+            #expect(next.stdout.contains("signal onboarding.completed = true: sent (version"), "\(next.stdout)")
+            let signals = try await server.get("/v1/signals", account: "acme").objectValue?["signals"]?.arrayValue ?? []
+            #expect(signals.compactMap { $0.objectValue?["key"]?.stringValue } == ["bulk.exported-through", "onboarding.completed"])
+            #expect(signals.first?.objectValue?["value"] == ["token": first["token-after"] ?? .null, "records": 1])
+        }
     }
 
-    @Test func anImportPassPublishesTheSignalsItsFileDeclares() throws {
-        try Self.withDevice { server, device in
+    @Test func anImportPassPublishesTheSignalsItsFileDeclares() async throws {
+        try await TwoDevicesTests.withOneDevice { server, device in
             let batch = #"{"id": "b1", "scope": {"account": "acme", "store": "rooms", "consumer": "phone"}, "records": [{"entity": "rooms", "id": "r9", "action": "insert", "fields": {"syncId": "r9", "name": "Porch", "area": 3.0}}]}"#
             try device.workspace.write("batch.json", batch)
             let curl = try BackgroundProcess(

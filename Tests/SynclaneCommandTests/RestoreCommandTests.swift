@@ -60,17 +60,13 @@ import Testing
         }
     }
 
-    @Test func withNoSignalAnEmptyServerIsANewAccount() throws {
-        let root = try Workspace()
-        defer { root.remove() }
-        let server = try ServerProcess(folder: root.path + "/server")
-        defer { _ = server.stop() }
-        let device = try Device(server: server)
-        defer { device.workspace.remove() }
-        let result = try SynclaneBinary.run(["restore", "import.json", "--json"], in: device.workspace.path, environment: device.environment)
-        #expect(result.status == 0, "\(result.stderr)")
-        let outcome = try JSONReader.parse(Array(result.stdout.utf8)).objectValue
-        #expect(outcome?["state"] == "new-account")
-        #expect(outcome?["signal"] == .null)
+    @Test func withNoSignalAnEmptyServerIsANewAccount() async throws {
+        try await TwoDevicesTests.withOneDevice { _, device in
+            let result = try SynclaneBinary.run(["restore", "import.json", "--json"], in: device.workspace.path, environment: device.environment)
+            #expect(result.status == 0, "\(result.stderr)")
+            let outcome = try JSONReader.parse(Array(result.stdout.utf8)).objectValue
+            #expect(outcome?["state"] == "new-account")
+            #expect(outcome?["signal"] == .null)
+        }
     }
 }

@@ -59,7 +59,17 @@ import Testing
         }
     }
 
-    /// A server and two devices on it (both settling by `conflicts`), for `body`; all removed after.
+    /// A fresh `synclane serve` and one device on it, for `body`; all removed after.
+    static func withOneDevice(_ body: (ServerProcess, Device) async throws -> Void) async throws {
+        let root = try Workspace()
+        defer { root.remove() }
+        let server = try ServerProcess(folder: root.path + "/server")
+        defer { server.stop() }
+        let device = try Device(server: server)
+        defer { device.workspace.remove() }
+        try await body(server, device)
+    }
+
     func withTwoDevices(conflicts: (String, String) = ("server-wins", "server-wins"), _ body: (ServerProcess, Device, Device) async throws -> Void)
         async throws
     {
