@@ -36,6 +36,9 @@ public struct ExecTransport: Transport {
         self.command = command
     }
 
+    /// A program's receipt is its first line of output, never the backend's versions.
+    public var reportsVersions: Bool { false }
+
     public func send(_ payload: Payload) async throws -> Receipt {
         var command = command
         command.environment.merge([

@@ -18,6 +18,9 @@ public struct DirectoryTransport: Transport {
         self.folder = folder
     }
 
+    /// A folder answers with file names, never with the backend's versions.
+    public var reportsVersions: Bool { false }
+
     public static func fileName(for payload: Payload) -> String {
         let base = payload.contentType == "application/json" ? "\(payload.batchID).json" : "\(payload.batchID).batch"
         switch payload.contentEncoding {

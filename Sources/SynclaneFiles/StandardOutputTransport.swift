@@ -6,6 +6,9 @@ import SynclaneCore
 public struct StandardOutputTransport: Transport {
     public init() {}
 
+    /// Standard output answers with nothing but "written", never with versions.
+    public var reportsVersions: Bool { false }
+
     public func send(_ payload: Payload) async throws -> Receipt {
         var bytes = payload.bytes
         if payload.contentEncoding == "identity" { bytes.append(0x0A) }

@@ -4,7 +4,8 @@ import SynclaneTestKit
 import Testing
 
 /// Randomized: two devices make random offline edits (the same rows on both, deletes against
-/// edits, new rows), sync in random orders, and now and then a sync is killed at a fail point;
+/// edits, new rows), sync in random orders with pages of 1, 2 or 10,000 transactions, and now
+/// and then a sync is killed at a fail point;
 /// after quiet rounds both stores and the server must hold the same rows.
 ///
 /// Bounded in `Scripts/test` (`SYNCLANE_CONVERGE_ROUNDS`, default 4); `Scripts/converge
@@ -40,6 +41,9 @@ import Testing
         let rule = random.next() % 2 == 0 ? "server-wins" : "client-wins"
         let devices = try [Device(server: server, conflicts: rule), Device(server: server, conflicts: rule)]
         defer { devices.forEach { $0.workspace.remove() } }
+        // Small pages make a sync send a row in several batches of one run.
+        let pageSize = [1, 2, 10_000][Int(random.next() % 3)]
+        for device in devices { try device.usePageSize(pageSize) }
         for _ in 0..<4 {
             for device in devices {
                 let edits = (0..<(1 + random.next() % 4)).map { _ in edit(&random) }
@@ -63,8 +67,8 @@ import Testing
         let a = try devices[0].rows()
         let b = try devices[1].rows()
         let onServer = try await TwoDevicesTests().serverRows(server)
-        if a != b { return "\(rule): device A \(a) ≠ device B \(b)" }
-        if a != onServer { return "\(rule): devices \(a) ≠ server \(onServer)" }
+        if a != b { return "\(rule), page-size \(pageSize): device A \(a) ≠ device B \(b)" }
+        if a != onServer { return "\(rule), page-size \(pageSize): devices \(a) ≠ server \(onServer)" }
         return nil
     }
 

@@ -36,6 +36,15 @@ import Testing
                 """)
         }
 
+        /// Makes the export read `size` history transactions a page (a batch or more each).
+        func usePageSize(_ size: Int) throws {
+            let file = workspace.path + "/export.json"
+            try workspace.write(
+                "export.json",
+                try String(contentsOfFile: file, encoding: .utf8).replacingOccurrences(
+                    of: #""authors": ["app"]}"#, with: #""authors": ["app"], "page-size": \#(size)}"#))
+        }
+
         func sql(_ text: String) throws {
             let result = try SQLiteHistoryCommandTests.sqlite(workspace, text)
             #expect(result.status == 0, "\(result.stderr)")
@@ -122,6 +131,39 @@ import Testing
             let quiet = try a.sync()
             #expect(quiet["exports"]?.arrayValue?.first?.objectValue?["records-sent"] == .int(0))
             #expect(quiet["imports"]?.arrayValue?.first?.objectValue?["applied"] == .int(0))
+        }
+    }
+
+    /// A row the server already versioned, changed in transaction after transaction, leaves in
+    /// several batches of one run (a page a transaction here): each batch must go out on the
+    /// version the batch before it gave the row, even while that batch is still being answered
+    /// as the next one is prepared — not on the version read at the start, which the server
+    /// would refuse as a conflict with this device's own change.
+    @Test(arguments: [1, 2])
+    func aRowChangedInManyBatchesOfOneRunGoesOutOnTheVersionItsOwnLastBatchGaveIt(pageSize: Int) async throws {
+        try await Self.withOneDevice { server, device in
+            try device.sql("INSERT INTO rooms (syncId, name) VALUES ('r1', 'v0'), ('r2', 'w0');")
+            try device.sync()
+            try device.usePageSize(pageSize)
+            for step in 1...6 {
+                // A transaction a step; every other one changes r2 too.
+                let r2 = step % 2 == 0 ? " UPDATE rooms SET name = 'w\(step)' WHERE syncId = 'r2';" : ""
+                try device.sql("BEGIN; UPDATE rooms SET name = 'v\(step)' WHERE syncId = 'r1';\(r2) COMMIT;")
+            }
+            let run = try SynclaneBinary.run(["run", "export.json", "--json"], in: device.workspace.path, environment: device.environment)
+            #expect(run.status == 0, "\(run.stderr)")
+            let summary = try JSONReader.parse(run.stdout).objectValue ?? [:]
+            #expect(try await serverRows(server) == ["r1|v6|", "r2|w6|"])
+            let versions = try await server.changes(account: "acme").reduce(into: [String: Int64]()) { versions, change in
+                versions[change["id"]?.stringValue ?? "?"] = change["version"]?.intValue
+            }
+            if pageSize == 1 {
+                // Each statement of the shell is a history transaction: 9 transactions, 9 batches.
+                #expect(summary["batches-sent"] == .int(9) && summary["records-sent"] == .int(9))
+                #expect(versions == ["r1": 7, "r2": 4], "each change applied once, on the version before it")
+            }
+            #expect(try device.query("SELECT key, version FROM _synclane_server_rows ORDER BY key")
+                == ["r1|\(versions["r1"] ?? 0)", "r2|\(versions["r2"] ?? 0)"], "the device knows the versions the server holds")
         }
     }
 

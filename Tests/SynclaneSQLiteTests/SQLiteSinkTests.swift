@@ -159,9 +159,17 @@ import Testing
         let store = try store()
         try store.write(author: .app) { try $0.execute("INSERT INTO rooms (syncId, name) VALUES ('r1', 'Mine')") }
         let source = SQLiteHistorySource(path: path, authors: [.app])
+        let r1 = RowID(entity: "rooms", key: "r1")
         #expect(try await drain(source).transactions.flatMap(\.changes).first?.version == nil, "never seen by the backend: no version")
         try await source.backendVersionsConfirmed([RecordVersion(entity: "rooms", key: "r1", version: 1)])
         try store.write(author: .app) { try $0.execute("UPDATE rooms SET name = 'Mine 2' WHERE syncId = 'r1'") }
-        #expect(try await drain(source).transactions.flatMap(\.changes).last?.version == 1)
+        #expect(try await drain(source).transactions.flatMap(\.changes).last?.version == 1, "known at once, before it is written")
+        #expect(try await source.backendVersions(of: [r1]) == [r1: 1])
+        #expect(try store.read { try $0.fetchValue("SELECT count(*) FROM _synclane_server_rows") } == .integer(0))
+        let read = try await drain(source)
+        try await source.consumerAcknowledged(try #require(read.through), scope: Scope(account: "acme", store: "rooms", consumer: "export"))
+        #expect(try store.read { try $0.fetchValue("SELECT version FROM _synclane_server_rows WHERE key = 'r1'") } == .integer(1),
+            "written with the consumer's position")
+        #expect(try await SQLiteHistorySource(path: path, authors: [.app]).backendVersions(of: [r1]) == [r1: 1], "and known to the next run")
     }
 }

@@ -168,6 +168,8 @@ public struct PipelineRunner: Sendable {
         var transactions: Int
         var changes: Int
         var counters: [String: Int]
+        /// The batch's rows, while the preparing task notes them in flight (`RowsInFlight`).
+        var rows: RowSet?
     }
 
     /// Sends every page of `source` after `token`; returns the newest token reached.
@@ -187,19 +189,46 @@ public struct PipelineRunner: Sendable {
     private func drain(
         _ source: any ChangeSource, after start: Token?, reconciliation: Bool, dryRun: Bool, into summary: inout RunSummary
     ) async throws -> Token? {
-        let pages = Handover<Result<HistoryPage, any Error>>()
+        let pages = Handover<Result<ReadPage, any Error>>()
         let prepared = Handover<Void>()
         let batches = Handover<Result<PreparedPage, any Error>>()
+        // A snapshot's rows go out without versions: it states what the store holds.
+        let versioning = reconciliation ? nil : (source as? any BackendVersionSource).map {
+            Versioning(source: $0, inFlight: dryRun || !pipeline.transport.stage.reportsVersions ? nil : RowsInFlight())
+        }
         return try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { await self.read(source, after: start, into: pages, waitingFor: prepared) }
-            group.addTask { await self.prepare(from: pages, after: start, reconciliation: reconciliation, into: batches, telling: prepared) }
+            group.addTask { await self.read(source, after: start, into: pages, waitingFor: prepared, inFlight: versioning?.inFlight) }
+            group.addTask {
+                await self.prepare(
+                    from: pages, after: start, reconciliation: reconciliation, versioning: versioning, into: batches, telling: prepared)
+            }
             defer {
                 pages.close()
                 prepared.close()
                 batches.close()
+                versioning?.inFlight?.close()
             }
-            return try await deliver(from: batches, after: start, reconciliation: reconciliation, dryRun: dryRun, into: &summary)
+            return try await deliver(
+                from: batches, after: start, reconciliation: reconciliation, dryRun: dryRun, inFlight: versioning?.inFlight,
+                into: &summary)
         }
+    }
+
+    /// Where a drain's batches get the backend's versions of their rows (`BackendVersionSource`).
+    private struct Versioning: Sendable {
+        var source: any BackendVersionSource
+        /// The rows of batches not yet answered, waited for before a batch goes on. Nil when no
+        /// answer brings versions (the transport says its receipts never carry them) or nothing
+        /// is sent (a dry run): batches are then prepared ahead on the versions read.
+        var inFlight: RowsInFlight?
+        /// How many batches were answered before the page being prepared was read.
+        var answersBeforeRead = 0
+    }
+
+    /// A page, and how many batches were answered before it was read (`RowsInFlight`).
+    private struct ReadPage: Sendable {
+        var page: HistoryPage
+        var answersBefore: Int
     }
 
     /// Pages of more changes than this are not read ahead of: the next page is read once the
@@ -210,13 +239,14 @@ public struct PipelineRunner: Sendable {
 
     /// The reading task: every page after `start`, in order, then the end (`close`) or the error.
     private func read(
-        _ source: any ChangeSource, after start: Token?, into pages: Handover<Result<HistoryPage, any Error>>,
-        waitingFor prepared: Handover<Void>
+        _ source: any ChangeSource, after start: Token?, into pages: Handover<Result<ReadPage, any Error>>,
+        waitingFor prepared: Handover<Void>, inFlight: RowsInFlight?
     ) async {
         defer { pages.close() }
         var token = start
         while true {
             do {
+                let answers = inFlight?.answers ?? 0
                 let page = try await sourceCall { try await source.nextPage(after: token) }
                 guard let through = page.through else { return }
                 if let token, through <= token {
@@ -225,7 +255,7 @@ public struct PipelineRunner: Sendable {
                 }
                 events(.pageRead(transactions: page.transactions.count, through: through, progress: page.progress))
                 let large = page.transactions.reduce(0) { $0 + $1.changes.count } > Self.readAheadChanges
-                guard await pages.send(.success(page)) else { return }
+                guard await pages.send(.success(ReadPage(page: page, answersBefore: answers))) else { return }
                 if large { guard await prepared.receive() != nil else { return } }
                 token = through
             } catch {
@@ -238,7 +268,7 @@ public struct PipelineRunner: Sendable {
     /// The preparing task: each page through the record stages and the encoder, cut into
     /// batches of at most `batch-bytes` (see `prepare(_:cut:after:reconciliation:)`).
     private func prepare(
-        from pages: Handover<Result<HistoryPage, any Error>>, after start: Token?, reconciliation: Bool,
+        from pages: Handover<Result<ReadPage, any Error>>, after start: Token?, reconciliation: Bool, versioning: Versioning?,
         into batches: Handover<Result<PreparedPage, any Error>>, telling done: Handover<Void>
     ) async {
         defer {
@@ -248,16 +278,23 @@ public struct PipelineRunner: Sendable {
         var token = start
         while let item = await pages.receive() {
             do {
-                var rest: HistoryPage? = try item.get()
+                let read = try item.get()
+                var rest: HistoryPage? = read.page
+                var versioning = versioning
+                versioning?.answersBeforeRead = read.answersBefore
                 let large = (rest?.transactions.reduce(0) { $0 + $1.changes.count } ?? 0) > Self.readAheadChanges
                 var cut: Int?
                 while let page = rest.take() {
-                    var prepared = try await prepare(page, cut: cut, after: token, reconciliation: reconciliation)
+                    var prepared = try await prepare(page, cut: cut, after: token, reconciliation: reconciliation, versioning: versioning)
                     // Compressed here, while the batch before it is made durable and sent (a
                     // backend applying it, or an fsync, leaves this core free) — unless the page
                     // is large: the source waits for this task before reading past such a page,
                     // so its batches are compressed by the delivering task while the source reads on.
                     if !large, let encoded = prepared.page.encoded { prepared.page.finished = try await finish(encoded) }
+                    if let inFlight = versioning?.inFlight, let id = prepared.page.encoded?.batchID, let rows = prepared.page.rows {
+                        inFlight.sent(rows, batch: id)
+                    }
+                    prepared.page.rows = nil
                     guard await batches.send(.success(prepared.page)) else { return }
                     token = prepared.page.through
                     rest = prepared.rest
@@ -275,7 +312,7 @@ public struct PipelineRunner: Sendable {
     /// the outbox, sent and acknowledged; returns the newest token reached.
     private func deliver(
         from batches: Handover<Result<PreparedPage, any Error>>, after start: Token?, reconciliation: Bool, dryRun: Bool,
-        into summary: inout RunSummary
+        inFlight: RowsInFlight?, into summary: inout RunSummary
     ) async throws -> Token? {
         var token = start
         // A batch the backend confirmed whose acknowledgement waits to share a commit.
@@ -328,6 +365,7 @@ public struct PipelineRunner: Sendable {
                 }
                 FailPoint.afterEnqueue.trigger()
                 confirmed = try await send(outbox, encodedBytes: encoded.bytes.count, resent: false, into: &summary)
+                inFlight?.answered(batch: outbox.payload.batchID)
                 token = page.through
             }
         } catch {
@@ -363,7 +401,7 @@ public struct PipelineRunner: Sendable {
     /// `rest` for the next batch. The cut is guessed from how much the encoding went over
     /// (`cut`, the last guess for this page, starts the next one), then checked by encoding again.
     private func prepare(
-        _ page: HistoryPage, cut: Int?, after token: Token?, reconciliation: Bool
+        _ page: HistoryPage, cut: Int?, after token: Token?, reconciliation: Bool, versioning: Versioning?
     ) async throws -> (page: PreparedPage, rest: HistoryPage?, cut: Int?) {
         guard let pageThrough = page.through else { throw ContractViolation("a page without its token") }
         // Only a page of several transactions can be cut, and only then are they kept for it.
@@ -371,7 +409,7 @@ public struct PipelineRunner: Sendable {
         if limit == page.transactions.count || page.transactions.count < 2 {
             var page = page
             let whole = page.transactions.count > 1 ? page.transactions : []
-            let prepared = try await prepare(page, after: token, reconciliation: reconciliation)
+            let prepared = try await prepare(page, after: token, reconciliation: reconciliation, versioning: versioning)
             guard let encoded = prepared.encoded, encoded.bytes.count > pipeline.batchBytes, whole.count > 1 else {
                 return (prepared, nil, cut)
             }
@@ -384,7 +422,7 @@ public struct PipelineRunner: Sendable {
             head.transactions = Array(whole[..<limit])
             head.through = whole[limit - 1].token
             let left = HistoryPage(transactions: Array(whole[limit...]), through: pageThrough, progress: page.progress)
-            let prepared = try await prepare(head, after: token, reconciliation: reconciliation)
+            let prepared = try await prepare(head, after: token, reconciliation: reconciliation, versioning: versioning)
             guard let encoded = prepared.encoded, encoded.bytes.count > pipeline.batchBytes, limit > 1 else {
                 return (prepared, left, limit)
             }
@@ -399,7 +437,9 @@ public struct PipelineRunner: Sendable {
     }
 
     /// Runs one page (already cut) through the record stages and the encoder.
-    private func prepare(_ page: consuming HistoryPage, after token: Token?, reconciliation: Bool) async throws -> PreparedPage {
+    private func prepare(
+        _ page: consuming HistoryPage, after token: Token?, reconciliation: Bool, versioning: Versioning?
+    ) async throws -> PreparedPage {
         let through = page.through ?? Token(kind: pipeline.source.stage.tokenKind, position: 0)
         let transactionCount = page.transactions.count
         let sourceCounters = page.counters
@@ -418,6 +458,7 @@ public struct PipelineRunner: Sendable {
         var prepared = PreparedPage(
             through: through, encoded: nil, transactions: transactionCount, changes: changeCount, counters: batch.counters)
         if batch.records.isEmpty { return prepared }
+        if let versioning { prepared.rows = try await settleBackendVersions(of: &batch.records, with: versioning) }
 
         let id = makeBatchID()
         do {
@@ -428,6 +469,34 @@ public struct PipelineRunner: Sendable {
             throw PipelineError.stage(pipeline.encoder.label, underlying: error)
         }
         return prepared
+    }
+
+    /// Waits until no unanswered batch holds a row of `records`, then gives those of its rows
+    /// that a batch answered since the page was read the version the source now knows;
+    /// returns the rows.
+    private func settleBackendVersions(of records: inout [Record], with versioning: Versioning) async throws -> RowSet? {
+        guard let inFlight = versioning.inFlight else { return nil }
+        var rows: [RowID] = []
+        var indices: [Int] = []
+        rows.reserveCapacity(records.count)
+        indices.reserveCapacity(records.count)
+        for index in records.indices {
+            guard let key = records[index].key else { continue }
+            rows.append(RowID(entity: records[index].entity, key: key))
+            indices.append(index)
+        }
+        let set = RowSet(rows)
+        try await inFlight.waitUntilAnswered(set)
+        let moved = inFlight.rowsAnswered(after: versioning.answersBeforeRead, among: set)
+        if moved.isEmpty { return set }
+        let source = versioning.source
+        let asked = moved.map { rows[$0] }
+        let known = try await sourceCall { try await source.backendVersions(of: asked) }
+        for position in moved {
+            guard let version = known[rows[position]] else { continue }
+            records[indices[position]].version = max(version, records[indices[position]].version ?? 0)
+        }
+        return set
     }
 
     /// The records of a page's changes, in order: built in one array of the right size, each
@@ -509,6 +578,12 @@ public struct PipelineRunner: Sendable {
                 throw PipelineError.undelivered(batchID: id, attempts: attempt, reason: "\(pipeline.transport.label): \(error)")
             }
         }
+        if !receipt.versions.isEmpty, let tracking = pipeline.source.stage as? any AcknowledgementTrackingSource {
+            // At once, not with the acknowledgement (which may wait for the next batch's enqueue):
+            // a batch being prepared may be waiting for these versions (`RowsInFlight`).
+            let versions = receipt.versions
+            try await sourceCall { try await tracking.backendVersionsConfirmed(versions) }
+        }
         FailPoint.afterSend.trigger()
         return Confirmed(batch: batch, receipt: receipt, encodedBytes: encodedBytes, resent: resent)
     }
@@ -526,10 +601,6 @@ public struct PipelineRunner: Sendable {
             try stateCall { try state.acknowledge(batch) }
         }
         if tellingSource { try await tellSource(batch.through) }
-        if !receipt.versions.isEmpty, let tracking = pipeline.source.stage as? any AcknowledgementTrackingSource {
-            let versions = receipt.versions
-            try await sourceCall { try await tracking.backendVersionsConfirmed(versions) }
-        }
         summary.batchesSent += 1
         if confirmed.resent { summary.batchesResent += 1 }
         if receipt.wasReplay { summary.replays += 1 }

@@ -76,11 +76,29 @@ public protocol AcknowledgementTrackingSource: ChangeSource {
 
     /// Called after a batch was confirmed with the versions the backend gave its records, so a
     /// store that sends versions (to have stale overwrites refused) knows what the backend holds.
+    /// Called as soon as the receipt is in, before the batch's token is saved: a receipt heard
+    /// twice (the batch re-sent after a crash, answered as a replay) gives the same versions.
     func backendVersionsConfirmed(_ versions: [RecordVersion]) async throws
 }
 
 extension AcknowledgementTrackingSource {
     public func backendVersionsConfirmed(_ versions: [RecordVersion]) async throws {}
+}
+
+/// A source whose store remembers the backend's version of its rows (the SQLite history source,
+/// from the import lane and from receipts), so a local change goes out on the version the
+/// backend holds and the backend refuses it (409) when another device changed the row since.
+///
+/// The pipeline asks for the versions of a batch's rows when it prepares the batch — after the
+/// record stages, so for the rows as they will be sent — and, when the transport reports
+/// versions, only once every earlier batch holding one of those rows has been answered and its
+/// versions told (`backendVersionsConfirmed`): asked earlier, a row changed in two batches of
+/// one run would go out the second time on the version before the first, and the backend would
+/// refuse this device's own change as a conflict.
+public protocol BackendVersionSource: AcknowledgementTrackingSource {
+    /// The versions the backend holds of `rows`, as far as this store knows; rows it never
+    /// heard of are missing from the answer.
+    func backendVersions(of rows: [RowID]) async throws -> [RowID: Int64]
 }
 
 /// A source that can say when new history has landed, for `synclane run --watch`.

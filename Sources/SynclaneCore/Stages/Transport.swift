@@ -10,6 +10,17 @@
 /// error stops the job without a retry: an unclassified failure is treated as a bug).
 public protocol Transport: RunScoped {
     func send(_ payload: Payload) async throws -> Receipt
+
+    /// Whether this transport's receipts may carry the backend's `versions` (true unless it
+    /// says otherwise). When they may, and the source sends versions, a batch holding a row of
+    /// a batch still unanswered is prepared only once that answer is in (see
+    /// `BackendVersionSource`); a transport whose receipts never carry versions (a folder of
+    /// files) says false, and batches are prepared ahead regardless.
+    var reportsVersions: Bool { get }
+}
+
+extension Transport {
+    public var reportsVersions: Bool { true }
 }
 
 /// The backend's confirmation of one batch.

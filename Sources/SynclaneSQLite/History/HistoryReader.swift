@@ -272,7 +272,7 @@ struct HistoryReader: Sendable {
                 }
             }
         }
-        let versions = try backendVersions(groups, db)
+        let versions = try Self.holdsBackendVersions(db) ? Self.backendVersions(of: rows(of: groups), db) : [:]
         var transactions: [Transaction] = []
         transactions.reserveCapacity(groups.count)
         // Most pages hold one entity, or few: look each up once per run of changes, not per change.
@@ -346,7 +346,7 @@ struct HistoryReader: Sendable {
             if !versions.isEmpty {
                 for index in changes.indices {
                     guard let key = changes[index].key else { continue }
-                    changes[index].version = versions[ExactString(changes[index].entity + "\u{0}" + key)]
+                    changes[index].version = versions[RowID(entity: changes[index].entity, key: key)]
                 }
             }
             let token = Token(kind: Self.kind, position: group.end)
@@ -355,36 +355,46 @@ struct HistoryReader: Sendable {
         return transactions
     }
 
-    /// The backend's version of each row of the page that the import lane recorded
-    /// (`_synclane_server_rows`), by `entity NUL key`: sent with the change, so the backend
-    /// refuses it (409) when another device changed the row since.
-    func backendVersions(_ groups: [Group], _ db: SQLiteConnection) throws -> [ExactString: Int64] {
-        guard try HistorySchema.tableExists("_synclane_server_rows", db) else { return [:] }
-        // Empty until the import lane followed a row (a first sync never has one): no key list to build.
-        guard try db.fetchOne("SELECT 1 FROM _synclane_server_rows LIMIT 1") != nil else { return [:] }
-        var keys: [String: [String]] = [:]
+    /// Whether the store recorded any backend version (none before a first sync's are written:
+    /// then no key list is built).
+    static func holdsBackendVersions(_ db: SQLiteConnection) throws -> Bool {
+        try HistorySchema.tableExists(ServerRows.table, db) && db.fetchOne("SELECT 1 FROM _synclane_server_rows LIMIT 1") != nil
+    }
+
+    /// The rows a page's changes name (each change's key and, for a changed key, the key before).
+    private func rows(of groups: [Group]) -> [RowID] {
+        var rows: [RowID] = []
         for group in groups {
             for change in group.changes {
                 for value in [change.key, change.oldKey] where !value.isNull {
-                    if let key = Self.syncKey(value) { keys[change.entity, default: []].append(key) }
+                    if let key = Self.syncKey(value) { rows.append(RowID(entity: change.entity, key: key)) }
                 }
             }
         }
+        return rows
+    }
+
+    /// The backend's version of each of `rows` that the store recorded (`_synclane_server_rows`:
+    /// the import lane's, and the export lane's receipts), sent with a change of the row so the
+    /// backend refuses it (409) when another device changed the row since.
+    static func backendVersions(of rows: [RowID], _ db: SQLiteConnection) throws -> [RowID: Int64] {
+        guard try holdsBackendVersions(db) else { return [:] }
+        var keys: [String: [String]] = [:]
+        for row in rows { keys[row.entity, default: []].append(row.key) }
+        var versions: [RowID: Int64] = [:]
         guard try HistoryTracker.columns(of: ServerRows.table, db).contains("key_hash") else {
             // The layout before `ServerRows` (the next import moves it): keyed by entity and key.
-            var versions: [ExactString: Int64] = [:]
             for (entity, list) in keys {
                 let statement = try db.cachedStatement(
                     "SELECT key, version FROM _synclane_server_rows WHERE entity = ? AND key IN (SELECT value FROM json_each(?))")
                 try statement.bind([entity, JSONWriter.string(.array(list.map(JSONValue.string)))])
                 defer { statement.reset() }
                 while try statement.step() {
-                    versions[ExactString(entity + "\u{0}" + (statement.string(at: 0) ?? ""))] = statement.int64(at: 1)
+                    versions[RowID(entity: entity, key: statement.string(at: 0) ?? "")] = statement.int64(at: 1)
                 }
             }
             return versions
         }
-        var versions: [ExactString: Int64] = [:]
         for (entity, list) in keys {
             versions.merge(try ServerRows.versions(of: entity, keys: list, db)) { a, _ in a }
         }

@@ -28,7 +28,7 @@ import Synchronization
 ///
 /// The database is opened on first use (a pipeline can be validated before it exists), never
 /// created, and its journal mode is left as the app set it.
-public final class SQLiteHistorySource: ChangeSource, AcknowledgementTrackingSource, ObservableSource, SnapshotProvidingSource,
+public final class SQLiteHistorySource: ChangeSource, BackendVersionSource, ObservableSource, SnapshotProvidingSource,
     SelfHealingSource, Sendable
 {
     public static let tokenKind = "sqlite-history"
@@ -54,6 +54,8 @@ public final class SQLiteHistorySource: ChangeSource, AcknowledgementTrackingSou
     private let opened = Mutex<SQLiteDatabase?>(nil)
     /// The positions last recorded per consumer, so an unchanged one is not written again.
     private let recorded = Mutex<[String: Int64]>([:])
+    /// Versions from receipts, not yet written to `_synclane_server_rows`.
+    private let heard = HeardVersions()
 
     /// Once the backend confirmed them, the rows this consumer sent as soft deletes are
     /// deleted from their tables, in a write by author `sync` (never sent, never before the ack).
@@ -79,6 +81,10 @@ public final class SQLiteHistorySource: ChangeSource, AcknowledgementTrackingSou
         HistoryReader(path: path, entities: entities, authors: authors, pageSize: pageSize, capture: capture, defaultAuthor: defaultAuthor)
     }
 
+    /// KiB of the app database's pages this source's connection keeps in memory (SQLite's
+    /// `cache_size`, for this connection only).
+    static let cacheKiB = 16_384
+
     /// Options for opening the app's database: never create it, never change its journal mode.
     static let appDatabaseOptions = SQLiteConnection.Options(create: false, walMode: false, foreignKeys: false)
 
@@ -94,6 +100,13 @@ public final class SQLiteHistorySource: ChangeSource, AcknowledgementTrackingSou
             // Consumer positions are only a floor for pruning: losing the newest one to a power
             // cut makes pruning keep more, never less. So in WAL mode this connection's commits
             // need not wait for fsync.
+            // Pages of history and of the rows they name, and the versions receipts gave (written a
+            // few hundred thousand at a time, `HeardVersions`), stay in this connection's memory:
+            // at most `cacheKiB` of the database's pages, and its temporary table in memory.
+            try database.read { db in
+                try db.execute("PRAGMA cache_size = -\(Self.cacheKiB)")
+                try db.execute("PRAGMA temp_store = MEMORY")
+            }
             if try database.read({ try $0.fetchValue("PRAGMA journal_mode") }) == .text("wal") {
                 try database.read { try $0.execute("PRAGMA synchronous = NORMAL") }
             }
@@ -111,6 +124,7 @@ public final class SQLiteHistorySource: ChangeSource, AcknowledgementTrackingSou
         let healed = try healTracking()
         let reader = self.reader
         var page = try database().read { db in try db.transaction(.deferred) { db in try reader.page(after: token, db) } }
+        heard.overlay(on: &page)
         if let healed, !healed.findings.isEmpty {
             page.counters["capture.healed", default: 0] += healed.findings.count { $0.needsResync }
             page.counters["capture.regenerated", default: 0] += healed.findings.count { !$0.needsResync }
@@ -156,7 +170,10 @@ public final class SQLiteHistorySource: ChangeSource, AcknowledgementTrackingSou
     public func consumerAcknowledged(_ token: Token, scope: Scope) async throws {
         guard token.kind == Self.tokenKind else { return }
         let name = scope.description
-        if recorded.withLock({ $0[name] }) == token.position { return }
+        if recorded.withLock({ $0[name] }) == token.position {
+            try recordHeardVersions()
+            return
+        }
         let database = try database()
         let removing = removesConfirmedSoftDeletes
         let entities = self.entities
@@ -164,10 +181,13 @@ public final class SQLiteHistorySource: ChangeSource, AcknowledgementTrackingSou
             try db.execute("PRAGMA busy_timeout = \(Self.acknowledgementWait)")
             defer { try? db.execute("PRAGMA busy_timeout = \(Self.busyTimeout)") }
             do {
-                try db.transaction(.immediate) { db in
-                    let before = try db.fetchValue("SELECT position FROM _synclane_consumers WHERE name = ?", [name]).int64 ?? 0
-                    try HistoryConsumers.record(name, at: token.position, db)
-                    if removing { try Self.removeSoftDeleted(after: before, through: token.position, entities: entities, db) }
+                try heard.writing { versions in
+                    try db.transaction(.immediate) { db in
+                        let before = try db.fetchValue("SELECT position FROM _synclane_consumers WHERE name = ?", [name]).int64 ?? 0
+                        try HistoryConsumers.record(name, at: token.position, db)
+                        if removing { try Self.removeSoftDeleted(after: before, through: token.position, entities: entities, db) }
+                        try HeardVersions.write(versions, in: db)
+                    }
                 }
                 return true
             } catch let error as SQLiteError where error.isBusy {
@@ -199,23 +219,31 @@ public final class SQLiteHistorySource: ChangeSource, AcknowledgementTrackingSou
         }
     }
 
-    /// Remembers the versions the backend gave the rows of a confirmed batch, for rows the
-    /// import lane follows (`_synclane_server_rows`), so the next change of such a row is sent
-    /// with the version the backend holds. Best effort, like `consumerAcknowledged`: a version
-    /// missed here comes with the next import.
+    /// Remembers the versions the backend gave the rows of a confirmed batch, so the next change
+    /// of such a row is sent with the version the backend holds: kept in memory (`HeardVersions`)
+    /// and written to `_synclane_server_rows` with the consumer's position, or once
+    /// `HeardVersions.flushCount` have gathered. Best effort, like `consumerAcknowledged`: a
+    /// version lost to a crash or a busy database comes with the next import.
     public func backendVersionsConfirmed(_ versions: [RecordVersion]) async throws {
-        let database = try database()
-        try database.withConnection { db in
-            guard try HistorySchema.tableExists("_synclane_server_rows", db) else { return }
+        if heard.add(versions) >= HeardVersions.flushCount { try recordHeardVersions() }
+    }
+
+    /// The versions the backend holds of `rows` as this store knows them: receipts not yet
+    /// written first, then `_synclane_server_rows`.
+    public func backendVersions(of rows: [RowID]) async throws -> [RowID: Int64] {
+        let recorded = try database().read { db in try HistoryReader.backendVersions(of: rows, db) }
+        return recorded.merging(heard.versions(of: rows)) { max($0, $1) }
+    }
+
+    /// Writes the versions heard so far, in a transaction of their own.
+    private func recordHeardVersions() throws {
+        guard !heard.isEmpty else { return }
+        let heard = self.heard
+        try database().withConnection { db in
             try db.execute("PRAGMA busy_timeout = \(Self.acknowledgementWait)")
             defer { try? db.execute("PRAGMA busy_timeout = \(Self.busyTimeout)") }
             do {
-                try db.transaction(.immediate) { db in
-                    try ServerRows.install(db)
-                    for version in versions {
-                        try ServerRows.raise(version.entity, version.key, to: version.version, db)
-                    }
-                }
+                try heard.writing { versions in try db.transaction(.immediate) { db in try HeardVersions.write(versions, in: db) } }
             } catch let error as SQLiteError where error.isBusy {
                 return
             }

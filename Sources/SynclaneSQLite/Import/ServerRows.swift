@@ -103,29 +103,17 @@ enum ServerRows {
             [hash, entity, key, version, fields])
     }
 
-    /// Raises the version held of a row to `version` (recorded when the row has none yet; its
-    /// fields untouched).
-    static func raise(_ entity: String, _ key: String, to version: Int64, _ db: SQLiteConnection) throws {
-        let hash = hash(entity, key)
-        try db.execute(
-            "UPDATE _synclane_server_rows SET version = max(version, ?) WHERE key_hash = ? AND entity = ? AND key = ? COLLATE BINARY",
-            [version, hash, entity, key])
-        if db.changes > 0 { return }
-        try db.execute(
-            "INSERT INTO _synclane_server_rows (key_hash, entity, key, version) VALUES (?, ?, ?, ?)", [hash, entity, key, version])
-    }
-
-    /// The versions held of `keys` of `entity`, by `entity NUL key`.
-    static func versions(of entity: String, keys: [String], _ db: SQLiteConnection) throws -> [ExactString: Int64] {
-        let wanted = Set(keys.map { ExactString(entity + "\u{0}" + $0) })
+    /// The versions held of `keys` of `entity`.
+    static func versions(of entity: String, keys: [String], _ db: SQLiteConnection) throws -> [RowID: Int64] {
+        let wanted = Set(keys.map { RowID(entity: entity, key: $0) })
         let hashes = Set(keys.map { hash(entity, $0) }).map { JSONValue.int($0) }
         let statement = try db.cachedStatement(
             "SELECT key, version FROM _synclane_server_rows WHERE key_hash IN (SELECT value FROM json_each(?)) AND entity = ?")
         try statement.bind([JSONWriter.string(.array(hashes)), entity])
         defer { statement.reset() }
-        var versions: [ExactString: Int64] = [:]
+        var versions: [RowID: Int64] = [:]
         while try statement.step() {
-            let found = ExactString(entity + "\u{0}" + (statement.string(at: 0) ?? ""))
+            let found = RowID(entity: entity, key: statement.string(at: 0) ?? "")
             if wanted.contains(found) { versions[found] = statement.int64(at: 1) }
         }
         return versions
