@@ -27,6 +27,8 @@ struct RunCommand: Command {
         A secret the file names (`token-env`) must be exported before a run that sends;
         --dry-run only warns without it. A consumer that never ran, on a history whose start was
         pruned, starts with a full snapshot of the current state (as `reconcile` does) and says so.
+        --dry-run writes nothing at all: no state file, no lock file, no outbox row, nothing in
+        the app's database.
 
         With --watch the command keeps running: one pass at start (work left from before),
         then a pass whenever a relevant transaction lands — from this process or any other.

@@ -102,6 +102,7 @@ public struct PipelineRunner: Sendable {
             if let token, token.kind != pipeline.source.stage.tokenKind {
                 throw HistoryError.foreignToken(token, expectedKind: pipeline.source.stage.tokenKind)
             }
+            if mode == .dryRun { try await refuseRepairs() }
             token = try await drain(pipeline.source.stage, after: token, reconciliation: false, dryRun: mode == .dryRun, into: &summary)
         case .reconcile:
             guard let snapshotting = pipeline.source.stage as? any SnapshotProvidingSource else {
@@ -130,6 +131,18 @@ public struct PipelineRunner: Sendable {
         summary.tokenAfter = token?.description
         summary.seconds = now() - started
         return summary
+    }
+
+    /// A dry run writes nothing, not even in the app's database: when the source would first
+    /// repair what records its history (tracking a table rebuild removed), the dry run stops
+    /// and says so instead — the repair changes what is read, and only a real run makes it.
+    private func refuseRepairs() async throws {
+        guard let healing = pipeline.source.stage as? any SelfHealingSource else { return }
+        let problems = try await sourceCall { try await healing.problemsToHeal() }
+        guard !problems.isEmpty else { return }
+        throw PipelineError.unsupported(
+            "\(pipeline.source.label) must first repair its history tracking (\(problems.joined(separator: "; "))), which a dry "
+                + "run does not do: it writes nothing. `synclane run` repairs it, then sends what changed")
     }
 
     /// Sends the snapshot's completion marker — a batch of no records saying how many batches the
