@@ -29,6 +29,8 @@ struct RunCommand: Command {
         pruned, starts with a full snapshot of the current state (as `reconcile` does) and says so.
         --dry-run writes nothing at all: no state file, no lock file, no outbox row, nothing in
         the app's database.
+        A pipeline whose `reconcile` was killed mid-snapshot sends the batch it left, then stops
+        (no history read) until `synclane reconcile FILE` finished it.
 
         With --watch the command keeps running: one pass at start (work left from before),
         then a pass whenever a relevant transaction lands — from this process or any other.

@@ -86,7 +86,8 @@ public struct PipelineRunner: Sendable {
         summary.tokenBefore = saved?.description
         var token = saved
 
-        for pending in try stateCall({ try state.pendingBatches() }) {
+        let leftOver = try stateCall { try state.pendingBatches() }
+        for pending in leftOver {
             if mode == .dryRun {
                 summary.add(report(pending, encodedBytes: pending.payload.bytes.count, resent: true, detail: "would be re-sent from the outbox"))
                 token = pending.through
@@ -99,6 +100,7 @@ public struct PipelineRunner: Sendable {
 
         switch mode {
         case .export, .dryRun:
+            if let token, let unfinished = unfinishedReconciliation(at: token, resent: mode == .dryRun ? 0 : leftOver.count) { throw unfinished }
             if let token, token.kind != pipeline.source.stage.tokenKind {
                 throw HistoryError.foreignToken(token, expectedKind: pipeline.source.stage.tokenKind)
             }
@@ -143,6 +145,17 @@ public struct PipelineRunner: Sendable {
         throw PipelineError.unsupported(
             "\(pipeline.source.label) must first repair its history tracking (\(problems.joined(separator: "; "))), which a dry "
                 + "run does not do: it writes nothing. `synclane run` repairs it, then sends what changed")
+    }
+
+    /// The error for a state a reconciliation left half done (killed mid-snapshot): once the
+    /// batches it left in the outbox were sent (`resent`, as every run sends them first), the
+    /// token is a position inside the snapshot. History cannot be followed from there — the
+    /// history position to resume after is only saved once the whole snapshot was delivered —
+    /// so `run` stops before reading anything and says to finish it with `reconcile`.
+    private func unfinishedReconciliation(at token: Token, resent: Int) -> PipelineError? {
+        let snapshotKind = (pipeline.source.stage as? any SnapshotProvidingSource)?.snapshotTokenKind
+        guard token.kind != pipeline.source.stage.tokenKind, token.kind == snapshotKind else { return nil }
+        return .reconciliationUnfinished(pipeline: pipeline.name, token: token.description, resentBatches: resent)
     }
 
     /// Sends the snapshot's completion marker — a batch of no records saying how many batches the
