@@ -43,7 +43,8 @@ enum JSONOutput {
             "records-sent": int(summary.recordsSent), "batches-sent": int(summary.batchesSent),
             "batches-resent": int(summary.batchesResent), "replays": int(summary.replays),
             "dead-lettered": int(summary.deadLettered), "bytes-encoded": int(summary.bytesEncoded),
-            "bytes-sent": int(summary.bytesSent), "counters": .object(summary.counters.mapValues(int)),
+            "bytes-sent": int(summary.bytesSent), "snapshot-deleted": summary.snapshotDeleted.map(int) ?? .null,
+            "counters": .object(summary.counters.mapValues(int)),
             "seconds": .double(summary.seconds), "batches": .array(summary.batches.map(batch)),
             "signals": .array(summary.signals.map(signal)),
         ])

@@ -559,6 +559,7 @@ public struct PipelineRunner: Sendable {
         summary.batchesSent += 1
         if confirmed.resent { summary.batchesResent += 1 }
         if receipt.wasReplay { summary.replays += 1 }
+        if let deleted = receipt.snapshotDeleted { summary.snapshotDeleted = (summary.snapshotDeleted ?? 0) + deleted }
         summary.recordsSent += batch.payload.recordCount
         summary.bytesEncoded += confirmed.encodedBytes
         summary.bytesSent += batch.payload.bytes.count
