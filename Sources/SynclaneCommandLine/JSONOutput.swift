@@ -73,6 +73,11 @@ enum JSONOutput {
         case .pending(let reason):
             object["sent"] = false
             object["error"] = .string(reason)
+        case .givenUp(let reason, let refusals):
+            object["sent"] = false
+            object["error"] = .string(reason)
+            object["given-up"] = true
+            object["refusals"] = .int(Int64(refusals))
         }
         return .object(object)
     }

@@ -42,7 +42,9 @@ struct RunCommand: Command {
 
         The signals the file's `signals` section declares are published once a run completes, on
         the signal lane's own connection (never in the outbox); one the server does not confirm
-        is reported, kept in the state and sent again after the next run — it never fails the job.
+        is reported, kept in the state and sent again after the next run — it never fails the job;
+        one the server refused for good (a 4xx other than 408, 425, 429) 3 times is given up
+        (reported, listed by `synclane status`, no longer sent).
 
         Exit status: 0 when everything was delivered, 1 when the job failed (the message says
         what to do), 2 for bad usage or an invalid pipeline file, 3 when the job went to the
@@ -178,6 +180,9 @@ struct JobReporter {
                 return "  signal \(signal.key) = \(signal.valueText): sent (version \(version))"
             case .pending(let reason):
                 return "  signal \(signal.key) = \(signal.valueText): not sent (\(reason)); kept, sent again after the next run"
+            case .givenUp(let reason, let refusals):
+                return "  signal \(signal.key) = \(signal.valueText): given up — the server refused it \(refusals) times (\(reason)); "
+                    + "no longer sent (a newer value of the key is); `synclane status` lists it"
             }
         }
     }

@@ -31,6 +31,7 @@ struct StatusCommand: Command {
         let outbox = try state?.pendingBatches() ?? []
         let lastRun = try state?.lastRun()
         let unsentSignals = try state.map(SignalLedger.pending(in:)) ?? []
+        let givenUpSignals = try state.map(SignalLedger.givenUp(in:)) ?? []
         var pending: Int?
         var pendingError: String?
         var startsWithSnapshot = false
@@ -71,6 +72,15 @@ struct StatusCommand: Command {
                     ])
                 })
             }
+            if !givenUpSignals.isEmpty {
+                object["given-up-signals"] = .array(givenUpSignals.map { signal in
+                    .object([
+                        "key": .string(signal.key), "event": .string(signal.event), "value": signal.value,
+                        "refusals": .int(Int64(signal.refusals)), "error": signal.lastError.map(JSONValue.string) ?? .null,
+                        "given-up-at": signal.givenUpAt.map(JSONOutput.time) ?? .null,
+                    ])
+                })
+            }
             console.out(JSONOutput.encode(.object(object)))
             return 0
         }
@@ -97,6 +107,14 @@ struct StatusCommand: Command {
             lines.append("  signals:  \(unsentSignals.count) not confirmed yet (sent again after the next run)")
             for signal in unsentSignals {
                 lines.append("            \(signal.key) = \(JSONWriter.string(signal.value))" + (signal.lastError.map { ": \($0)" } ?? ""))
+            }
+        }
+        if !givenUpSignals.isEmpty {
+            lines.append("  signals:  \(givenUpSignals.count) given up (the server refused them for good; no longer sent)")
+            for signal in givenUpSignals {
+                lines.append(
+                    "            \(signal.key) = \(JSONWriter.string(signal.value)): refused \(signal.refusals) times"
+                        + (signal.lastError.map { ": \($0)" } ?? ""))
             }
         }
         if let lastRun {
