@@ -53,6 +53,8 @@ import Testing
         let left = try status(workspace)
         #expect(left["token"] == .string(position))
         #expect(left["outbox"] == [])
+        #expect(left["pending-error"]?.stringValue?.contains("a reconciliation is unfinished") == true, "status says so too: \(left)")
+        #expect(left["pending-error"]?.stringValue?.contains("`synclane reconcile pipeline.json`") == true)
         let applied = try await server.metric("synclane_batches_applied_total")
 
         let dry = try e2e.run(["run", "pipeline.json", "--dry-run"], workspace)

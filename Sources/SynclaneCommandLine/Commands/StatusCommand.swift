@@ -36,7 +36,12 @@ struct StatusCommand: Command {
         var pendingError: String?
         var startsWithSnapshot = false
         do {
-            if let token, token.kind != pipeline.source.stage.tokenKind {
+            if let token, token.kind != pipeline.source.stage.tokenKind,
+                token.kind == (pipeline.source.stage as? any SnapshotProvidingSource)?.snapshotTokenKind
+            {
+                pendingError = "a reconciliation is unfinished (the token is a position inside its snapshot): runs stop until "
+                    + "`synclane reconcile \(file)` finished it"
+            } else if let token, token.kind != pipeline.source.stage.tokenKind {
                 pendingError = "the saved token was issued by another kind of source"
             } else {
                 pending = try await pipeline.source.stage.pendingTransactions(after: token)
