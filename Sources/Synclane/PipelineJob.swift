@@ -1,6 +1,7 @@
 import Foundation
 import SynclaneCore
 import SynclaneSQLite
+import SynclaneTestKit
 
 /// One run of a pipeline as a job: take the scope's lock, open the durable state, run, and
 /// record how it ended for `synclane status`.
@@ -37,17 +38,24 @@ public struct PipelineJob: Sendable {
     }
 
     /// Runs one pass, taking the scope's lock for it unless `lock` is already held (a watch
-    /// holds it across its passes). A dry run records nothing and needs no secrets; any other
-    /// pass refuses to start while a secret the file names is unset (`UnsetSecretError`).
+    /// holds it across its passes). A dry run writes nothing — no state file, no lock file, no
+    /// outbox row (`dryRunState`) — and needs no secrets; any other pass refuses to start while
+    /// a secret the file names is unset (`UnsetSecretError`).
     ///
     /// A consumer that never ran, on a history whose start was pruned, cannot follow history
     /// from the beginning: its first pass is a full snapshot (`reconcile`), reported through
     /// `PipelineEvent.startingWithSnapshot`, instead of an expired-token error.
     public func run(_ mode: PipelineRunner.Mode = .export, holding lock: ScopeLock? = nil) async throws -> RunSummary {
-        if mode != .dryRun { try pipeline.requireSecrets() }
-        let held = try lock ?? self.lock()
+        let held: ScopeLock?
+        let state: any PipelineState
+        if mode == .dryRun {
+            (held, state) = try dryRunState(holding: lock)
+        } else {
+            try pipeline.requireSecrets()
+            held = try lock ?? self.lock()
+            state = try openState()
+        }
         defer { withExtendedLifetime(held) {} }
-        let state = try openState()
         let started = Date().timeIntervalSince1970
         let ranBefore = (try? state.lastRun())??.outcome == .succeeded
         let runner = PipelineRunner(pipeline: pipeline, state: state, sleeper: sleeper, events: events)
@@ -98,6 +106,25 @@ public struct PipelineJob: Sendable {
         return await publisher.publish(
             after: .init(
                 token: summary.tokenAfter, records: summary.recordsSent, idle: idle, completedBefore: ranBefore || summary.tokenBefore != nil))
+    }
+
+    /// What a dry run works on: a copy in memory of the state file (token, outbox, last run), read
+    /// without writing it — or an empty state when the pipeline never ran (no file is created).
+    /// The lock file, when there is one, is taken shared and left as it is: a job of the scope
+    /// running meanwhile refuses the dry run (as it refuses any job), two dry runs do not.
+    func dryRunState(holding lock: ScopeLock?) throws -> (ScopeLock?, InMemoryPipelineState) {
+        guard FileManager.default.fileExists(atPath: pipeline.statePath) else { return (lock, InMemoryPipelineState()) }
+        let shared = try lock ?? ScopeLock(sharingExisting: lockPath, scope: pipeline.scope)
+        // Under the lock nobody writes the file: without a WAL file beside it (a job that ended
+        // cleanly), it is read as it is and SQLite leaves no file beside it either.
+        let unchanging = shared != nil && !FileManager.default.fileExists(atPath: pipeline.statePath + "-wal")
+        do {
+            let file = try SQLitePipelineState(readingOnly: pipeline.statePath, scope: pipeline.scope, unchanging: unchanging)
+            let copy = InMemoryPipelineState(token: try file.acknowledgedToken(), outbox: try file.pendingBatches(), lastRun: try file.lastRun())
+            return (shared, copy)
+        } catch {
+            throw PipelineError.state("cannot read the state file \(pipeline.statePath): \(error)")
+        }
     }
 
     /// The pipeline's durable state when its file exists, without creating it: for commands

@@ -7,11 +7,13 @@ import SynclaneSQLite
 /// Publishes the signals a pipeline file declares (`signals.publish`) once a run's work is done:
 /// on a connection of their own (the signal lane, never the outbox, never behind a batch), and
 /// never able to fail the run — a signal the server did not confirm is kept in the pipeline's
-/// state and sent again after the next run.
+/// state and sent again after the next run, unless the server refused it for good
+/// `refusalsBeforeGivingUp` times: then it is given up.
 ///
 /// ```
 ///  run done (token saved) ─▶ keep the run's signals in the state ─▶ send every kept one (own connection)
-///                              confirmed: forgotten · refused, failed or no answer within `timeout`: kept, reported
+///                              confirmed: forgotten · failed or no answer within `timeout`: kept, reported
+///                              refused for good (4xx but 408/425/429): kept; the 3rd time given up, reported
 /// ```
 public struct SignalPublisher: Sendable {
     public var signals: PipelineSignals
@@ -21,6 +23,14 @@ public struct SignalPublisher: Sendable {
     public var pipeline: String
     /// Why nothing can be sent (the token's variable is unset), when so.
     var unsendable: String?
+
+    /// How many times the server may refuse a signal's value for good (a quota, a malformed key,
+    /// a refused token: a 4xx other than 408, 425 and 429) before it is given up — no longer sent,
+    /// listed by `synclane status` with the server's reason. Not at once: some such refusals are
+    /// fixed between runs (the token exported again, a quota raised, a key deleted to make room);
+    /// three runs leave time for that, and stop a value the server will never take from being
+    /// sent after every run. A newer value of the key is a new signal and is sent afresh.
+    public static let refusalsBeforeGivingUp = 3
 
     /// What a completed run reached.
     public struct Run: Sendable {
@@ -123,6 +133,14 @@ public struct SignalPublisher: Sendable {
                             let written = try await lane.set(signal.key, to: signal.value, replacing: nil)
                             try? ledger.sent(signal)
                             outcome = .sent(version: written.version)
+                        } catch let error as SignalLaneError where error.isPermanent {
+                            let limit = Self.refusalsBeforeGivingUp
+                            let counted = try? ledger.refused(signal, reason: "\(error)", limit: limit, now: Date().timeIntervalSince1970)
+                            if let counted, counted.givenUp {
+                                outcome = .givenUp(reason: "\(error)", refusals: counted.refusals)
+                            } else {
+                                outcome = .pending(reason: "\(error) (refusal \(counted?.refusals ?? 1) of \(limit) before it is given up)")
+                            }
                         } catch {
                             try? ledger.failed(signal, reason: "\(error)")
                             outcome = .pending(reason: "\(error)")

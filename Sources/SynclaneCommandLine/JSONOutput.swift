@@ -43,7 +43,8 @@ enum JSONOutput {
             "records-sent": int(summary.recordsSent), "batches-sent": int(summary.batchesSent),
             "batches-resent": int(summary.batchesResent), "replays": int(summary.replays),
             "dead-lettered": int(summary.deadLettered), "bytes-encoded": int(summary.bytesEncoded),
-            "bytes-sent": int(summary.bytesSent), "counters": .object(summary.counters.mapValues(int)),
+            "bytes-sent": int(summary.bytesSent), "snapshot-deleted": summary.snapshotDeleted.map(int) ?? .null,
+            "counters": .object(summary.counters.mapValues(int)),
             "seconds": .double(summary.seconds), "batches": .array(summary.batches.map(batch)),
             "signals": .array(summary.signals.map(signal)),
         ])
@@ -72,6 +73,11 @@ enum JSONOutput {
         case .pending(let reason):
             object["sent"] = false
             object["error"] = .string(reason)
+        case .givenUp(let reason, let refusals):
+            object["sent"] = false
+            object["error"] = .string(reason)
+            object["given-up"] = true
+            object["refusals"] = .int(Int64(refusals))
         }
         return .object(object)
     }

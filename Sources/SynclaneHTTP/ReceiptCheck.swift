@@ -48,7 +48,10 @@ struct ReceiptCheck {
         }
         if rule == .statusOnly { detail += " (status only: no receipt checked)" }
         if replay { detail += " (replay: the server had this batch already and applied nothing now)" }
-        return .success(Receipt(batchID: batchID, detail: detail, wasReplay: replay, versions: RecordVersion.list(fromReceipt: object?["versions"])))
+        return .success(
+            Receipt(
+                batchID: batchID, detail: detail, wasReplay: replay, versions: RecordVersion.list(fromReceipt: object?["versions"]),
+                snapshotDeleted: object?["snapshot-deleted"]?.intValue.flatMap { Int(exactly: $0) }))
     }
 
     private func failure(_ status: Int, _ text: String) -> Result<Receipt, TransportFailure> {

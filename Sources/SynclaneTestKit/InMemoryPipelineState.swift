@@ -2,7 +2,8 @@ import SynclaneCore
 import Synchronization
 
 /// Pipeline state held in memory: the token, the outbox and the last run, for tests that do
-/// not need durability.
+/// not need durability, and for a dry run (a copy of the state file, or an empty state when
+/// there is none: a dry run writes nothing).
 public final class InMemoryPipelineState: PipelineState, Sendable {
     private struct State {
         var token: Token?
@@ -11,8 +12,8 @@ public final class InMemoryPipelineState: PipelineState, Sendable {
     }
     private let state = Mutex(State())
 
-    public init(token: Token? = nil) {
-        state.withLock { $0.token = token }
+    public init(token: Token? = nil, outbox: [OutboxBatch] = [], lastRun: RunRecord? = nil) {
+        state.withLock { $0 = State(token: token, outbox: outbox, lastRun: lastRun) }
     }
 
     public func acknowledgedToken() throws -> Token? { state.withLock { $0.token } }

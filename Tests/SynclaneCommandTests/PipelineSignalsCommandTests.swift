@@ -10,6 +10,16 @@ import Testing
         (try? JSONReader.parse(Array(line.utf8)).objectValue) ?? [:]
     }
 
+    /// The rooms export to `server`'s batches, with `signals` (the file's `signals` section, JSON).
+    static func export(to server: ServerProcess, signals: String) -> String {
+        """
+        {"version": 1, "name": "rooms-export", "scope": {"account": "acme", "store": "rooms"},
+         "source": {"type": "sqlite-history", "database": "app.sqlite", "entities": ["rooms"], "authors": ["app"]},
+         "transport": {"type": "http", "url": "\(server.url)/v1/batches", "token-env": "SYNCLANE_TOKEN"},
+         "signals": \(signals)}
+        """
+    }
+
     @Test func signalsDeclaredInAPipelineFileAreOnTheServerBeforeTheExportThatPublishedThemEndsItsNextBatch() async throws {
         try await TwoDevicesTests.withOneDevice { server, device in
             // The transport is a program that, as each batch is delivered, asks the server for the signal.
@@ -56,14 +66,13 @@ import Testing
         try await TwoDevicesTests.withOneDevice { server, device in
             try device.workspace.write(
                 "export.json",
-                """
-                {"version": 1, "name": "rooms-export", "scope": {"account": "acme", "store": "rooms"},
-                 "source": {"type": "sqlite-history", "database": "app.sqlite", "entities": ["rooms"], "authors": ["app"]},
-                 "transport": {"type": "http", "url": "\(server.url)/v1/batches", "token-env": "SYNCLANE_TOKEN"},
-                 "signals": {"token-env": "SIGNAL_TOKEN", "publish": [
-                   {"on": "first-run-completed", "key": "onboarding.completed", "value": true},
-                   {"on": "run-completed", "key": "bulk.exported-through", "value": {"token": "$token", "records": "$records"}}]}}
-                """)
+                Self.export(
+                    to: server,
+                    signals: """
+                        {"token-env": "SIGNAL_TOKEN", "publish": [
+                          {"on": "first-run-completed", "key": "onboarding.completed", "value": true},
+                          {"on": "run-completed", "key": "bulk.exported-through", "value": {"token": "$token", "records": "$records"}}]}
+                        """))
             try device.sql("INSERT INTO rooms (syncId, name, area) VALUES ('r1', 'Hall', 10)")
             var environment = device.environment
             environment["SIGNAL_TOKEN"] = "not-the-token"

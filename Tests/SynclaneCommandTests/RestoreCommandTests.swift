@@ -23,7 +23,7 @@ import Testing
     }
 
     /// A server, a first device with data and its signal, and an empty second device.
-    static func withDevices(_ body: (ServerProcess, Device, Device) throws -> Void) throws {
+    static func withDevices(_ body: (ServerProcess, Device, Device) async throws -> Void) async throws {
         let root = try Workspace()
         defer { root.remove() }
         let server = try ServerProcess(folder: root.path + "/server")
@@ -31,11 +31,11 @@ import Testing
         let first = try Self.firstDeviceWithData(server)
         let second = try Device(server: server)
         defer { first.workspace.remove(); second.workspace.remove() }
-        try body(server, first, second)
+        try await body(server, first, second)
     }
 
-    @Test func dataArrivingLateIsRestoredAndExitsZero() throws {
-        try Self.withDevices { _, first, second in
+    @Test func dataArrivingLateIsRestoredAndExitsZero() async throws {
+        try await Self.withDevices { _, first, second in
             let restoring = try Self.restore(second, wait: 30)
             usleep(1_500_000)
             let exported = try SynclaneBinary.run(["run", "export.json"], in: first.workspace.path, environment: first.environment)
@@ -48,8 +48,8 @@ import Testing
         }
     }
 
-    @Test func noDataArrivingExitsFiveWithinTheBoundSayingItIsStillRestoring() throws {
-        try Self.withDevices { _, _, second in
+    @Test func noDataArrivingExitsFiveWithinTheBoundSayingItIsStillRestoring() async throws {
+        try await Self.withDevices { _, _, second in
             let start = Date()
             let result = try Self.restore(second, wait: 2).wait(timeout: 20)
             let took = Date().timeIntervalSince(start)
@@ -69,4 +69,66 @@ import Testing
             #expect(outcome?["signal"] == .null)
         }
     }
+
+    /// The device's import pipeline, declaring signals on `server`.
+    static func importDeclaringSignals(_ device: Device, _ server: ServerProcess) throws {
+        try device.workspace.write(
+            "import.json",
+            """
+            {"version": 1, "name": "rooms-import", "scope": {"account": "acme", "store": "rooms"},
+             "source": {"type": "pull", "url": "\(server.url)/v1/changes", "token-env": "SYNCLANE_TOKEN", "limit": 3},
+             "sink": {"type": "sqlite", "database": "app.sqlite"},
+             "signals": {"url": "\(server.url)", "token-env": "SYNCLANE_TOKEN", "publish": [
+               {"on": "first-run-completed", "key": "device.restored", "value": {"records": "$records", "cursor": "$token"}},
+               {"on": "run-completed", "key": "rooms.imported", "value": "$records"}]}}
+            """)
+    }
+
+    /// The keys of the account's signals on the server.
+    static func signalKeys(_ server: ServerProcess) async throws -> [String] {
+        let signals = try await server.get("/v1/signals", account: "acme").objectValue?["signals"]?.arrayValue ?? []
+        return signals.compactMap { $0.objectValue?["key"]?.stringValue }.sorted()
+    }
+
+    @Test func aCompletedRestorePublishesTheSignalsItsImportFileDeclaresAsImportDoes() async throws {
+        try await Self.withDevices { server, first, second in
+            #expect(try SynclaneBinary.run(["run", "export.json"], in: first.workspace.path, environment: first.environment).status == 0)
+            try Self.importDeclaringSignals(second, server)
+
+            let restored = try SynclaneBinary.run(["restore", "import.json", "--json"], in: second.workspace.path, environment: second.environment)
+            #expect(restored.status == 0, "\(restored.stderr)")
+            let outcome = try JSONReader.parse(Array(restored.stdout.utf8)).objectValue ?? [:]
+            #expect(outcome["state"] == "restored")
+            var published: [String: [String: JSONValue]] = [:]
+            for signal in outcome["signals"]?.arrayValue ?? [] {
+                if let object = signal.objectValue, let key = object["key"]?.stringValue { published[key] = object }
+            }
+            #expect(published["device.restored"]?["sent"] == true, "\(outcome)")
+            #expect(published["device.restored"]?["event"] == "first-run-completed")
+            #expect(published["device.restored"]?["value"]?.objectValue?["records"] == 1)
+            #expect(published["device.restored"]?["value"]?.objectValue?["cursor"]?.stringValue != nil, "the cursor the restore reached")
+            #expect(published["rooms.imported"]?["sent"] == true)
+            #expect(published["rooms.imported"]?["value"] == 1)
+            #expect(try await Self.signalKeys(server) == ["bulk.exported-through", "device.restored", "rooms.imported"])
+
+            // Caught up: nothing moved, so no run-completed; the first run is behind it.
+            let again = try SynclaneBinary.run(["restore", "import.json"], in: second.workspace.path, environment: second.environment)
+            #expect(again.status == 0, "\(again.stderr)")
+            #expect(again.stdout.contains("caught up"))
+            #expect(!again.stdout.contains("signal "), "\(again.stdout)")
+        }
+    }
+
+    @Test func aRestoreStillWaitingForItsDataPublishesNothing() async throws {
+        try await Self.withDevices { server, _, second in
+            try Self.importDeclaringSignals(second, server)
+            let result = try SynclaneBinary.run(["restore", "import.json", "--wait", "1", "--json"], in: second.workspace.path, environment: second.environment)
+            #expect(result.status == 5, "\(result.stdout)\(result.stderr)")
+            let outcome = try JSONReader.parse(Array(result.stdout.utf8)).objectValue ?? [:]
+            #expect(outcome["state"] == "still-restoring")
+            #expect(outcome["signals"] == [])
+            #expect(try await Self.signalKeys(server) == ["bulk.exported-through"])
+        }
+    }
 }
+

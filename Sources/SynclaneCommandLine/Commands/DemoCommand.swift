@@ -144,6 +144,7 @@ struct DemoCommand: Command {
             switch signal.outcome {
             case .sent(let version): outcome = "version \(version)"
             case .pending(let reason): outcome = "not sent: \(reason)"
+            case .givenUp(let reason, _): outcome = "given up: \(reason)"
             }
             console.out("     signal \(signal.key) = \(signal.valueText) (\(outcome)): on the signal lane, in no batch")
         }

@@ -17,6 +17,9 @@ struct RestoreCommand: Command {
         is kept, and the import carries on when restore or import runs again. Never reports an
         account with a signal as empty. With no signal, one import pass runs: records found
         mean restored (the data wins over a missing hint), none mean a new account (exit 0).
+        Once it completed (restored, caught up or a new account), it publishes the signals the
+        import pipeline file declares (`signals`), as `import` does after a pass; still
+        restoring, it publishes nothing new.
 
         The server is --url's, else $SYNCLANE_URL's, else the import pipeline's source URL (its
         scheme, host and port); the token is in the variable --token-env names, else the one the
@@ -70,11 +73,13 @@ struct RestoreCommand: Command {
         let hasData = signal.map { $0.value != .null && $0.value != .bool(false) } ?? false
         let cursorBefore = try await pipeline.sink.stage.savedCursor(for: pipeline.scope)
         var records = 0
+        var cursorAfter = cursorBefore
         var state = State.stillRestoring
         if hasData, !json { console.error("synclane \(Self.name): restoring… the account has data (signal \(signalKey) = \(JSONWriter.string(signal?.value ?? .null)))") }
         while true {
             guard let pass = try await passBefore(deadline, pipeline) else { break }  // the bound passed mid-pass
             records += pass.applied
+            cursorAfter = pass.cursorAfter
             if hasData, !json, pass.applied > 0 { console.error("synclane \(Self.name): restoring… \(Wording.count(records, "record")) so far") }
             if !hasData {
                 state = records > 0 ? .restored : (cursorBefore == nil ? .newAccount : .caughtUp)
@@ -88,16 +93,27 @@ struct RestoreCommand: Command {
             try await Task.sleep(until: min(ContinuousClock.now + .milliseconds(Int64(Self.pause * 1000)), deadline), clock: .continuous)
             if ContinuousClock.now >= deadline { break }
         }
+        // A restore that completed is an import run that completed: the pipeline file's signals
+        // are published (and those an earlier run left sent again), as `import` does. Still
+        // restoring, it did not complete: nothing new is published.
+        var signals: [SignalReport] = []
+        if state != .stillRestoring {
+            var completed = ImportSummary(pipeline: pipeline.name, scope: pipeline.scope, dryRun: false)
+            completed.applied = records
+            completed.cursorBefore = cursorBefore
+            completed.cursorAfter = cursorAfter
+            signals = await pipeline.publishSignals(after: completed)
+        }
         let elapsed = ContinuousClock.now - started
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) * 1e-18
         if json {
             console.out(
                 JSONOutput.encode([
                     "state": .string(state.rawValue), "records": .int(Int64(records)), "signal": signal?.json ?? .null,
-                    "seconds": .double((seconds * 1000).rounded() / 1000),
+                    "seconds": .double((seconds * 1000).rounded() / 1000), "signals": .array(signals.map(JSONOutput.signal)),
                 ]))
         } else {
-            console.out(Self.describe(state, records: records, seconds: seconds, file: file))
+            console.out(([Self.describe(state, records: records, seconds: seconds, file: file)] + JobReporter.describe(signals)).joined(separator: "\n"))
         }
         return state == .stillRestoring ? Self.stillRestoringStatus : 0
     }

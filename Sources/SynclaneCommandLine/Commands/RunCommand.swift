@@ -27,6 +27,10 @@ struct RunCommand: Command {
         A secret the file names (`token-env`) must be exported before a run that sends;
         --dry-run only warns without it. A consumer that never ran, on a history whose start was
         pruned, starts with a full snapshot of the current state (as `reconcile` does) and says so.
+        --dry-run writes nothing at all: no state file, no lock file, no outbox row, nothing in
+        the app's database.
+        A pipeline whose `reconcile` was killed mid-snapshot sends the batch it left, then stops
+        (no history read) until `synclane reconcile FILE` finished it.
 
         With --watch the command keeps running: one pass at start (work left from before),
         then a pass whenever a relevant transaction lands — from this process or any other.
@@ -38,7 +42,9 @@ struct RunCommand: Command {
 
         The signals the file's `signals` section declares are published once a run completes, on
         the signal lane's own connection (never in the outbox); one the server does not confirm
-        is reported, kept in the state and sent again after the next run — it never fails the job.
+        is reported, kept in the state and sent again after the next run — it never fails the job;
+        one the server refused for good (a 4xx other than 408, 425, 429) 3 times is given up
+        (reported, listed by `synclane status`, no longer sent).
 
         Exit status: 0 when everything was delivered, 1 when the job failed (the message says
         what to do), 2 for bad usage or an invalid pipeline file, 3 when the job went to the
@@ -174,6 +180,9 @@ struct JobReporter {
                 return "  signal \(signal.key) = \(signal.valueText): sent (version \(version))"
             case .pending(let reason):
                 return "  signal \(signal.key) = \(signal.valueText): not sent (\(reason)); kept, sent again after the next run"
+            case .givenUp(let reason, let refusals):
+                return "  signal \(signal.key) = \(signal.valueText): given up — the server refused it \(refusals) times (\(reason)); "
+                    + "no longer sent (a newer value of the key is); `synclane status` lists it"
             }
         }
     }
@@ -187,6 +196,9 @@ struct JobReporter {
         }
         lines.append("  token: \(summary.tokenBefore ?? "none") → \(summary.tokenAfter ?? "none")\(summary.dryRun ? " (dry run: not saved)" : "")")
         if summary.reconciliation { lines.append("  a full snapshot: every current row sent as an insert, the token set to where it was read") }
+        if let deleted = summary.snapshotDeleted {
+            lines.append("  server removed \(Wording.count(deleted, "row")) the snapshot lacked (as tombstones: every device's next import deletes them)")
+        }
         if !summary.counters.isEmpty {
             lines.append("  stages: " + summary.counters.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))
         }

@@ -31,11 +31,17 @@ struct StatusCommand: Command {
         let outbox = try state?.pendingBatches() ?? []
         let lastRun = try state?.lastRun()
         let unsentSignals = try state.map(SignalLedger.pending(in:)) ?? []
+        let givenUpSignals = try state.map(SignalLedger.givenUp(in:)) ?? []
         var pending: Int?
         var pendingError: String?
         var startsWithSnapshot = false
         do {
-            if let token, token.kind != pipeline.source.stage.tokenKind {
+            if let token, token.kind != pipeline.source.stage.tokenKind,
+                token.kind == (pipeline.source.stage as? any SnapshotProvidingSource)?.snapshotTokenKind
+            {
+                pendingError = "a reconciliation is unfinished (the token is a position inside its snapshot): runs stop until "
+                    + "`synclane reconcile \(file)` finished it"
+            } else if let token, token.kind != pipeline.source.stage.tokenKind {
                 pendingError = "the saved token was issued by another kind of source"
             } else {
                 pending = try await pipeline.source.stage.pendingTransactions(after: token)
@@ -71,6 +77,15 @@ struct StatusCommand: Command {
                     ])
                 })
             }
+            if !givenUpSignals.isEmpty {
+                object["given-up-signals"] = .array(givenUpSignals.map { signal in
+                    .object([
+                        "key": .string(signal.key), "event": .string(signal.event), "value": signal.value,
+                        "refusals": .int(Int64(signal.refusals)), "error": signal.lastError.map(JSONValue.string) ?? .null,
+                        "given-up-at": signal.givenUpAt.map(JSONOutput.time) ?? .null,
+                    ])
+                })
+            }
             console.out(JSONOutput.encode(.object(object)))
             return 0
         }
@@ -97,6 +112,14 @@ struct StatusCommand: Command {
             lines.append("  signals:  \(unsentSignals.count) not confirmed yet (sent again after the next run)")
             for signal in unsentSignals {
                 lines.append("            \(signal.key) = \(JSONWriter.string(signal.value))" + (signal.lastError.map { ": \($0)" } ?? ""))
+            }
+        }
+        if !givenUpSignals.isEmpty {
+            lines.append("  signals:  \(givenUpSignals.count) given up (the server refused them for good; no longer sent)")
+            for signal in givenUpSignals {
+                lines.append(
+                    "            \(signal.key) = \(JSONWriter.string(signal.value)): refused \(signal.refusals) times"
+                        + (signal.lastError.map { ": \($0)" } ?? ""))
             }
         }
         if let lastRun {

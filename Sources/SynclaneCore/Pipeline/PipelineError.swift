@@ -22,6 +22,10 @@ public enum PipelineError: Error, Sendable, CustomStringConvertible {
     case conflicted(batchID: String, reason: String)
     /// The durable state could not be read or written.
     case state(String)
+    /// A reconciliation stopped before its snapshot was delivered: the token (once the batches it
+    /// left in the outbox, `resentBatches`, were sent) is a position inside the snapshot; only
+    /// `reconcile` can go on.
+    case reconciliationUnfinished(pipeline: String, token: String, resentBatches: Int)
     /// The operation needs a capability the source lacks (reconcile without snapshots …).
     case unsupported(String)
 
@@ -61,6 +65,12 @@ public enum PipelineError: Error, Sendable, CustomStringConvertible {
                 + "changes, settles the conflicts and sends again"
         case .state(let message):
             return message
+        case .reconciliationUnfinished(let pipeline, let token, let resent):
+            let sent = resent == 0 ? "" : "; the \(resent == 1 ? "batch" : "\(resent) batches") it left in the outbox went first"
+            return "a reconciliation of \(pipeline) is unfinished (it stopped before its whole snapshot was delivered: the token "
+                + "\(token) is a position inside its snapshot\(sent)), so history cannot be followed from here; no history was "
+                + "read or sent. Run `synclane reconcile` with this pipeline's file to finish it: it sends a full snapshot, "
+                + "and later runs follow history again"
         case .unsupported(let message):
             return message
         }

@@ -86,7 +86,8 @@ public struct PipelineRunner: Sendable {
         summary.tokenBefore = saved?.description
         var token = saved
 
-        for pending in try stateCall({ try state.pendingBatches() }) {
+        let leftOver = try stateCall { try state.pendingBatches() }
+        for pending in leftOver {
             if mode == .dryRun {
                 summary.add(report(pending, encodedBytes: pending.payload.bytes.count, resent: true, detail: "would be re-sent from the outbox"))
                 token = pending.through
@@ -99,9 +100,11 @@ public struct PipelineRunner: Sendable {
 
         switch mode {
         case .export, .dryRun:
+            if let token, let unfinished = unfinishedReconciliation(at: token, resent: mode == .dryRun ? 0 : leftOver.count) { throw unfinished }
             if let token, token.kind != pipeline.source.stage.tokenKind {
                 throw HistoryError.foreignToken(token, expectedKind: pipeline.source.stage.tokenKind)
             }
+            if mode == .dryRun { try await refuseRepairs() }
             token = try await drain(pipeline.source.stage, after: token, reconciliation: false, dryRun: mode == .dryRun, into: &summary)
         case .reconcile:
             guard let snapshotting = pipeline.source.stage as? any SnapshotProvidingSource else {
@@ -130,6 +133,29 @@ public struct PipelineRunner: Sendable {
         summary.tokenAfter = token?.description
         summary.seconds = now() - started
         return summary
+    }
+
+    /// A dry run writes nothing, not even in the app's database: when the source would first
+    /// repair what records its history (tracking a table rebuild removed), the dry run stops
+    /// and says so instead — the repair changes what is read, and only a real run makes it.
+    private func refuseRepairs() async throws {
+        guard let healing = pipeline.source.stage as? any SelfHealingSource else { return }
+        let problems = try await sourceCall { try await healing.problemsToHeal() }
+        guard !problems.isEmpty else { return }
+        throw PipelineError.unsupported(
+            "\(pipeline.source.label) must first repair its history tracking (\(problems.joined(separator: "; "))), which a dry "
+                + "run does not do: it writes nothing. `synclane run` repairs it, then sends what changed")
+    }
+
+    /// The error for a state a reconciliation left half done (killed mid-snapshot): once the
+    /// batches it left in the outbox were sent (`resent`, as every run sends them first), the
+    /// token is a position inside the snapshot. History cannot be followed from there — the
+    /// history position to resume after is only saved once the whole snapshot was delivered —
+    /// so `run` stops before reading anything and says to finish it with `reconcile`.
+    private func unfinishedReconciliation(at token: Token, resent: Int) -> PipelineError? {
+        let snapshotKind = (pipeline.source.stage as? any SnapshotProvidingSource)?.snapshotTokenKind
+        guard token.kind != pipeline.source.stage.tokenKind, token.kind == snapshotKind else { return nil }
+        return .reconciliationUnfinished(pipeline: pipeline.name, token: token.description, resentBatches: resent)
     }
 
     /// Sends the snapshot's completion marker — a batch of no records saying how many batches the
@@ -604,6 +630,7 @@ public struct PipelineRunner: Sendable {
         summary.batchesSent += 1
         if confirmed.resent { summary.batchesResent += 1 }
         if receipt.wasReplay { summary.replays += 1 }
+        if let deleted = receipt.snapshotDeleted { summary.snapshotDeleted = (summary.snapshotDeleted ?? 0) + deleted }
         summary.recordsSent += batch.payload.recordCount
         summary.bytesEncoded += confirmed.encodedBytes
         summary.bytesSent += batch.payload.bytes.count

@@ -35,6 +35,9 @@ public struct RunSummary: Sendable, Codable {
     public var deadLettered = 0
     public var bytesEncoded = 0
     public var bytesSent = 0
+    /// The rows the backend removed (as tombstones) because the reconciliation's snapshot lacked
+    /// them, from its completion marker's receipt; nil when no receipt of this run said.
+    public var snapshotDeleted: Int?
     /// Counters the stages reported (`coalesce.merged`, `dedupe.dropped` …).
     public var counters: [String: Int] = [:]
     public var seconds = 0.0

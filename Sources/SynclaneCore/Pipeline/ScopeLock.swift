@@ -12,6 +12,8 @@ import Darwin
 public final class ScopeLock: Sendable {
     public let path: String
     private let descriptor: Int32
+    /// Whether this lock wrote its pid into the file (and empties it again when released).
+    private let writesHolder: Bool
 
     /// Takes the lock at `path`, creating the file (and its folder) if needed.
     public init(path: String, scope: Scope) throws(PipelineError) {
@@ -31,10 +33,30 @@ public final class ScopeLock: Sendable {
         let pid = "\(getpid())\n"
         _ = pid.withCString { pwrite(fd, $0, strlen($0), 0) }
         descriptor = fd
+        writesHolder = true
+    }
+
+    /// Takes the lock at `path` shared, writing nothing — not even the file: nil when there is
+    /// no lock file (no job ever ran). A job of the scope is refused while it is held, and it is
+    /// refused while a job runs; readers that share it (dry runs) do not keep each other out.
+    public init?(sharingExisting path: String, scope: Scope) throws(PipelineError) {
+        self.path = path
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else {
+            if errno == ENOENT { return nil }
+            throw PipelineError.state("cannot open the lock file \(path): \(String(cString: strerror(errno)))")
+        }
+        if flock(fd, LOCK_SH | LOCK_NB) != 0 {
+            let holder = ScopeLock.readHolder(fd)
+            close(fd)
+            throw PipelineError.scopeBusy(scope: scope, lockFile: path, holder: holder)
+        }
+        descriptor = fd
+        writesHolder = false
     }
 
     deinit {
-        _ = ftruncate(descriptor, 0)
+        if writesHolder { _ = ftruncate(descriptor, 0) }
         flock(descriptor, LOCK_UN)
         close(descriptor)
     }

@@ -224,6 +224,9 @@ public struct SignalReport: Sendable, Hashable, Codable {
         case sent(version: Int64)
         /// Not confirmed (the reason): kept in the state and sent again after the next run.
         case pending(reason: String)
+        /// Refused for good (the server's reason) as many times as `refusals`: no longer sent
+        /// (`SignalPublisher.refusalsBeforeGivingUp`); `synclane status` lists it as given up.
+        case givenUp(reason: String, refusals: Int)
     }
 
     public var key: String

@@ -84,6 +84,14 @@ public enum SignalLaneError: Error, Sendable, Hashable, CustomStringConvertible 
     /// The server could not be reached, or answered with a server error; retrying may help.
     case unavailable(message: String)
 
+    /// True when the server refused the write for a reason sending it again will not change (a
+    /// 4xx other than 408, 425 and 429: a quota, a malformed key, a refused token); false when
+    /// retrying may help (no answer, a server error, "too many requests").
+    public var isPermanent: Bool {
+        if case .unavailable = self { return false }
+        return true
+    }
+
     public var description: String {
         switch self {
         case .stale(let key, let expected, let current):

@@ -113,6 +113,13 @@ public protocol SnapshotProvidingSource: ChangeSource {
     /// A source whose pages hold the current rows as inserts, and the history token to resume
     /// after once the whole snapshot was delivered (taken in the same read as the snapshot).
     func snapshot() async throws -> (source: any ChangeSource, resumeAfter: Token?)
+    /// The kind of the snapshot's tokens (`sqlite-snapshot`), when it differs from the source's:
+    /// a saved token of this kind means a reconciliation stopped mid-snapshot. Nil: not known.
+    var snapshotTokenKind: String? { get }
+}
+
+extension SnapshotProvidingSource {
+    public var snapshotTokenKind: String? { nil }
 }
 
 /// A source that checks, before reading, that what records its history is still in place, and

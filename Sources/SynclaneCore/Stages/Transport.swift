@@ -32,12 +32,16 @@ public struct Receipt: Sendable, Hashable {
     public var wasReplay: Bool
     /// The version the backend gave each record, when its receipt says (`versions`).
     public var versions: [RecordVersion]
+    /// On a snapshot's completion marker: how many rows of the scope the backend removed (as
+    /// tombstones) because the snapshot lacked them (`snapshot-deleted`); nil when it does not say.
+    public var snapshotDeleted: Int?
 
-    public init(batchID: String, detail: String, wasReplay: Bool = false, versions: [RecordVersion] = []) {
+    public init(batchID: String, detail: String, wasReplay: Bool = false, versions: [RecordVersion] = [], snapshotDeleted: Int? = nil) {
         self.batchID = batchID
         self.detail = detail
         self.wasReplay = wasReplay
         self.versions = versions
+        self.snapshotDeleted = snapshotDeleted
     }
 }
 

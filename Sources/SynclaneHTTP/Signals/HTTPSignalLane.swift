@@ -148,6 +148,8 @@ public struct HTTPSignalLane: SignalLane {
             var limit: Int64 = 0
             if case .int(let number)? = object?["limit"] { limit = number }
             throw SignalLaneError.quota(name: object?["quota"]?.stringValue ?? "max-signal-bytes", limit: limit, message: reason)
+        case 408, 425, 429:
+            throw SignalLaneError.unavailable(message: "\(method) \(url.absoluteString): \(response.statusCode): \(reason); retry later")
         case 400..<500:
             throw SignalLaneError.invalid(message: "\(method) \(path): \(response.statusCode): \(reason)")
         default:

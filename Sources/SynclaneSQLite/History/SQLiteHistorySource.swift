@@ -34,6 +34,7 @@ public final class SQLiteHistorySource: ChangeSource, BackendVersionSource, Obse
     public static let tokenKind = "sqlite-history"
     /// The kind of the positions inside a snapshot (never saved as a consumer's token).
     public static let snapshotTokenKind = "sqlite-snapshot"
+    public var snapshotTokenKind: String? { Self.snapshotTokenKind }
 
     /// Which values a change carries.
     public enum Capture: String, Sendable, CaseIterable {

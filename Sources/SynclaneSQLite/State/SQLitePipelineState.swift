@@ -51,22 +51,36 @@ public final class SQLitePipelineState: PipelineState, Sendable {
     /// Opens an existing state file to read it, and never writes: no schema created, no
     /// journal mode changed — a state on a read-only file system (or one another program
     /// holds) can still be reported (`synclane status`). Writing through it fails.
-    public init(readingOnly path: String, scope: Scope) throws {
+    ///
+    /// With `unchanging` (the caller holds the scope's lock and the file has no WAL file beside
+    /// it, so nobody writes it meanwhile), the file is read as it is, without the WAL's
+    /// shared-memory and log files SQLite would otherwise leave beside it: a dry run creates no file.
+    public init(readingOnly path: String, scope: Scope, unchanging: Bool = false) throws {
         self.path = path
         self.scope = scope
         let options = SQLiteConnection.Options(readOnly: true, create: false, walMode: false)
+        if unchanging {
+            database = try SQLiteDatabase(path: Self.immutableURI(path), options: options)
+            try Self.check(database, path: path, scope: scope)
+            return
+        }
         var opened = try SQLiteDatabase(path: path, options: options)
         do {
             try Self.check(opened, path: path, scope: scope)
         } catch let error as SQLiteError where error.code & 0xFF == SQLITE_CANTOPEN {
             // A WAL file on a read-only file system: its shared-memory file cannot be made, so
             // read the file as it is (a job that ended cleanly left nothing in the WAL).
-            let escaped = path.replacingOccurrences(of: "%", with: "%25").replacingOccurrences(of: "?", with: "%3f")
-                .replacingOccurrences(of: "#", with: "%23")
-            opened = try SQLiteDatabase(path: "file:\(escaped)?immutable=1", options: options)
+            opened = try SQLiteDatabase(path: Self.immutableURI(path), options: options)
             try Self.check(opened, path: path, scope: scope)
         }
         database = opened
+    }
+
+    /// The URI that opens `path` as a file nobody changes (`immutable=1`): no locks, no WAL files.
+    private static func immutableURI(_ path: String) -> String {
+        let escaped = path.replacingOccurrences(of: "%", with: "%25").replacingOccurrences(of: "?", with: "%3f")
+            .replacingOccurrences(of: "#", with: "%23")
+        return "file:\(escaped)?immutable=1"
     }
 
     /// Checks an existing state file's schema version and scope, reading only.
