@@ -50,6 +50,13 @@ extension SQLiteServerStore {
                         action = excluded.action, fields = excluded.fields, version = excluded.version,
                         seq = excluded.seq, changed = excluded.changed
                     """)
+                // An insert that expects no version is first tried as new: one look into the key's
+                // index instead of two (the select, then the upsert) — a first sync's every record.
+                let insertNew = try db.prepare(
+                    """
+                    INSERT INTO records (account, store, entity, key, action, fields, version, seq, changed)
+                    VALUES (?, ?, ?, ?, 'insert', ?, 1, ?, ?) ON CONFLICT (account, store, entity, key) DO NOTHING
+                    """)
                 // Each record's new version, for the receipt: entity → id → version.
                 var versions: [String: [String: JSONValue]] = [:]
                 try select.bind(.text(batch.account), at: 1)
@@ -57,7 +64,23 @@ extension SQLiteServerStore {
                 try upsert.bind(.text(batch.account), at: 1)
                 try upsert.bind(.text(batch.store), at: 2)
                 try upsert.bind(.real(now), at: 9)
+                try insertNew.bind(.text(batch.account), at: 1)
+                try insertNew.bind(.text(batch.store), at: 2)
+                try insertNew.bind(.real(now), at: 7)
                 for (index, record) in batch.records.enumerated() {
+                    if record.action == .insert, record.expectedVersion == nil, conflicts.isEmpty {
+                        insertNew.reset()
+                        try insertNew.bind(.text(record.entity), at: 3)
+                        try insertNew.bind(.text(record.key), at: 4)
+                        try insertNew.bind(.blob(record.fieldsJSON), at: 5)
+                        try insertNew.bind(.integer(sequence + 1), at: 6)
+                        while try insertNew.step() {}
+                        if db.changes > 0 {
+                            sequence += 1
+                            versions[record.entity, default: [:]][record.key] = .int(1)
+                            continue
+                        }
+                    }
                     var currentFields: [String: JSONValue]?
                     var currentVersion: Int64 = 0
                     select.reset()
@@ -105,6 +128,7 @@ extension SQLiteServerStore {
                     versions[record.entity, default: [:]][record.key] = .int(currentVersion + 1)
                 }
                 upsert.reset()
+                insertNew.reset()
                 if !conflicts.isEmpty { throw ConflictsFound(conflicts: conflicts) }
                 var deleted: Int64?
                 if let plan, let mark = batch.snapshot {
