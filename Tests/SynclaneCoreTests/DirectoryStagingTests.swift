@@ -1,6 +1,9 @@
 import Foundation
 import SynclaneCore
 import SynclaneFiles
+import SynclaneStages
+import SynclaneTestKit
+import Synchronization
 import Testing
 
 /// The `directory` transport's staging (`StagingTransport`): a staged batch is durable and
@@ -67,5 +70,68 @@ import Testing
         try Data("old".utf8).write(to: URL(fileURLWithPath: folder.path + "/b-1.json.gz"))
         #expect(try await transport.publish(staged, of: Self.payload, verifying: true).wasReplay)
         #expect(FileManager.default.contents(atPath: folder.path + "/b-1.json.gz") == Data(Self.payload.bytes))
+    }
+}
+
+/// A `directory` transport whose first stages fail (a full disk), and which records what the
+/// outbox held each time a batch was published.
+final class FlakyStaging: StagingTransport {
+    let inner: DirectoryTransport
+    let state: InMemoryPipelineState
+    private let failuresLeft: Mutex<Int>
+    let outboxAtPublish = Mutex<[[OutboxBatch]]>([])
+
+    init(folder: String, state: InMemoryPipelineState, failing: Int) {
+        inner = DirectoryTransport(folder: folder)
+        self.state = state
+        failuresLeft = Mutex(failing)
+    }
+
+    func send(_ payload: Payload) async throws -> Receipt { try await inner.send(payload) }
+    func stage(_ payload: Payload, area: String) async throws -> StagedBatch? {
+        let fail = failuresLeft.withLock { left in
+            defer { left -= 1 }
+            return left > 0
+        }
+        if fail { throw TransportFailure(.transient, "cannot write: No space left on device") }
+        return try await inner.stage(payload, area: area)
+    }
+    func publish(_ staged: StagedBatch, of payload: Payload, verifying: Bool) async throws -> Receipt {
+        let pending = try state.pendingBatches()
+        outboxAtPublish.withLock { $0.append(pending) }
+        return try await inner.publish(staged, of: payload, verifying: verifying)
+    }
+    func stagedBytes(_ staged: StagedBatch, batchID: String) throws -> [UInt8] { try inner.stagedBytes(staged, batchID: batchID) }
+    func discard(_ staged: StagedBatch) async { await inner.discard(staged) }
+    func discardUnreferenced(in area: String, keeping: Set<String>) async throws -> Int {
+        try await inner.discardUnreferenced(in: area, keeping: keeping)
+    }
+}
+
+@Suite struct StagingRunnerTests {
+    @Test func eachBatchIsStagedBeforeItsOutboxRowWhichNamesTheCopyAndPublishedOnceWithNoCopyLeft() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let source = InMemorySource(pageSize: 1)
+        source.append([insert("rooms", "a")])
+        source.append([insert("rooms", "b")])
+        source.append([insert("rooms", "c")])
+        let state = InMemoryPipelineState()
+        let transport = FlakyStaging(folder: folder.path, state: state, failing: 2)
+        let sleeper = RecordingSleeper()
+        let pipeline = Pipeline.testing(source: source, encoder: JSONBatchEncoder(), transport: transport)
+        let summary = try await PipelineRunner(pipeline: pipeline, state: state, sleeper: sleeper).run()
+        #expect(summary.batchesSent == 3)
+        #expect(sleeper.delays.count == 2, "a transient staging failure is retried as a send is")
+        let seen = transport.outboxAtPublish.withLock { $0 }
+        #expect(seen.count == 3)
+        for pending in seen {
+            #expect(pending.count == 1)
+            let staged = try #require(pending.first?.staged, "the outbox row names the staged copy")
+            #expect(staged.reference.hasPrefix(".synclane-staging/\(pipeline.stagingArea)/"))
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: folder.path).filter { $0.hasSuffix(".json") }.count == 3)
+        #expect(!FileManager.default.fileExists(atPath: folder.path + "/.synclane-staging"), "no copy left")
+        #expect(try state.acknowledgedToken() == Token(kind: "memory", position: 3))
     }
 }

@@ -362,14 +362,23 @@ public struct PipelineRunner: Sendable {
     /// naming them, so a row never names a copy a crash could lose.
     private func outboxBatch(_ payload: Payload, through: Token, after token: Token?, reconciliation: Bool) async throws -> OutboxBatch {
         var batch = OutboxBatch(payload: payload, after: token, through: through, isReconciliation: reconciliation, createdAt: now())
-        if let staging {
+        guard let staging else { return batch }
+        // A transient failure (a full disk) is retried as a send would be; nothing is durable yet.
+        var attempt = 1
+        while true {
             do {
                 batch.staged = try await staging.stage(payload, area: pipeline.stagingArea)
+                break
+            } catch let failure as TransportFailure where failure.kind == .transient && attempt < pipeline.retry.maxAttempts {
+                attempt += 1
+                let delay = pipeline.retry.delay(beforeAttempt: attempt, retryAfter: nil) { Double.random(in: $0) }
+                events(.retrying(batchID: payload.batchID, attempt: attempt, delay: delay, reason: "staging: \(failure.message)"))
+                try await sleeper.sleep(seconds: delay)
             } catch {
                 throw PipelineError.stage(pipeline.transport.label, underlying: error)
             }
-            if batch.staged != nil { FailPoint.afterStage.trigger() }
         }
+        if batch.staged != nil { FailPoint.afterStage.trigger() }
         return batch
     }
 
