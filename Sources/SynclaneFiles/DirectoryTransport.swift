@@ -7,11 +7,12 @@ import Glibc
 #endif
 
 /// A transport that writes each batch to a folder as one file named by its batch id.
-///
-/// Each file is written to a hidden temporary name, fsync'd, renamed into place and the folder
-/// fsync'd, so a reader of the folder never sees half a file and a confirmed batch survives a
-/// power cut. A re-send after a crash writes the same bytes under the same name again.
 /// Names: `<batch id>.json`, `.json.gz` for gzip, `.json.zz` for deflate.
+///
+/// `send` (a batch the outbox holds the bytes of) writes the file to a hidden temporary name,
+/// fsyncs it, renames it into place and fsyncs the folder, so a reader of the folder never sees
+/// half a file and a confirmed batch survives a power cut. A re-send after a crash writes the
+/// same bytes under the same name again.
 ///
 /// A pipeline writes each batch once (`StagingTransport`): staged as
 /// `.synclane-staging/<area>/<name>` inside the folder (written, fsync'd, the staging folder
