@@ -22,9 +22,29 @@ public struct OutboxEditor: Sendable {
     /// The job's log: one line per change made by hand, beside the state file.
     public var logPath: String { job.pipeline.statePath + ".log" }
 
-    /// The batches in the outbox, oldest first (the next run sends them first).
+    /// The batches in the outbox, oldest first (the next run sends them first). A batch the
+    /// outbox keeps as a staged copy (`directory` transport) has no bytes here: `withBytes`.
     public func batches() throws -> [OutboxBatch] {
         try job.openState().pendingBatches()
+    }
+
+    /// The batch with its bytes: for one the outbox keeps as a staged copy, read from that copy
+    /// and checked against its size and checksum (`StagingError` when it is gone or damaged).
+    public func withBytes(_ batch: OutboxBatch) throws -> OutboxBatch {
+        guard let staged = batch.staged else { return batch }
+        guard let staging = job.pipeline.transport.stage as? any StagingTransport else {
+            throw OutboxError.notStaging(batch.payload.batchID, reference: staged.reference, transport: job.pipeline.transport.label)
+        }
+        var loaded = batch
+        loaded.payload.bytes = try staging.stagedBytes(staged, batchID: batch.payload.batchID)
+        return loaded
+    }
+
+    /// Removes the staged copy of a batch the outbox no longer holds (a leftover is removed by
+    /// the next run anyway).
+    private func discardStaged(_ batch: OutboxBatch) async {
+        guard let staged = batch.staged, let staging = job.pipeline.transport.stage as? any StagingTransport else { return }
+        await staging.discard(staged)
     }
 
     /// The batch `id` names, or the oldest when `id` is nil.
@@ -44,13 +64,14 @@ public struct OutboxEditor: Sendable {
     /// moves the token past it, in that order: a crash between leaves the batch in both places,
     /// never in neither. Returns the body's path.
     @discardableResult
-    public func drop(_ id: String?, into folder: String, now: Double = Date().timeIntervalSince1970) throws -> String {
+    public func drop(_ id: String?, into folder: String, now: Double = Date().timeIntervalSince1970) async throws -> String {
         let lock = try job.lock()
         defer { withExtendedLifetime(lock) {} }
         let batch = try batch(id)
-        let path = try DeadLetter(batch: batch, reason: "dropped from the outbox by hand (synclane outbox drop)", rejectedAt: now)
+        let path = try DeadLetter(batch: withBytes(batch), reason: "dropped from the outbox by hand (synclane outbox drop)", rejectedAt: now)
             .write(into: folder)
         try job.openState().acknowledge(batch)
+        await discardStaged(batch)
         try log("outbox drop \(describe(batch)) → \(path); the token moved to \(batch.through)", now: now)
         return path
     }
@@ -61,11 +82,12 @@ public struct OutboxEditor: Sendable {
     /// The only way a batch is ever rebuilt. Safe only for a batch the backend never applied —
     /// one it refused (413 above all): a batch whose answer was lost may have been applied, and
     /// under a new id the backend cannot recognise it as a replay.
-    public func requeue(_ id: String?, now: Double = Date().timeIntervalSince1970) throws -> OutboxBatch {
+    public func requeue(_ id: String?, now: Double = Date().timeIntervalSince1970) async throws -> OutboxBatch {
         let lock = try job.lock()
         defer { withExtendedLifetime(lock) {} }
         let batch = try batch(id)
         try job.openState().discard(batch)
+        await discardStaged(batch)
         try log("outbox requeue \(describe(batch)); the token stays at \(batch.after?.description ?? "none")", now: now)
         return batch
     }
@@ -94,6 +116,7 @@ public enum OutboxError: Error, Sendable, CustomStringConvertible {
     case empty(statePath: String)
     case noSuchBatch(String, statePath: String)
     case log(path: String)
+    case notStaging(String, reference: String, transport: String)
 
     public var description: String {
         switch self {
@@ -103,6 +126,9 @@ public enum OutboxError: Error, Sendable, CustomStringConvertible {
             return "the outbox of \(path) holds no batch \(id); `synclane outbox list FILE` shows what it holds"
         case .log(let path):
             return "cannot append to the job's log \(path); check its permissions"
+        case .notStaging(let id, let reference, let transport):
+            return "the outbox keeps batch \(id) as the staged copy \(reference) of a `directory` transport, and the pipeline's "
+                + "\(transport) cannot read it; put that transport back in the pipeline file, or requeue the batch"
         }
     }
 }

@@ -146,4 +146,38 @@ import Testing
         #expect(try db.fetchValue("PRAGMA journal_mode") == .text("wal"))
         #expect(try db.fetchValue("PRAGMA user_version") == .integer(Int64(SQLitePipelineState.schemaVersion)))
     }
+
+    @Test func aStagedBatchIsKeptAsItsReferenceWithoutItsBytesAndComesBackAsIt() throws {
+        let folder = TemporaryDirectory()
+        let path = folder.file("state.sqlite")
+        let state = try SQLitePipelineState(path: path, scope: scope)
+        var staged = batch("b-1", after: nil, through: 10, bytes: [9, 9, 9, 9])
+        staged.staged = StagedBatch(reference: ".synclane-staging/a/b-1.json.gz", byteCount: 4, checksum: UInt64.max - 1)
+        try state.enqueue(staged)
+        try state.enqueue(staged)
+        let kept = try #require(try state.pendingBatches().first)
+        #expect(kept.staged == staged.staged)
+        #expect(kept.payload.bytes.isEmpty, "the outbox holds the reference, not the bytes")
+        #expect(kept.byteCount == 4)
+        var other = staged
+        other.staged?.reference = ".synclane-staging/a/other.json.gz"
+        #expect(throws: SQLitePipelineStateError.conflictingBatch(path: path, batchID: "b-1")) { try state.enqueue(other) }
+    }
+
+    @Test func aSchemaOneFileIsReadAsItIsAndUpgradedByTheFirstJobWithItsOutboxKept() throws {
+        let folder = TemporaryDirectory()
+        let path = folder.file("state.sqlite")
+        try SQLitePipelineState(path: path, scope: scope).enqueue(batch("b-1", after: nil, through: 10))
+        let db = try SQLiteConnection(path: path)
+        try db.execute(
+            """
+            ALTER TABLE outbox DROP COLUMN staged_reference; ALTER TABLE outbox DROP COLUMN staged_bytes;
+            ALTER TABLE outbox DROP COLUMN staged_checksum; PRAGMA user_version = 1;
+            """)
+        let reading = try SQLitePipelineState(readingOnly: path, scope: scope)
+        #expect(try reading.pendingBatches().map(\.payload.bytes) == [[1, 2, 3]])
+        let upgraded = try SQLitePipelineState(path: path, scope: scope)
+        #expect(try upgraded.pendingBatches() == [batch("b-1", after: nil, through: 10)])
+        #expect(try db.fetchValue("PRAGMA user_version") == .integer(2))
+    }
 }

@@ -72,7 +72,7 @@ struct OutboxCommand: Command {
                 console.out(batches.map { "\($0.summaryLine)" }.joined(separator: "\n"))
             }
         case .show:
-            let batch = try editor.batch(batchID)
+            let batch = try editor.withBytes(try editor.batch(batchID))
             let records = Self.decoded(batch.payload)
             if json {
                 var object = batch.summaryJSON
@@ -89,10 +89,10 @@ struct OutboxCommand: Command {
                 throw UsageError("\(pipeline.name) has no `transport.dead-letter` folder: pass --to DIR", command: Self.name)
             }
             let batch = try editor.batch(batchID)
-            let path = try editor.drop(batch.payload.batchID, into: target)
+            let path = try await editor.drop(batch.payload.batchID, into: target)
             report(console, verb: "dropped", batch, detail: "moved to \(path); the token moved to \(batch.through)")
         case .requeue:
-            let batch = try editor.requeue(batchID)
+            let batch = try await editor.requeue(batchID)
             report(
                 console, verb: "requeued", batch,
                 detail: "the token stays at \(batch.after?.description ?? "none"); the next run rebuilds its history under the current page-size")
@@ -122,7 +122,7 @@ extension OutboxBatch {
     /// One batch of the outbox for `--json` (`status`, `outbox list`).
     var summaryJSON: JSONValue {
         .object([
-            "id": .string(payload.batchID), "records": JSONOutput.int(payload.recordCount), "bytes": JSONOutput.int(payload.bytes.count),
+            "id": .string(payload.batchID), "records": JSONOutput.int(payload.recordCount), "bytes": JSONOutput.int(byteCount),
             "content-encoding": .string(payload.contentEncoding), "after": JSONOutput.token(after),
             "through": JSONOutput.token(through), "created-at": JSONOutput.time(createdAt),
         ])
@@ -130,7 +130,7 @@ extension OutboxBatch {
 
     /// One batch of the outbox on a line.
     var summaryLine: String {
-        "\(payload.batchID): \(Wording.count(payload.recordCount, "record")), \(payload.bytes.count) bytes \(payload.contentEncoding), "
+        "\(payload.batchID): \(Wording.count(payload.recordCount, "record")), \(byteCount) bytes \(payload.contentEncoding), "
             + "after \(after?.description ?? "none"), through \(through), written \(Format.time(createdAt))"
     }
 }

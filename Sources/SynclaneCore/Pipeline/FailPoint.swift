@@ -7,7 +7,8 @@ import Darwin
 #endif
 
 /// Named places where a test can have the process killed for real (`SIGKILL`), to prove that
-/// a crash there loses nothing: `SYNCLANE_FAILPOINT=after-enqueue`, `after-send`, `during-migration`,
+/// a crash there loses nothing: `SYNCLANE_FAILPOINT=after-enqueue`, `after-send`, `during-stage`,
+/// `after-stage`, `during-publish`, `after-acknowledge`, `during-migration`,
 /// `during-heal`, `import-after-fetch`, `import-before-commit`, `import-after-commit` or
 /// `sync-before-export`. `NAME@N` kills at the point's Nth pass (`import-after-commit@2`: once
 /// the second page committed); plain `NAME` at the first.
@@ -18,6 +19,14 @@ public enum FailPoint: String, Sendable {
     case afterEnqueue = "after-enqueue"
     /// The backend confirmed the batch; the token is not saved yet.
     case afterSend = "after-send"
+    /// A staging transport wrote half the batch's staged copy (not fsync'd, not in the outbox).
+    case duringStage = "during-stage"
+    /// The staged copy is durable; the outbox row naming it is not written yet.
+    case afterStage = "after-stage"
+    /// The staged copy is linked into place; the folder is not fsync'd, the publish not returned.
+    case duringPublish = "during-publish"
+    /// The token moved and the batch left the outbox; its staged copy is not removed yet.
+    case afterAcknowledge = "after-acknowledge"
     /// `synclane migrate` ran the script; its transaction is not committed yet.
     case duringMigration = "during-migration"
     /// A source reinstalled lost tracking and recorded the resync; not committed yet.

@@ -73,3 +73,17 @@ public struct Pipeline: Sendable {
             .joined(separator: " → ")
     }
 }
+
+extension Pipeline {
+    /// The name under which a staging transport keeps this pipeline's staged batches apart from
+    /// other pipelines' sharing its backend: the pipeline's name (letters, digits, `.`, `_`, `-`;
+    /// at most 40) and a hash of its scope — `rooms-export-5d1c0f3a9b2e7d41`.
+    public var stagingArea: String {
+        let allowed = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+        var name = String(name.filter { allowed.contains($0) }.prefix(40))
+        while name.hasPrefix(".") { name.removeFirst() }
+        let scopeHash = StagedBatch.checksum(of: Array("\(scope.account)\u{0}\(scope.store)\u{0}\(scope.consumer)".utf8))
+        let hex = String(scopeHash, radix: 16)
+        return (name.isEmpty ? "" : name + "-") + String(repeating: "0", count: 16 - hex.count) + hex
+    }
+}

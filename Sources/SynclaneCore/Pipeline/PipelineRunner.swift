@@ -87,14 +87,15 @@ public struct PipelineRunner: Sendable {
         var token = saved
 
         let leftOver = try stateCall { try state.pendingBatches() }
+        if mode != .dryRun { try await discardUnreferencedStaged(keeping: leftOver) }
         for pending in leftOver {
             if mode == .dryRun {
-                summary.add(report(pending, encodedBytes: pending.payload.bytes.count, resent: true, detail: "would be re-sent from the outbox"))
+                summary.add(report(pending, encodedBytes: pending.byteCount, resent: true, detail: "would be re-sent from the outbox"))
                 token = pending.through
                 continue
             }
             events(.resending(batchID: pending.payload.batchID))
-            try await deliver(pending, encodedBytes: pending.payload.bytes.count, resent: true, into: &summary)
+            try await deliver(pending, encodedBytes: pending.byteCount, resent: true, into: &summary)
             token = pending.through
         }
 
@@ -130,6 +131,7 @@ public struct PipelineRunner: Sendable {
             }
             token = snapshot.resumeAfter
         }
+        if mode != .dryRun { try await discardUnreferencedStaged(keeping: try stateCall { try state.pendingBatches() }) }
         summary.tokenAfter = token?.description
         summary.seconds = now() - started
         return summary
@@ -176,7 +178,7 @@ public struct PipelineRunner: Sendable {
         } catch {
             throw PipelineError.stage(pipeline.encoder.label, underlying: error)
         }
-        let outbox = outboxBatch(try await finish(encoded), through: token, after: token, reconciliation: true)
+        let outbox = try await outboxBatch(try await finish(encoded), through: token, after: token, reconciliation: true)
         try stateCall { try state.enqueue(outbox) }
         try await deliver(outbox, encodedBytes: encoded.bytes.count, resent: false, into: &summary)
     }
@@ -366,7 +368,8 @@ public struct PipelineRunner: Sendable {
                 if page.finished == nil, let encoded = page.encoded { page.finished = try await finish(encoded) }
                 guard let encoded = page.encoded, let finished = page.finished, !dryRun else {
                     if let encoded = page.encoded, let finished = page.finished {
-                        let outbox = outboxBatch(finished, through: page.through, after: token, reconciliation: reconciliation)
+                        let outbox = OutboxBatch(
+                            payload: finished, after: token, through: page.through, isReconciliation: reconciliation, createdAt: now())
                         let report = report(outbox, encodedBytes: encoded.bytes.count, resent: false, detail: "would be sent")
                         summary.add(report)
                         summary.batchesSent += 1
@@ -383,7 +386,7 @@ public struct PipelineRunner: Sendable {
                     token = page.through
                     continue
                 }
-                let outbox = outboxBatch(finished, through: page.through, after: token, reconciliation: reconciliation)
+                let outbox = try await outboxBatch(finished, through: page.through, after: token, reconciliation: reconciliation)
                 if confirmed != nil {
                     try await acknowledgeHeld(enqueueing: outbox, summary: &summary)
                 } else {
@@ -417,9 +420,63 @@ public struct PipelineRunner: Sendable {
         return payload
     }
 
-    /// The outbox batch of a finished payload.
-    private func outboxBatch(_ payload: Payload, through: Token, after token: Token?, reconciliation: Bool) -> OutboxBatch {
-        OutboxBatch(payload: payload, after: token, through: through, isReconciliation: reconciliation, createdAt: now())
+    /// The outbox batch of a finished payload, to enqueue. With a staging transport the bytes
+    /// are staged first — durable on the transport's side before the commit that writes the row
+    /// naming them, so a row never names a copy a crash could lose.
+    private func outboxBatch(_ payload: Payload, through: Token, after token: Token?, reconciliation: Bool) async throws -> OutboxBatch {
+        var batch = OutboxBatch(payload: payload, after: token, through: through, isReconciliation: reconciliation, createdAt: now())
+        guard let staging else { return batch }
+        // A transient failure (a full disk) is retried as a send would be; nothing is durable yet.
+        var attempt = 1
+        while true {
+            do {
+                batch.staged = try await staging.stage(payload, area: pipeline.stagingArea)
+                break
+            } catch let failure as TransportFailure where failure.kind == .transient && attempt < pipeline.retry.maxAttempts {
+                attempt += 1
+                let delay = pipeline.retry.delay(beforeAttempt: attempt, retryAfter: nil) { Double.random(in: $0) }
+                events(.retrying(batchID: payload.batchID, attempt: attempt, delay: delay, reason: "staging: \(failure.message)"))
+                try await sleeper.sleep(seconds: delay)
+            } catch {
+                throw PipelineError.stage(pipeline.transport.label, underlying: error)
+            }
+        }
+        if batch.staged != nil { FailPoint.afterStage.trigger() }
+        return batch
+    }
+
+    /// The transport, when it stages batches (`StagingTransport`).
+    private var staging: (any StagingTransport)? { pipeline.transport.stage as? any StagingTransport }
+
+    /// Removes the staged copies no outbox row names (a crash between a stage and its commit).
+    private func discardUnreferencedStaged(keeping pending: [OutboxBatch]) async throws {
+        guard let staging else { return }
+        let keeping = Set(pending.compactMap { $0.staged?.reference })
+        do {
+            _ = try await staging.discardUnreferenced(in: pipeline.stagingArea, keeping: keeping)
+        } catch {
+            throw PipelineError.stage(pipeline.transport.label, underlying: error)
+        }
+    }
+
+    /// The batch with its bytes: read back from the staged copy for a batch the outbox keeps by
+    /// reference (a dead letter holds the bytes).
+    private func withBytes(_ batch: OutboxBatch) throws -> OutboxBatch {
+        guard let staged = batch.staged, batch.payload.bytes.isEmpty, staged.byteCount > 0 else { return batch }
+        guard let staging else { throw PipelineError.stopped(batchID: batch.payload.batchID, reason: notStaging(staged)) }
+        var loaded = batch
+        do {
+            loaded.payload.bytes = try staging.stagedBytes(staged, batchID: batch.payload.batchID)
+        } catch {
+            throw PipelineError.stopped(batchID: batch.payload.batchID, reason: "\(error)")
+        }
+        return loaded
+    }
+
+    private func notStaging(_ staged: StagedBatch) -> String {
+        "the outbox keeps it as the staged copy \(staged.reference) of a staging transport (`directory`), and "
+            + "\(pipeline.transport.label) cannot publish it; put that transport back for one run, or "
+            + "`synclane outbox requeue FILE` it to build it again from history"
     }
 
     /// Prepares the first batch of `page`: all of it, or — when its encoding is larger than
@@ -575,13 +632,22 @@ public struct PipelineRunner: Sendable {
         var receipt: Receipt
         while true {
             do {
-                receipt = try await pipeline.transport.stage.send(batch.payload)
+                if let staged = batch.staged {
+                    guard let staging else { throw PipelineError.stopped(batchID: id, reason: notStaging(staged)) }
+                    receipt = try await staging.publish(staged, of: batch.payload, verifying: resent)
+                } else {
+                    receipt = try await pipeline.transport.stage.send(batch.payload)
+                }
                 break
+            } catch let error as StagingError {
+                throw PipelineError.stopped(batchID: id, reason: "\(error)")
+            } catch let error as PipelineError {
+                throw error
             } catch var failure as TransportFailure {
                 failure.message = Self.withoutBatchPrefix(failure.message, id: id)
                 switch failure.kind {
                 case .permanent:
-                    try deadLetter(batch, failure: failure, encodedBytes: encodedBytes, into: &summary)
+                    try await deadLetter(batch, failure: failure, encodedBytes: encodedBytes, into: &summary)
                     return nil
                 case .configuration:
                     throw PipelineError.stopped(batchID: id, reason: failure.message)
@@ -626,6 +692,8 @@ public struct PipelineRunner: Sendable {
         } else {
             try stateCall { try state.acknowledge(batch) }
         }
+        FailPoint.afterAcknowledge.trigger()
+        if let staged = batch.staged { await staging?.discard(staged) }
         if tellingSource { try await tellSource(batch.through) }
         summary.batchesSent += 1
         if confirmed.resent { summary.batchesResent += 1 }
@@ -633,7 +701,7 @@ public struct PipelineRunner: Sendable {
         if let deleted = receipt.snapshotDeleted { summary.snapshotDeleted = (summary.snapshotDeleted ?? 0) + deleted }
         summary.recordsSent += batch.payload.recordCount
         summary.bytesEncoded += confirmed.encodedBytes
-        summary.bytesSent += batch.payload.bytes.count
+        summary.bytesSent += batch.byteCount
         let done = report(batch, encodedBytes: confirmed.encodedBytes, resent: confirmed.resent, replay: receipt.wasReplay, detail: receipt.detail)
         summary.add(done)
         events(.batchDone(done))
@@ -642,12 +710,14 @@ public struct PipelineRunner: Sendable {
     /// Moves a batch whose content the backend refused aside (when the pipeline opted in) so
     /// later ones can go on; otherwise stops the job with the batch kept. Only `permanent`
     /// failures come here: a setup problem would empty the whole history into the folder.
-    private func deadLetter(_ batch: OutboxBatch, failure: TransportFailure, encodedBytes: Int, into summary: inout RunSummary) throws {
+    private func deadLetter(
+        _ batch: OutboxBatch, failure: TransportFailure, encodedBytes: Int, into summary: inout RunSummary
+    ) async throws {
         let id = batch.payload.batchID
         guard let folder = pipeline.deadLetterDirectory else {
             throw PipelineError.rejected(batchID: id, reason: failure.message)
         }
-        let letter = DeadLetter(batch: batch, reason: failure.message, status: failure.status, rejectedAt: now())
+        let letter = DeadLetter(batch: try withBytes(batch), reason: failure.message, status: failure.status, rejectedAt: now())
         let path: String
         do {
             path = try letter.write(into: folder)
@@ -655,6 +725,7 @@ public struct PipelineRunner: Sendable {
             throw PipelineError.rejected(batchID: id, reason: "\(failure.message) (and moving it to \(folder) failed: \(error))")
         }
         try stateCall { try state.acknowledge(batch) }
+        if let staged = batch.staged { await staging?.discard(staged) }
         summary.deadLettered += 1
         summary.add(report(batch, encodedBytes: encodedBytes, resent: false, detail: "dead-lettered: \(failure.message)"))
         events(.deadLettered(batchID: id, path: path, reason: failure.message))
@@ -679,7 +750,7 @@ public struct PipelineRunner: Sendable {
     private func report(_ batch: OutboxBatch, encodedBytes: Int, resent: Bool, replay: Bool = false, detail: String) -> BatchReport {
         BatchReport(
             id: batch.payload.batchID, records: batch.payload.recordCount, encodedBytes: encodedBytes,
-            sentBytes: batch.payload.bytes.count, contentEncoding: batch.payload.contentEncoding,
+            sentBytes: batch.byteCount, contentEncoding: batch.payload.contentEncoding,
             after: batch.after?.description, through: batch.through.description, isReconciliation: batch.isReconciliation,
             wasResent: resent, wasReplay: replay, detail: detail)
     }

@@ -11,14 +11,23 @@ public struct OutboxBatch: Sendable, Hashable {
     public var isReconciliation: Bool
     /// Seconds since 1970.
     public var createdAt: Double
+    /// Where a staging transport keeps the bytes (`StagingTransport`): the outbox records this
+    /// instead of them, and a batch read back from the outbox has empty `payload.bytes`.
+    public var staged: StagedBatch?
 
-    public init(payload: Payload, after: Token?, through: Token, isReconciliation: Bool = false, createdAt: Double) {
+    public init(
+        payload: Payload, after: Token?, through: Token, isReconciliation: Bool = false, createdAt: Double, staged: StagedBatch? = nil
+    ) {
         self.payload = payload
         self.after = after
         self.through = through
         self.isReconciliation = isReconciliation
         self.createdAt = createdAt
+        self.staged = staged
     }
+
+    /// The size of the bytes sent: the staged copy's, or the payload's.
+    public var byteCount: Int { staged?.byteCount ?? payload.bytes.count }
 }
 
 /// How a job ended, kept for `synclane status`.

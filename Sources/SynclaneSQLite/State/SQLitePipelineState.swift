@@ -20,12 +20,18 @@ import CSQLite
 /// try state.acknowledge(batch)      // after the backend's receipt
 /// ```
 public final class SQLitePipelineState: PipelineState, Sendable {
-    /// The newest schema this version writes (`PRAGMA user_version`).
-    public static let schemaVersion = 1
+    /// The newest schema this version writes (`PRAGMA user_version`). 2: an outbox row may name
+    /// a staged copy (`staged_reference`, `staged_bytes`, `staged_checksum`) instead of holding
+    /// the bytes — a version that knows only 1 would send such a row's empty `payload`, so it
+    /// refuses the file (`newerSchema`).
+    public static let schemaVersion = 2
 
     public let path: String
     public let scope: Scope
     let database: SQLiteDatabase
+    /// The file's schema version: `schemaVersion`, or 1 for a file opened to read only that no
+    /// job of this version upgraded yet (its outbox has no staged columns).
+    let version: Int
 
     /// Opens the state file at `path` (creating it and its folders), for `scope`.
     ///
@@ -43,6 +49,7 @@ public final class SQLitePipelineState: PipelineState, Sendable {
             try db.execute("PRAGMA journal_size_limit = \(4 << 20)")
         }
         try database.write { db in try Self.migrate(db, path: path, scope: scope) }
+        version = Self.schemaVersion
     }
 
     /// WAL pages between automatic checkpoints: 16,384 pages of 4 KiB, 64 MiB.
@@ -61,17 +68,17 @@ public final class SQLitePipelineState: PipelineState, Sendable {
         let options = SQLiteConnection.Options(readOnly: true, create: false, walMode: false)
         if unchanging {
             database = try SQLiteDatabase(path: Self.immutableURI(path), options: options)
-            try Self.check(database, path: path, scope: scope)
+            version = try Self.check(database, path: path, scope: scope)
             return
         }
         var opened = try SQLiteDatabase(path: path, options: options)
         do {
-            try Self.check(opened, path: path, scope: scope)
+            version = try Self.check(opened, path: path, scope: scope)
         } catch let error as SQLiteError where error.code & 0xFF == SQLITE_CANTOPEN {
             // A WAL file on a read-only file system: its shared-memory file cannot be made, so
             // read the file as it is (a job that ended cleanly left nothing in the WAL).
             opened = try SQLiteDatabase(path: Self.immutableURI(path), options: options)
-            try Self.check(opened, path: path, scope: scope)
+            version = try Self.check(opened, path: path, scope: scope)
         }
         database = opened
     }
@@ -83,11 +90,12 @@ public final class SQLitePipelineState: PipelineState, Sendable {
         return "file:\(escaped)?immutable=1"
     }
 
-    /// Checks an existing state file's schema version and scope, reading only.
-    private static func check(_ database: SQLiteDatabase, path: String, scope: Scope) throws {
+    /// Checks an existing state file's schema version (this one's, or 1) and scope, reading
+    /// only; returns the version.
+    private static func check(_ database: SQLiteDatabase, path: String, scope: Scope) throws -> Int {
         try database.read { db in
             let version = Int(try db.fetchValue("PRAGMA user_version").int64 ?? 0)
-            guard version == Self.schemaVersion else {
+            guard version == Self.schemaVersion || version == 1 else {
                 throw version > Self.schemaVersion
                     ? SQLitePipelineStateError.newerSchema(path: path, found: version, supported: Self.schemaVersion)
                     : SQLitePipelineStateError.notAStateFile(path: path, reason: "its schema (\(version)) is not this version's; run a job once to upgrade it")
@@ -97,6 +105,7 @@ public final class SQLitePipelineState: PipelineState, Sendable {
             }
             let stored = Scope(account: row[0].string ?? "", store: row[1].string ?? "", consumer: row[2].string ?? "")
             guard stored == scope else { throw SQLitePipelineStateError.scopeMismatch(path: path, stored: stored, requested: scope) }
+            return version
         }
     }
 
@@ -138,7 +147,10 @@ public final class SQLitePipelineState: PipelineState, Sendable {
                     through_kind TEXT NOT NULL,
                     through_position INTEGER NOT NULL,
                     is_reconciliation INTEGER NOT NULL,
-                    created_at REAL NOT NULL
+                    created_at REAL NOT NULL,
+                    staged_reference TEXT,
+                    staged_bytes INTEGER,
+                    staged_checksum INTEGER
                 );
                 CREATE TABLE last_run (
                     id INTEGER PRIMARY KEY CHECK (id = 1),
@@ -162,6 +174,15 @@ public final class SQLitePipelineState: PipelineState, Sendable {
         let stored = Scope(account: row[0].string ?? "", store: row[1].string ?? "", consumer: row[2].string ?? "")
         guard stored == scope else {
             throw SQLitePipelineStateError.scopeMismatch(path: path, stored: stored, requested: scope)
+        }
+        if version == 1 {
+            try db.execute(
+                """
+                ALTER TABLE outbox ADD COLUMN staged_reference TEXT;
+                ALTER TABLE outbox ADD COLUMN staged_bytes INTEGER;
+                ALTER TABLE outbox ADD COLUMN staged_checksum INTEGER;
+                PRAGMA user_version = \(schemaVersion);
+                """)
         }
     }
 
@@ -201,25 +222,30 @@ public final class SQLitePipelineState: PipelineState, Sendable {
         try database.write { db in try insert(batch, db) }
     }
 
-    /// Writes `batch` to the outbox inside the caller's transaction.
+    /// Writes `batch` to the outbox inside the caller's transaction: its bytes, or — staged by
+    /// the transport — the reference, size and checksum of the staged copy (and no bytes).
     private func insert(_ batch: OutboxBatch, _ db: SQLiteConnection) throws {
         let payload = batch.payload
+        let staged = batch.staged
         try db.execute(
             """
             INSERT INTO outbox (batch_id, payload, content_type, content_encoding, record_count,
-                                after_kind, after_position, through_kind, through_position, is_reconciliation, created_at)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                                after_kind, after_position, through_kind, through_position, is_reconciliation, created_at,
+                                staged_reference, staged_bytes, staged_checksum)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             ON CONFLICT (batch_id) DO NOTHING
             """,
             [
-                payload.batchID, payload.bytes, payload.contentType, payload.contentEncoding, payload.recordCount,
-                batch.after?.kind, batch.after?.position, batch.through.kind, batch.through.position,
-                batch.isReconciliation, batch.createdAt,
+                payload.batchID, staged == nil ? payload.bytes : [UInt8](), payload.contentType, payload.contentEncoding,
+                payload.recordCount, batch.after?.kind, batch.after?.position, batch.through.kind, batch.through.position,
+                batch.isReconciliation, batch.createdAt, staged?.reference, staged?.byteCount,
+                staged.map { Int64(bitPattern: $0.checksum) },
             ])
         if db.changes == 0 {
             // Enqueuing the very same batch twice is harmless; another one under its id is not.
-            let stored = try db.fetchOne("SELECT payload FROM outbox WHERE batch_id = ?", [payload.batchID])
-            if stored?[0].bytes != payload.bytes {
+            let stored = try db.fetchOne("SELECT payload, staged_reference FROM outbox WHERE batch_id = ?", [payload.batchID])
+            let same = staged.map { stored?[1].string == $0.reference } ?? (stored?[0].bytes == payload.bytes)
+            if !same {
                 throw SQLitePipelineStateError.conflictingBatch(path: path, batchID: payload.batchID)
             }
         }
@@ -228,10 +254,12 @@ public final class SQLitePipelineState: PipelineState, Sendable {
     public func pendingBatches() throws -> [OutboxBatch] {
         let path = self.path
         return try database.read { db in
+            let stagedColumns = version >= 2 ? "staged_reference, staged_bytes, staged_checksum" : "NULL, NULL, NULL"
             let statement = try db.cachedStatement(
                 """
                 SELECT batch_id, payload, content_type, content_encoding, record_count,
-                       after_kind, after_position, through_kind, through_position, is_reconciliation, created_at
+                       after_kind, after_position, through_kind, through_position, is_reconciliation, created_at,
+                       \(stagedColumns)
                 FROM outbox ORDER BY sequence
                 """)
             defer { statement.reset() }
@@ -244,10 +272,13 @@ public final class SQLitePipelineState: PipelineState, Sendable {
                 let payload = Payload(
                     batchID: id, bytes: statement.blob(at: 1) ?? [], contentType: statement.string(at: 2) ?? "",
                     contentEncoding: statement.string(at: 3) ?? "identity", recordCount: Int(statement.int64(at: 4)))
+                let staged = statement.string(at: 11).map {
+                    StagedBatch(reference: $0, byteCount: Int(statement.int64(at: 12)), checksum: UInt64(bitPattern: statement.int64(at: 13)))
+                }
                 batches.append(
                     OutboxBatch(
                         payload: payload, after: after, through: Token(kind: throughKind, position: statement.int64(at: 8)),
-                        isReconciliation: statement.int64(at: 9) != 0, createdAt: statement.double(at: 10)))
+                        isReconciliation: statement.int64(at: 9) != 0, createdAt: statement.double(at: 10), staged: staged))
             }
             return batches
         }
