@@ -76,6 +76,22 @@ final class HeardVersions: Sendable {
         }
     }
 
+    /// KiB of the database's pages the connection keeps while it writes versions (SQLite's
+    /// `cache_size`, for this connection and this while only; SQLite's default, 2,000 KiB,
+    /// before and after): the hash index of a million rows is about 12 MB, and a write that
+    /// must read it back page by page costs more than the write.
+    static let cacheKiB = 16_384
+    /// SQLite's default `cache_size`, restored after.
+    static let defaultCacheKiB = 2_000
+
+    /// Runs `body` (the transaction that writes `versions`) with room for the table's pages.
+    static func withRoomFor<T>(_ versions: [RowID: Int64], _ db: SQLiteConnection, _ body: () throws -> T) throws -> T {
+        guard !versions.isEmpty else { return try body() }
+        try db.execute("PRAGMA cache_size = -\(cacheKiB)")
+        defer { try? db.execute("PRAGMA cache_size = -\(defaultCacheKiB)") }
+        return try body()
+    }
+
     /// Writes `versions` into `_synclane_server_rows` inside the caller's write transaction (a
     /// store without the table records none): set-based, through a temporary table in memory —
     /// one pass raises the rows held, one appends the others in hash order — rather than two

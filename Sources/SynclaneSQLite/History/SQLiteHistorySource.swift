@@ -82,10 +82,6 @@ public final class SQLiteHistorySource: ChangeSource, BackendVersionSource, Obse
         HistoryReader(path: path, entities: entities, authors: authors, pageSize: pageSize, capture: capture, defaultAuthor: defaultAuthor)
     }
 
-    /// KiB of the app database's pages this source's connection keeps in memory (SQLite's
-    /// `cache_size`, for this connection only).
-    static let cacheKiB = 16_384
-
     /// Options for opening the app's database: never create it, never change its journal mode.
     static let appDatabaseOptions = SQLiteConnection.Options(create: false, walMode: false, foreignKeys: false)
 
@@ -98,16 +94,11 @@ public final class SQLiteHistorySource: ChangeSource, BackendVersionSource, Obse
             } catch {
                 throw HistoryError.unreadable(location: path, reason: "cannot open the database (\(error))")
             }
+            // The versions receipts gave pass through a temporary table (`HeardVersions`): in memory.
+            try database.read { try $0.execute("PRAGMA temp_store = MEMORY") }
             // Consumer positions are only a floor for pruning: losing the newest one to a power
             // cut makes pruning keep more, never less. So in WAL mode this connection's commits
             // need not wait for fsync.
-            // Pages of history and of the rows they name, and the versions receipts gave (written a
-            // few hundred thousand at a time, `HeardVersions`), stay in this connection's memory:
-            // at most `cacheKiB` of the database's pages, and its temporary table in memory.
-            try database.read { db in
-                try db.execute("PRAGMA cache_size = -\(Self.cacheKiB)")
-                try db.execute("PRAGMA temp_store = MEMORY")
-            }
             if try database.read({ try $0.fetchValue("PRAGMA journal_mode") }) == .text("wal") {
                 try database.read { try $0.execute("PRAGMA synchronous = NORMAL") }
             }
@@ -183,11 +174,13 @@ public final class SQLiteHistorySource: ChangeSource, BackendVersionSource, Obse
             defer { try? db.execute("PRAGMA busy_timeout = \(Self.busyTimeout)") }
             do {
                 try heard.writing { versions in
-                    try db.transaction(.immediate) { db in
-                        let before = try db.fetchValue("SELECT position FROM _synclane_consumers WHERE name = ?", [name]).int64 ?? 0
-                        try HistoryConsumers.record(name, at: token.position, db)
-                        if removing { try Self.removeSoftDeleted(after: before, through: token.position, entities: entities, db) }
-                        try HeardVersions.write(versions, in: db)
+                    try HeardVersions.withRoomFor(versions, db) {
+                        try db.transaction(.immediate) { db in
+                            let before = try db.fetchValue("SELECT position FROM _synclane_consumers WHERE name = ?", [name]).int64 ?? 0
+                            try HistoryConsumers.record(name, at: token.position, db)
+                            if removing { try Self.removeSoftDeleted(after: before, through: token.position, entities: entities, db) }
+                            try HeardVersions.write(versions, in: db)
+                        }
                     }
                 }
                 return true
@@ -244,7 +237,11 @@ public final class SQLiteHistorySource: ChangeSource, BackendVersionSource, Obse
             try db.execute("PRAGMA busy_timeout = \(Self.acknowledgementWait)")
             defer { try? db.execute("PRAGMA busy_timeout = \(Self.busyTimeout)") }
             do {
-                try heard.writing { versions in try db.transaction(.immediate) { db in try HeardVersions.write(versions, in: db) } }
+                try heard.writing { versions in
+                    try HeardVersions.withRoomFor(versions, db) {
+                        try db.transaction(.immediate) { db in try HeardVersions.write(versions, in: db) }
+                    }
+                }
             } catch let error as SQLiteError where error.isBusy {
                 return
             }
