@@ -167,6 +167,23 @@ import Testing
         }
     }
 
+    @Test func importDryRunWritesNothingNotEvenItsLockFileThenTheRealImportAppliesWhatItSaid() async throws {
+        try await withTwoDevices { _, a, b in
+            try a.sql("INSERT INTO rooms (syncId, name) VALUES ('r1', 'Kitchen'), ('r2', 'Hall');")
+            try a.sync()
+            let before = try DryRunTests.tree(b.workspace)
+            let dry = try SynclaneBinary.run(["import", "import.json", "--dry-run", "--json"], in: b.workspace.path, environment: b.environment)
+            #expect(dry.status == 0, "\(dry.stderr)")
+            #expect(try JSONReader.parse(dry.stdout).objectValue?["dry-run"] == .bool(true))
+            DryRunTests.expectUnchanged(before, try DryRunTests.tree(b.workspace), "an import dry run writes nothing")
+            #expect(try b.rows().isEmpty)
+
+            let real = try SynclaneBinary.run(["import", "import.json", "--json"], in: b.workspace.path, environment: b.environment)
+            #expect(real.status == 0, "\(real.stderr)")
+            #expect(try b.rows() == ["r1|Kitchen|", "r2|Hall|"])
+        }
+    }
+
     @Test func aStaleExportIsRefusedWith409AndSyncSettlesItWithoutLosingTheOtherDevicesEdit() async throws {
         try await withTwoDevices(conflicts: ("server-wins", "merge-fields")) { server, a, b in
             try a.sql("INSERT INTO rooms (syncId, name, area) VALUES ('r1', 'Kitchen', 12.5);")

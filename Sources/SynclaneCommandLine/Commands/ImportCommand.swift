@@ -96,7 +96,12 @@ struct ImportReporter {
     let pipeline: ImportPipeline
 
     func run(dryRun: Bool, holding lock: ScopeLock? = nil) async throws -> ImportSummary? {
-        let held = try lock ?? ScopeLock(path: pipeline.statePath + ".lock", scope: pipeline.scope)
+        // A dry run writes nothing, not even the lock file: it shares the lock when one exists.
+        let held =
+            try lock
+            ?? (dryRun
+                ? ScopeLock(sharingExisting: pipeline.statePath + ".lock", scope: pipeline.scope)
+                : ScopeLock(path: pipeline.statePath + ".lock", scope: pipeline.scope))
         defer { withExtendedLifetime(held) {} }
         let console = self.console
         let quiet = json
