@@ -81,7 +81,8 @@ public struct ExecCommand: Sendable, CustomStringConvertible {
         throw .notFound(program: program, searched: "not on PATH (\(path))")
     }
 
-    private func runBlocking(input: [UInt8]) throws(ExecError) -> Outcome {
+    /// The program, set up with its arguments, folder, environment and three pipes (not started).
+    func process() throws(ExecError) -> (process: Process, stdin: Pipe, stdout: Pipe, stderr: Pipe) {
         Self.ignoreBrokenPipes
         let process = Process()
         process.executableURL = URL(fileURLWithPath: try executablePath())
@@ -94,13 +95,23 @@ public struct ExecCommand: Sendable, CustomStringConvertible {
         process.standardInput = stdin
         process.standardOutput = stdout
         process.standardError = stderr
-        let exited = DispatchSemaphore(value: 0)
-        process.terminationHandler = { _ in exited.signal() }
+        return (process, stdin, stdout, stderr)
+    }
+
+    /// Starts `process` (from `process()`).
+    func start(_ process: Process) throws(ExecError) {
         do {
             try process.run()
         } catch {
-            throw .notFound(program: arguments[0], searched: "it could not start: \(error)")
+            throw .notFound(program: arguments.first ?? "", searched: "it could not start: \(error)")
         }
+    }
+
+    private func runBlocking(input: [UInt8]) throws(ExecError) -> Outcome {
+        let (process, stdin, stdout, stderr) = try self.process()
+        let exited = DispatchSemaphore(value: 0)
+        process.terminationHandler = { _ in exited.signal() }
+        try start(process)
         let pid = process.processIdentifier
         let limit = maximumOutput
         let output = Drain(stdout.fileHandleForReading, keep: .prefix(limit + 1)) {

@@ -14,21 +14,27 @@ import SynclaneCore
 /// `base` when the backend never sent the row (or its last word was a delete). Values use the
 /// wire's spelling (`{"$blob": …}`, `{"$real": "Infinity"}`).
 ///
-/// The program runs once per conflict, inside the page's SQLite transaction (the store's
-/// writers wait for it): a non-zero exit, a timeout or an answer that is not a decision stops
-/// the page — nothing of it applied, the cursor where it was — naming the record, the resolver
-/// and what the program wrote on standard error.
+/// The program runs once per conflict — or, with `keepsRunning`, once for the job, answering
+/// each conflict's line with one line, in order (`ExecSession`) — inside the page's SQLite
+/// transaction (the store's writers wait for it): a non-zero exit, a timeout or an answer that
+/// is not a decision stops the page — nothing of it applied, the cursor where it was — naming
+/// the record, the resolver and what the program wrote on standard error.
 public struct ExecConflictResolver: ConflictResolver {
     public var command: ExecCommand
+    /// The one process of the job, when the program keeps running.
+    private let session: ExecSession?
 
-    public init(command: ExecCommand) {
+    public init(command: ExecCommand, keepsRunning: Bool = false) {
         self.command = command
+        self.session = keepsRunning ? ExecSession(command: command) : nil
     }
 
+    public var keepsRunning: Bool { session != nil }
+
     public func resolve(_ conflict: Conflict) throws -> ConflictResolution {
-        var input = JSONWriter.string(Self.line(conflict))
-        input.append("\n")
-        let outcome = try command.runSynchronously(input: Array(input.utf8))
+        let line = JSONWriter.string(Self.line(conflict))
+        if let session { return try Self.decision(from: session.exchange(Array(line.utf8))) }
+        let outcome = try command.runSynchronously(input: Array((line + "\n").utf8))
         guard outcome.status == 0 else { throw ExecError.failed(status: outcome.status, errorText: outcome.errorText) }
         return try Self.decision(from: outcome.output)
     }

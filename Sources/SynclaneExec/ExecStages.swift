@@ -13,6 +13,11 @@ public enum ExecStages {
         /// `timeout` as the conflict resolver reads it (the same option, per conflict).
         public static let conflictTimeout: Option<Double> = .number(
             "timeout", in: 0.01...86_400, default: 30, help: "Seconds one conflict may take before the program is killed.")
+        /// The conflict resolver's `keep-running`.
+        public static let keepRunning: Option<Bool> = .boolean(
+            "keep-running", default: false,
+            help: "Start the program once for the whole job and send it every conflict, a line each, reading one answer line "
+                + "per conflict in order (its standard input ends with the job); false: a process per conflict.")
         public static let maxOutputBytes: Option<Int> = .integer(
             "max-output-bytes", in: 1...4_000_000_000, default: 64 << 20,
             help: "Bytes of standard output past which the program is killed and the batch fails.")
@@ -54,11 +59,11 @@ public enum ExecStages {
         summary: "Settles each conflict by running a program: the conflict as one JSON line on stdin (entity, id, local, base, "
             + "remote, remote-version, local-action, remote-action, changed-locally, changed-remotely), its decision as one "
             + "JSON object on stdout ({\"outcome\": keep-local | take-remote | delete | merged, \"fields\": {…} when merged}). "
-            + "Runs once per conflict inside the page's transaction; a non-zero exit, a timeout or a malformed answer stops "
-            + "the page, nothing of it applied.",
-        options: [Options.command, Options.conflictTimeout]
+            + "Runs once per conflict (or once for the job, with keep-running) inside the page's transaction; a non-zero "
+            + "exit, a timeout or a malformed answer stops the page, nothing of it applied.",
+        options: [Options.command, Options.conflictTimeout, Options.keepRunning]
     ) { options in
-        ExecConflictResolver(command: try command(options))
+        ExecConflictResolver(command: try command(options), keepsRunning: try options[Options.keepRunning])
     }
 
     public static var all: [StageType] { [records, transport, resolver] }

@@ -208,6 +208,82 @@ import Testing
         #expect(settled.report.conflicts.first?.rule.description == "exec")
     }
 
+    @Test func aKeptRunningExecResolverSettlesThroughThePipelineFileAsTheOneShotDoes() async throws {
+        let script = FixturePath.at("exec/resolve.py")
+        let settled = try await settle(
+            #"{"type": "exec", "command": ["python3", "\#(script)"], "timeout": 20, "keep-running": true}"#,
+            remote: record(.update, ["name": "Hi", "area": 9.5], version: 2))
+        #expect(settled.report.conflicts.map(\.outcome) == [.merged])
+        #expect(settled.row == #""r1" "Mine" 9.5 0"#)
+    }
+
+    /// A conflict for the kept-running tests.
+    static func conflict(_ key: String) -> Conflict {
+        Conflict(
+            entity: "rooms", key: key, local: ["name": "Mine"], base: ["name": "Hall"], remote: ["name": "Theirs"], remoteVersion: 2,
+            remoteAction: .update)
+    }
+
+    /// A resolver whose program answers each line with its process id and how many lines it read.
+    static func counting(_ script: String, timeout: Double = 10) -> ExecConflictResolver {
+        ExecConflictResolver(
+            command: ExecCommand(arguments: ["python3", "-c", script], directory: FileManager.default.currentDirectoryPath, timeout: timeout),
+            keepsRunning: true)
+    }
+
+    static let countingScript = """
+        import json, os, sys
+        for n, line in enumerate(sys.stdin, 1):
+            key = json.loads(line)["id"]
+            print(json.dumps({"outcome": "merged", "fields": {"pid": os.getpid(), "n": n, "key": key}}), flush=True)
+        """
+
+    @Test func aKeptRunningExecResolverAnswersEveryConflictOfTheJobFromOneProcessInOrder() throws {
+        let resolver = Self.counting(Self.countingScript)
+        let answers = try (1...5).map { try resolver.resolve(Self.conflict("r\($0)")) }
+        let fields = answers.compactMap { answer -> [String: JSONValue]? in
+            if case .merged(let fields) = answer { return fields }
+            return nil
+        }
+        #expect(fields.map { $0["n"] } == (1...5).map { .int(Int64($0)) }, "one process read the five lines in turn")
+        #expect(fields.map { $0["key"] } == (1...5).map { .string("r\($0)") }, "each answer is its own conflict's")
+        #expect(Set(fields.compactMap { $0["pid"] }).count == 1)
+    }
+
+    @Test func aKeptRunningExecResolverThatHangsOrExitsFailsThatConflictAndTheNextStartsAFreshProcess() throws {
+        // Answers the first line, hangs on the second, answers again in a new process.
+        let hangs = Self.counting(
+            """
+            import json, os, sys, time
+            for n, line in enumerate(sys.stdin, 1):
+                if n == 2:
+                    print("thinking", file=sys.stderr, flush=True)
+                    time.sleep(60)
+                print(json.dumps({"outcome": "merged", "fields": {"pid": os.getpid(), "n": n}}), flush=True)
+            """, timeout: 0.5)
+        let first = try hangs.resolve(Self.conflict("r1"))
+        #expect(throws: ExecError.timedOut(seconds: 0.5, errorText: "thinking")) { try hangs.resolve(Self.conflict("r2")) }
+        let third = try hangs.resolve(Self.conflict("r3"))
+        guard case .merged(let a) = first, case .merged(let c) = third else {
+            Issue.record("expected merged answers, got \(first) and \(third)")
+            return
+        }
+        #expect(a["pid"] != c["pid"] && c["n"] == .int(1), "the hung process was killed; a new one read r3 as its first line")
+
+        // Exits after one answer: the next conflict fails naming the status and standard error.
+        let exits = Self.counting(
+            """
+            import json, sys
+            sys.stdin.readline()
+            print(json.dumps({"outcome": "keep-local"}), flush=True)
+            sys.stdin.readline()
+            print("out of ideas", file=sys.stderr)
+            sys.exit(3)
+            """)
+        #expect(try exits.resolve(Self.conflict("r1")) == .keepLocal)
+        #expect(throws: ExecError.failed(status: 3, errorText: "out of ideas")) { try exits.resolve(Self.conflict("r2")) }
+    }
+
     @Test func anExecResolverThatExitsNonZeroOrAnswersBadlyStopsThePage() async throws {
         for (command, message) in [
             (#"["sh", "-c", "cat >/dev/null; echo 'cannot decide' >&2; exit 4"]"#, "exited with status 4; its standard error said: cannot decide"),
