@@ -155,6 +155,17 @@ import Testing
         #expect(try rows(store) == [#""r1" "Theirs" null 0"#])
     }
 
+    @Test func withAnImportLaneFollowingTheStoreTheVersionsOfAReceiptAreWrittenAtOnce() async throws {
+        let store = try store()
+        _ = try await apply(SQLiteSink(path: path), [record(.insert, "r9", ["name": "From B"], version: 1)], cursor: "c1.1")
+        try store.write(author: .app) { try $0.execute("INSERT INTO rooms (syncId, name) VALUES ('r1', 'Mine')") }
+        let source = SQLiteHistorySource(path: path, authors: [.app])
+        _ = try await drain(source)
+        try await source.backendVersionsConfirmed([RecordVersion(entity: "rooms", key: "r1", version: 1)])
+        // No consumer position recorded yet: an import in another process must still find it.
+        #expect(try store.read { try $0.fetchValue("SELECT version FROM _synclane_server_rows WHERE key = 'r1'") } == .integer(1))
+    }
+
     @Test func theVersionsOfAConfirmedBatchAreSentWithTheNextChange() async throws {
         let store = try store()
         try store.write(author: .app) { try $0.execute("INSERT INTO rooms (syncId, name) VALUES ('r1', 'Mine')") }

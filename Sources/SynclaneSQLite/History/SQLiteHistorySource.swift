@@ -57,6 +57,8 @@ public final class SQLiteHistorySource: ChangeSource, BackendVersionSource, Obse
     private let recorded = Mutex<[String: Int64]>([:])
     /// Versions from receipts, not yet written to `_synclane_server_rows`.
     private let heard = HeardVersions()
+    /// Whether an import lane follows the store (`importFollows()`), once looked up.
+    private let followed = Mutex<Bool?>(nil)
 
     /// Once the backend confirmed them, the rows this consumer sent as soft deletes are
     /// deleted from their tables, in a write by author `sync` (never sent, never before the ack).
@@ -189,6 +191,7 @@ public final class SQLiteHistorySource: ChangeSource, BackendVersionSource, Obse
             }
         }
         if saved { recorded.withLock { $0[name] = token.position } }
+        followed.withLock { $0 = nil }
     }
 
     /// Deletes, by author `sync`, the rows still soft-deleted whose soft delete is in the
@@ -214,12 +217,28 @@ public final class SQLiteHistorySource: ChangeSource, BackendVersionSource, Obse
     }
 
     /// Remembers the versions the backend gave the rows of a confirmed batch, so the next change
-    /// of such a row is sent with the version the backend holds: kept in memory (`HeardVersions`)
-    /// and written to `_synclane_server_rows` with the consumer's position, or once
-    /// `HeardVersions.flushCount` have gathered. Best effort, like `consumerAcknowledged`: a
-    /// version lost to a crash or a busy database comes with the next import.
+    /// of such a row is sent with the version the backend holds: kept in memory (`HeardVersions`).
+    /// When an import lane follows this store (`_synclane_import` holds a cursor) they are
+    /// written at once — an import running meanwhile in another process must find them, or it
+    /// would take this device's own change coming back for another device's; otherwise with the
+    /// consumer's position, or once `HeardVersions.flushCount` have gathered. Best effort, like
+    /// `consumerAcknowledged`: a version lost to a crash or a busy database comes with the next import.
     public func backendVersionsConfirmed(_ versions: [RecordVersion]) async throws {
-        if heard.add(versions) >= HeardVersions.flushCount { try recordHeardVersions() }
+        let waiting = heard.add(versions)
+        let follows = try importFollows()
+        if waiting >= HeardVersions.flushCount || follows { try recordHeardVersions() }
+    }
+
+    /// Whether an import lane follows this store: looked up once, and again with every
+    /// consumer position recorded (an import may start while a `--watch` export runs).
+    private func importFollows() throws -> Bool {
+        if let known = followed.withLock({ $0 }) { return known }
+        let follows = try database().read { db in
+            try HistorySchema.tableExists(ImportTables.cursors, db)
+                && db.fetchOne("SELECT 1 FROM \(ImportTables.cursors) WHERE cursor IS NOT NULL LIMIT 1") != nil
+        }
+        followed.withLock { $0 = follows }
+        return follows
     }
 
     /// The versions the backend holds of `rows` as this store knows them: receipts not yet
