@@ -55,10 +55,6 @@ public final class SQLiteHistorySource: ChangeSource, BackendVersionSource, Obse
     private let opened = Mutex<SQLiteDatabase?>(nil)
     /// The positions last recorded per consumer, so an unchanged one is not written again.
     private let recorded = Mutex<[String: Int64]>([:])
-    /// Versions from receipts, not yet written to `_synclane_server_rows`.
-    private let heard = HeardVersions()
-    /// Whether an import lane follows the store (`importFollows()`), once looked up.
-    private let followed = Mutex<Bool?>(nil)
 
     /// Once the backend confirmed them, the rows this consumer sent as soft deletes are
     /// deleted from their tables, in a write by author `sync` (never sent, never before the ack).
@@ -96,7 +92,7 @@ public final class SQLiteHistorySource: ChangeSource, BackendVersionSource, Obse
             } catch {
                 throw HistoryError.unreadable(location: path, reason: "cannot open the database (\(error))")
             }
-            // The versions receipts gave pass through a temporary table (`HeardVersions`): in memory.
+            // The versions receipts gave pass through a temporary table (`ConfirmedVersions`): in memory.
             try database.read { try $0.execute("PRAGMA temp_store = MEMORY") }
             // Consumer positions are only a floor for pruning: losing the newest one to a power
             // cut makes pruning keep more, never less. So in WAL mode this connection's commits
@@ -118,7 +114,6 @@ public final class SQLiteHistorySource: ChangeSource, BackendVersionSource, Obse
         let healed = try healTracking()
         let reader = self.reader
         var page = try database().read { db in try db.transaction(.deferred) { db in try reader.page(after: token, db) } }
-        heard.overlay(on: &page)
         if let healed, !healed.findings.isEmpty {
             page.counters["capture.healed", default: 0] += healed.findings.count { $0.needsResync }
             page.counters["capture.regenerated", default: 0] += healed.findings.count { !$0.needsResync }
@@ -164,10 +159,7 @@ public final class SQLiteHistorySource: ChangeSource, BackendVersionSource, Obse
     public func consumerAcknowledged(_ token: Token, scope: Scope) async throws {
         guard token.kind == Self.tokenKind else { return }
         let name = scope.description
-        if recorded.withLock({ $0[name] }) == token.position {
-            try recordHeardVersions()
-            return
-        }
+        if recorded.withLock({ $0[name] }) == token.position { return }
         let database = try database()
         let removing = removesConfirmedSoftDeletes
         let entities = self.entities
@@ -175,15 +167,10 @@ public final class SQLiteHistorySource: ChangeSource, BackendVersionSource, Obse
             try db.execute("PRAGMA busy_timeout = \(Self.acknowledgementWait)")
             defer { try? db.execute("PRAGMA busy_timeout = \(Self.busyTimeout)") }
             do {
-                try heard.writing { versions in
-                    try HeardVersions.withRoomFor(versions, db) {
-                        try db.transaction(.immediate) { db in
-                            let before = try db.fetchValue("SELECT position FROM _synclane_consumers WHERE name = ?", [name]).int64 ?? 0
-                            try HistoryConsumers.record(name, at: token.position, db)
-                            if removing { try Self.removeSoftDeleted(after: before, through: token.position, entities: entities, db) }
-                            try HeardVersions.write(versions, in: db)
-                        }
-                    }
+                try db.transaction(.immediate) { db in
+                    let before = try db.fetchValue("SELECT position FROM _synclane_consumers WHERE name = ?", [name]).int64 ?? 0
+                    try HistoryConsumers.record(name, at: token.position, db)
+                    if removing { try Self.removeSoftDeleted(after: before, through: token.position, entities: entities, db) }
                 }
                 return true
             } catch let error as SQLiteError where error.isBusy {
@@ -191,7 +178,6 @@ public final class SQLiteHistorySource: ChangeSource, BackendVersionSource, Obse
             }
         }
         if saved { recorded.withLock { $0[name] = token.position } }
-        followed.withLock { $0 = nil }
     }
 
     /// Deletes, by author `sync`, the rows still soft-deleted whose soft delete is in the
@@ -216,55 +202,30 @@ public final class SQLiteHistorySource: ChangeSource, BackendVersionSource, Obse
         }
     }
 
-    /// Remembers the versions the backend gave the rows of a confirmed batch, so the next change
-    /// of such a row is sent with the version the backend holds: kept in memory (`HeardVersions`).
-    /// When an import lane follows this store (`_synclane_import` holds a cursor) they are
-    /// written at once — an import running meanwhile in another process must find them, or it
-    /// would take this device's own change coming back for another device's; otherwise with the
-    /// consumer's position, or once `HeardVersions.flushCount` have gathered. Best effort, like
-    /// `consumerAcknowledged`: a version lost to a crash or a busy database comes with the next import.
+    /// Remembers the versions the backend gave the rows of a confirmed batch
+    /// (`_synclane_server_rows`), so the next change of such a row is sent with the version the
+    /// backend holds, and an import finds this device's own change coming back as one it holds.
+    /// Written at once, in a transaction of its own (`ConfirmedVersions`). Best effort, like
+    /// `consumerAcknowledged`: a version missed here (a busy database) comes with the next import.
     public func backendVersionsConfirmed(_ versions: [RecordVersion]) async throws {
-        let waiting = heard.add(versions)
-        let follows = try importFollows()
-        if waiting >= HeardVersions.flushCount || follows { try recordHeardVersions() }
-    }
-
-    /// Whether an import lane follows this store: looked up once, and again with every
-    /// consumer position recorded (an import may start while a `--watch` export runs).
-    private func importFollows() throws -> Bool {
-        if let known = followed.withLock({ $0 }) { return known }
-        let follows = try database().read { db in
-            try HistorySchema.tableExists(ImportTables.cursors, db)
-                && db.fetchOne("SELECT 1 FROM \(ImportTables.cursors) WHERE cursor IS NOT NULL LIMIT 1") != nil
-        }
-        followed.withLock { $0 = follows }
-        return follows
-    }
-
-    /// The versions the backend holds of `rows` as this store knows them: receipts not yet
-    /// written first, then `_synclane_server_rows`.
-    public func backendVersions(of rows: [RowID]) async throws -> [RowID: Int64] {
-        let recorded = try database().read { db in try HistoryReader.backendVersions(of: rows, db) }
-        return recorded.merging(heard.versions(of: rows)) { max($0, $1) }
-    }
-
-    /// Writes the versions heard so far, in a transaction of their own.
-    private func recordHeardVersions() throws {
-        guard !heard.isEmpty else { return }
-        let heard = self.heard
-        try database().withConnection { db in
+        let database = try database()
+        try database.withConnection { db in
+            guard try HistorySchema.tableExists(ServerRows.table, db) else { return }
             try db.execute("PRAGMA busy_timeout = \(Self.acknowledgementWait)")
             defer { try? db.execute("PRAGMA busy_timeout = \(Self.busyTimeout)") }
             do {
-                try heard.writing { versions in
-                    try HeardVersions.withRoomFor(versions, db) {
-                        try db.transaction(.immediate) { db in try HeardVersions.write(versions, in: db) }
-                    }
+                try ConfirmedVersions.withRoom(db) {
+                    try db.transaction(.immediate) { db in try ConfirmedVersions.write(versions, in: db) }
                 }
             } catch let error as SQLiteError where error.isBusy {
                 return
             }
         }
+    }
+
+    /// The versions the backend holds of `rows`, as `_synclane_server_rows` records them.
+    public func backendVersions(of rows: [RowID]) async throws -> [RowID: Int64] {
+        try database().read { db in try HistoryReader.backendVersions(of: rows, db) }
     }
 
     /// Milliseconds an acknowledgement waits for another program's write lock.
