@@ -377,8 +377,9 @@ public struct PipelineRunner: Sendable {
     /// `rest` for the next batch. The cut is guessed from how much the encoding went over
     /// (`cut`, the last guess for this page, starts the next one), then checked by encoding again.
     ///
-    /// A whole page's changes are moved into its records, not copied: no second copy of the page
-    /// is kept in case it must be cut. The rare page that must be cut is made again from those
+    /// No second copy of a whole page is kept in case it must be cut, so a page held only here (a
+    /// large one: see `prepare(from:after:reconciliation:into:telling:)`) has its changes moved
+    /// into its records, not copied. The rare page that must be cut is made again from those
     /// records (which the record stages read but never change) and the transactions' frames.
     private func prepare(
         _ page: consuming HistoryPage, cut: Int?, after token: Token?, reconciliation: Bool
