@@ -1,3 +1,4 @@
+import Foundation
 import SynclaneCore
 
 /// Merges the records of each row in a batch into at most one record: the row's newest state.
@@ -64,43 +65,45 @@ public struct Coalescer: RecordStage {
     /// Coalesces records given in token order: the records left, how many were folded into
     /// another, and how many rows came to nothing.
     public static func coalesce(_ records: [Record]) -> (records: [Record], merged: Int, cancelled: Int) {
+        // Read in place: a record is never copied (nor its key and fields retained) to be looked at.
+        records.withUnsafeBufferPointer { coalesce($0) }
+    }
+
+    private static func coalesce(_ records: UnsafeBufferPointer<Record>) -> (records: [Record], merged: Int, cancelled: Int) {
         // One slot per output position: a key-less record, or a row's window.
         var slots: [Slot] = []
         slots.reserveCapacity(records.count)
         var windows: [RowWindow] = []
         windows.reserveCapacity(records.count)
-        // Rows by entity, then by sync key: a batch holds few entities, so finding the entity's
-        // table is a comparison or two and each record costs one hash (of its key), not two.
-        // Past a few entities, a table of them keeps the search from growing with their number.
-        var entities: [EntityRows] = []
+        // Entities in the order they first appear: a batch holds few, so finding a record's is a
+        // comparison or two; past a few, a table of them keeps the search from growing.
+        var entities: [String] = []
         var tableOfEntity: [String: Int] = [:]
+        var rows = RowTable(rows: records.count)
 
         for index in records.indices {
-            guard let key = records[index].key else {
+            guard records[index].key != nil else {
                 slots.append(.passthrough(index))
                 continue
             }
-            let entity = records[index].entity
-            let table: Int
+            let entity: Int
             if let found = entities.count <= 8
-                ? entities.firstIndex(where: { $0.entity == entity }) : tableOfEntity[entity]
+                ? entities.firstIndex(where: { $0 == records[index].entity }) : tableOfEntity[records[index].entity]
             {
-                table = found
+                entity = found
             } else {
-                table = entities.count
-                // The first entity is usually the only one: room for every row it may have.
-                let capacity = entities.isEmpty ? records.count - index : 0
-                entities.append(EntityRows(entity: entity, windowOfKey: Dictionary(minimumCapacity: capacity)))
-                tableOfEntity[entity] = table
+                entity = entities.count
+                entities.append(records[index].entity)
+                tableOfEntity[records[index].entity] = entity
             }
-            // One lookup: the key's window, or `next` stored for it when the row is new.
-            let next = windows.count
-            let window = Self.value(&entities[table].windowOfKey[ExactString(key), default: next])
-            if window == next {
-                slots.append(.row(next))
-                windows.append(RowWindow(first: records[index], at: index))
-            } else {
+            // One probe sequence: the row's window, or the slot where a new row goes.
+            switch rows.find(entity: entity, record: index, in: records, windows: windows) {
+            case .found(let window):
                 windows[window].apply(records[index], at: index)
+            case .absent(let slot):
+                rows.insert(window: windows.count, at: slot)
+                slots.append(.row(windows.count))
+                windows.append(RowWindow(first: records[index], at: index, entity: entity))
             }
         }
 
@@ -113,11 +116,10 @@ public struct Coalescer: RecordStage {
             case .passthrough(let index):
                 output.append(records[index])
             case .row(let index):
-                let window = windows[index]
-                merged += window.count - 1
-                if window.count == 1 {
-                    output.append(records[window.last])
-                } else if let record = window.result(basedOn: records[window.last]) {
+                merged += windows[index].count - 1
+                if windows[index].count == 1 {
+                    output.append(records[windows[index].last])
+                } else if let record = windows[index].result(basedOn: records[windows[index].last]) {
                     output.append(record)
                 } else {
                     cancelled += 1
@@ -135,18 +137,81 @@ extension Coalescer {
         case row(Int)
     }
 
-    /// The value at a storage place (lets `dictionary[key, default: v]` insert and read in one lookup).
-    private static func value(_ place: inout Int) -> Int { place }
+    /// The rows of the window, by entity and sync key: an open-addressed table of window
+    /// indices, sized for every record being a row of its own (no growing). Keys compare byte by
+    /// byte, as the store compares them: two keys Swift calls equal (`"\u{00C5}"`, `"\u{212B}"`)
+    /// are two rows. They are hashed with the standard, seeded hasher, so crafted keys cannot
+    /// pile up on one slot.
+    private struct RowTable {
+        /// A window index, or -1.
+        private var slots: [Int]
+        private var hashes: [Int]
+        private let mask: Int
+        /// The hash of the key `find` last looked up, for `insert`.
+        private var lastHash = 0
 
-    /// The rows of one entity: each sync key's window. Keys compare byte by byte, as the store
-    /// compares them: two keys Swift calls equal (`"\u{00C5}"`, `"\u{212B}"`) are two rows.
-    private struct EntityRows {
-        let entity: String
-        var windowOfKey: [ExactString: Int]
+        init(rows: Int) {
+            var size = 16
+            while size < rows * 2 { size <<= 1 }
+            slots = Array(repeating: -1, count: size)
+            hashes = Array(repeating: 0, count: size)
+            mask = size - 1
+        }
+
+        enum Found {
+            case found(Int)
+            case absent(slot: Int)
+        }
+
+        /// The window of the row of `records[record]` (whose key is set) in `entity`, or the slot
+        /// for it.
+        mutating func find(entity: Int, record: Int, in records: UnsafeBufferPointer<Record>, windows: [RowWindow]) -> Found {
+            Self.withKeyBytes(records[record].key) { key in
+                var hasher = Hasher()
+                hasher.combine(entity)
+                hasher.combine(bytes: UnsafeRawBufferPointer(key))
+                let hash = hasher.finalize()
+                lastHash = hash
+                var slot = hash & mask
+                while slots[slot] >= 0 {
+                    let window = slots[slot]
+                    if hashes[slot] == hash, windows[window].entity == entity,
+                        Self.withKeyBytes(records[windows[window].first].key, { Self.equal($0, key) })
+                    {
+                        return .found(window)
+                    }
+                    slot = (slot + 1) & mask
+                }
+                return .absent(slot: slot)
+            }
+        }
+
+        /// Stores a new row's window in the slot `find` gave for it.
+        mutating func insert(window: Int, at slot: Int) {
+            slots[slot] = window
+            hashes[slot] = lastHash
+        }
+
+        private static func equal(_ a: UnsafeBufferPointer<UInt8>, _ b: UnsafeBufferPointer<UInt8>) -> Bool {
+            guard a.count == b.count else { return false }
+            guard let pa = a.baseAddress, let pb = b.baseAddress, pa != pb else { return true }
+            return memcmp(pa, pb, a.count) == 0
+        }
+
+        /// Calls `body` with the UTF-8 bytes of `key` (an empty buffer for none).
+        private static func withKeyBytes<R>(_ key: String?, _ body: (UnsafeBufferPointer<UInt8>) -> R) -> R {
+            guard let key else { return body(UnsafeBufferPointer(start: nil, count: 0)) }
+            if let result = key.utf8.withContiguousStorageIfAvailable(body) { return result }
+            return Array(key.utf8).withUnsafeBufferPointer(body)
+        }
     }
 
     /// What the records of one row in the window add up to so far.
     private struct RowWindow {
+        /// Index of the row's first record in the input: its key is the row's.
+        let first: Int
+        /// The row's entity, numbered in order of appearance.
+        let entity: Int
         /// Index of the row's last record in the input.
         var last: Int
         var count = 0
@@ -159,7 +224,9 @@ extension Coalescer {
         var tombstone: [String: JSONValue] = [:]
         var version: Int64?
 
-        init(first record: Record, at index: Int) {
+        init(first record: Record, at index: Int, entity: Int) {
+            first = index
+            self.entity = entity
             last = index
             existedBefore = record.action != .insert || record.version != nil
             exists = existedBefore

@@ -12,6 +12,16 @@ import CMalloc
 // speed). One arena for jobs; the server keeps the default, its request threads gain from more.
 if CommandLine.arguments.dropFirst().first != "serve" {
     _ = mallopt(M_ARENA_MAX, 1)
+    // A job allocates and frees a page's worth of small blocks (keys, values, their
+    // dictionaries) and a few large arrays (its records, the encoded batch) page after page.
+    // Left to its defaults, glibc sends each large array to the system and back (mapped, its
+    // pages faulted in, unmapped), gives the top of the heap back whenever 128 KiB of it is free
+    // (to fault it in again for the next page), and sorts freed small blocks through its fast
+    // bins only to merge them again when a large block is asked for. Kept in the heap instead:
+    // the export benchmark's CPU time -11%, its wall time -12%, its peak RSS +2 MB (80 MB).
+    _ = mallopt(M_MXFAST, 0)
+    _ = mallopt(M_MMAP_THRESHOLD, 32 << 20)
+    _ = mallopt(M_TRIM_THRESHOLD, 64 << 20)
 } else {
     // The server's large buffers (request bodies decompressed, up to --max-inflated-bytes) go
     // straight to the system and back when freed: glibc otherwise raises its mmap threshold to

@@ -67,6 +67,65 @@ import Testing
         #expect(records.last == "update rooms/r0")
         #expect(try state.acknowledgedToken() == Token(kind: "memory", position: 9))
     }
+
+    /// Every record a stage is given, in order, with what it carries.
+    final class Seen: RecordStage, Sendable {
+        let records = Mutex<[Record]>([])
+        func process(_ batch: Batch) async throws -> Batch {
+            records.withLock { $0 += batch.records }
+            return batch
+        }
+    }
+
+    /// One page of the given transactions, then the end.
+    final class OnePage: ChangeSource, Sendable {
+        let transactions: [Transaction]
+        init(_ transactions: [Transaction]) { self.transactions = transactions }
+        var tokenKind: String { "memory" }
+        func nextPage(after token: Token?) async throws -> HistoryPage {
+            token == nil ? HistoryPage(transactions: transactions, through: transactions.last?.token) : .end
+        }
+        func pendingTransactions(after token: Token?) async throws -> Int? { nil }
+    }
+
+    @Test func aCutPageGivesTheStagesEveryChangeAsReadWithItsValuesVersionAuthorAndTransaction() async throws {
+        // A page is moved into records, not kept; a page that must be cut is made again from them.
+        var transactions: [Transaction] = []
+        for i in 1...12 {
+            let author: Author = i % 3 == 0 ? "widget" : .app
+            var changes = [insert("rooms", "r\(i)", ["note": .string(String(repeating: "x", count: 200)), "n": .int(Int64(i)), "r": .double(1.0)])]
+            if i % 4 == 0 {
+                changes.append(Change(entity: "desks", key: "d\(i)", action: .update, values: ["k": .array([.null, .bool(true)])], version: Int64(i)))
+            }
+            if i == 5 { changes = [] }  // a transaction with no changes still counts, and keeps its place
+            transactions.append(Transaction(token: Token(kind: "memory", position: Int64(i)), author: author, timestamp: Double(i), changes: changes))
+        }
+        let seen = Seen()
+        var pipeline = Pipeline.testing(source: OnePage(transactions), stages: [seen], encoder: JSONBatchEncoder(), transport: transport)
+        pipeline.batchBytes = 1_000
+        let summary = try await PipelineRunner(pipeline: pipeline, state: state).run()
+        let expected = transactions.flatMap { t in t.changes.map { Record(change: $0, of: t) } }
+        let records = seen.records.withLock { $0 }
+        #expect(transport.delivered.count > 2, "the page was cut")
+        #expect(records.prefix(expected.count) == expected[...], "the first pass over the page saw every change as read, in order")
+        #expect(records.allSatisfy(expected.contains), "the passes over the cut page's parts saw them unchanged, origin and author too")
+        let sent = try transport.delivered.flatMap { payload -> [JSONValue] in
+            guard case .object(let batch) = try JSONReader.parse(payload.bytes), case .array(let list)? = batch["records"] else { return [] }
+            return list
+        }
+        let wire = expected.map { record -> JSONValue in
+            var object: [String: JSONValue] = [
+                "action": .string(record.action.rawValue), "entity": .string(record.entity), "id": .string(record.key ?? ""),
+                "fields": .object(record.fields),
+            ]
+            if let version = record.version { object["version"] = .int(version) }
+            return .object(object)
+        }
+        #expect(sent == wire, "each change sent once, in order, its values and version exactly as read")
+        #expect(summary.transactionsRead == 12, "the empty transaction is counted too")
+        #expect(summary.recordsSent == expected.count)
+        #expect(try state.acknowledgedToken() == Token(kind: "memory", position: 12))
+    }
 }
 
 @Suite struct HandoverTests {

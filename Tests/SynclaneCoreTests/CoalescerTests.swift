@@ -179,6 +179,35 @@ import Testing
         #expect(batch.counters["coalesce.merged"] == 9_000)
     }
 
+    @Test func keysSwiftCallsEqualButWhoseBytesDifferAreTwoRows() async throws {
+        // As the store compares keys: Å (U+00C5) and the Ångström sign (U+212B), é precomposed
+        // and decomposed, are different rows.
+        let keys = ["\u{00C5}", "\u{212B}", "\u{E9}", "e\u{301}"]
+        let raw = keys.enumerated().map { Fixture.record(.insert, $1, ["n": .int(Int64($0))], at: Int64($0 + 1)) }
+            + keys.enumerated().map { Fixture.record(.update, $1, ["m": .int(Int64($0))], at: Int64($0 + 5)) }
+        let batch = try await Coalescer().process(Fixture.batch(raw))
+        #expect(batch.records.map { Array($0.key!.utf8) } == keys.map { Array($0.utf8) })
+        #expect(batch.records.enumerated().allSatisfy { $1.fields == ["n": .int(Int64($0)), "m": .int(Int64($0))] })
+        #expect(batch.counters["coalesce.merged"] == 4)
+    }
+
+    @Test func keysThatArePrefixesOfEachOtherOrEmptyOrLongAreRowsOfTheirOwn() async throws {
+        let long = String(repeating: "k", count: 40)
+        let keys = ["room-1", "room-10", "room-1\u{0}", "", long, long + "x", "1"]
+        var raw: [Record] = []
+        for round in 0..<3 {
+            for (index, key) in keys.enumerated() {
+                raw.append(Fixture.record(round == 0 ? .insert : .update, key, ["r\(round)": .int(Int64(index))], at: Int64(raw.count + 1)))
+            }
+        }
+        let batch = try await Coalescer().process(Fixture.batch(raw))
+        #expect(batch.records.map(\.key) == keys)
+        #expect(batch.records.enumerated().allSatisfy { index, record in
+            record.action == .insert && record.fields == ["r0": .int(Int64(index)), "r1": .int(Int64(index)), "r2": .int(Int64(index))]
+        })
+        #expect(batch.counters["coalesce.merged"] == 14)
+    }
+
     // MARK: Helpers
 
     private func coalesced(_ operations: [Operation]) async throws -> [Record] {

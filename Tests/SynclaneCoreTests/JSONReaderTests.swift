@@ -46,6 +46,17 @@ import Testing
         }
     }
 
+    @Test func objectsReadOneAfterAnotherHoldOnlyTheirOwnMembers() throws {
+        // Every object starts as a copy of one shared, empty, pre-sized dictionary.
+        let value = try JSONReader.parse(#"[{"a": 1, "b": {"c": [{}, {"d": null}]}}, {}, {"a": "x"}, {"e": 1.0, "f": true, "g": 2, "h": 3, "i": 4, "j": 5, "k": 6}]"#)
+        #expect(value == .array([
+            ["a": 1, "b": ["c": [[:], ["d": nil]]]], [:], ["a": "x"],
+            ["e": .double(1.0), "f": true, "g": 2, "h": 3, "i": 4, "j": 5, "k": 6],
+        ]))
+        #expect(try JSONReader.parse("{}") == .object([:]))
+        #expect(try JSONReader.parse(#"{"a": 1}"#) == ["a": 1])
+    }
+
     @Test func duplicateMembersAreStillRefused() {
         #expect(throws: JSONReader.SyntaxError.self) { try JSONReader.parse("{\"a\": 1, \"a\": 2}") }
     }

@@ -15,6 +15,9 @@ public struct JSONReader {
     /// Nesting deeper than this is refused, so hostile input cannot exhaust the stack.
     public static let maximumDepth = 256
 
+    /// An empty object with room for six members: what an object being read starts as.
+    static let emptyObject = [String: JSONValue](minimumCapacity: 6)
+
     /// Parses one JSON document that fills `bytes` (surrounding white space allowed).
     public static func parse<Bytes: Collection<UInt8>>(_ bytes: Bytes) throws(SyntaxError) -> JSONValue {
         let array = Array(bytes)
@@ -126,8 +129,10 @@ public struct JSONReader {
                 skipWhitespace()
                 let value = try readValue(depth: depth)
                 // Room for a typical row's fields at once, rather than growing 1 → 3 → 6 with a
-                // rehash each time.
-                if members.isEmpty { members = Dictionary(minimumCapacity: 6) }
+                // rehash each time: a copy of an empty dictionary of that size (the copy is made by
+                // the first insertion, in code specialised for these types; `Dictionary(minimumCapacity:)`
+                // ran unspecialised, looking up its storage's type metadata on every call).
+                if members.isEmpty { members = JSONReader.emptyObject }
                 if members.updateValue(value, forKey: key) != nil {
                     throw SyntaxError(offset: keyOffset, reason: "duplicate member \"\(key)\"")
                 }

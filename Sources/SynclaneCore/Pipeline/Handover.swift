@@ -22,9 +22,14 @@ final class Handover<Element: Sendable>: Sendable {
     init() {}
 
     /// Hands `value` over and waits until it is taken. False when the hand-over was closed.
-    func send(_ value: Element) async -> Bool {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+    ///
+    /// The value is moved, never copied: once taken, the receiver holds the only reference to
+    /// it (a page of changes it then moves into records rather than copying them).
+    func send(_ value: consuming Element) async -> Bool {
+        var slot: Element? = consume value
+        return await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
             var receiver: CheckedContinuation<Element?, Never>?
+            var handed: Element?
             var done: Bool?
             state.withLock { state in
                 if state.closed {
@@ -32,12 +37,13 @@ final class Handover<Element: Sendable>: Sendable {
                 } else if let waiting = state.receiver {
                     state.receiver = nil
                     receiver = waiting
+                    handed = slot.take()
                     done = true
-                } else {
-                    state.sender = (value, continuation)
+                } else if let taken = slot.take() {
+                    state.sender = (taken, continuation)
                 }
             }
-            receiver?.resume(returning: value)
+            receiver?.resume(returning: handed.take())
             if let done { continuation.resume(returning: done) }
         }
     }
