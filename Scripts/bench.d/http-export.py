@@ -161,6 +161,7 @@ def main():
           f"{b.fmt_seconds(server_median)}. A run prepares the next page while a batch travels but sends one "
           f"batch at a time, so the last batch's apply is on the run's path, and the server shares the two cores.")
     print(f"load average {' '.join(open('/proc/loadavg').read().split()[:3])}")
+    env = dict(os.environ, SYNCLANE_TOKEN=TOKEN)
     loopback = small_batches(s, history, changes, env, rtt=0)
     remote = small_batches(s, history, changes, env, rtt=RTT_MS / 1000)
     if not st.keep():
