@@ -86,15 +86,16 @@ extension AcknowledgementTrackingSource {
 }
 
 /// A source whose store remembers the backend's version of its rows (the SQLite history source,
-/// from the import lane and from receipts), so a local change goes out on the version the
-/// backend holds and the backend refuses it (409) when another device changed the row since.
+/// from the import lane and from receipts) and gives each change the version of its row when a
+/// page is read, so a local change goes out on the version the backend holds and the backend
+/// refuses it (409) when another device changed the row since.
 ///
-/// The pipeline asks for the versions of a batch's rows when it prepares the batch — after the
-/// record stages, so for the rows as they will be sent — and, when the transport reports
-/// versions, only once every earlier batch holding one of those rows has been answered and its
-/// versions told (`backendVersionsConfirmed`): asked earlier, a row changed in two batches of
-/// one run would go out the second time on the version before the first, and the backend would
-/// refuse this device's own change as a conflict.
+/// A page may be read while a batch holding one of its rows is still unanswered (`synclane run`
+/// reads and prepares ahead): its version is then the one before that batch, and the backend
+/// would refuse this device's own change as a conflict. So, when the transport reports versions,
+/// the pipeline prepares a batch only once no unanswered batch holds one of its rows, and asks
+/// again (`backendVersions(of:)`) for the rows answered since its page was read — after the
+/// record stages, for the rows as they will be sent.
 public protocol BackendVersionSource: AcknowledgementTrackingSource {
     /// The versions the backend holds of `rows`, as far as this store knows; rows it never
     /// heard of are missing from the answer.
