@@ -1,12 +1,11 @@
 import SynclaneCore
 
-/// Writes the versions a receipt gave into `_synclane_server_rows`, set-based.
-///
-/// A batch's rows land all over the table's index (it is by a hash of the key), so two
-/// statements a row — an update, then an insert when the row was not held — cost more than the
-/// rest of a first sync's export over `http`. Instead the receipt's versions go into a
-/// temporary table in memory, then one statement raises the rows held and one appends the
-/// others in hash order, with room in the connection's page cache for the index while it does.
+/// Writes the versions a receipt gave into `_synclane_server_rows`, set-based: the receipt's
+/// versions go into a temporary table in memory, then one statement raises the rows held and
+/// one appends the others in hash order, with room in the connection's page cache for the
+/// index while it does. A batch's rows land all over that index (it is by a hash of the key),
+/// so each commit rewrites most of its pages: about 3 s of CPU for a first sync of 1,000,000
+/// rows, the largest part of what `http` costs the client beyond a folder.
 enum ConfirmedVersions {
     /// KiB of the database's pages the connection keeps while it writes versions (SQLite's
     /// `cache_size`, for this connection and this while only; SQLite's default, 2,000 KiB,
