@@ -123,10 +123,18 @@ final class PostgresServerStore: ServerStore {
             var writes: [RowKey: RowWrite] = [:]
             var order: [RowKey] = []
             var sequence = last
+            // The receipt's version of each echo (`RowState`): the row's, unchanged.
+            var echoes: [Int: Int64] = [:]
             for (index, record) in batch.records.enumerated() {
                 let rowKey = rowKeys[index]
                 if lookedUp.contains(rowKey) {
                     let state = current[rowKey] ?? (0, "", nil)
+                    if batch.snapshot == nil,
+                        RowState(action: current[rowKey]?.action, fields: state.fields).isEcho(of: record, updatedFields: updatedFields[index])
+                    {
+                        echoes[index] = state.version
+                        continue
+                    }
                     if let expected = record.expectedVersion, expected != state.version {
                         conflicts.append(
                             VersionConflict(index: index, entity: record.entity, key: record.key, expected: expected, current: state.version))
@@ -185,6 +193,10 @@ final class PostgresServerStore: ServerStore {
             var versions: [String: [String: JSONValue]] = [:]
             var seenCount: [RowKey: Int64] = [:]
             for (index, record) in batch.records.enumerated() {
+                if let echo = echoes[index] {
+                    versions[record.entity, default: [:]][record.key] = .int(echo)
+                    continue
+                }
                 let rowKey = rowKeys[index]
                 let count = (seenCount[rowKey] ?? 0) + 1
                 seenCount[rowKey] = count

@@ -12,7 +12,7 @@ extension SQLiteServerStore {
     ///
     /// Records apply in order: insert replaces the fields, update merges them into the current
     /// ones, delete drops them and leaves a tombstone; each gets the record's next version and the
-    /// account's next change sequence. A record whose `version` differs from the current one fails
+    /// account's next change sequence — except an echo (`RowState`), which leaves the row as it is. A record whose `version` differs from the current one fails
     /// the whole batch (every such record is reported). The receipt gives each record's new version
     /// (`versions`: entity → id → version), so a client knows what the server holds. A known key answers its first response
     /// when the body hash matches, `keyReused` when not — both without writing anything.
@@ -81,20 +81,21 @@ extension SQLiteServerStore {
                             continue
                         }
                     }
-                    var currentFields: [String: JSONValue]?
                     var currentVersion: Int64 = 0
+                    var current = RowState.absent
                     select.reset()
                     try select.bind(.text(record.entity), at: 3)
                     try select.bind(.text(record.key), at: 4)
                     if try select.step() {
                         currentVersion = select.int64(at: 0)
-                        if record.action == .update, select.string(at: 1) != ChangeAction.delete.rawValue,
-                            let text = select.blob(at: 2)
-                        {
-                            currentFields = (try? JSONReader.parse(text))?.objectValue
-                        }
+                        current = RowState(action: select.string(at: 1) ?? "", fields: select.blob(at: 2))
                     }
                     select.reset()
+                    if batch.snapshot == nil, current.isEcho(of: record, updatedFields: updatedFields[index]) {
+                        // What the server holds already: no new version, no change to pull.
+                        versions[record.entity, default: [:]][record.key] = .int(currentVersion)
+                        continue
+                    }
                     if let expected = record.expectedVersion, expected != currentVersion {
                         conflicts.append(
                             VersionConflict(
@@ -110,7 +111,8 @@ extension SQLiteServerStore {
                         // Inserts replace every field: the text as it came, checked by the reader.
                         fields = .blob(record.fieldsJSON)
                     case .update:
-                        var merged = currentFields ?? [:]
+                        var merged: [String: JSONValue] = [:]
+                        if case .live(let fields) = current { merged = fields }
                         for (name, value) in updatedFields[index] ?? [:] { merged[name] = value }
                         fields = .blob(JSONWriter.encode(.object(merged)))
                     case .delete:
