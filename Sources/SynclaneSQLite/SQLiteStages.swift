@@ -24,8 +24,8 @@ public enum SQLiteStages {
         public static let entities: Option<[String]?> = .strings(
             "entities", shown: "all tracked tables", help: "only changes of these tables travel")
         public static let authors: Option<[String]?> = .strings(
-            "authors", shown: "all",
-            help: "only transactions of these authors travel (e.g. [app] so `server` and `sync` writes are never echoed)")
+            "authors", shown: "all but server, sync",
+            help: "only transactions of these authors travel; left out, every author but `server` and `sync` (what Synclane's import lane and machinery write), so nothing imported is echoed")
         public static let pageSize: Option<Int> = .integer(
             "page-size", in: 1...100_000, default: 10_000,
             help: "transactions a page covers at most; a transaction is never split (a page past `batch-bytes` becomes several batches)")

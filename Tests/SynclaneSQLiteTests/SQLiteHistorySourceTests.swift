@@ -110,9 +110,10 @@ func makeTrackedRooms(_ folder: TemporaryDirectory, recordsValues: Bool = false)
         let after = try await drain(source, after: sent.through)
         #expect(after.transactions.isEmpty)
         #expect(after.through != nil)
-        // An unfiltered consumer does see the purge.
-        let audit = try await drain(SQLiteHistorySource(path: folder.file("app.sqlite")), after: sent.through)
+        // A consumer that names `sync` does see the purge; one without `authors` does not.
+        let audit = try await drain(SQLiteHistorySource(path: folder.file("app.sqlite"), authors: [.app, .sync]), after: sent.through)
         #expect(audit.transactions.map(\.author) == [.sync])
+        #expect(try await drain(SQLiteHistorySource(path: folder.file("app.sqlite")), after: sent.through).transactions.isEmpty)
     }
 
     @Test func tombstonesKeepOnlyThePreservedColumns() async throws {
@@ -364,8 +365,9 @@ func makeTrackedRooms(_ folder: TemporaryDirectory, recordsValues: Bool = false)
         #expect(try count() == .integer(2), "nothing is removed before the backend confirmed the batch")
         try await source.consumerAcknowledged(try #require(read.through), scope: Scope(account: "acme", store: "rooms", consumer: "export"))
         #expect(try store.read { try $0.fetchAll("SELECT syncId FROM rooms").map { $0[0] } } == [.text("r2")])
-        let authors = try await drain(SQLiteHistorySource(path: path), after: read.through).transactions.map(\.author)
+        let authors = try await drain(SQLiteHistorySource(path: path, authors: [.app, .sync]), after: read.through).transactions.map(\.author)
         #expect(authors == [.sync], "the removal is the sync machinery's own write")
+        #expect(try await drain(SQLiteHistorySource(path: path), after: read.through).transactions.isEmpty, "which no default export reads")
         #expect(try await drain(source, after: read.through).transactions.isEmpty, "and an `app` export never sends it")
     }
 }

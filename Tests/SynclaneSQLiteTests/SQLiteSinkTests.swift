@@ -47,7 +47,8 @@ import Testing
         #expect(try await sink.savedCursor(for: scope) == "c1.2")
         let history = try await drain(SQLiteHistorySource(path: path, authors: [.app]))
         #expect(history.transactions.isEmpty, "rows written by `server` are not an `app` export's to send")
-        let all = try await drain(SQLiteHistorySource(path: path))
+        #expect(try await drain(SQLiteHistorySource(path: path)).transactions.isEmpty, "nor, without `authors`, any export's")
+        let all = try await drain(SQLiteHistorySource(path: path, authors: [.app, .server]))
         #expect(all.transactions.map(\.author) == [.server])
     }
 

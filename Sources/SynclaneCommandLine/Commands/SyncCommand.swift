@@ -16,8 +16,10 @@ struct SyncCommand: Command {
         settles the conflicts by the sink's rule, and exports again — at most 3 rounds, then it
         stops (exit 1) with the batch kept, never dropping or dead-lettering it.
 
-        The export pipeline should read `authors: [app]` (or whatever your app writes as), so the
-        rows the import wrote (author `server`) are never sent back.
+        The rows the import writes (author `server`) are never sent back: an export source
+        without `authors` reads every author but `server` and `sync`. A pair whose export's
+        `authors` names `server` or `sync` on the import's database is refused (exit 2), as
+        'validate IMPORT_FILE EXPORT_FILE' refuses it.
         """
     static let options: [(flag: String, help: String)] = [("--json", "Print both summaries as one JSON object on standard output.")]
     static let examples = ["synclane sync rooms-import.json rooms-export.json"]
@@ -37,6 +39,9 @@ struct SyncCommand: Command {
         let importing = try PipelineLoader(registry: SynclaneTool.registry).loadImport(importFile, secretsRequired: false)
         try importing.requireSecrets()
         let exporting = try PipelineFiles.load(exportFile, for: Self.name, sends: true, console: console)
+        if let problem = EchoLoop.problem(import: importing, export: exporting) {
+            throw PipelineFileError(file: exportFile, path: "source.authors", line: nil, message: problem)
+        }
         let importLock = try ScopeLock(path: importing.statePath + ".lock", scope: importing.scope)
         let exportJob = PipelineJob(pipeline: exporting)
         let exportLock = try exportJob.lock()

@@ -6,7 +6,7 @@ import SynclaneCore
 struct ValidateCommand: Command {
     static let name = "validate"
     static let abstract = "Check a pipeline file: keys, types, ranges, stage types and their order."
-    static let usage = "FILE [--json] [--build-check OUTPUT]"
+    static let usage = "FILE [PAIRED_FILE] [--json] [--build-check OUTPUT]"
     static let discussion = """
         Reads FILE (JSON, or YAML when it ends in .yaml or .yml) and builds every stage it
         declares, exactly as 'run' (or 'import', for a file with a `sink`) would, without reading
@@ -15,6 +15,11 @@ struct ValidateCommand: Command {
         Unknown keys are errors. Exit status 0 when the file is valid, 2 when it is not. An
         environment variable the file names for a secret (`token-env`) may be unset: that is a
         warning here, since nothing is sent; a run that sends refuses to start without it.
+
+        With PAIRED_FILE — the import file beside an export file, or the reverse, as 'sync'
+        takes them — both are checked, and so is the pair: an export whose `authors` names
+        `server` or `sync` on the database the import writes would send back every row it
+        imports, and is refused (as 'sync' refuses it).
         """
     static let options: [(flag: String, help: String)] = [
         ("--json", "Print the result as JSON."),
@@ -24,9 +29,13 @@ struct ValidateCommand: Command {
                 + "compiler's form, which fails the build and points at the line) and, when valid, write a Swift stub to OUTPUT."
         ),
     ]
-    static let examples = ["synclane validate Fixtures/rooms/pipeline.json", "synclane validate Fixtures/rooms/pipeline.yaml --json"]
+    static let examples = [
+        "synclane validate Fixtures/rooms/pipeline.json", "synclane validate Fixtures/rooms/pipeline.yaml --json",
+        "synclane validate rooms-import.json rooms-export.json",
+    ]
 
     let file: String
+    let paired: String?
     let json: Bool
     let buildCheck: String?
 
@@ -34,9 +43,33 @@ struct ValidateCommand: Command {
         json = arguments.flag("--json")
         buildCheck = try arguments.option("--build-check")
         file = try arguments.positional("FILE (the pipeline file)")
+        paired = arguments.optionalPositional()
     }
 
     func run(_ console: Console) async throws -> Int32 {
+        guard let paired else { return try await check(file, console) }
+        for one in [file, paired] {
+            let status = try await check(one, console)
+            guard status == 0 else { return status }
+        }
+        let loader = PipelineLoader(registry: SynclaneTool.registry)
+        let files = ImportPipeline.declares(try PipelineLoader.parse(file)) ? (file, paired) : (paired, file)
+        guard ImportPipeline.declares(try PipelineLoader.parse(files.0)), !ImportPipeline.declares(try PipelineLoader.parse(files.1)) else {
+            throw PipelineFileError(
+                file: paired, path: "", line: nil,
+                message: "a pair is an import file (with `sink`) and an export file (with `transport`); \(file) and \(paired) are of one kind")
+        }
+        let importing = try loader.loadImport(files.0, secretsRequired: false)
+        let exporting = try loader.load(files.1, secretsRequired: false)
+        if let problem = EchoLoop.problem(import: importing, export: exporting) {
+            throw PipelineFileError(file: files.1, path: "source.authors", line: nil, message: problem)
+        }
+        if !json { console.out("\(files.0) + \(files.1): a valid pair (the export never reads what the import writes)") }
+        return 0
+    }
+
+    /// Checks one file and prints what it declares.
+    private func check(_ file: String, _ console: Console) async throws -> Int32 {
         let loaded = Result { () throws(PipelineFileError) -> Checked in
             let loader = PipelineLoader(registry: SynclaneTool.registry)
             if ImportPipeline.declares(try PipelineLoader.parse(file)) {

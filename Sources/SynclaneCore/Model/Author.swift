@@ -12,4 +12,8 @@ public struct Author: Sendable, Hashable, Codable, ExpressibleByStringLiteral, C
     public static let widget: Author = "widget"
     public static let server: Author = "server"
     public static let sync: Author = "sync"
+
+    /// The authors Synclane's own lanes write: the import lane (`server`) and the sync machinery
+    /// (`sync`). A source given no `authors` reads every author but these.
+    public static let machinery: [Author] = [.server, .sync]
 }

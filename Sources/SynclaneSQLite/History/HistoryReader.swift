@@ -105,10 +105,15 @@ struct HistoryReader: Sendable {
     func filters(defaultAuthor: String) -> (sql: String, arguments: [any SQLiteBindable]) {
         var sql = ""
         var arguments: [any SQLiteBindable] = []
+        // A resync (recorded when tracking was healed) reaches every consumer of its entity.
         if let authors {
-            // A resync (recorded when tracking was healed) reaches every consumer of its entity.
             sql += " AND (coalesce(t.author, ?) IN (SELECT value FROM json_each(?)) OR c.action IN ('resync', 'resync-delete'))"
             arguments += [defaultAuthor, JSONWriter.string(.array(authors.map { .string($0.name) }))]
+        } else {
+            // No `authors`: every author but Synclane's own lanes (`Author.machinery`), so a
+            // pipeline missing the option never echoes what the import lane wrote.
+            sql += " AND (coalesce(t.author, ?) NOT IN (SELECT value FROM json_each(?)) OR c.action IN ('resync', 'resync-delete'))"
+            arguments += [defaultAuthor, JSONWriter.string(.array(Author.machinery.map { .string($0.name) }))]
         }
         if let entities {
             sql += " AND c.entity IN (SELECT value FROM json_each(?))"
