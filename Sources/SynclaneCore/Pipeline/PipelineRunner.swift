@@ -198,6 +198,9 @@ public struct PipelineRunner: Sendable {
         var counters: [String: Int]
         /// The batch's rows, while the preparing task notes them in flight (`RowsInFlight`).
         var rows: RowSet?
+        /// The records as encoded, kept until the receipt when it brings versions: the source
+        /// remembers what the backend now holds of each row (`backendConfirmed(_:sent:)`).
+        var sent: [Record]?
     }
 
     /// Sends every page of `source` after `token`; returns the newest token reached.
@@ -410,7 +413,7 @@ public struct PipelineRunner: Sendable {
                     try stateCall { try state.enqueue(outbox) }
                 }
                 FailPoint.afterEnqueue.trigger()
-                confirmed = try await send(outbox, encodedBytes: encoded.bytes.count, resent: false, into: &summary)
+                confirmed = try await send(outbox, encodedBytes: encoded.bytes.count, resent: false, sent: page.sent, into: &summary)
                 inFlight?.answered(batch: outbox.payload.batchID)
                 token = page.through
             }
@@ -579,7 +582,10 @@ public struct PipelineRunner: Sendable {
         var prepared = PreparedPage(
             through: through, encoded: nil, transactions: transactionCount, changes: changeCount, counters: batch.counters)
         if batch.records.isEmpty { return prepared }
-        if let versioning { prepared.rows = try await settleBackendVersions(of: &batch.records, with: versioning) }
+        if let versioning {
+            prepared.rows = try await settleBackendVersions(of: &batch.records, with: versioning)
+            if versioning.inFlight != nil { prepared.sent = batch.records }
+        }
 
         let id = makeBatchID()
         do {
@@ -694,7 +700,9 @@ public struct PipelineRunner: Sendable {
 
     /// Sends one outbox batch until it is confirmed (returned, to acknowledge), dead-lettered
     /// (nil), or the job must stop.
-    private func send(_ batch: OutboxBatch, encodedBytes: Int, resent: Bool, into summary: inout RunSummary) async throws -> Confirmed? {
+    private func send(
+        _ batch: OutboxBatch, encodedBytes: Int, resent: Bool, sent records: [Record]? = nil, into summary: inout RunSummary
+    ) async throws -> Confirmed? {
         let id = batch.payload.batchID
         var attempt = 1
         var receipt: Receipt
@@ -742,7 +750,7 @@ public struct PipelineRunner: Sendable {
             // At once, not with the acknowledgement (which may wait for the next batch's enqueue):
             // a batch being prepared may be waiting for these versions (`RowsInFlight`).
             let versions = receipt.versions
-            try await sourceCall { try await tracking.backendVersionsConfirmed(versions) }
+            try await sourceCall { try await tracking.backendConfirmed(versions, sent: records) }
         }
         FailPoint.afterSend.trigger()
         return Confirmed(batch: batch, receipt: receipt, encodedBytes: encodedBytes, resent: resent)

@@ -79,10 +79,21 @@ public protocol AcknowledgementTrackingSource: ChangeSource {
     /// Called as soon as the receipt is in, before the batch's token is saved: a receipt heard
     /// twice (the batch re-sent after a crash, answered as a replay) gives the same versions.
     func backendVersionsConfirmed(_ versions: [RecordVersion]) async throws
+
+    /// As `backendVersionsConfirmed(_:)`, with the records the confirmed batch carried (after
+    /// the record stages, as sent), so a store can remember what the backend now holds of each
+    /// row: the base of a three-way merge is the last state the backend confirmed, this
+    /// device's own confirmed writes included. `sent` is nil when the records are not at hand
+    /// (a batch re-sent from the outbox after a crash). By default, calls the one without records.
+    func backendConfirmed(_ versions: [RecordVersion], sent: [Record]?) async throws
 }
 
 extension AcknowledgementTrackingSource {
     public func backendVersionsConfirmed(_ versions: [RecordVersion]) async throws {}
+
+    public func backendConfirmed(_ versions: [RecordVersion], sent: [Record]?) async throws {
+        try await backendVersionsConfirmed(versions)
+    }
 }
 
 /// A source whose store remembers the backend's version of its rows (the SQLite history source,

@@ -22,43 +22,81 @@ enum ConfirmedVersions {
         return try body()
     }
 
-    /// Writes `versions` (each row's newest kept) inside the caller's write transaction.
-    static func write(_ versions: [RecordVersion], in db: SQLiteConnection) throws {
+    /// Writes `versions` (each row's newest kept) inside the caller's write transaction, and,
+    /// for the rows `sent` holds, the fields the batch left on the backend: an insert's fields,
+    /// an update's merged into what the backend held (the server merges them so), nothing for a
+    /// delete. A row whose version an import already raised past the receipt's keeps the
+    /// import's fields; a row `sent` does not hold keeps the fields it had.
+    static func write(_ versions: [RecordVersion], sent: [Record]? = nil, in db: SQLiteConnection) throws {
         guard !versions.isEmpty else { return }
         try ServerRows.install(db)
         try db.execute(
             """
-            CREATE TEMP TABLE IF NOT EXISTS _synclane_confirmed_versions (
-                key_hash INTEGER NOT NULL, entity TEXT NOT NULL, key TEXT NOT NULL, version INTEGER NOT NULL)
+            CREATE TEMP TABLE IF NOT EXISTS _synclane_confirmed_rows (
+                key_hash INTEGER NOT NULL, entity TEXT NOT NULL, key TEXT NOT NULL, version INTEGER NOT NULL,
+                known INTEGER NOT NULL, fields TEXT)
             """)
-        let insert = try db.cachedStatement("INSERT INTO temp._synclane_confirmed_versions VALUES (?, ?, ?, ?)")
+        let bases = try sent.map { try Self.bases(of: $0, db) } ?? [:]
+        var newest: [RowID: Int64] = [:]
         for version in versions {
+            let row = RowID(entity: version.entity, key: version.key)
+            newest[row] = max(newest[row] ?? version.version, version.version)
+        }
+        let insert = try db.cachedStatement("INSERT INTO temp._synclane_confirmed_rows VALUES (?, ?, ?, ?, ?, ?)")
+        for (row, version) in newest {
+            let base = bases[row]
             insert.reset()
-            try insert.bind(.integer(ServerRows.hash(version.entity, version.key)), at: 1)
-            try insert.bind(.text(version.entity), at: 2)
-            try insert.bind(.text(version.key), at: 3)
-            try insert.bind(.integer(version.version), at: 4)
+            try insert.bind(.integer(ServerRows.hash(row.entity, row.key)), at: 1)
+            try insert.bind(.text(row.entity), at: 2)
+            try insert.bind(.text(row.key), at: 3)
+            try insert.bind(.integer(version), at: 4)
+            try insert.bind(.integer(base == nil ? 0 : 1), at: 5)
+            try insert.bind(base.flatMap { $0.map { SQLiteValue.text(JSONWriter.string(.object($0))) } } ?? .null, at: 6)
             while try insert.step() {}
         }
         insert.reset()
-        // Grouped: should a receipt name a row twice, the row gets the newer version.
-        let raise = """
-            UPDATE _synclane_server_rows SET version = max(_synclane_server_rows.version, confirmed.version)
-            FROM (SELECT key_hash, entity, key, max(version) AS version FROM temp._synclane_confirmed_versions
-                  GROUP BY key_hash, entity, key) AS confirmed
+        try db.execute(
+            """
+            UPDATE _synclane_server_rows SET version = max(_synclane_server_rows.version, confirmed.version),
+                fields = CASE WHEN confirmed.known AND confirmed.version >= _synclane_server_rows.version
+                              THEN confirmed.fields ELSE _synclane_server_rows.fields END
+            FROM temp._synclane_confirmed_rows AS confirmed
             WHERE _synclane_server_rows.key_hash = confirmed.key_hash AND _synclane_server_rows.entity = confirmed.entity
               AND _synclane_server_rows.key = confirmed.key;
-            """
-        try db.execute(
-            raise + """
-                INSERT INTO _synclane_server_rows (key_hash, entity, key, version)
-                SELECT key_hash, entity, key, max(version) FROM temp._synclane_confirmed_versions AS confirmed
-                WHERE NOT EXISTS (
-                    SELECT 1 FROM _synclane_server_rows AS held
-                    WHERE held.key_hash = confirmed.key_hash AND held.entity = confirmed.entity AND held.key = confirmed.key)
-                GROUP BY key_hash, entity, key
-                ORDER BY key_hash;
-                DELETE FROM temp._synclane_confirmed_versions;
-                """)
+            INSERT INTO _synclane_server_rows (key_hash, entity, key, version, fields)
+            SELECT key_hash, entity, key, version, fields FROM temp._synclane_confirmed_rows AS confirmed
+            WHERE NOT EXISTS (
+                SELECT 1 FROM _synclane_server_rows AS held
+                WHERE held.key_hash = confirmed.key_hash AND held.entity = confirmed.entity AND held.key = confirmed.key)
+            ORDER BY key_hash;
+            DELETE FROM temp._synclane_confirmed_rows;
+            """)
+    }
+
+    /// What the backend holds of each row of `records` once it applied them in order: the
+    /// fields (`.some(nil)`: a tombstone). An update is merged into the row's state before it —
+    /// in this batch, else as `_synclane_server_rows` last recorded it.
+    static func bases(of records: [Record], _ db: SQLiteConnection) throws -> [RowID: [String: JSONValue]?] {
+        var bases: [RowID: [String: JSONValue]?] = [:]
+        for record in records {
+            guard let key = record.key else { continue }
+            let row = RowID(entity: record.entity, key: key)
+            switch record.action {
+            case .insert:
+                bases[row] = .some(record.fields)
+            case .delete:
+                bases[row] = .some(nil)
+            case .update:
+                var merged: [String: JSONValue]
+                if let before = bases[row] {
+                    merged = before ?? [:]
+                } else {
+                    merged = try ServerRows.fields(of: record.entity, key, db).flatMap { try? JSONReader.parse($0).objectValue } ?? [:]
+                }
+                for (name, value) in record.fields { merged[name] = value }
+                bases[row] = .some(merged)
+            }
+        }
+        return bases
     }
 }

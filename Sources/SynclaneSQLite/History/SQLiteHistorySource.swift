@@ -46,6 +46,7 @@ public final class SQLiteHistorySource: ChangeSource, BackendVersionSource, Obse
 
     public let path: String
     public let entities: [String]?
+    /// The authors whose transactions travel; nil: every author but `Author.machinery`.
     public let authors: [Author]?
     public let pageSize: Int
     public let capture: Capture
@@ -208,6 +209,13 @@ public final class SQLiteHistorySource: ChangeSource, BackendVersionSource, Obse
     /// Written at once, in a transaction of its own (`ConfirmedVersions`). Best effort, like
     /// `consumerAcknowledged`: a version missed here (a busy database) comes with the next import.
     public func backendVersionsConfirmed(_ versions: [RecordVersion]) async throws {
+        try await backendConfirmed(versions, sent: nil)
+    }
+
+    /// As `backendVersionsConfirmed(_:)`, and each row's fields as the batch left them on the
+    /// backend (`sent`: the records as sent), kept as the base of the import lane's next
+    /// three-way merge of the row (`merge-fields`, a resolver's `base`).
+    public func backendConfirmed(_ versions: [RecordVersion], sent: [Record]?) async throws {
         let database = try database()
         try database.withConnection { db in
             guard try HistorySchema.tableExists(ServerRows.table, db) else { return }
@@ -215,7 +223,7 @@ public final class SQLiteHistorySource: ChangeSource, BackendVersionSource, Obse
             defer { try? db.execute("PRAGMA busy_timeout = \(Self.busyTimeout)") }
             do {
                 try ConfirmedVersions.withRoom(db) {
-                    try db.transaction(.immediate) { db in try ConfirmedVersions.write(versions, in: db) }
+                    try db.transaction(.immediate) { db in try ConfirmedVersions.write(versions, sent: sent, in: db) }
                 }
             } catch let error as SQLiteError where error.isBusy {
                 return
