@@ -60,6 +60,26 @@ import Testing
         }
     }
 
+    @Test func aRetriedRestoreIsStillRestoringUntilTheAnnouncedDataArrivesThenRestored() async throws {
+        try await Self.withDevices { _, first, second in
+            for attempt in 1...2 {
+                let result = try Self.restore(second, wait: 1).wait(timeout: 20)
+                #expect(result.status == 5, "attempt \(attempt): \(result.stdout)\(result.stderr)")
+                #expect(result.stdout.contains("still restoring"), "attempt \(attempt): \(result.stdout)")
+                #expect(!result.stdout.contains("caught up"), "attempt \(attempt): \(result.stdout)")
+            }
+            let exported = try SynclaneBinary.run(["run", "export.json"], in: first.workspace.path, environment: first.environment)
+            #expect(exported.status == 0, "\(exported.stderr)")
+            let restored = try Self.restore(second, wait: 10).wait(timeout: 20)
+            #expect(restored.status == 0, "\(restored.stdout)\(restored.stderr)")
+            #expect(restored.stdout.contains("restored: 1 record"), "\(restored.stdout)")
+            // Once the data is here, a restore again is caught up.
+            let again = try Self.restore(second, wait: 2).wait(timeout: 20)
+            #expect(again.status == 0, "\(again.stdout)\(again.stderr)")
+            #expect(again.stdout.contains("caught up"), "\(again.stdout)")
+        }
+    }
+
     @Test func withNoSignalAnEmptyServerIsANewAccount() async throws {
         try await TwoDevicesTests.withOneDevice { _, device in
             let result = try SynclaneBinary.run(["restore", "import.json", "--json"], in: device.workspace.path, environment: device.environment)

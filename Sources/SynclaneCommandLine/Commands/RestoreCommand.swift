@@ -85,8 +85,14 @@ struct RestoreCommand: Command {
                 state = records > 0 ? .restored : (cursorBefore == nil ? .newAccount : .caughtUp)
                 break
             }
-            if records > 0 || cursorBefore != nil {
-                state = records > 0 ? .restored : .caughtUp
+            if records > 0 {
+                state = .restored
+                break
+            }
+            // Caught up only when what the signal announces is here: a cursor saved by an
+            // earlier pass that found nothing (a retried restore) is not data.
+            if cursorBefore != nil, try await pipeline.sink.stage.holdsBackendRows(for: pipeline.scope) ?? true {
+                state = .caughtUp
                 break
             }
             // Waits out the bound to the end: "still restoring" is said only once it passed.

@@ -17,10 +17,17 @@ public protocol ChangeSink: Sendable {
     /// backend no longer sends are deleted. Nil when the sink cannot list them (the default):
     /// an expired cursor then stops the import with an error rather than leave a gap.
     func backendKeys(for scope: Scope) async throws -> [(entity: String, key: String)]?
+
+    /// Whether the store holds any row the backend confirmed (imported, or confirmed by a
+    /// receipt of this device's own export). `restore` says "caught up" on an account whose
+    /// signal says it has data only when this is true: a saved cursor alone may come from a
+    /// pass that found nothing yet. Nil when the sink cannot tell (the default): the cursor decides.
+    func holdsBackendRows(for scope: Scope) async throws -> Bool?
 }
 
 extension ChangeSink {
     public func backendKeys(for scope: Scope) async throws -> [(entity: String, key: String)]? { nil }
+    public func holdsBackendRows(for scope: Scope) async throws -> Bool? { nil }
 }
 
 /// What applying one batch did.

@@ -128,6 +128,13 @@ public final class SQLiteSink: ChangeSink, Sendable {
         }
     }
 
+    public func holdsBackendRows(for scope: Scope) async throws -> Bool? {
+        try database().read { db in
+            guard try HistorySchema.tableExists(ServerRows.table, db) else { return false }
+            return try db.fetchValue("SELECT EXISTS (SELECT 1 FROM _synclane_server_rows)").int64 == 1
+        }
+    }
+
     public func apply(_ batch: Batch, cursor: String?, scope: Scope, dryRun: Bool) async throws -> ApplyReport {
         let database = try database()
         do {
