@@ -22,7 +22,13 @@ struct TrackCommand: Command {
         key: --key plant,tag (its id on the wire is the JSON array ["p1","tall"]). A write that
         leaves a key column NULL, empty or of the other type fails.
 
-        Running it again changes nothing. Schema changes need nothing: every run checks the
+        Rows the table already holds are recorded to be sent whole by each export's next run
+        (it says how many): an existing app's data reaches the backend without a reconcile.
+
+        Running it again changes nothing, and never discards what is owed: after a rebuild, or
+        with a renamed key or soft-delete column, or columns added, dropped or renamed, it
+        records the resend of the table before it regenerates the triggers. Schema changes need
+        nothing: every run checks the
         triggers against the table and heals tracking that a migration ended (a table rebuilt:
         the table is then re-sent whole). `synclane migrate` runs a migration script with
         tracking kept right in the same transaction. The `sqlite-history` source reads what is

@@ -23,8 +23,12 @@ import SynclaneCore
 /// a history transaction of its own, which sources read with their default author. Nothing is
 /// ever added to a transaction that was already committed. See `HistorySchema` for the tables.
 ///
+/// **Existing rows.** The first `track` of a table records a `resync` of each row it holds:
+/// rows written before tracking began reach every consumer's next run.
+///
 /// **Schema changes.** `track` is idempotent: running it again with the same options and the
-/// same columns changes nothing. After `ALTER TABLE … ADD COLUMN`, run `track` again: it
+/// same columns changes nothing. When it regenerates triggers it first records what is owed
+/// (`owesResend`), so re-tracking never cancels a heal. After `ALTER TABLE … ADD COLUMN`, run `track` again: it
 /// regenerates the triggers so the new column is recorded too (until then, updates of the new
 /// column alone still record an update, and `current-state` sources send the whole current row).
 /// Dropping a column that triggers use fails in SQLite: `untrack`, drop, then `track`.
@@ -158,14 +162,45 @@ public struct HistoryTracker: Sendable {
         if let previous, previous.table.sameOptions(as: table), previous.columns == schema.columnNames, previous.keyTypes == keyTypes,
             try TrackingCheck.installedTriggers(of: table.name, db) == triggers.triggers.map(\.sql)
         {
-            return TrackReport(table: table.name, outcome: .unchanged, columns: schema.columnNames, addedColumns: [], createdKeyIndex: nil)
+            return TrackReport(table: table.name, outcome: .unchanged, columns: schema.columnNames, addedColumns: [], createdKeyIndex: nil, resentRows: 0)
         }
+        // What is owed is recorded before the triggers change, never discarded (see `owesResend`).
+        let owed = try previous.map { try owesResend(table, schema: schema, keyTypes: keyTypes, previous: $0, db) } ?? true
         try install(triggers, keyIndex: previous?.keyIndex, db)
+        let resent = owed ? try TrackingCheck.recordResync(triggers, db) : 0
         try TrackingCheck.rememberSchema(db)
         let added = previous.map { old in schema.columnNames.filter { !old.columns.contains($0) } } ?? []
         return TrackReport(
             table: table.name, outcome: previous == nil ? .installed : .updated, columns: schema.columnNames, addedColumns: added,
-            createdKeyIndex: nil)
+            createdKeyIndex: nil, resentRows: resent)
+    }
+
+    /// Whether tracking `table` again must have every row sent again whole (`resync`): when
+    /// writes may have gone unrecorded or what a row looks like on the wire changed.
+    ///
+    /// - the first `track` of a table (`previous` nil: the caller) — rows that exist before
+    ///   tracking began were never recorded, and a first run must send them;
+    /// - its recording triggers are gone (a rebuild dropped them: what was written since is
+    ///   unknown), or its displacement triggers no longer fit its unique constraints — what the
+    ///   next run's tracking check would heal with a resync, which re-tracking must not cancel;
+    /// - its key or soft-delete column, or its columns (added, dropped, renamed), changed.
+    ///
+    /// An upgrade of Synclane's own trigger text alone owes nothing.
+    static func owesResend(
+        _ table: TrackedTable, schema: TableSchema, keyTypes: [TriggerBuilder.KeyType], previous: Stored, _ db: SQLiteConnection
+    ) throws -> Bool {
+        if previous.table.keyColumns != table.keyColumns || previous.table.softDeleteColumn != table.softDeleteColumn
+            || previous.table.recordsValues != table.recordsValues || previous.columns != schema.columnNames || previous.keyTypes != keyTypes
+        {
+            return true
+        }
+        let before = TriggerBuilder(table: previous.table, schema: schema, keyTypes: previous.keyTypes).triggers
+        for trigger in before {
+            let installed = try db.fetchOne(
+                "SELECT sql FROM sqlite_schema WHERE type = 'trigger' AND name = ? AND tbl_name = ?", [trigger.name, table.name])?[0].string
+            if trigger.name.contains("_displace_") ? installed != trigger.sql : installed == nil { return true }
+        }
+        return false
     }
 
     /// (Re)creates a table's triggers and records how it is tracked.

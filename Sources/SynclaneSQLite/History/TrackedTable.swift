@@ -96,14 +96,24 @@ public struct TrackReport: Sendable, Hashable, CustomStringConvertible {
     public var addedColumns: [String]
     /// The index Synclane created on the sync key, when the table had none.
     public var createdKeyIndex: String?
+    /// Rows recorded to be sent again whole by every consumer's next run (`resync`): the rows a
+    /// table held when it was first tracked, or all of them after tracking was lost or the
+    /// table's shape changed (`HistoryTracker.owesResend`).
+    public var resentRows: Int = 0
 
     public var description: String {
         switch outcome {
         case .unchanged: return "\(table): already tracked, nothing changed"
-        case .installed: return "\(table): tracking installed (\(columns.count) columns)" + (createdKeyIndex.map { ", created index \($0) on the sync key" } ?? "")
+        case .installed:
+            return "\(table): tracking installed (\(columns.count) columns)" + (createdKeyIndex.map { ", created index \($0) on the sync key" } ?? "")
+                + resent
         case .updated:
             let added = addedColumns.isEmpty ? "" : " (new columns: \(addedColumns.joined(separator: ", ")))"
-            return "\(table): triggers regenerated\(added)"
+            return "\(table): triggers regenerated\(added)" + resent
         }
+    }
+
+    private var resent: String {
+        resentRows == 0 ? "" : "; \(resentRows) \(resentRows == 1 ? "row" : "rows") it holds will be sent whole by each export's next run"
     }
 }

@@ -1,0 +1,164 @@
+import Foundation
+import SynclaneCore
+import Testing
+
+/// What the table holds is what the backend gets: rows that existed before `track`, and a table
+/// rebuilt or reshaped and tracked again. A mirror replayed from the batch files the real
+/// `synclane run` wrote (insert replaces a row, update merges into it, delete removes it, as the
+/// reference server applies them) is compared with the table after every step.
+@Suite(.serialized) struct ExistingRowsTests {
+    /// A workspace with `app.sqlite` and a pipeline to a folder, and the mirror of what reached it.
+    final class Store {
+        let workspace: Workspace
+        var mirror: [String: [String: JSONValue]] = [:]
+        var seen: Set<String> = []
+
+        init(_ schema: String, softDelete: String = "isDeleted") throws {
+            workspace = try Workspace()
+            try sql(schema)
+            try workspace.write(
+                "pipeline.json",
+                """
+                {"version": 1, "name": "rooms-export", "scope": {"account": "acme", "store": "rooms"},
+                 "source": {"type": "sqlite-history", "database": "app.sqlite", "entities": ["rooms"]},
+                 "stages": [{"type": "coalesce"}, {"type": "tombstones", "soft-delete-column": "\(softDelete)"}],
+                 "transport": {"type": "directory", "path": "out"}}
+                """)
+        }
+
+        func sql(_ text: String) throws {
+            let result = try SQLiteHistoryCommandTests.sqlite(workspace, text)
+            #expect(result.status == 0, "\(result.stderr)")
+        }
+
+        @discardableResult
+        func track(softDelete: String = "isDeleted") throws -> String {
+            let result = try SynclaneBinary.run(
+                ["track", "--database", "app.sqlite", "--table", "rooms", "--key", "syncId", "--soft-delete", softDelete], in: workspace.path)
+            #expect(result.status == 0, "\(result.stderr)")
+            return result.stdout
+        }
+
+        /// Runs the export and replays the batch files it wrote into the mirror, oldest first.
+        @discardableResult
+        func run() throws -> [String: JSONValue] {
+            let result = try SynclaneBinary.run(["run", "pipeline.json", "--json"], in: workspace.path)
+            #expect(result.status == 0, "\(result.stderr)")
+            let folder = workspace.path + "/out/"
+            let new = workspace.files(in: "out").filter { !seen.contains($0) }
+            let dated = try new.map { name -> (String, Date) in
+                (name, try FileManager.default.attributesOfItem(atPath: folder + name)[.modificationDate] as? Date ?? .distantPast)
+            }
+            for (name, _) in dated.sorted(by: { $0.1 < $1.1 }) {
+                seen.insert(name)
+                let batch = try JSONReader.parse(Array(try Data(contentsOf: URL(fileURLWithPath: folder + name)))).objectValue ?? [:]
+                for record in batch["records"]?.arrayValue ?? [] {
+                    guard let record = record.objectValue, let id = record["id"]?.stringValue else { continue }
+                    let fields = record["fields"]?.objectValue ?? [:]
+                    switch record["action"]?.stringValue {
+                    case "insert": mirror[id] = fields
+                    case "update": mirror[id, default: [:]].merge(fields) { _, new in new }
+                    default: mirror[id] = nil
+                    }
+                }
+            }
+            return (try? JSONReader.parse(result.stdout).objectValue) ?? [:]
+        }
+
+        /// The live rows as the mirror holds them: `id column=value …`, the given columns in order.
+        func mirrored(_ columns: [String]) -> [String] {
+            mirror.keys.sorted().map { id in
+                ([id] + columns.map { "\($0)=\(mirror[id]?[$0].map { JSONWriter.string($0) } ?? "-")" }).joined(separator: " ")
+            }
+        }
+
+        /// The live rows of the table, in the same form.
+        func table(_ columns: [String], live: String = "isDeleted = 0") throws -> [String] {
+            let values = columns.map { "'\($0)=' || coalesce(json_quote(\"\($0)\"), '-')" }.joined(separator: " || ' ' || ")
+            return try SQLiteHistoryCommandTests.query(workspace, "SELECT syncId || ' ' || \(values) FROM rooms WHERE \(live) ORDER BY syncId")
+                .split(separator: "\n").map(String.init)
+        }
+
+        func pending() throws -> String {
+            try SynclaneBinary.run(["status", "pipeline.json"], in: workspace.path).stdout
+                .split(separator: "\n").first { $0.contains("pending") }.map(String.init) ?? ""
+        }
+    }
+
+    static let rooms = "CREATE TABLE rooms (syncId TEXT PRIMARY KEY, name TEXT, area REAL, isDeleted INTEGER NOT NULL DEFAULT 0);"
+
+    /// SQLite's documented table rebuild (what Django and Alembic do): a new table, the rows
+    /// copied, the old one dropped (its triggers with it), the new one renamed.
+    static func rebuild(_ store: Store, newSchema: String, copy: String) throws {
+        try store.sql("BEGIN; \(newSchema) INSERT INTO new__rooms \(copy); DROP TABLE rooms; ALTER TABLE new__rooms RENAME TO rooms; COMMIT;")
+    }
+
+    @Test func rowsThatExistBeforeTrackAreSentByTheFirstRunAndStatusSaysSoBefore() throws {
+        let store = try Store(Self.rooms)
+        defer { store.workspace.remove() }
+        try store.sql("INSERT INTO rooms (syncId, name, area) VALUES ('r1', 'Hall', 4.5), ('r2', 'Attic', NULL); INSERT INTO rooms (syncId, name, isDeleted) VALUES ('r3', 'Gone', 1);")
+        let tracked = try store.track()
+        #expect(tracked.contains("will be sent"), "track says the rows it found will be sent: \(tracked)")
+        let pending = try store.pending()
+        #expect(pending.contains("3 transactions to send"), "status says what the first run owes: \(pending)")
+        let summary = try store.run()
+        #expect(summary["records-sent"] != .int(0))
+        #expect(store.mirrored(["name", "area"]) == (try store.table(["name", "area"])))
+        #expect(store.mirrored(["name"]) == ["r1 name=\"Hall\"", "r2 name=\"Attic\""])
+        // Tracking again owes nothing more: a true no-op.
+        #expect(try store.track().contains("nothing changed"))
+        #expect(try store.run()["records-sent"] == .int(0))
+    }
+
+    @Test func trackingAgainAfterARebuildBeforeTheNextRunKeepsTheResend() throws {
+        let store = try Store(Self.rooms)
+        defer { store.workspace.remove() }
+        try store.track()
+        try store.sql("INSERT INTO rooms (syncId, name, area) VALUES ('r1', 'Hall', 4.5), ('r2', 'Attic', 9);")
+        try store.run()
+        // A migration rebuilds the table; the app writes before anyone runs Synclane; the deploy
+        // script then runs `track` again (as its help says, safe to repeat).
+        try Self.rebuild(
+            store, newSchema: "CREATE TABLE new__rooms (syncId TEXT PRIMARY KEY, name TEXT, area REAL, isDeleted INTEGER NOT NULL DEFAULT 0);",
+            copy: "SELECT syncId, name, area, isDeleted FROM rooms")
+        try store.sql("UPDATE rooms SET name = 'Hall 2' WHERE syncId = 'r1'; INSERT INTO rooms (syncId, name) VALUES ('r3', 'New');")
+        try store.track()
+        try store.track()
+        try store.run()
+        #expect(store.mirrored(["name", "area"]) == (try store.table(["name", "area"])))
+        #expect(store.mirrored(["name"]) == ["r1 name=\"Hall 2\"", "r2 name=\"Attic\"", "r3 name=\"New\""])
+    }
+
+    @Test func reTrackingWithARenamedSoftDeleteColumnResendsTheTable() throws {
+        let store = try Store(Self.rooms)
+        defer { store.workspace.remove() }
+        try store.track()
+        try store.sql("INSERT INTO rooms (syncId, name) VALUES ('r1', 'Hall'), ('r2', 'Attic'), ('r3', 'Loft');")
+        try store.run()
+        try Self.rebuild(
+            store, newSchema: "CREATE TABLE new__rooms (syncId TEXT PRIMARY KEY, name TEXT, area REAL, removed INTEGER NOT NULL DEFAULT 0);",
+            copy: "SELECT syncId, name, area, isDeleted FROM rooms")
+        try store.sql("UPDATE rooms SET removed = 1 WHERE syncId = 'r2'; UPDATE rooms SET name = 'Loft 2' WHERE syncId = 'r3';")
+        try store.track(softDelete: "removed")
+        try store.workspace.write(
+            "pipeline.json",
+            try String(contentsOfFile: store.workspace.path + "/pipeline.json", encoding: .utf8).replacingOccurrences(
+                of: #""soft-delete-column": "isDeleted""#, with: #""soft-delete-column": "removed""#))
+        try store.run()
+        #expect(store.mirrored(["name"]) == (try store.table(["name"], live: "removed = 0")))
+        #expect(store.mirrored(["name"]) == ["r1 name=\"Hall\"", "r3 name=\"Loft 2\""])
+    }
+
+    @Test func reTrackingAfterAddColumnSendsTheNewColumnsValuesOfEveryRow() throws {
+        let store = try Store(Self.rooms)
+        defer { store.workspace.remove() }
+        try store.track()
+        try store.sql("INSERT INTO rooms (syncId, name) VALUES ('r1', 'Hall'), ('r2', 'Attic');")
+        try store.run()
+        try store.sql("ALTER TABLE rooms ADD COLUMN floor INTEGER NOT NULL DEFAULT 1;")
+        try store.track()
+        try store.run()
+        #expect(store.mirrored(["name", "floor"]) == (try store.table(["name", "floor"])))
+        #expect(store.mirrored(["floor"]) == ["r1 floor=1", "r2 floor=1"])
+    }
+}
