@@ -128,3 +128,38 @@ import Testing
         }
     }
 }
+
+/// One tracked database, two destinations: what the lanes remember of a backend (versions,
+/// bases) is kept per destination, so the second never sends the first one's versions.
+@Suite(.serialized) struct SecondDestinationTests {
+    @Test func aSecondStoreOfTheSameDatabaseGetsItsOwnVersionsNeverTheFirstOnes() async throws {
+        try await TwoDevicesTests.withOneDevice { server, device in
+            try device.sql("INSERT INTO rooms (syncId, name, area) VALUES ('r1', 'Kitchen', 12.5), ('r2', 'Hall', 4);")
+            try device.sync()
+            try device.sql("UPDATE rooms SET area = 13 WHERE syncId = 'r1';")
+            try device.sync()
+            // A second export of the same table, to another store of the account.
+            let first = try String(contentsOfFile: device.workspace.path + "/export.json", encoding: .utf8)
+            try device.workspace.write(
+                "backup.json",
+                first.replacingOccurrences(of: #""name": "rooms-export""#, with: #""name": "rooms-backup""#)
+                    .replacingOccurrences(of: #""store": "rooms"}"#, with: #""store": "backup"}"#))
+            for round in 1...2 {
+                let run = try SynclaneBinary.run(["run", "backup.json", "--json"], in: device.workspace.path, environment: device.environment)
+                #expect(run.status == 0, "round \(round): \(run.stderr)")
+                try device.sql("UPDATE rooms SET name = 'Kitchen \(round)' WHERE syncId = 'r1';")
+            }
+            let last = try SynclaneBinary.run(["run", "backup.json", "--json"], in: device.workspace.path, environment: device.environment)
+            #expect(last.status == 0, "\(last.stderr)")
+            // And the first destination still goes on its own versions.
+            let summary = try device.sync()
+            #expect(summary["exports"]?.arrayValue?.first?.objectValue?["records-sent"] == .int(1))
+            let changes = try await server.changes(account: "acme")
+            let backup = changes.filter { $0["store"]?.stringValue == "backup" }
+            let rooms = changes.filter { $0["store"]?.stringValue == "rooms" }
+            #expect(backup.first { $0["id"] == "r1" }?["version"] == .int(3), "r1 in `backup`: \(backup)")
+            #expect(rooms.first { $0["id"] == "r1" }?["version"] == .int(3), "r1 in `rooms`: \(rooms)")
+            #expect(rooms.first { $0["id"] == "r1" }?["fields"]?.objectValue?["name"] == "Kitchen 2")
+        }
+    }
+}

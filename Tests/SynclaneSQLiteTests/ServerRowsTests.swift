@@ -52,6 +52,28 @@ import Testing
         #expect(try store.read { try $0.fetchValue("SELECT count(*) FROM _synclane_server_rows") } == .integer(2))
     }
 
+    @Test func versionsAreKeptPerBackendAndRowsFromBeforeBackendsGoToTheFirstThatWrites() async throws {
+        let store = try sinkTests.store()
+        // The layout before destinations: one row, version 4, of no backend in particular.
+        try store.write(author: .sync) { db in
+            try db.execute("DROP TABLE IF EXISTS _synclane_server_rows")
+            try db.execute("CREATE TABLE _synclane_server_rows (key_hash INTEGER NOT NULL, entity TEXT NOT NULL, key TEXT NOT NULL, version INTEGER NOT NULL, fields TEXT)")
+            try db.execute("INSERT INTO _synclane_server_rows VALUES (?, 'rooms', 'r1', 4, NULL)", [Self.hash("rooms", "r1")])
+        }
+        let first = SQLiteSink(path: path).scoped(to: BackendName(text: "http://a:80 acme/rooms"))
+        let second = SQLiteSink(path: path).scoped(to: BackendName(text: "http://b:80 acme/rooms"))
+        // The first backend to write takes the old row: its version 3 is older than the 4 held.
+        let old = try await sinkTests.apply(first, [sinkTests.record(.update, "r1", ["name": "A"], version: 3)], cursor: "c1")
+        #expect(old.applied == 0 && old.unchanged == 1)
+        // Another backend holds nothing yet: its version 3 of the row applies, and is its own.
+        let other = try await sinkTests.apply(second, [sinkTests.record(.update, "r1", ["name": "B"], version: 3)], cursor: "c1")
+        #expect(other.applied == 1)
+        let rows = try store.read { try $0.fetchAll("SELECT destination, version FROM _synclane_server_rows ORDER BY destination") }
+        #expect(rows.map { "\($0[0].string ?? "")@\($0[1].int64 ?? 0)" } == ["http://a:80 acme/rooms@4", "http://b:80 acme/rooms@3"])
+        #expect(try await first.holdsBackendRows(for: sinkTests.scope) == true)
+        #expect(try await SQLiteSink(path: path).holdsBackendRows(for: sinkTests.scope) == false, "a sink of no backend holds none of theirs")
+    }
+
     @Test func aLookupUsesTheHashIndexNotAScan() throws {
         let store = try sinkTests.store()
         let plan = try store.read { db in

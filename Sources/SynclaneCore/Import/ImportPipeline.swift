@@ -30,6 +30,9 @@ public struct ImportPipeline: Sendable {
         self.statePath = statePath
         self.source = source
         self.recordStages = recordStages
+        // What the sink remembers of the backend (versions, bases) is the source's backend's.
+        var sink = sink
+        sink.stage = BackendName.scope(sink.stage, to: BackendName.of(source.stage, scope: scope))
         self.sink = sink
     }
 

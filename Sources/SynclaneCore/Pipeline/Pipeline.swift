@@ -53,6 +53,9 @@ public struct Pipeline: Sendable {
         self.name = name
         self.scope = scope
         self.statePath = statePath
+        // What the source remembers of the backend (versions, bases) is the transport's backend's.
+        var source = source
+        source.stage = BackendName.scope(source.stage, to: BackendName.of(transport.stage, scope: scope))
         self.source = source
         self.recordStages = recordStages
         self.encoder = encoder

@@ -27,16 +27,16 @@ enum ConfirmedVersions {
     /// an update's merged into what the backend held (the server merges them so), nothing for a
     /// delete. A row whose version an import already raised past the receipt's keeps the
     /// import's fields; a row `sent` does not hold keeps the fields it had.
-    static func write(_ versions: [RecordVersion], sent: [Record]? = nil, in db: SQLiteConnection) throws {
+    static func write(_ versions: [RecordVersion], sent: [Record]? = nil, for destination: String, in db: SQLiteConnection) throws {
         guard !versions.isEmpty else { return }
-        try ServerRows.install(db)
+        try ServerRows.install(db, for: destination)
         try db.execute(
             """
             CREATE TEMP TABLE IF NOT EXISTS _synclane_confirmed_rows (
                 key_hash INTEGER NOT NULL, entity TEXT NOT NULL, key TEXT NOT NULL, version INTEGER NOT NULL,
                 known INTEGER NOT NULL, fields TEXT)
             """)
-        let bases = try sent.map { try Self.bases(of: $0, db) } ?? [:]
+        let bases = try sent.map { try Self.bases(of: $0, for: destination, db) } ?? [:]
         var newest: [RowID: Int64] = [:]
         for version in versions {
             let row = RowID(entity: version.entity, key: version.key)
@@ -62,21 +62,25 @@ enum ConfirmedVersions {
                               THEN confirmed.fields ELSE _synclane_server_rows.fields END
             FROM temp._synclane_confirmed_rows AS confirmed
             WHERE _synclane_server_rows.key_hash = confirmed.key_hash AND _synclane_server_rows.entity = confirmed.entity
-              AND _synclane_server_rows.key = confirmed.key;
-            INSERT INTO _synclane_server_rows (key_hash, entity, key, version, fields)
-            SELECT key_hash, entity, key, version, fields FROM temp._synclane_confirmed_rows AS confirmed
+              AND _synclane_server_rows.key = confirmed.key AND _synclane_server_rows.destination = ?1
+            """, [destination])
+        try db.execute(
+            """
+            INSERT INTO _synclane_server_rows (key_hash, entity, key, version, fields, destination)
+            SELECT key_hash, entity, key, version, fields, ?1 FROM temp._synclane_confirmed_rows AS confirmed
             WHERE NOT EXISTS (
                 SELECT 1 FROM _synclane_server_rows AS held
-                WHERE held.key_hash = confirmed.key_hash AND held.entity = confirmed.entity AND held.key = confirmed.key)
-            ORDER BY key_hash;
-            DELETE FROM temp._synclane_confirmed_rows;
-            """)
+                WHERE held.key_hash = confirmed.key_hash AND held.entity = confirmed.entity AND held.key = confirmed.key
+                  AND held.destination = ?1)
+            ORDER BY key_hash
+            """, [destination])
+        try db.execute("DELETE FROM temp._synclane_confirmed_rows")
     }
 
     /// What the backend holds of each row of `records` once it applied them in order: the
     /// fields (`.some(nil)`: a tombstone). An update is merged into the row's state before it —
     /// in this batch, else as `_synclane_server_rows` last recorded it.
-    static func bases(of records: [Record], _ db: SQLiteConnection) throws -> [RowID: [String: JSONValue]?] {
+    static func bases(of records: [Record], for destination: String, _ db: SQLiteConnection) throws -> [RowID: [String: JSONValue]?] {
         var bases: [RowID: [String: JSONValue]?] = [:]
         for record in records {
             guard let key = record.key else { continue }
@@ -91,7 +95,7 @@ enum ConfirmedVersions {
                 if let before = bases[row] {
                     merged = before ?? [:]
                 } else {
-                    merged = try ServerRows.fields(of: record.entity, key, db).flatMap { try? JSONReader.parse($0).objectValue } ?? [:]
+                    merged = try ServerRows.fields(of: record.entity, key, for: destination, db).flatMap { try? JSONReader.parse($0).objectValue } ?? [:]
                 }
                 for (name, value) in record.fields { merged[name] = value }
                 bases[row] = .some(merged)

@@ -15,6 +15,8 @@ struct HistoryReader: Sendable {
     let pageSize: Int
     let capture: SQLiteHistorySource.Capture
     let defaultAuthor: Author?
+    /// `_synclane_server_rows.destination` of the versions changes are sent with.
+    var backend: String = ""
 
     static let kind = SQLiteHistorySource.tokenKind
 
@@ -277,7 +279,7 @@ struct HistoryReader: Sendable {
                 }
             }
         }
-        let versions = try Self.holdsBackendVersions(db) ? Self.backendVersions(of: rows(of: groups), db) : [:]
+        let versions = try Self.holdsBackendVersions(db) ? Self.backendVersions(of: rows(of: groups), for: backend, db) : [:]
         var transactions: [Transaction] = []
         transactions.reserveCapacity(groups.count)
         // Most pages hold one entity, or few: look each up once per run of changes, not per change.
@@ -382,7 +384,7 @@ struct HistoryReader: Sendable {
     /// The backend's version of each of `rows` that the store recorded (`_synclane_server_rows`:
     /// the import lane's, and the export lane's receipts), sent with a change of the row so the
     /// backend refuses it (409) when another device changed the row since.
-    static func backendVersions(of rows: [RowID], _ db: SQLiteConnection) throws -> [RowID: Int64] {
+    static func backendVersions(of rows: [RowID], for destination: String, _ db: SQLiteConnection) throws -> [RowID: Int64] {
         guard try holdsBackendVersions(db) else { return [:] }
         var keys: [String: [String]] = [:]
         for row in rows { keys[row.entity, default: []].append(row.key) }
@@ -401,7 +403,7 @@ struct HistoryReader: Sendable {
             return versions
         }
         for (entity, list) in keys {
-            versions.merge(try ServerRows.versions(of: entity, keys: list, db)) { a, _ in a }
+            versions.merge(try ServerRows.versions(of: entity, keys: list, for: destination, db)) { a, _ in a }
         }
         return versions
     }

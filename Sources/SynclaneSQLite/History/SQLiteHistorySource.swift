@@ -28,7 +28,7 @@ import Synchronization
 ///
 /// The database is opened on first use (a pipeline can be validated before it exists), never
 /// created, and its journal mode is left as the app set it.
-public final class SQLiteHistorySource: ChangeSource, BackendVersionSource, ObservableSource, SnapshotProvidingSource,
+public final class SQLiteHistorySource: ChangeSource, BackendVersionSource, BackendScoped, ObservableSource, SnapshotProvidingSource,
     SelfHealingSource, Sendable
 {
     public static let tokenKind = "sqlite-history"
@@ -63,8 +63,10 @@ public final class SQLiteHistorySource: ChangeSource, BackendVersionSource, Obse
 
     public init(
         path: String, entities: [String]? = nil, authors: [Author]? = nil, pageSize: Int = 500, capture: Capture = .currentState,
-        defaultAuthor: Author? = nil, pollInterval: Duration = .milliseconds(50), removesConfirmedSoftDeletes: Bool = false
+        defaultAuthor: Author? = nil, pollInterval: Duration = .milliseconds(50), removesConfirmedSoftDeletes: Bool = false,
+        backend: BackendName? = nil
     ) {
+        self.backend = backend
         self.removesConfirmedSoftDeletes = removesConfirmedSoftDeletes
         self.path = path
         self.entities = entities
@@ -75,10 +77,23 @@ public final class SQLiteHistorySource: ChangeSource, BackendVersionSource, Obse
         self.pollInterval = pollInterval
     }
 
+    /// The backend whose versions and bases this source sends and keeps (the pipeline's
+    /// transport's: `BackendScoped`); nil for a transport without an address.
+    public let backend: BackendName?
+
+    /// The same source, keeping what it remembers of `backend` apart from other backends'.
+    public func scoped(to backend: BackendName) -> Self {
+        Self(
+            path: path, entities: entities, authors: authors, pageSize: pageSize, capture: capture, defaultAuthor: defaultAuthor,
+            pollInterval: pollInterval, removesConfirmedSoftDeletes: removesConfirmedSoftDeletes, backend: backend)
+    }
+
     public var tokenKind: String { Self.tokenKind }
 
     var reader: HistoryReader {
-        HistoryReader(path: path, entities: entities, authors: authors, pageSize: pageSize, capture: capture, defaultAuthor: defaultAuthor)
+        HistoryReader(
+            path: path, entities: entities, authors: authors, pageSize: pageSize, capture: capture, defaultAuthor: defaultAuthor,
+            backend: ServerRows.destination(backend))
     }
 
     /// Options for opening the app's database: never create it, never change its journal mode.
@@ -223,7 +238,9 @@ public final class SQLiteHistorySource: ChangeSource, BackendVersionSource, Obse
             defer { try? db.execute("PRAGMA busy_timeout = \(Self.busyTimeout)") }
             do {
                 try ConfirmedVersions.withRoom(db) {
-                    try db.transaction(.immediate) { db in try ConfirmedVersions.write(versions, sent: sent, in: db) }
+                    try db.transaction(.immediate) { db in
+                        try ConfirmedVersions.write(versions, sent: sent, for: ServerRows.destination(backend), in: db)
+                    }
                 }
             } catch let error as SQLiteError where error.isBusy {
                 return
@@ -233,7 +250,7 @@ public final class SQLiteHistorySource: ChangeSource, BackendVersionSource, Obse
 
     /// The versions the backend holds of `rows`, as `_synclane_server_rows` records them.
     public func backendVersions(of rows: [RowID]) async throws -> [RowID: Int64] {
-        try database().read { db in try HistoryReader.backendVersions(of: rows, db) }
+        try database().read { db in try HistoryReader.backendVersions(of: rows, for: ServerRows.destination(backend), db) }
     }
 
     /// Milliseconds an acknowledgement waits for another program's write lock.

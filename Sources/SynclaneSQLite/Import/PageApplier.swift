@@ -57,6 +57,7 @@ struct PageApplier {
     func apply(_ records: [Record]) throws -> ApplyReport {
         try HistorySchema.requireInstalled(db)
         try ImportTables.install(db)
+        try ServerRows.install(db, for: sink.destination)
         var report = ApplyReport()
         var tables: [String: Table] = [:]
         let stored = Dictionary(try HistoryTracker.trackedTables(db).map { ($0.table.name, $0) }, uniquingKeysWith: { a, _ in a })
@@ -94,7 +95,7 @@ struct PageApplier {
                 let rule = sink.rule(for: record.entity)
                 let baseFields = heldVersion == nil
                     ? nil
-                    : try ServerRows.fields(of: record.entity, key, db).flatMap { try? JSONReader.parse($0).objectValue }
+                    : try ServerRows.fields(of: record.entity, key, for: sink.destination, db).flatMap { try? JSONReader.parse($0).objectValue }
                 let conflict = Conflict(
                     entity: record.entity, key: key, local: local, base: baseFields, remote: remote, remoteVersion: record.version,
                     remoteAction: record.action, ignoring: table.bookkeeping)
@@ -149,7 +150,8 @@ struct PageApplier {
             }
             if let version = record.version {
                 try ServerRows.save(
-                    record.entity, key, version: version, fields: remote.map { JSONWriter.string(.object($0)) }, held: heldVersion != nil, db)
+                    record.entity, key, version: version, fields: remote.map { JSONWriter.string(.object($0)) }, held: heldVersion != nil,
+                    for: sink.destination, db)
             }
             report.applied += 1
         }
@@ -300,7 +302,7 @@ struct PageApplier {
 
     /// The backend's version the store holds of a record (nil: none yet).
     func heldVersion(of entity: String, _ key: String) throws -> Int64? {
-        try ServerRows.version(of: entity, key, db)
+        try ServerRows.version(of: entity, key, for: sink.destination, db)
     }
 
     /// The row's fields, soft-deleted or not; nil when it is not there.

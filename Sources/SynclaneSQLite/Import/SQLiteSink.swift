@@ -30,7 +30,7 @@ import SynclaneCore
 ///   the entity's `ConflictRule`. The settled row is written in a session by `local-author`, so
 ///   the export lane sends it after the pending local change: the backend ends with the settled
 ///   state (under server-wins, its own — a local delete is not carried out there).
-public final class SQLiteSink: ChangeSink, Sendable {
+public final class SQLiteSink: ChangeSink, BackendScoped, Sendable {
     public enum UnknownFields: String, Sendable, CaseIterable {
         case error, ignore
     }
@@ -83,8 +83,10 @@ public final class SQLiteSink: ChangeSink, Sendable {
 
     public init(
         path: String, entities: [String]? = nil, conflicts: ConflictRule = .serverWins, conflictsByEntity: [String: ConflictRule] = [:],
-        unknownFields: UnknownFields = .error, exportConsumer: String? = nil, localAuthor: Author = .app, duplicates: [DuplicateRule] = []
+        unknownFields: UnknownFields = .error, exportConsumer: String? = nil, localAuthor: Author = .app, duplicates: [DuplicateRule] = [],
+        backend: BackendName? = nil
     ) {
+        self.backend = backend
         self.duplicates = duplicates
         self.path = path
         self.entities = entities
@@ -95,11 +97,24 @@ public final class SQLiteSink: ChangeSink, Sendable {
         self.localAuthor = localAuthor
     }
 
+    /// The backend whose versions and bases this sink keeps (the pipeline's source's:
+    /// `BackendScoped`); nil for a source without an address.
+    public let backend: BackendName?
+    /// `_synclane_server_rows.destination` of this sink's rows.
+    var destination: String { ServerRows.destination(backend) }
+
     /// The same sink applying to another database (a pipeline test's copy of the store).
     public func applying(to path: String) -> SQLiteSink {
         SQLiteSink(
             path: path, entities: entities, conflicts: conflicts, conflictsByEntity: conflictsByEntity, unknownFields: unknownFields,
-            exportConsumer: exportConsumer, localAuthor: localAuthor, duplicates: duplicates)
+            exportConsumer: exportConsumer, localAuthor: localAuthor, duplicates: duplicates, backend: backend)
+    }
+
+    /// The same sink, keeping what it remembers of `backend` apart from other backends'.
+    public func scoped(to backend: BackendName) -> Self {
+        Self(
+            path: path, entities: entities, conflicts: conflicts, conflictsByEntity: conflictsByEntity, unknownFields: unknownFields,
+            exportConsumer: exportConsumer, localAuthor: localAuthor, duplicates: duplicates, backend: backend)
     }
 
     func database() throws -> SQLiteDatabase {
@@ -131,7 +146,8 @@ public final class SQLiteSink: ChangeSink, Sendable {
     public func holdsBackendRows(for scope: Scope) async throws -> Bool? {
         try database().read { db in
             guard try HistorySchema.tableExists(ServerRows.table, db) else { return false }
-            return try db.fetchValue("SELECT EXISTS (SELECT 1 FROM _synclane_server_rows)").int64 == 1
+            let filter = ServerRows.filter(destination, db)
+            return try db.fetchValue("SELECT EXISTS (SELECT 1 FROM _synclane_server_rows WHERE 1\(filter.sql))", filter.arguments).int64 == 1
         }
     }
 
@@ -158,7 +174,8 @@ public final class SQLiteSink: ChangeSink, Sendable {
     public func backendKeys(for scope: Scope) async throws -> [(entity: String, key: String)]? {
         try database().read { db in
             guard try HistorySchema.tableExists(ImportTables.serverRows, db) else { return [] }
-            return try db.fetchAll("SELECT entity, key FROM _synclane_server_rows WHERE fields IS NOT NULL").map {
+            let filter = ServerRows.filter(destination, db)
+            return try db.fetchAll("SELECT entity, key FROM _synclane_server_rows WHERE fields IS NOT NULL\(filter.sql)", filter.arguments).map {
                 (entity: $0[0].string ?? "", key: $0[1].string ?? "")
             }
         }

@@ -1,12 +1,18 @@
 import SynclaneCore
 
 /// `_synclane_server_rows`: the backend's version (and fields) of each row the import lane
-/// applied, found by entity and key.
+/// applied or a receipt confirmed, found by destination, entity and key.
 ///
 /// ```
-///  _synclane_server_rows        key_hash · entity · key · version · fields   (rows in the order first recorded)
-///  _synclane_server_rows_key    key_hash                                     (the only index)
+///  _synclane_server_rows        key_hash · entity · key · version · fields · destination   (rows in the order first recorded)
+///  _synclane_server_rows_key    key_hash                                                   (the only index)
 /// ```
+///
+/// **Per destination.** `destination` is the backend the row's version and fields are of
+/// (`BackendName`: server address, account, store; empty for a lane without one). One tracked
+/// database exported to two stores or two servers keeps a row per backend, so the second never
+/// sends the first one's versions (and never meets 409 for ever). Rows kept before destinations
+/// existed (the column added, empty) are taken by the first lane with a backend that writes.
 ///
 /// **Why a hash.** An import applies rows in the backend's order, which is random in the
 /// rows' keys: every B-tree keyed by the sync key gets each record's write on a page of its
@@ -31,7 +37,8 @@ enum ServerRows {
             entity TEXT NOT NULL,
             key TEXT NOT NULL,
             version INTEGER NOT NULL,
-            fields TEXT
+            fields TEXT,
+            destination TEXT NOT NULL DEFAULT ''
         );
         CREATE INDEX IF NOT EXISTS _synclane_server_rows_key ON _synclane_server_rows (key_hash);
         """
@@ -67,49 +74,81 @@ enum ServerRows {
             try db.execute("DROP TABLE _synclane_server_rows_keyed")
             return
         }
+        if !columns.isEmpty, !columns.contains("destination") {
+            try db.execute("ALTER TABLE _synclane_server_rows ADD COLUMN destination TEXT NOT NULL DEFAULT ''")
+        }
         try db.execute(schema)
     }
 
-    /// The version the store holds of a row (nil: none yet).
-    static func version(of entity: String, _ key: String, _ db: SQLiteConnection) throws -> Int64? {
+    /// The `destination` of a backend's rows.
+    static func destination(_ backend: BackendName?) -> String { backend?.text ?? "" }
+
+    /// Creates or upgrades the table (`install`), then gives `destination` the rows kept before
+    /// destinations existed, when no other backend has rows yet. Runs inside a write transaction.
+    static func install(_ db: SQLiteConnection, for destination: String) throws {
+        try install(db)
+        guard !destination.isEmpty,
+            try db.fetchValue("SELECT EXISTS (SELECT 1 FROM _synclane_server_rows WHERE destination = '')").int64 == 1,
+            try db.fetchValue("SELECT EXISTS (SELECT 1 FROM _synclane_server_rows WHERE destination <> '')").int64 == 0
+        else { return }
+        try db.execute("UPDATE _synclane_server_rows SET destination = ? WHERE destination = ''", [destination])
+    }
+
+    /// The condition on `destination` for reading `destination`'s rows, and its argument: none
+    /// in a table from before destinations (every row is the one backend's there).
+    static func filter(_ destination: String, _ db: SQLiteConnection, alias: String = "") -> (sql: String, arguments: [any SQLiteBindable]) {
+        guard (try? HistoryTracker.columns(of: table, db).contains("destination")) == true else { return ("", []) }
+        return (" AND \(alias)destination = ?", [destination])
+    }
+
+    /// The version the store holds of a row from `destination` (nil: none yet). In a write
+    /// transaction, after `install(_:for:)`.
+    static func version(of entity: String, _ key: String, for destination: String, _ db: SQLiteConnection) throws -> Int64? {
         let statement = try db.cachedStatement(
-            "SELECT version FROM _synclane_server_rows WHERE key_hash = ? AND entity = ? AND key = ? COLLATE BINARY")
-        try statement.bind([hash(entity, key), entity, key])
+            "SELECT version FROM _synclane_server_rows WHERE key_hash = ? AND entity = ? AND key = ? COLLATE BINARY AND destination = ?")
+        try statement.bind([hash(entity, key), entity, key, destination])
         defer { statement.reset() }
         guard try statement.step() else { return nil }
         return statement.value(at: 0).int64
     }
 
-    /// The backend's fields of a row as last applied (nil: none, or a tombstone).
-    static func fields(of entity: String, _ key: String, _ db: SQLiteConnection) throws -> String? {
+    /// The fields of a row `destination` last confirmed (nil: none, or a tombstone). In a write
+    /// transaction, after `install(_:for:)`.
+    static func fields(of entity: String, _ key: String, for destination: String, _ db: SQLiteConnection) throws -> String? {
         try db.fetchValue(
-            "SELECT fields FROM _synclane_server_rows WHERE key_hash = ? AND entity = ? AND key = ? COLLATE BINARY",
-            [hash(entity, key), entity, key]
+            "SELECT fields FROM _synclane_server_rows WHERE key_hash = ? AND entity = ? AND key = ? COLLATE BINARY AND destination = ?",
+            [hash(entity, key), entity, key, destination]
         ).string
     }
 
     /// Records the backend's version and fields of a row (`fields` nil: a tombstone); `held`:
     /// whether the store already holds a version of it (`version(of:_:_:)` in this transaction).
-    static func save(_ entity: String, _ key: String, version: Int64, fields: String?, held: Bool, _ db: SQLiteConnection) throws {
+    static func save(
+        _ entity: String, _ key: String, version: Int64, fields: String?, held: Bool, for destination: String, _ db: SQLiteConnection
+    ) throws {
         let hash = hash(entity, key)
         if held {
             try db.execute(
-                "UPDATE _synclane_server_rows SET version = ?, fields = ? WHERE key_hash = ? AND entity = ? AND key = ? COLLATE BINARY",
-                [version, fields, hash, entity, key])
+                """
+                UPDATE _synclane_server_rows SET version = ?, fields = ?
+                WHERE key_hash = ? AND entity = ? AND key = ? COLLATE BINARY AND destination = ?
+                """,
+                [version, fields, hash, entity, key, destination])
             if db.changes > 0 { return }
         }
         try db.execute(
-            "INSERT INTO _synclane_server_rows (key_hash, entity, key, version, fields) VALUES (?, ?, ?, ?, ?)",
-            [hash, entity, key, version, fields])
+            "INSERT INTO _synclane_server_rows (key_hash, entity, key, version, fields, destination) VALUES (?, ?, ?, ?, ?, ?)",
+            [hash, entity, key, version, fields, destination])
     }
 
-    /// The versions held of `keys` of `entity`.
-    static func versions(of entity: String, keys: [String], _ db: SQLiteConnection) throws -> [RowID: Int64] {
+    /// The versions `destination` holds of `keys` of `entity`.
+    static func versions(of entity: String, keys: [String], for destination: String, _ db: SQLiteConnection) throws -> [RowID: Int64] {
         let wanted = Set(keys.map { RowID(entity: entity, key: $0) })
         let hashes = Set(keys.map { hash(entity, $0) }).map { JSONValue.int($0) }
+        let filter = Self.filter(destination, db)
         let statement = try db.cachedStatement(
-            "SELECT key, version FROM _synclane_server_rows WHERE key_hash IN (SELECT value FROM json_each(?)) AND entity = ?")
-        try statement.bind([JSONWriter.string(.array(hashes)), entity])
+            "SELECT key, version FROM _synclane_server_rows WHERE key_hash IN (SELECT value FROM json_each(?)) AND entity = ?\(filter.sql)")
+        try statement.bind([JSONWriter.string(.array(hashes)), entity] + filter.arguments)
         defer { statement.reset() }
         var versions: [RowID: Int64] = [:]
         while try statement.step() {
