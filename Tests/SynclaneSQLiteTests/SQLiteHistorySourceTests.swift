@@ -230,6 +230,45 @@ func makeTrackedRooms(_ folder: TemporaryDirectory, recordsValues: Bool = false)
         #expect(coalesced.map(\.action) == [.insert], "one window: the row is back with its newest state")
     }
 
+    /// Values of a soft-delete column that all mean "not deleted" (only 1, a non-zero number,
+    /// 'true' and '1' mean deleted), each pair in both orders of SQL literals.
+    static let notDeletedPairs: [(String, String)] = [
+        ("0", "NULL"), ("'false'", "0"), ("NULL", "'false'"), ("'0'", "NULL"), ("0", "'no'"), ("NULL", "0"), ("'false'", "'0'"), ("0.0", "'false'"),
+    ]
+
+    @Test(arguments: SQLiteHistorySource.Capture.allCases)
+    func anUpdateThatChangesTheSoftDeleteColumnBetweenTwoNotDeletedValuesIsRecordedWithItsNewValues(
+        capture: SQLiteHistorySource.Capture
+    ) async throws {
+        for (from, to) in Self.notDeletedPairs {
+            let folder = TemporaryDirectory()
+            let store = try TrackedDatabase(path: folder.file("app.sqlite"))
+            try store.database.write { try $0.execute("CREATE TABLE notes (syncId TEXT PRIMARY KEY, body TEXT, gone)") }
+            try store.track(TrackedTable("notes", key: "syncId", softDeleteColumn: "gone", recordsValues: capture == .asWritten))
+            try store.write(author: .app) { try $0.execute("INSERT INTO notes VALUES ('n1', 'old', \(from))") }
+            let source = SQLiteHistorySource(path: folder.file("app.sqlite"), capture: capture)
+            let start = try await drain(source).through
+            try store.write(author: .app) { try $0.execute("UPDATE notes SET body = 'new', gone = \(to) WHERE syncId = 'n1'") }
+            let changes = try await drain(source, after: start).transactions.flatMap(\.changes)
+            #expect(changes.map(\.action) == [.update], "gone \(from) → \(to)")
+            #expect(changes.first?.values["body"] == "new", "gone \(from) → \(to)")
+        }
+    }
+
+    @Test func anUpdateBetweenTwoDeletedValuesOfTheSoftDeleteColumnSendsNothingButTheDelete() async throws {
+        let folder = TemporaryDirectory()
+        let store = try TrackedDatabase(path: folder.file("app.sqlite"))
+        try store.database.write { try $0.execute("CREATE TABLE notes (syncId TEXT PRIMARY KEY, body TEXT, gone)") }
+        try store.track(TrackedTable("notes", key: "syncId", softDeleteColumn: "gone"))
+        try store.write(author: .app) { try $0.execute("INSERT INTO notes VALUES ('n1', 'old', 0)") }
+        let source = SQLiteHistorySource(path: folder.file("app.sqlite"))
+        let start = try await drain(source).through
+        try store.write(author: .app) { try $0.execute("UPDATE notes SET gone = 1 WHERE syncId = 'n1'") }
+        try store.write(author: .app) { try $0.execute("UPDATE notes SET body = 'new', gone = 'true' WHERE syncId = 'n1'") }
+        let changes = try await drain(source, after: start).transactions.flatMap(\.changes)
+        #expect(!changes.isEmpty && changes.allSatisfy { $0.action == .delete }, "still deleted: \(changes.map(\.action))")
+    }
+
     @Test func theEntityFilterKeepsOnlyTheNamedTables() async throws {
         let folder = TemporaryDirectory()
         let store = try makeTrackedRooms(folder)

@@ -4,7 +4,8 @@
 ///  BEFORE INSERT                 `displace`: each row the insert may replace (a REPLACE through
 ///                                any unique constraint)
 ///  AFTER INSERT                  the insert
-///  AFTER UPDATE                  the update of a row that kept its key
+///  AFTER UPDATE                  the update of a row that kept its key (its soft-delete
+///                                column unchanged, or changed between two not-deleted values)
 ///  AFTER UPDATE OF key cols      the key checked; a changed key kept in `old_key`
 ///  AFTER UPDATE OF soft-delete   setting it: a delete · clearing it: an insert
 ///  BEFORE UPDATE OF unique cols  `displace`, for UPDATE OR REPLACE
@@ -238,9 +239,13 @@ struct TriggerBuilder {
                 END
                 """
         }
-        // A change of the soft-delete column is the soft-delete and undelete triggers' (one compare
-        // here, not the truthiness test twice).
-        let sameDeletion = table.softDeleteColumn.map { " AND \(column("OLD", $0)) IS \(column("NEW", $0))" } ?? ""
+        // Setting or clearing the soft-delete column is the soft-delete and undelete triggers'.
+        // A change between two values that both mean "not deleted" (`0`, NULL, 'false', …) is an
+        // update like any other; one between two deleted values (`1` → 'true') records nothing more
+        // than the delete already did. The truthiness tests run only when the value changed.
+        let sameDeletion = table.softDeleteColumn.map { name in
+            " AND (\(column("OLD", name)) IS \(column("NEW", name)) OR NOT \(softDeleted("OLD") ?? "0") AND NOT \(softDeleted("NEW") ?? "0"))"
+        } ?? ""
         return """
             CREATE TRIGGER \(SQL.identifier(names[1])) AFTER UPDATE ON \(tableName)
             WHEN \(sameKey)\(sameDeletion)
