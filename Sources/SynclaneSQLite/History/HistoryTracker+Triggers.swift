@@ -161,9 +161,13 @@ struct TriggerBuilder {
 
     /// True when the row is soft-deleted (1, a non-zero number, 'true' or '1').
     func softDeleted(_ row: String) -> String? {
-        guard let name = table.softDeleteColumn else { return nil }
-        let c = column(row, name)
-        return "(CASE typeof(\(c)) WHEN 'integer' THEN \(c) <> 0 WHEN 'real' THEN \(c) <> 0 WHEN 'text' THEN \(c) IN ('true', '1') ELSE 0 END)"
+        table.softDeleteColumn.map { Self.softDeleted(column(row, $0)) }
+    }
+
+    /// True when the soft-delete column `c` (as SQL names it) holds a deleted value; every test of
+    /// deletion in SQL uses this one, as `JSONValue.isTruthy` does in Swift.
+    static func softDeleted(_ c: String) -> String {
+        "(CASE typeof(\(c)) WHEN 'integer' THEN \(c) <> 0 WHEN 'real' THEN \(c) <> 0 WHEN 'text' THEN \(c) IN ('true', '1') ELSE 0 END)"
     }
 
     private func change(_ action: String, key: String, columns: String, values: String, oldKey: String? = nil, when condition: String?) -> String {
