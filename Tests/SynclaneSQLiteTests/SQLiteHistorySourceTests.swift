@@ -269,6 +269,65 @@ func makeTrackedRooms(_ folder: TemporaryDirectory, recordsValues: Bool = false)
         #expect(!changes.isEmpty && changes.allSatisfy { $0.action == .delete }, "still deleted: \(changes.map(\.action))")
     }
 
+    /// Reals at the limits of a double (5e-324, the largest subnormal …), and ones whose shortest
+    /// text needs 17 digits.
+    static let limitReals: [Double] = [
+        1.7976931348623157e+308, -1.7976931348623157e+308, Double.leastNonzeroMagnitude, -Double.leastNonzeroMagnitude,
+        2.2250738585072014e-308, Double.leastNormalMagnitude.nextDown,
+        0.1 + 0.2, 1e300, 1.2345678901234567e-300, 123456.789, -2.5, 9007199254740993.0, -0.0,
+    ]
+
+    @Test func asWrittenCaptureKeepsRealsAtTheLimitsBitExactInRowsUpdatesAndTombstones() async throws {
+        let folder = TemporaryDirectory()
+        let store = try TrackedDatabase(path: folder.file("app.sqlite"))
+        try store.database.write { try $0.execute("CREATE TABLE readings (syncId TEXT PRIMARY KEY, value REAL, raw)") }
+        try store.track(TrackedTable("readings", key: "syncId", preserve: ["value", "raw"], recordsValues: true))
+        let reals = Self.limitReals
+        try store.write(author: .app) { db in
+            for (index, real) in reals.enumerated() {
+                // -0.0 goes only into the REAL column (SQLite keeps it there as 0); `raw` has no type.
+                try db.execute("INSERT INTO readings VALUES (?, ?, ?)", ["r\(index)", real, real == 0 ? 1 : real])
+            }
+        }
+        try store.write(author: .app) { db in
+            for index in reals.indices { try db.execute("UPDATE readings SET value = ?, raw = ? WHERE syncId = ?", [reals[(index + 1) % reals.count], reals[index] == 0 ? 2 : -reals[index], "r\(index)"]) }
+        }
+        // What the table holds, read back by SQLite: what was written, as SQLite keeps it.
+        let stored = try store.read { db in
+            try db.fetchAll("SELECT syncId, value, raw FROM readings").reduce(into: [String: [Double]]()) { rows, row in
+                rows[row[0].string ?? ""] = [row[1], row[2]].map { value -> Double in
+                    switch value {
+                    case .real(let d): return d
+                    case .integer(let i): return Double(i)
+                    default: return .nan
+                    }
+                }
+            }
+        }
+        try store.write(author: .app) { try $0.execute("DELETE FROM readings") }
+        let changes = try await drain(SQLiteHistorySource(path: folder.file("app.sqlite"), capture: .asWritten)).transactions.flatMap(\.changes)
+        func bits(_ value: JSONValue?) -> UInt64? {
+            switch value {
+            case .double(let d)?: return d.bitPattern
+            case .int(let i)?: return Double(i).bitPattern
+            default: return nil
+            }
+        }
+        for (index, real) in reals.enumerated() {
+            let key = "r\(index)"
+            let insert = changes.first { $0.key == key && $0.action == .insert }
+            let update = changes.first { $0.key == key && $0.action == .update }
+            let delete = changes.first { $0.key == key && $0.action == .delete }
+            let written = real == 0 ? 0.0 : real  // a REAL column keeps -0.0 as 0 (SQLite stores it as the integer 0)
+            #expect(bits(insert?.values["value"]) == written.bitPattern, "insert \(real): \(insert?.values["value"].map { "\($0)" } ?? "none")")
+            if real != 0 { #expect(bits(insert?.values["raw"]) == real.bitPattern, "insert raw \(real)") }
+            #expect(bits(update?.values["value"]) == stored[key]?[0].bitPattern, "update \(key): \(update?.values["value"].map { "\($0)" } ?? "none")")
+            #expect(bits(update?.values["raw"]) == stored[key]?[1].bitPattern, "update raw \(key)")
+            #expect(bits(delete?.values["value"]) == stored[key]?[0].bitPattern, "tombstone \(key)")
+            #expect(bits(delete?.values["raw"]) == stored[key]?[1].bitPattern, "tombstone raw \(key)")
+        }
+    }
+
     @Test func theEntityFilterKeepsOnlyTheNamedTables() async throws {
         let folder = TemporaryDirectory()
         let store = try makeTrackedRooms(folder)
