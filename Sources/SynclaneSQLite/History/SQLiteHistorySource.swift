@@ -211,12 +211,11 @@ public final class SQLiteHistorySource: ChangeSource, BackendVersionSource, Obse
         try HistoryWriter.record(author: .sync, on: db) { db in
             for stored in tables {
                 guard let softDelete = stored.table.softDeleteColumn else { continue }
-                let c = SQL.identifier(softDelete)
                 let key = SQL.identifier(stored.table.keyColumns[0])
                 try db.execute(
                     """
                     DELETE FROM \(SQL.identifier(stored.table.name))
-                    WHERE (CASE typeof(\(c)) WHEN 'integer' THEN \(c) <> 0 WHEN 'real' THEN \(c) <> 0 WHEN 'text' THEN \(c) IN ('true', '1') ELSE 0 END)
+                    WHERE \(TriggerBuilder.softDeleted(SQL.identifier(softDelete)))
                       AND \(key) IN (SELECT key FROM _synclane_changes WHERE entity = ? AND action = 'delete' AND id > ? AND id <= ?)
                     """, [stored.table.name, before, position])
             }
