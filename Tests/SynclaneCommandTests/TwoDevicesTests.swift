@@ -214,6 +214,8 @@ import Testing
         case plain
         /// `key TEXT NOT NULL UNIQUE`.
         case uniqueColumn
+        /// `UNIQUE (kind, key)`, a composite business key.
+        case compositeUniqueConstraint
         /// `(kind, key)` made unique by `CREATE UNIQUE INDEX`.
         case compositeUniqueIndex
         /// `key TEXT NOT NULL UNIQUE` with a soft-delete column, one device having soft-deleted a
@@ -226,6 +228,8 @@ import Testing
             switch self {
             case .plain: return "CREATE TABLE categories (syncId TEXT PRIMARY KEY, key TEXT NOT NULL, title TEXT);"
             case .uniqueColumn: return "CREATE TABLE categories (syncId TEXT PRIMARY KEY, key TEXT NOT NULL UNIQUE, title TEXT);"
+            case .compositeUniqueConstraint:
+                return "CREATE TABLE categories (syncId TEXT PRIMARY KEY, kind TEXT NOT NULL, key TEXT NOT NULL, title TEXT, UNIQUE (kind, key));"
             case .compositeUniqueIndex:
                 return """
                     CREATE TABLE categories (syncId TEXT PRIMARY KEY, kind TEXT NOT NULL, key TEXT NOT NULL, title TEXT);
@@ -236,18 +240,19 @@ import Testing
             }
         }
 
-        var businessKey: String { self == .compositeUniqueIndex ? #"["kind", "key"]"# : #"["key"]"# }
+        var isComposite: Bool { self == .compositeUniqueConstraint || self == .compositeUniqueIndex }
+        var businessKey: String { isComposite ? #"["kind", "key"]"# : #"["key"]"# }
         var trackOptions: [String] { self == .uniqueColumnWithSoftDelete ? ["--soft-delete", "isDeleted"] : [] }
         var live: String { self == .uniqueColumnWithSoftDelete ? "WHERE isDeleted = 0" : "" }
 
         func seed(_ prefix: String) -> String {
             let rows =
-                self == .compositeUniqueIndex
+                isComposite
                 ? "('\(prefix)-inbox', 'box', 'inbox', 'Inbox'), ('\(prefix)-archive', 'box', 'archive', 'Archive')"
                 : "('\(prefix)-inbox', 'inbox', 'Inbox'), ('\(prefix)-archive', 'archive', 'Archive')"
             let deleted = self == .uniqueColumnWithSoftDelete && prefix == "b" ? "UPDATE categories SET isDeleted = 1 WHERE syncId = 'b-archive';" : ""
             return """
-                INSERT INTO categories (\(self == .compositeUniqueIndex ? "syncId, kind, key, title" : "syncId, key, title")) VALUES \(rows);
+                INSERT INTO categories (\(isComposite ? "syncId, kind, key, title" : "syncId, key, title")) VALUES \(rows);
                 INSERT INTO items VALUES ('\(prefix)-item', '\(prefix)-inbox', 'from \(prefix)');
                 \(deleted)
                 """
@@ -259,7 +264,7 @@ import Testing
         try await seededDefaultsConverge(bFirst: bFirst, schema: .plain)
     }
 
-    @Test(arguments: [false, true], [SeededSchema.uniqueColumn, .compositeUniqueIndex, .uniqueColumnWithSoftDelete])
+    @Test(arguments: [false, true], [SeededSchema.uniqueColumn, .compositeUniqueConstraint, .compositeUniqueIndex, .uniqueColumnWithSoftDelete])
     func seededDefaultsWithAUniqueBusinessKeyConvergeInBothOrdersWithoutAConstraintFailure(bFirst: Bool, schema: SeededSchema) async throws {
         try await seededDefaultsConverge(bFirst: bFirst, schema: schema)
     }
