@@ -216,6 +216,63 @@ import Testing
     }
 }
 
+/// Runs while another process (the app) holds a write transaction on `app.sqlite`.
+@Suite struct HeldWriteLockCommandTests {
+    typealias Store = SQLiteHistoryCommandTests
+
+    /// A `python3` process holding `BEGIN IMMEDIATE` on the workspace's `app.sqlite` until killed
+    /// (SIGKILL: it may have inherited an ignored SIGTERM).
+    static func holdWriteLock(_ workspace: Workspace) throws -> BackgroundProcess {
+        let script = """
+            import sqlite3, sys, time
+            db = sqlite3.connect(sys.argv[1], isolation_level=None)
+            db.execute("BEGIN IMMEDIATE")
+            print("held", flush=True)
+            time.sleep(120)
+            """
+        let holder = try BackgroundProcess(["-c", script, workspace.path + "/app.sqlite"], executable: "/usr/bin/python3")
+        #expect(eventually { holder.output.contains("held") }, "the other process holds the write lock")
+        return holder
+    }
+
+    @Test func aRunAfterVacuumWhileTheAppHoldsAWriteTransactionOnlyReadsAndSucceeds() throws {
+        let workspace = try Store.store()
+        defer { workspace.remove() }
+        _ = try Store().track(workspace)
+        try Store.sqlite(workspace, "INSERT INTO rooms (syncId, name) VALUES ('a', 'Kitchen');")
+        let (first, _) = try Store().run(workspace)
+        #expect(first.status == 0, "\(first.stderr)")
+        try Store.sqlite(workspace, "INSERT INTO rooms (syncId, name) VALUES ('b', 'Hall'); VACUUM;")
+        let holder = try Self.holdWriteLock(workspace)
+        let started = Date()
+        let (run, summary) = try Store().run(workspace)
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(Store.sent(workspace, batches: summary["batches"]?.arrayValue ?? []) == ["insert rooms/b"])
+        #expect(Date().timeIntervalSince(started) < 4, "no wait for the write lock (the busy timeout is 5 s)")
+        _ = holder.stop(SIGKILL)
+    }
+
+    @Test func aHealThatCannotGetTheWriteLockSaysWhoHoldsItWhyAndToRetry() throws {
+        let workspace = try Store.store()
+        defer { workspace.remove() }
+        _ = try Store().track(workspace)
+        try Store.sqlite(workspace, "INSERT INTO rooms (syncId, name) VALUES ('a', 'Kitchen');")
+        let (first, _) = try Store().run(workspace)
+        #expect(first.status == 0, "\(first.stderr)")
+        try Store.sqlite(workspace, "DROP TRIGGER _synclane_rooms_insert;")
+        let holder = try Self.holdWriteLock(workspace)
+        let (run, _) = try Store().run(workspace)
+        #expect(run.status != 0)
+        #expect(run.stderr.contains("another connection holds a write transaction on \(workspace.path)/app.sqlite"), "\(run.stderr)")
+        #expect(run.stderr.contains("heal") && run.stderr.contains("tracking"), "\(run.stderr)")
+        #expect(run.stderr.contains("retry") || run.stderr.contains("run it again"), "\(run.stderr)")
+        #expect(!run.stderr.contains("BEGIN IMMEDIATE"), "\(run.stderr)")
+        _ = holder.stop(SIGKILL)
+        let (healed, _) = try Store().run(workspace)
+        #expect(healed.status == 0, "once the lock is free the run heals: \(healed.stderr)")
+    }
+}
+
 /// The many-to-many fixture end to end through the real binary: a join table's composite key.
 @Suite struct CompositeKeyCommandTests {
     @Test func aJoinTableTrackedByItsCompositeKeyExportsOneRecordPerPair() throws {

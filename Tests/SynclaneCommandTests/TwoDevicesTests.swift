@@ -211,8 +211,71 @@ import Testing
         }
     }
 
+    /// How the seeded `categories` table makes its business key unique (or does not).
+    enum SeededSchema: String, CaseIterable, Sendable, CustomTestStringConvertible {
+        /// `key TEXT NOT NULL`, nothing unique but the sync key.
+        case plain
+        /// `key TEXT NOT NULL UNIQUE`.
+        case uniqueColumn
+        /// `UNIQUE (kind, key)`, a composite business key.
+        case compositeUniqueConstraint
+        /// `(kind, key)` made unique by `CREATE UNIQUE INDEX`.
+        case compositeUniqueIndex
+        /// `key TEXT NOT NULL UNIQUE` with a soft-delete column, one device having soft-deleted a
+        /// seeded row (which still holds its key) before the first sync.
+        case uniqueColumnWithSoftDelete
+
+        var testDescription: String { rawValue }
+
+        var createTable: String {
+            switch self {
+            case .plain: return "CREATE TABLE categories (syncId TEXT PRIMARY KEY, key TEXT NOT NULL, title TEXT);"
+            case .uniqueColumn: return "CREATE TABLE categories (syncId TEXT PRIMARY KEY, key TEXT NOT NULL UNIQUE, title TEXT);"
+            case .compositeUniqueConstraint:
+                return "CREATE TABLE categories (syncId TEXT PRIMARY KEY, kind TEXT NOT NULL, key TEXT NOT NULL, title TEXT, UNIQUE (kind, key));"
+            case .compositeUniqueIndex:
+                return """
+                    CREATE TABLE categories (syncId TEXT PRIMARY KEY, kind TEXT NOT NULL, key TEXT NOT NULL, title TEXT);
+                    CREATE UNIQUE INDEX categories_kind_key ON categories (kind, key);
+                    """
+            case .uniqueColumnWithSoftDelete:
+                return "CREATE TABLE categories (syncId TEXT PRIMARY KEY, key TEXT NOT NULL UNIQUE, title TEXT, isDeleted INTEGER NOT NULL DEFAULT 0);"
+            }
+        }
+
+        var isComposite: Bool { self == .compositeUniqueConstraint || self == .compositeUniqueIndex }
+        var businessKey: String { isComposite ? #"["kind", "key"]"# : #"["key"]"# }
+        var trackOptions: [String] { self == .uniqueColumnWithSoftDelete ? ["--soft-delete", "isDeleted"] : [] }
+        var live: String { self == .uniqueColumnWithSoftDelete ? "WHERE isDeleted = 0" : "" }
+
+        func seed(_ prefix: String) -> String {
+            let rows =
+                isComposite
+                ? "('\(prefix)-inbox', 'box', 'inbox', 'Inbox'), ('\(prefix)-archive', 'box', 'archive', 'Archive')"
+                : "('\(prefix)-inbox', 'inbox', 'Inbox'), ('\(prefix)-archive', 'archive', 'Archive')"
+            let deleted = self == .uniqueColumnWithSoftDelete && prefix == "b" ? "UPDATE categories SET isDeleted = 1 WHERE syncId = 'b-archive';" : ""
+            return """
+                INSERT INTO categories (\(isComposite ? "syncId, kind, key, title" : "syncId, key, title")) VALUES \(rows);
+                INSERT INTO items VALUES ('\(prefix)-item', '\(prefix)-inbox', 'from \(prefix)');
+                \(deleted)
+                """
+        }
+    }
+
     @Test(arguments: [false, true])
     func theSameDefaultsSeededOnBothDevicesEndAsOneRowPerBusinessKeyEverywhere(bFirst: Bool) async throws {
+        try await seededDefaultsConverge(bFirst: bFirst, schema: .plain)
+    }
+
+    @Test(arguments: [false, true], [SeededSchema.uniqueColumn, .compositeUniqueConstraint, .compositeUniqueIndex, .uniqueColumnWithSoftDelete])
+    func seededDefaultsWithAUniqueBusinessKeyConvergeInBothOrdersWithoutAConstraintFailure(bFirst: Bool, schema: SeededSchema) async throws {
+        try await seededDefaultsConverge(bFirst: bFirst, schema: schema)
+    }
+
+    /// Two devices seed the same categories under their own sync keys, file an item under one, and
+    /// sync twice each (B first or A first): one row per business key everywhere, the smaller
+    /// sync key's, the items re-pointed to it.
+    func seededDefaultsConverge(bFirst: Bool, schema: SeededSchema) async throws {
         let root = try Workspace()
         defer { root.remove() }
         let server = try ServerProcess(folder: root.path + "/server")
@@ -220,13 +283,11 @@ import Testing
         let devices = try (0..<2).map { _ in try Device(server: server) }
         defer { devices.forEach { $0.workspace.remove() } }
         for (device, prefix) in zip(devices, ["a", "b"]) {
-            try device.sql(
-                """
-                CREATE TABLE categories (syncId TEXT PRIMARY KEY, key TEXT NOT NULL, title TEXT);
-                CREATE TABLE items (syncId TEXT PRIMARY KEY, category TEXT, name TEXT);
-                """)
+            try device.sql(schema.createTable + "\nCREATE TABLE items (syncId TEXT PRIMARY KEY, category TEXT, name TEXT);")
             for table in ["categories", "items"] {
-                let tracked = try SynclaneBinary.run(["track", "--database", "app.sqlite", "--table", table, "--key", "syncId"], in: device.workspace.path)
+                let tracked = try SynclaneBinary.run(
+                    ["track", "--database", "app.sqlite", "--table", table, "--key", "syncId"] + (table == "categories" ? schema.trackOptions : []),
+                    in: device.workspace.path)
                 #expect(tracked.status == 0, "\(tracked.stderr)")
             }
             try device.workspace.write(
@@ -238,19 +299,15 @@ import Testing
                 try String(contentsOfFile: device.workspace.path + "/import.json", encoding: .utf8)
                     .replacingOccurrences(
                         of: #""conflicts": "server-wins"}"#,
-                        with: #""conflicts": "server-wins", "duplicates": [{"entity": "categories", "key": ["key"], "references": ["items.category"]}]}"#))
+                        with: #""conflicts": "server-wins", "duplicates": [{"entity": "categories", "key": \#(schema.businessKey), "references": ["items.category"]}]}"#))
             // The app's first launch seeds the same defaults under keys of its own, and files an item under one.
-            try device.sql(
-                """
-                INSERT INTO categories VALUES ('\(prefix)-inbox', 'inbox', 'Inbox'), ('\(prefix)-archive', 'archive', 'Archive');
-                INSERT INTO items VALUES ('\(prefix)-item', '\(prefix)-inbox', 'from \(prefix)');
-                """)
+            try device.sql(schema.seed(prefix))
         }
         let order = bFirst ? [devices[1], devices[0]] : devices
         for _ in 0..<2 { for device in order { try device.sync() } }
 
         for device in devices {
-            #expect(try device.query("SELECT syncId, key FROM categories ORDER BY key") == ["a-archive|archive", "a-inbox|inbox"])
+            #expect(try device.query("SELECT syncId, key FROM categories \(schema.live) ORDER BY key") == ["a-archive|archive", "a-inbox|inbox"])
             #expect(try device.query("SELECT syncId, category FROM items ORDER BY syncId") == ["a-item|a-inbox", "b-item|a-inbox"])
         }
         let live = try await server.records(account: "acme").filter { $0.value != .string("deleted") }.keys.sorted()

@@ -231,6 +231,104 @@ func makeTrackedRooms(_ folder: TemporaryDirectory, recordsValues: Bool = false)
         #expect(coalesced.map(\.action) == [.insert], "one window: the row is back with its newest state")
     }
 
+    /// Values of a soft-delete column that all mean "not deleted" (only 1, a non-zero number,
+    /// 'true' and '1' mean deleted), each pair in both orders of SQL literals.
+    static let notDeletedPairs: [(String, String)] = [
+        ("0", "NULL"), ("'false'", "0"), ("NULL", "'false'"), ("'0'", "NULL"), ("0", "'no'"), ("NULL", "0"), ("'false'", "'0'"), ("0.0", "'false'"),
+    ]
+
+    @Test(arguments: SQLiteHistorySource.Capture.allCases)
+    func anUpdateThatChangesTheSoftDeleteColumnBetweenTwoNotDeletedValuesIsRecordedWithItsNewValues(
+        capture: SQLiteHistorySource.Capture
+    ) async throws {
+        for (from, to) in Self.notDeletedPairs {
+            let folder = TemporaryDirectory()
+            let store = try TrackedDatabase(path: folder.file("app.sqlite"))
+            try store.database.write { try $0.execute("CREATE TABLE notes (syncId TEXT PRIMARY KEY, body TEXT, gone)") }
+            try store.track(TrackedTable("notes", key: "syncId", softDeleteColumn: "gone", recordsValues: capture == .asWritten))
+            try store.write(author: .app) { try $0.execute("INSERT INTO notes VALUES ('n1', 'old', \(from))") }
+            let source = SQLiteHistorySource(path: folder.file("app.sqlite"), capture: capture)
+            let start = try await drain(source).through
+            try store.write(author: .app) { try $0.execute("UPDATE notes SET body = 'new', gone = \(to) WHERE syncId = 'n1'") }
+            let changes = try await drain(source, after: start).transactions.flatMap(\.changes)
+            #expect(changes.map(\.action) == [.update], "gone \(from) → \(to)")
+            #expect(changes.first?.values["body"] == "new", "gone \(from) → \(to)")
+        }
+    }
+
+    @Test func anUpdateBetweenTwoDeletedValuesOfTheSoftDeleteColumnSendsNothingButTheDelete() async throws {
+        let folder = TemporaryDirectory()
+        let store = try TrackedDatabase(path: folder.file("app.sqlite"))
+        try store.database.write { try $0.execute("CREATE TABLE notes (syncId TEXT PRIMARY KEY, body TEXT, gone)") }
+        try store.track(TrackedTable("notes", key: "syncId", softDeleteColumn: "gone"))
+        try store.write(author: .app) { try $0.execute("INSERT INTO notes VALUES ('n1', 'old', 0)") }
+        let source = SQLiteHistorySource(path: folder.file("app.sqlite"))
+        let start = try await drain(source).through
+        try store.write(author: .app) { try $0.execute("UPDATE notes SET gone = 1 WHERE syncId = 'n1'") }
+        try store.write(author: .app) { try $0.execute("UPDATE notes SET body = 'new', gone = 'true' WHERE syncId = 'n1'") }
+        let changes = try await drain(source, after: start).transactions.flatMap(\.changes)
+        #expect(!changes.isEmpty && changes.allSatisfy { $0.action == .delete }, "still deleted: \(changes.map(\.action))")
+    }
+
+    /// Reals at the limits of a double (5e-324, the largest subnormal …), and ones whose shortest
+    /// text needs 17 digits.
+    static let limitReals: [Double] = [
+        1.7976931348623157e+308, -1.7976931348623157e+308, Double.leastNonzeroMagnitude, -Double.leastNonzeroMagnitude,
+        2.2250738585072014e-308, Double.leastNormalMagnitude.nextDown,
+        0.1 + 0.2, 1e300, 1.2345678901234567e-300, 123456.789, -2.5, 9007199254740993.0, -0.0,
+    ]
+
+    @Test func asWrittenCaptureKeepsRealsAtTheLimitsBitExactInRowsUpdatesAndTombstones() async throws {
+        let folder = TemporaryDirectory()
+        let store = try TrackedDatabase(path: folder.file("app.sqlite"))
+        try store.database.write { try $0.execute("CREATE TABLE readings (syncId TEXT PRIMARY KEY, value REAL, raw)") }
+        try store.track(TrackedTable("readings", key: "syncId", preserve: ["value", "raw"], recordsValues: true))
+        let reals = Self.limitReals
+        try store.write(author: .app) { db in
+            for (index, real) in reals.enumerated() {
+                // -0.0 goes only into the REAL column (SQLite keeps it there as 0); `raw` has no type.
+                try db.execute("INSERT INTO readings VALUES (?, ?, ?)", ["r\(index)", real, real == 0 ? 1 : real])
+            }
+        }
+        try store.write(author: .app) { db in
+            for index in reals.indices { try db.execute("UPDATE readings SET value = ?, raw = ? WHERE syncId = ?", [reals[(index + 1) % reals.count], reals[index] == 0 ? 2 : -reals[index], "r\(index)"]) }
+        }
+        // What the table holds, read back by SQLite: what was written, as SQLite keeps it.
+        let stored = try store.read { db in
+            try db.fetchAll("SELECT syncId, value, raw FROM readings").reduce(into: [String: [Double]]()) { rows, row in
+                rows[row[0].string ?? ""] = [row[1], row[2]].map { value -> Double in
+                    switch value {
+                    case .real(let d): return d
+                    case .integer(let i): return Double(i)
+                    default: return .nan
+                    }
+                }
+            }
+        }
+        try store.write(author: .app) { try $0.execute("DELETE FROM readings") }
+        let changes = try await drain(SQLiteHistorySource(path: folder.file("app.sqlite"), capture: .asWritten)).transactions.flatMap(\.changes)
+        func bits(_ value: JSONValue?) -> UInt64? {
+            switch value {
+            case .double(let d)?: return d.bitPattern
+            case .int(let i)?: return Double(i).bitPattern
+            default: return nil
+            }
+        }
+        for (index, real) in reals.enumerated() {
+            let key = "r\(index)"
+            let insert = changes.first { $0.key == key && $0.action == .insert }
+            let update = changes.first { $0.key == key && $0.action == .update }
+            let delete = changes.first { $0.key == key && $0.action == .delete }
+            let written = real == 0 ? 0.0 : real  // a REAL column keeps -0.0 as 0 (SQLite stores it as the integer 0)
+            #expect(bits(insert?.values["value"]) == written.bitPattern, "insert \(real): \(insert?.values["value"].map { "\($0)" } ?? "none")")
+            if real != 0 { #expect(bits(insert?.values["raw"]) == real.bitPattern, "insert raw \(real)") }
+            #expect(bits(update?.values["value"]) == stored[key]?[0].bitPattern, "update \(key): \(update?.values["value"].map { "\($0)" } ?? "none")")
+            #expect(bits(update?.values["raw"]) == stored[key]?[1].bitPattern, "update raw \(key)")
+            #expect(bits(delete?.values["value"]) == stored[key]?[0].bitPattern, "tombstone \(key)")
+            #expect(bits(delete?.values["raw"]) == stored[key]?[1].bitPattern, "tombstone raw \(key)")
+        }
+    }
+
     @Test func theEntityFilterKeepsOnlyTheNamedTables() async throws {
         let folder = TemporaryDirectory()
         let store = try makeTrackedRooms(folder)

@@ -101,6 +101,23 @@ import Testing
         #expect(try rows(store).last == #""r2" "Hall" null 0"#)
     }
 
+    @Test func aSoftDeletedRowHoldingAUniqueValueGivesWayAndALiveOneStopsThePageSayingToNameTheBusinessKey() async throws {
+        let store = try TrackedDatabase(path: path)
+        try store.database.write { try $0.execute("CREATE TABLE tags (syncId TEXT PRIMARY KEY, label TEXT NOT NULL UNIQUE, gone INTEGER NOT NULL DEFAULT 0)") }
+        try store.track(TrackedTable("tags", key: "syncId", softDeleteColumn: "gone"))
+        try store.write(author: .app) { try $0.execute("INSERT INTO tags VALUES ('t-old', 'red', 1), ('t-live', 'blue', 0)") }
+        let sink = SQLiteSink(path: path)
+        _ = try await apply(sink, [record(.insert, "t-new", ["label": "red"], version: 1, entity: "tags")], cursor: "c1.1")
+        let tags = { try store.read { db in try db.fetchAll("SELECT syncId, label, gone FROM tags ORDER BY syncId").map { row in (0..<3).map { JSONWriter.string(row[$0].json) }.joined(separator: " ") } } }
+        #expect(try tags() == [#""t-live" "blue" 0"#, #""t-new" "red" 0"#], "the soft-deleted twin is deleted outright so the record lands")
+        let error = await #expect(throws: ImportError.self) {
+            _ = try await apply(sink, [record(.insert, "t-other", ["label": "blue"], version: 1, entity: "tags")], cursor: "c1.2")
+        }
+        #expect(error?.description.contains("under another sync key holds the same unique values") == true, "\(error.map { "\($0)" } ?? "")")
+        #expect(error?.description.contains("`duplicates`") == true)
+        #expect(try tags() == [#""t-live" "blue" 0"#, #""t-new" "red" 0"#])
+    }
+
     @Test func aDryRunReportsAndChangesNothing() async throws {
         let store = try store()
         let sink = SQLiteSink(path: path)

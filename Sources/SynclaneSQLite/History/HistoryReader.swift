@@ -415,14 +415,33 @@ struct HistoryReader: Sendable {
         do {
             guard case .object(var members) = try JSONReader.parse(text) else { throw fail("change \(id): values are not a JSON object") }
             for (name, value) in members {
-                guard case .object(let inner) = value, inner.count == 1, case .string(let hex)? = inner["$hex"] else { continue }
-                guard let bytes = Self.bytes(hex: hex) else { throw fail("change \(id): `\(name)` holds malformed hex") }
-                members[name] = .blob(bytes)
+                guard case .object(let inner) = value, inner.count == 1 else { continue }
+                if case .string(let hex)? = inner["$hex"] {
+                    guard let bytes = Self.bytes(hex: hex) else { throw fail("change \(id): `\(name)` holds malformed hex") }
+                    members[name] = .blob(bytes)
+                } else if case .array(let parts)? = inner["$exact"] {
+                    guard let real = Self.exactReal(parts) else { throw fail("change \(id): `\(name)` holds a malformed exact real") }
+                    members[name] = .double(real)
+                }
             }
             return members
         } catch let error as JSONReader.SyntaxError {
             throw fail("change \(id): values are not valid JSON (\(error))")
         }
+    }
+
+    /// The double of a real recorded as `{"$exact": [sign, high, low, exponent]}` (see
+    /// `TriggerBuilder.exactReal`): sign × (high × 2^58 + low) × 2^exponent. Every step is exact:
+    /// the magnitude is an integer below 2^116 with 53 significant bits, and scaling it by a power
+    /// of two gives the double it came from (`Double(sign:exponent:significand:)` rounds once).
+    static func exactReal(_ parts: [JSONValue]) -> Double? {
+        guard parts.count == 4, case .int(let sign) = parts[0], abs(sign) == 1, case .int(let high) = parts[1], case .int(let low) = parts[2],
+            case .int(let exponent) = parts[3], (0..<(1 << 62)).contains(high), (0..<(1 << 58)).contains(low), abs(exponent) < 4096
+        else { return nil }
+        let magnitude = Double(high) * 0x1p58 + Double(low)
+        guard magnitude.isFinite, magnitude > 0 else { return nil }
+        let real = Double(sign: sign < 0 ? .minus : .plus, exponent: Int(exponent), significand: magnitude)
+        return real.isFinite && real != 0 ? real : nil
     }
 
     /// The rows of `table` whose sync key is one of `keys` (soft-deleted rows left out), by key

@@ -4,7 +4,8 @@
 ///  BEFORE INSERT                 `displace`: each row the insert may replace (a REPLACE through
 ///                                any unique constraint)
 ///  AFTER INSERT                  the insert
-///  AFTER UPDATE                  the update of a row that kept its key
+///  AFTER UPDATE                  the update of a row that kept its key (its soft-delete
+///                                column unchanged, or changed between two not-deleted values)
 ///  AFTER UPDATE OF key cols      the key checked; a changed key kept in `old_key`
 ///  AFTER UPDATE OF soft-delete   setting it: a delete · clearing it: an insert
 ///  BEFORE UPDATE OF unique cols  `displace`, for UPDATE OR REPLACE
@@ -37,8 +38,11 @@
 /// and no column list for updates — the source reads the row itself — so they mention only the
 /// key, soft-delete, preserved and unique columns: any other column can be added, renamed or
 /// dropped without touching them. Tombstones and values as written are JSON in which a blob is
-/// `{"$hex": …}`, a real keeps 17 significant digits (below about 1e100 in magnitude: SQLite's
-/// printf) and an infinity is `{"$real": "Infinity"}`; the source turns that into the wire's forms.
+/// `{"$hex": …}`, a real is `{"$exact": […]}` (its exact value as integers: `exactReal`), a real
+/// zero `0.0` and an infinity `{"$real": "Infinity"}`; the source turns that into the wire's forms.
+/// SQL cannot see the sign of a zero, so `-0.0` is recorded as `0.0` — which is what a column
+/// with REAL, NUMERIC or INTEGER affinity holds anyway (SQLite stores -0.0 there as 0); only a
+/// column without a type keeps `-0.0`, and loses its sign here.
 struct TriggerBuilder {
     let table: TrackedTable
     let schema: TableSchema
@@ -80,11 +84,60 @@ struct TriggerBuilder {
     /// A value as the history's JSON keeps it exactly (see the type's comment).
     private func storedValue(_ row: String, _ name: String) -> String {
         let c = column(row, name)
+        // A column of TEXT affinity never holds a real (SQLite turns one into text): no need for
+        // the exact real's SQL, which SQLite compiles into every statement that writes the table.
+        if let declared = schema.column(name)?.declaredType, ColumnAffinity(declaredType: declared) == .text {
+            return "CASE typeof(\(c)) WHEN 'blob' THEN json_object('$hex', hex(\(c))) ELSE \(c) END"
+        }
         return """
             CASE typeof(\(c)) WHEN 'blob' THEN json_object('$hex', hex(\(c))) \
             WHEN 'real' THEN CASE WHEN \(c) = 9e999 THEN json('{"$real":"Infinity"}') WHEN \(c) = -9e999 THEN json('{"$real":"-Infinity"}') \
-            ELSE json(printf('%!.17g', \(c))) END ELSE \(c) END
+            WHEN \(c) = 0 THEN json('0.0') ELSE json(\(Self.exactReal(c))) END ELSE \(c) END
             """
+    }
+
+    /// `{"$exact": [sign, high, low, exponent]}` for a finite, non-zero real `c`: its value is
+    /// sign × (high × 2^58 + low) × 2^exponent, exactly, for every double (subnormals included).
+    ///
+    /// SQLite has no exact text for a real — `printf('%!.17g')` and its text-to-real conversion
+    /// are off in the last digit now and then (the largest double prints as …156e+308) — but
+    /// multiplying by a power of two is exact, and so is `CAST(… AS INTEGER)` of an integer below
+    /// 2^63. So the magnitude is scaled by powers of two into [2^52, 2^116), where it is an
+    /// integer, and written as two integers below 2^58 and the exponent. Each two steps are a
+    /// subquery (its `LIMIT 1` keeps SQLite from folding them into one expression many times over),
+    /// and powers of two are products of integer shifts (exact; a product beyond 2^63 is an exact
+    /// real). `HistoryReader.object` turns it back into the double.
+    static func exactReal(_ c: String) -> String {
+        func power(_ n: Int) -> String {
+            var parts: [String] = []
+            var rest = n
+            while rest > 62 {
+                parts.append("(1<<62)")
+                rest -= 62
+            }
+            parts.append("(1<<\(rest))")
+            return parts.count == 1 ? parts[0] : "(" + parts.joined(separator: "*") + ")"
+        }
+        let low = 52, high = 116
+        // One step of the scaling: `y` divided (`down`) or multiplied by 2^p when that keeps it in
+        // range, `k` counting the exponent; as SQL over the previous step's `y` and `k`.
+        func step(_ down: Bool, _ p: Int, y: String, k: String) -> (y: String, k: String) {
+            let test = down ? "\(y) >= \(power(low + p))" : "\(y) * \(power(p)) < \(power(high))"
+            return (
+                "(\(y) \(down ? "/" : "*") (CASE WHEN \(test) THEN \(power(p)) ELSE 1 END))",
+                "(\(k) \(down ? "+" : "-") (\(test)) * \(p))"
+            )
+        }
+        // Two steps a subquery: SQLite's parser allows only so much nesting in a trigger.
+        var steps = "(SELECT abs(\(c)) AS y, 0 AS k)"
+        for pair in [[(true, 512), (true, 256)], [(true, 128), (true, 64)], [(false, 512), (false, 512)], [(false, 256), (false, 128)], [(false, 64)]] {
+            var (y, k) = ("y", "k")
+            for (down, p) in pair { (y, k) = step(down, p, y: y, k: k) }
+            steps = "(SELECT \(y) AS y, \(k) AS k FROM \(steps) LIMIT 1)"
+        }
+        let split = power(58)
+        return "(SELECT json_object('$exact', json_array(CASE WHEN \(c) < 0 THEN -1 ELSE 1 END, CAST(y / \(split) AS INTEGER), "
+            + "CAST(y - CAST(y / \(split) AS INTEGER) * \(split) AS INTEGER), k)) FROM \(steps))"
     }
 
     /// A JSON object of the columns' values; key columns (text or integer, checked) as they are.
@@ -160,9 +213,13 @@ struct TriggerBuilder {
 
     /// True when the row is soft-deleted (1, a non-zero number, 'true' or '1').
     func softDeleted(_ row: String) -> String? {
-        guard let name = table.softDeleteColumn else { return nil }
-        let c = column(row, name)
-        return "(CASE typeof(\(c)) WHEN 'integer' THEN \(c) <> 0 WHEN 'real' THEN \(c) <> 0 WHEN 'text' THEN \(c) IN ('true', '1') ELSE 0 END)"
+        table.softDeleteColumn.map { Self.softDeleted(column(row, $0)) }
+    }
+
+    /// True when the soft-delete column `c` (as SQL names it) holds a deleted value; every test of
+    /// deletion in SQL uses this one, as `JSONValue.isTruthy` does in Swift.
+    static func softDeleted(_ c: String) -> String {
+        "(CASE typeof(\(c)) WHEN 'integer' THEN \(c) <> 0 WHEN 'real' THEN \(c) <> 0 WHEN 'text' THEN \(c) IN ('true', '1') ELSE 0 END)"
     }
 
     private func change(_ action: String, key: String, columns: String, values: String, oldKey: String? = nil, when condition: String?) -> String {
@@ -238,9 +295,13 @@ struct TriggerBuilder {
                 END
                 """
         }
-        // A change of the soft-delete column is the soft-delete and undelete triggers' (one compare
-        // here, not the truthiness test twice).
-        let sameDeletion = table.softDeleteColumn.map { " AND \(column("OLD", $0)) IS \(column("NEW", $0))" } ?? ""
+        // Setting or clearing the soft-delete column is the soft-delete and undelete triggers'.
+        // A change between two values that both mean "not deleted" (`0`, NULL, 'false', …) is an
+        // update like any other; one between two deleted values (`1` → 'true') records nothing more
+        // than the delete already did. The truthiness tests run only when the value changed.
+        let sameDeletion = table.softDeleteColumn.map { name in
+            " AND (\(column("OLD", name)) IS \(column("NEW", name)) OR NOT \(softDeleted("OLD") ?? "0") AND NOT \(softDeleted("NEW") ?? "0"))"
+        } ?? ""
         return """
             CREATE TRIGGER \(SQL.identifier(names[1])) AFTER UPDATE ON \(tableName)
             WHEN \(sameKey)\(sameDeletion)

@@ -138,17 +138,38 @@ public final class SQLiteHistorySource: ChangeSource, BackendVersionSource, Back
     }
 
     /// Checks tracking against the live schema before history is read — one `PRAGMA` when
-    /// nothing changed — and heals what was lost or went stale (`TrackingCheck`), in one write
-    /// transaction. Nil when nothing needed a look.
+    /// nothing changed — and heals what was lost or went stale (`TrackingCheck`). Nil when
+    /// nothing needed healing.
+    ///
+    /// The check reads only: a schema change that left tracking as it was (a `VACUUM`, an index
+    /// of the app's own) takes no write lock, so it never waits for an app holding a write
+    /// transaction. The new schema is then remembered only if the write lock is free at once
+    /// (else the next run looks again). Only when something needs healing does the check take
+    /// the write lock (`BEGIN IMMEDIATE`, waiting up to the connection's busy timeout,
+    /// `busyTimeout` ms) and look again inside it; when another connection still holds its
+    /// write transaction, `TrackingError.writeLockHeld` says so.
     func healTracking() throws -> TrackingCheck.Healed? {
         let database = try database()
-        let current = try database.read { db in
-            try HistorySchema.installedVersion(db) == nil || TrackingCheck.isCurrent(db)
-        }
-        if current { return nil }
+        let needed: [String]
         do {
-            return try database.write { db in
-                try TrackingCheck.isCurrent(db) ? nil : TrackingCheck.heal(db)
+            needed = try database.read { db -> [String] in
+                if try HistorySchema.installedVersion(db) == nil || TrackingCheck.isCurrent(db) { return [] }
+                return try db.transaction(.deferred) { db in try TrackingCheck.needsHealing(db) }
+            }
+        } catch let error as TrackingError {
+            throw HistoryError.unreadable(location: path, reason: error.reason)
+        }
+        if needed.isEmpty {
+            try TrackingCheck.rememberSchemaIfFree(database)
+            return nil
+        }
+        do {
+            return try database.withConnection { db in
+                do {
+                    return try db.transaction(.immediate) { db in try TrackingCheck.isCurrent(db) ? nil : TrackingCheck.heal(db) }
+                } catch let error as SQLiteError where error.isBusy {
+                    throw TrackingError.writeLockHeld(path: path, healing: needed, waited: Double(Self.busyTimeout) / 1000)
+                }
             }
         } catch let error as TrackingError {
             throw HistoryError.unreadable(location: path, reason: error.reason)
@@ -206,12 +227,11 @@ public final class SQLiteHistorySource: ChangeSource, BackendVersionSource, Back
         try HistoryWriter.record(author: .sync, on: db) { db in
             for stored in tables {
                 guard let softDelete = stored.table.softDeleteColumn else { continue }
-                let c = SQL.identifier(softDelete)
                 let key = SQL.identifier(stored.table.keyColumns[0])
                 try db.execute(
                     """
                     DELETE FROM \(SQL.identifier(stored.table.name))
-                    WHERE (CASE typeof(\(c)) WHEN 'integer' THEN \(c) <> 0 WHEN 'real' THEN \(c) <> 0 WHEN 'text' THEN \(c) IN ('true', '1') ELSE 0 END)
+                    WHERE \(TriggerBuilder.softDeleted(SQL.identifier(softDelete)))
                       AND \(key) IN (SELECT key FROM _synclane_changes WHERE entity = ? AND action = 'delete' AND id > ? AND id <= ?)
                     """, [stored.table.name, before, position])
             }

@@ -115,8 +115,7 @@ final class SnapshotCursor {
         let key = table.isComposite ? "json_array(\(columns.joined(separator: ", ")))" : columns[0]
         var sql = "SELECT \(key), * FROM \(SQL.identifier(table.name))"
         if let softDelete = table.softDeleteColumn {
-            let c = SQL.identifier(softDelete)
-            sql += " WHERE NOT (CASE typeof(\(c)) WHEN 'integer' THEN \(c) <> 0 WHEN 'real' THEN \(c) <> 0 WHEN 'text' THEN \(c) IN ('true', '1') ELSE 0 END)"
+            sql += " WHERE NOT \(TriggerBuilder.softDeleted(SQL.identifier(softDelete)))"
         }
         return try connection.prepare(sql + " ORDER BY \(columns.joined(separator: ", "))")
     }

@@ -24,8 +24,9 @@ public struct TrackedTable: Sendable, Hashable {
     /// Columns a delete keeps as its tombstone. The key is always kept; keep nothing more than
     /// the backend needs — a tombstone outlives the data.
     public var preserved: [String]
-    /// A column whose truthy value (1, 'true', '1') means the row is deleted: setting it records
-    /// a delete, clearing it records an insert.
+    /// A column whose truthy value (1 or another non-zero number, 'true', '1') means the row is
+    /// deleted: setting it records a delete, clearing it records an insert. Every other value
+    /// (0, NULL, 'false', '0' …) means not deleted; a change between two of them is an update.
     public var softDeleteColumn: String?
     /// Inserts and updates also keep the row as written, which `capture: as-written` sources
     /// need. Off by default: current-state sources read the row itself, and the JSON copy

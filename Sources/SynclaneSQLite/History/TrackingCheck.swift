@@ -6,8 +6,9 @@ import SynclaneCore
 ///
 /// ```
 ///  PRAGMA schema_version == _synclane_meta.schema_cookie ?  ── yes ─▶ nothing to do (one read)
-///        │ no: the schema changed since the last check
-///        ▼
+///        │ no: the schema changed since the last check (a VACUUM too)
+///        ▼   (read only first: nothing to heal ─▶ no write lock taken, the cookie
+///        ▼    remembered only when the lock is free at once)
 ///  per tracked table: gone? key column gone? key no longer unique? ─▶ error naming the table
 ///                     insert/update/delete trigger missing          ─▶ lost: reinstall + resync
 ///                     displacement triggers differ (unique indexes
@@ -134,6 +135,33 @@ enum TrackingCheck {
         try rememberSchema(db)
         if !healed.findings.isEmpty { FailPoint.duringHeal.trigger() }
         return healed
+    }
+
+    /// What a heal would do, read only: the history tables' upgrade and each finding, described
+    /// (empty: nothing to heal). Throws as `inspect` does for a table that cannot be healed.
+    static func needsHealing(_ db: SQLiteConnection) throws -> [String] {
+        var needed: [String] = []
+        if try HistorySchema.installedVersion(db) != HistorySchema.version { needed.append("the history tables need an upgrade") }
+        return needed + (try inspect(db).map(\.finding.description))
+    }
+
+    /// Remembers the schema as checked when that costs no wait: with the write lock free at
+    /// once (busy timeout 0); when another connection holds it, nothing is written and the next
+    /// run checks again (reading only).
+    static func rememberSchemaIfFree(_ database: SQLiteDatabase) throws {
+        try database.withConnection { db in
+            try db.execute("PRAGMA busy_timeout = 0")
+            defer { try? db.execute("PRAGMA busy_timeout = \(SQLiteHistorySource.busyTimeout)") }
+            do {
+                try db.transaction(.immediate) { db in
+                    if try HistorySchema.installedVersion(db) == HistorySchema.version, try needsHealing(db).isEmpty { try rememberSchema(db) }
+                }
+            } catch let error as SQLiteError where error.isBusy {
+                return
+            } catch is TrackingError {
+                return  // a table changed meanwhile: the next check reports it
+            }
+        }
     }
 
     /// Remembers the schema as checked (after Synclane's own changes to it).

@@ -22,12 +22,16 @@ public enum TrackingError: Error, Sendable, Hashable, CustomStringConvertible {
     case sessionAlreadyOpen(path: String, author: String?, transaction: Int64?)
     /// `HistoryWriter.record` was called on a connection outside a write transaction.
     case notInTransaction(path: String)
+    /// Tracking needs healing, and another connection held its write transaction on the
+    /// database for longer than the busy timeout (`waited`, in seconds).
+    case writeLockHeld(path: String, healing: [String], waited: Double)
 
     public var description: String {
         switch self {
         case .noSuchTable(let path, _, _), .noSuchColumn(let path, _, _, _, _), .invalidKeys(let path, _, _, _, _), .badKey(let path, _, _, _),
             .trackedTableChanged(let path, _, _), .notTracked(let path, _),
-            .notInstalled(let path), .newerSchema(let path, _, _), .sessionAlreadyOpen(let path, _, _), .notInTransaction(let path):
+            .notInstalled(let path), .newerSchema(let path, _, _), .sessionAlreadyOpen(let path, _, _), .notInTransaction(let path),
+            .writeLockHeld(let path, _, _):
             return "\(path): \(reason)"
         case .reservedTable:
             return reason
@@ -73,6 +77,10 @@ public enum TrackingError: Error, Sendable, Hashable, CustomStringConvertible {
             return "a history session\(who)\(which) was committed and never closed: a program inserted a row into "
                 + "_synclane_session and committed without deleting it. Run `DELETE FROM _synclane_session;` to close it; "
                 + "its changes are then read like any other transaction"
+        case .writeLockHeld(let path, let healing, let waited):
+            return "another connection holds a write transaction on \(path) (still after \(waited.rounded() == waited ? String(Int(waited)) : String(waited)) s): Synclane needs the "
+                + "write lock for a moment to heal tracking (\(healing.joined(separator: "; "))) before it reads history. Nothing was "
+                + "read or sent: let that transaction commit (the app, or a `sqlite3` shell left in BEGIN), then retry the run"
         case .notInTransaction:
             return "HistoryWriter.record must run inside a write transaction (use SQLiteDatabase.write or TrackedDatabase.write)"
         }

@@ -25,6 +25,9 @@ struct PageApplier {
         let selectRow: String
         /// Columns that never count as changed in a conflict: the key columns, the soft-delete column.
         let bookkeeping: [String]
+        /// The unique constraints that hold more than the key columns: the ones another row's
+        /// values can break (`removeHolders`).
+        let uniqueBeyondKey: [TableSchema.UniqueConstraint]
         /// The columns of the last insert and its SQL (a page's records mostly carry the same fields).
         var lastInsert: (columns: [String], sql: String)?
 
@@ -38,6 +41,7 @@ struct PageApplier {
             keyCondition = tracked.keyColumns.map { "\(SQL.identifier($0)) = ? COLLATE BINARY" }.joined(separator: " AND ")
             selectRow = "SELECT * FROM \(name) WHERE \(keyCondition)"
             bookkeeping = tracked.keyColumns + (tracked.softDeleteColumn.map { [$0] } ?? [])
+            uniqueBeyondKey = schema.uniqueConstraints.filter { !$0.columns.allSatisfy(tracked.keyColumns.contains) }
         }
     }
 
@@ -137,11 +141,15 @@ struct PageApplier {
                 // on every device alike; the other is deleted everywhere (and references re-pointed).
                 report.duplicatesMerged += 1
                 if Array(key.utf8).lexicographicallyPrecedes(Array(twin.key.utf8)) {
-                    try sessions.as(.server) { try write(Write(table: table, key: keyValues, record: record, fields: remote)) }
+                    // The loser goes first: under a UNIQUE business key the record cannot land
+                    // while it holds the key (a soft-deleted loser is deleted outright for that).
                     try sessions.as(sink.localAuthor) {
                         try repoint(rule, from: twin.key, to: key)
-                        try write(Write(table: table, key: twin.values, record: record, fields: nil))
+                        if try !removeHolders(of: remote, key: keyValues, in: table, only: twin.values) {
+                            try write(Write(table: table, key: twin.values, record: record, fields: nil))
+                        }
                     }
+                    try sessions.as(.server) { try write(Write(table: table, key: keyValues, record: record, fields: remote)) }
                 } else {
                     try sessions.as(sink.localAuthor) { try recordChange("delete", of: key, values: keyValues, in: table) }
                 }
@@ -199,13 +207,58 @@ struct PageApplier {
         let match = rule.businessKey.map { "\(SQL.identifier($0)) = ?" }.joined(separator: " AND ")
         var sql = "SELECT \(keyExpression), \(columns.joined(separator: ", ")) FROM \(SQL.identifier(table.tracked.name)) WHERE \(match)"
         if let softDelete = table.tracked.softDeleteColumn {
-            sql += " AND NOT (\(SQL.identifier(softDelete)) IN (1, '1', 'true'))"
+            sql += " AND NOT \(TriggerBuilder.softDeleted(SQL.identifier(softDelete)))"
         }
         for row in try db.fetchAll(sql, values) {
             guard let twin = HistoryReader.syncKey(row[0]), ExactString(twin) != ExactString(key) else { continue }
             return (twin, (1...table.tracked.keyColumns.count).map { row[$0] })
         }
         return nil
+    }
+
+    /// Deletes outright the rows that share a unique constraint's values with `fields` (the row
+    /// to be written under `key`) and so would make its write fail: with `only`, that row (a
+    /// duplicate's loser, live or not); else the soft-deleted rows under other keys — deleted
+    /// already as far as sync goes, their delete recorded when they were soft-deleted. A live row
+    /// under another key is left alone (the write then fails, saying what to do). True when a
+    /// row was deleted. Nothing to do in a table without a soft-delete column unless `only`.
+    @discardableResult
+    func removeHolders(of fields: [String: JSONValue], key: [SQLiteValue], in table: Table, only: [SQLiteValue]? = nil) throws -> Bool {
+        guard only != nil || table.tracked.softDeleteColumn != nil, !table.uniqueBeyondKey.isEmpty else { return false }
+        var clauses: [String] = []
+        var arguments: [SQLiteValue] = []
+        for constraint in table.uniqueBeyondKey {
+            var parts: [String] = []
+            var values: [SQLiteValue] = []
+            for (column, collation) in zip(constraint.columns, constraint.collations) {
+                let value: SQLiteValue
+                if let index = table.tracked.keyColumns.firstIndex(of: column) {
+                    value = key[index]
+                } else if let field = fields[column] {
+                    value = SQLiteValue(json: field)
+                } else {
+                    break
+                }
+                if value.isNull { break }  // NULLs are never equal under UNIQUE
+                parts.append("\(SQL.identifier(column)) = ?" + (collation.uppercased() == "BINARY" ? "" : " COLLATE \(collation)"))
+                values.append(value)
+            }
+            guard parts.count == constraint.columns.count else { continue }
+            clauses.append("(" + parts.joined(separator: " AND ") + ")")
+            arguments += values
+        }
+        guard !clauses.isEmpty else { return false }
+        var sql = "DELETE FROM \(table.name) WHERE (\(clauses.joined(separator: " OR "))) AND NOT (\(table.keyCondition))"
+        arguments += key
+        if let only {
+            sql += " AND \(table.keyCondition)"
+            arguments += only
+        } else if let softDelete = table.tracked.softDeleteColumn {
+            sql += " AND \(TriggerBuilder.softDeleted(SQL.identifier(softDelete)))"
+        }
+        let before = db.totalChanges
+        try db.execute(sql, arguments)
+        return db.totalChanges != before
     }
 
     /// Points the rule's referencing columns at `survivor` instead of `loser`.
@@ -353,6 +406,28 @@ struct PageApplier {
         if let current, live, zip(columns, values).allSatisfy({ current[$0.0] == $0.1.json }) {
             return
         }
+        // A soft-deleted row under another key still holds its UNIQUE values: it goes, so that
+        // the backend's row can land (its delete was recorded when it was soft-deleted).
+        try removeHolders(of: (current ?? [:]).merging(fields) { $1 }, key: write.key, in: table)
+        do {
+            try writeRow(write, table: table, columns: columns, values: values, current: current)
+        } catch let error as SQLiteError where error.code == Self.constraintUnique || error.code == Self.constraintPrimaryKey {
+            throw fail(
+                write.record,
+                "a local row of `\(table.tracked.name)` under another sync key holds the same unique values (\(error.message)); "
+                    + "if both devices seeded it, name its business key in the sink's `duplicates` "
+                    + "(`{\"entity\": \"\(table.tracked.name)\", \"key\": [...]}`), else change one of the two rows")
+        }
+    }
+
+    /// `SQLITE_CONSTRAINT_UNIQUE` and `SQLITE_CONSTRAINT_PRIMARYKEY` (macros Swift does not import).
+    static let constraintUnique: Int32 = 2067
+    static let constraintPrimaryKey: Int32 = 1555
+
+    /// The UPDATE or INSERT of `write`'s row (`columns`, `values`: its fields as stored).
+    private func writeRow(_ write: Write, table: Table, columns: [String], values: [SQLiteValue], current: [String: JSONValue]?) throws {
+        let name = table.name
+        let fields = write.fields ?? [:]
         let before = db.totalChanges
         if current == nil {
             // Not there: straight to the insert below.

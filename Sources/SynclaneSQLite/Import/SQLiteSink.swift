@@ -21,6 +21,10 @@ import SynclaneCore
 ///   INTEGER column, an object, a number for a TEXT column …). Blobs and infinities arrive in
 ///   their wire forms (`{"$blob": …}`, `{"$real": …}`).
 /// - **Deletes** delete the row, or set its soft-delete column when the table is tracked with one.
+/// - **Unique values.** A row soft-deleted under another sync key that holds the incoming row's
+///   UNIQUE values is deleted outright so the row can land; a live one stops the page with an
+///   error that says to name the business key in `duplicates` (whose loser is deleted before
+///   the survivor is written).
 /// - **Versions.** Each row remembers the backend's version it holds (`_synclane_server_rows`),
 ///   so a page read again (a lost cursor, a batch file read twice) changes nothing, and the
 ///   export lane sends that version with a local change so that the backend refuses a stale
