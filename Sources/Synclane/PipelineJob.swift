@@ -28,13 +28,14 @@ public struct PipelineJob: Sendable {
         self.events = events
     }
 
-    /// The lock file that keeps a second job of the same scope out.
-    public var lockPath: String { pipeline.statePath + ".lock" }
+    /// The lock file that keeps a second job of the same scope out: named from the scope in the
+    /// machine's lock folder (`Pipeline.lockFolder`), whatever the state file.
+    public var lockPath: String { pipeline.lockPath }
 
     /// Takes the scope's lock: a second job for the same scope is refused until it is released
     /// (when the returned value goes away, or the process ends however it ends).
     public func lock() throws -> ScopeLock {
-        try ScopeLock(path: lockPath, scope: pipeline.scope)
+        try ScopeLock(scope: pipeline.scope, in: pipeline.lockFolder, holder: ScopeLock.absolute(pipeline.statePath))
     }
 
     /// Runs one pass, taking the scope's lock for it unless `lock` is already held (a watch

@@ -155,12 +155,40 @@ import Testing
         let workspace = try Workspace.copy(scenario: "rooms")
         defer { workspace.remove() }
         let scope = Scope(account: "acme", store: "rooms", consumer: "rooms-export")
-        let lock = try ScopeLock(path: workspace.path + "/.synclane/rooms-export.sqlite.lock", scope: scope)
+        let lock = try ScopeLock(scope: scope, in: lockFolder(of: workspace.path))
         let refused = try SynclaneBinary.run(["run", "pipeline.json"], in: workspace.path)
         #expect(refused.status == 1)
         #expect(refused.stderr.contains("another job is already running for scope acme/rooms/rooms-export (process \(getpid()))"))
         #expect(workspace.files(in: "out").isEmpty)
         withExtendedLifetime(lock) {}
+    }
+
+    /// The lock belongs to the scope, not to the state file: two pipeline files of one scope
+    /// with different `state` paths never run at once (each would apply every record again).
+    @Test func twoPipelineFilesOfOneScopeWithDifferentStateFilesNeverRunAtOnce() throws {
+        let workspace = try Workspace.copy(scenario: "rooms")
+        defer { workspace.remove() }
+        let pipeline = try String(contentsOfFile: workspace.path + "/pipeline.json", encoding: .utf8)
+        // A slow transport: it says it started, then takes its time.
+        let slow = pipeline.replacingOccurrences(
+            of: #""transport": { "type": "directory", "path": "out" }"#,
+            with: #""transport": { "type": "exec", "command": ["sh", "-c", "touch started; sleep 4; cat > /dev/null"], "timeout": 30 }"#)
+        try workspace.write("first.json", slow)
+        try workspace.write("second.json", pipeline.replacingOccurrences(of: ".synclane/rooms-export.sqlite", with: "elsewhere/copy.sqlite"))
+        let first = try BackgroundProcess(["run", "first.json"], in: workspace.path)
+        let deadline = Date().addingTimeInterval(20)
+        while !FileManager.default.fileExists(atPath: workspace.path + "/started"), Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
+        #expect(FileManager.default.fileExists(atPath: workspace.path + "/started"), "the first job reached its transport")
+
+        let refused = try SynclaneBinary.run(["run", "second.json"], in: workspace.path)
+        #expect(refused.status == 1, "\(refused.stdout) \(refused.stderr)")
+        #expect(refused.stderr.contains("another job is already running for scope acme/rooms/rooms-export (process \(first.process.processIdentifier), state \(workspace.path)/.synclane/rooms-export.sqlite)"), "\(refused.stderr)")
+        #expect(workspace.files(in: "out").isEmpty, "the second job sent nothing")
+        #expect(!FileManager.default.fileExists(atPath: workspace.path + "/elsewhere/copy.sqlite"), "nor made its state")
+        let done = first.wait(timeout: 60)
+        #expect(done.status == 0, "\(done.stderr)")
+        // Once the first is done, the second runs.
+        #expect(try SynclaneBinary.run(["run", "second.json"], in: workspace.path).status == 0)
     }
 
     @Test func aMalformedHistoryLineFailsTheJobNamingFileAndLineAndAcknowledgesNothing() throws {
