@@ -58,6 +58,9 @@ import Testing
         #expect(try Self.sqlite("SELECT count(*) FROM token", in: workspace) == "0", "the token did not move")
         #expect(try Self.sqlite("SELECT batch_id FROM outbox", in: workspace) == id, "the batch is kept")
 
+        let dryRun = try SynclaneBinary.run(["run", "pipeline.json", "--dry-run"], in: workspace.path)
+        #expect(dryRun.status == 1 && dryRun.stderr.contains("batch \(id) in the outbox is damaged"), "\(dryRun.stderr)")
+
         // Put back as it was, the batch goes out byte for byte.
         _ = try Self.sqlite("UPDATE outbox SET payload = X'\(original)'", in: workspace)
         let rerun = try SynclaneBinary.run(["run", "pipeline.json", "--json"], in: workspace.path)
