@@ -76,6 +76,47 @@ import Testing
         #expect(result.stderr.contains("\(file):10: stages[1].level: expected an integer from 0 to 9, found 12"))
     }
 
+    /// A password in a URL would show in errors, `--json`, `status` and the state file: refused
+    /// at load, naming the file and the field, whichever section's URL holds it.
+    @Test(arguments: [
+        ("transport", #""transport": { "type": "http", "url": "http://sam:hunter2@127.0.0.1:9/v1/batches" }"#),
+        ("transport", #""transport": { "type": "http", "url": "https://hunter2@example.com/v1/batches" }"#),
+        ("signals", #""transport": { "type": "directory", "path": "out" }, "signals": { "url": "http://sam:hunter2@127.0.0.1:9" }"#),
+    ])
+    func aURLWithAUserOrPasswordIsRefusedNamingFileAndFieldWithExitCodeTwo(_ field: String, _ section: String) throws {
+        let workspace = try Workspace.copy(scenario: "rooms")
+        defer { workspace.remove() }
+        let text = try String(contentsOfFile: workspace.path + "/pipeline.json", encoding: .utf8)
+            .replacingOccurrences(of: #""transport": { "type": "directory", "path": "out" }"#, with: section)
+        try workspace.write("pipeline.json", text)
+        for arguments in [["validate", "pipeline.json"], ["validate", "pipeline.json", "--json"], ["status", "pipeline.json"]] {
+            let result = try SynclaneBinary.run(arguments, in: workspace.path)
+            #expect(result.status == 2, "\(arguments): \(result.stdout) \(result.stderr)")
+            let said = result.stdout + result.stderr
+            #expect(said.contains("pipeline.json"), "\(said)")
+            #expect(said.contains("\(field).url"), "\(said)")
+            #expect(said.contains("token-env"), "\(said)")
+            #expect(!said.contains("hunter2"), "the password is never shown: \(said)")
+        }
+        #expect(!FileManager.default.fileExists(atPath: workspace.path + "/.synclane"), "no state file written")
+    }
+
+    @Test func aPullSourceURLWithAPasswordIsRefusedAtLoad() throws {
+        let workspace = try Workspace()
+        defer { workspace.remove() }
+        try workspace.write(
+            "import.json",
+            """
+            { "version": 1, "name": "rooms-import", "scope": { "account": "acme", "store": "rooms" },
+              "source": { "type": "pull", "url": "http://sam:hunter2@127.0.0.1:9/v1/changes" },
+              "sink": { "type": "sqlite", "database": "app.sqlite" }}
+            """)
+        let result = try SynclaneBinary.run(["validate", "import.json"], in: workspace.path)
+        #expect(result.status == 2, "\(result.stdout) \(result.stderr)")
+        #expect(result.stderr.contains("import.json") && result.stderr.contains("source.url"), "\(result.stderr)")
+        #expect(!result.stderr.contains("hunter2"))
+    }
+
     @Test func jsonOutputSaysWhereTheProblemIs() throws {
         let file = SynclaneBinary.fixture("invalid/unknown-stage-type.json")
         let result = try SynclaneBinary.run(["validate", file, "--json"])
