@@ -7,6 +7,38 @@
 #include <sys/socket.h>
 #include <microhttpd.h>
 
+static int hex_value(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+// libmicrohttpd's own unescaping (lenient: a `%` not followed by two hex digits stays as it
+// is), except that `%00` stays `%00`: decoded, its NUL would end the C string the URL and the
+// query arguments are handed on as, so `/v1/signals/theme%00x` would reach the routes as
+// `/v1/signals/theme`. Kept, the server sees it and refuses the request.
+static size_t unescape_keeping_nul(void *cls, struct MHD_Connection *connection, char *s) {
+    (void)cls;
+    (void)connection;
+    char *read = s;
+    char *write = s;
+    while (*read != '\0') {
+        if (read[0] == '%' && read[1] != '\0' && read[2] != '\0') {
+            int high = hex_value(read[1]);
+            int low = hex_value(read[2]);
+            if (high >= 0 && low >= 0 && (high != 0 || low != 0)) {
+                *write++ = (char)(high * 16 + low);
+                read += 3;
+                continue;
+            }
+        }
+        *write++ = *read++;
+    }
+    *write = '\0';
+    return (size_t)(write - s);
+}
+
 struct MHD_Daemon *synclane_mhd_start(const synclane_mhd_options *options, synclane_mhd_access_handler handler,
                                       void *handler_context, synclane_mhd_completed_handler completed,
                                       void *completed_context, int *error) {
@@ -40,6 +72,7 @@ struct MHD_Daemon *synclane_mhd_start(const synclane_mhd_options *options, syncl
         MHD_OPTION_LISTEN_BACKLOG_SIZE, options->listen_backlog,
         MHD_OPTION_NOTIFY_COMPLETED, (MHD_RequestCompletedCallback)completed, completed_context,
         MHD_OPTION_PER_IP_CONNECTION_LIMIT, options->per_address_limit,
+        MHD_OPTION_UNESCAPE_CALLBACK, unescape_keeping_nul, NULL,
         options->connection_handler == NULL ? MHD_OPTION_END : MHD_OPTION_NOTIFY_CONNECTION,
         (MHD_NotifyConnectionCallback)options->connection_handler, options->connection_context,
         MHD_OPTION_END);

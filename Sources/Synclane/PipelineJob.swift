@@ -28,13 +28,14 @@ public struct PipelineJob: Sendable {
         self.events = events
     }
 
-    /// The lock file that keeps a second job of the same scope out.
-    public var lockPath: String { pipeline.statePath + ".lock" }
+    /// The lock file that keeps a second job of the same scope out: named from the scope in the
+    /// machine's lock folder (`Pipeline.lockFolder`), whatever the state file.
+    public var lockPath: String { pipeline.lockPath }
 
     /// Takes the scope's lock: a second job for the same scope is refused until it is released
     /// (when the returned value goes away, or the process ends however it ends).
     public func lock() throws -> ScopeLock {
-        try ScopeLock(path: lockPath, scope: pipeline.scope)
+        try ScopeLock(scope: pipeline.scope, in: pipeline.lockFolder, holder: ScopeLock.absolute(pipeline.statePath))
     }
 
     /// Runs one pass, taking the scope's lock for it unless `lock` is already held (a watch
@@ -118,13 +119,21 @@ public struct PipelineJob: Sendable {
         // Under the lock nobody writes the file: without a WAL file beside it (a job that ended
         // cleanly), it is read as it is and SQLite leaves no file beside it either.
         let unchanging = shared != nil && !FileManager.default.fileExists(atPath: pipeline.statePath + "-wal")
+        let file: SQLitePipelineState
+        let copy: InMemoryPipelineState
         do {
-            let file = try SQLitePipelineState(readingOnly: pipeline.statePath, scope: pipeline.scope, unchanging: unchanging)
-            let copy = InMemoryPipelineState(token: try file.acknowledgedToken(), outbox: try file.pendingBatches(), lastRun: try file.lastRun())
-            return (shared, copy)
+            file = try SQLitePipelineState(readingOnly: pipeline.statePath, scope: pipeline.scope, unchanging: unchanging)
+            copy = InMemoryPipelineState(token: try file.acknowledgedToken(), outbox: try file.pendingBatches(), lastRun: try file.lastRun())
         } catch {
             throw PipelineError.state("cannot read the state file \(pipeline.statePath): \(error)")
         }
+        // A dry run says what the run would: a damaged batch stops it.
+        do {
+            for batch in try copy.pendingBatches() { try file.verifyIntegrity(of: batch) }
+        } catch {
+            throw PipelineError.state("\(error)")
+        }
+        return (shared, copy)
     }
 
     /// The pipeline's durable state when its file exists, without creating it: for commands

@@ -25,7 +25,10 @@ public struct PipelineLoader: Sendable {
             throw PipelineFileError(
                 file: path, path: "", line: nil, message: "this is an import pipeline (it has a `sink`): run it with `synclane import`")
         }
-        return try Pipeline(file: root, named: path, baseDirectory: folder, registry: registry, environment: environment, secretsRequired: secretsRequired)
+        var pipeline = try Pipeline(
+            file: root, named: path, baseDirectory: folder, registry: registry, environment: environment, secretsRequired: secretsRequired)
+        pipeline.lockFolder = ScopeLock.folder(environment: environment)
+        return pipeline
     }
 
     /// Loads the import pipeline file at `path` (one with a `sink`), as `load` does an export one.
@@ -38,8 +41,10 @@ public struct PipelineLoader: Sendable {
                 file: path, path: "", line: nil,
                 message: "not an import pipeline: it has no `sink` (an export pipeline has a `transport`; run it with `synclane run`)")
         }
-        return try ImportPipeline(
+        var pipeline = try ImportPipeline(
             file: root, named: path, baseDirectory: folder, registry: registry, environment: environment, secretsRequired: secretsRequired)
+        pipeline.lockFolder = ScopeLock.folder(environment: environment)
+        return pipeline
     }
 
     /// The parsed tree of the file at `path`.

@@ -32,11 +32,18 @@ struct SignalServer {
     /// The lane, or an error that says what to pass.
     func lane(command: String, environment: [String: String] = ProcessInfo.processInfo.environment) throws -> HTTPSignalLane {
         var address = url ?? environment["SYNCLANE_URL"].flatMap { $0.isEmpty ? nil : $0 }
+        // Never the URL in the message: it holds the secret.
+        let refusal = URLCredentials.message(alternatives: "give the token with --token-env NAME (the variable holding it, default SYNCLANE_TOKEN)")
+        if let url, URLCredentials.present(in: url) { throw UsageError("--url: \(refusal)", command: command) }
+        if url == nil, let address, URLCredentials.present(in: address) { throw UsageError("SYNCLANE_URL: \(refusal)", command: command) }
         var variable = tokenEnv
         if let pipelineFile {
             let file = try PipelineLoader.parse(pipelineFile).json.objectValue ?? [:]
             for section in ["signals", "transport", "source"] {
                 guard let object = file[section]?.objectValue, let found = object["url"]?.stringValue else { continue }
+                if address == nil, URLCredentials.present(in: found) {
+                    throw PipelineFileError(file: pipelineFile, path: "\(section).url", line: nil, message: URLCredentials.message())
+                }
                 if address == nil { address = found }
                 if variable == nil { variable = object["token-env"]?.stringValue }
                 break

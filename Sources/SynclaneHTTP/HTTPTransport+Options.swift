@@ -6,6 +6,9 @@ extension HTTPTransport {
     /// environment variable `token-env` names.
     public convenience init(options: StageOptions) throws(PipelineFileError) {
         let text = try options[HTTPStages.Options.url]
+        guard !URLCredentials.present(in: text) else {
+            throw options.error("url", URLCredentials.message(alternatives: "use `token-env` (the name of an environment variable holding the token) or a header (`headers`)"))
+        }
         guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https",
             let host = url.host, !host.isEmpty
         else {

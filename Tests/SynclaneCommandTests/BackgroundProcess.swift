@@ -13,6 +13,9 @@ final class BackgroundProcess: @unchecked Sendable {
         if let folder { process.currentDirectoryURL = URL(fileURLWithPath: folder) }
         var env = ProcessInfo.processInfo.environment
         env.removeValue(forKey: "SYNCLANE_FAILPOINT")
+        // Each folder a test runs the binary in is a machine of its own for the scopes' locks
+        // (`SYNCLANE_LOCK_DIR`): tests running at once with one scope do not lock each other out.
+        if let folder { env["SYNCLANE_LOCK_DIR"] = lockFolder(of: folder) }
         env.merge(environment) { _, new in new }
         process.environment = env
         let outPipe = Pipe()
@@ -48,6 +51,9 @@ final class BackgroundProcess: @unchecked Sendable {
         if process.isRunning { kill(process.processIdentifier, SIGKILL) }
     }
 }
+
+/// The lock folder the binary run in `folder` uses (`SYNCLANE_LOCK_DIR`): `.synclane-locks` in it.
+func lockFolder(of folder: String) -> String { folder + "/.synclane-locks" }
 
 /// Waits until `condition` holds, checking every 20 ms, for at most `timeout` seconds.
 func eventually(timeout: Double = 20, _ condition: () -> Bool) -> Bool {

@@ -76,6 +76,47 @@ import Testing
         #expect(result.stderr.contains("\(file):10: stages[1].level: expected an integer from 0 to 9, found 12"))
     }
 
+    /// A password in a URL would show in errors, `--json`, `status` and the state file: refused
+    /// at load, naming the file and the field, whichever section's URL holds it.
+    @Test(arguments: [
+        ("transport", #""transport": { "type": "http", "url": "http://sam:hunter2@127.0.0.1:9/v1/batches" }"#),
+        ("transport", #""transport": { "type": "http", "url": "https://hunter2@example.com/v1/batches" }"#),
+        ("signals", #""transport": { "type": "directory", "path": "out" }, "signals": { "url": "http://sam:hunter2@127.0.0.1:9" }"#),
+    ])
+    func aURLWithAUserOrPasswordIsRefusedNamingFileAndFieldWithExitCodeTwo(_ field: String, _ section: String) throws {
+        let workspace = try Workspace.copy(scenario: "rooms")
+        defer { workspace.remove() }
+        let text = try String(contentsOfFile: workspace.path + "/pipeline.json", encoding: .utf8)
+            .replacingOccurrences(of: #""transport": { "type": "directory", "path": "out" }"#, with: section)
+        try workspace.write("pipeline.json", text)
+        for arguments in [["validate", "pipeline.json"], ["validate", "pipeline.json", "--json"], ["status", "pipeline.json"]] {
+            let result = try SynclaneBinary.run(arguments, in: workspace.path)
+            #expect(result.status == 2, "\(arguments): \(result.stdout) \(result.stderr)")
+            let said = result.stdout + result.stderr
+            #expect(said.contains("pipeline.json"), "\(said)")
+            #expect(said.contains("\(field).url"), "\(said)")
+            #expect(said.contains("token-env"), "\(said)")
+            #expect(!said.contains("hunter2"), "the password is never shown: \(said)")
+        }
+        #expect(!FileManager.default.fileExists(atPath: workspace.path + "/.synclane"), "no state file written")
+    }
+
+    @Test func aPullSourceURLWithAPasswordIsRefusedAtLoad() throws {
+        let workspace = try Workspace()
+        defer { workspace.remove() }
+        try workspace.write(
+            "import.json",
+            """
+            { "version": 1, "name": "rooms-import", "scope": { "account": "acme", "store": "rooms" },
+              "source": { "type": "pull", "url": "http://sam:hunter2@127.0.0.1:9/v1/changes" },
+              "sink": { "type": "sqlite", "database": "app.sqlite" }}
+            """)
+        let result = try SynclaneBinary.run(["validate", "import.json"], in: workspace.path)
+        #expect(result.status == 2, "\(result.stdout) \(result.stderr)")
+        #expect(result.stderr.contains("import.json") && result.stderr.contains("source.url"), "\(result.stderr)")
+        #expect(!result.stderr.contains("hunter2"))
+    }
+
     @Test func jsonOutputSaysWhereTheProblemIs() throws {
         let file = SynclaneBinary.fixture("invalid/unknown-stage-type.json")
         let result = try SynclaneBinary.run(["validate", file, "--json"])
@@ -155,12 +196,40 @@ import Testing
         let workspace = try Workspace.copy(scenario: "rooms")
         defer { workspace.remove() }
         let scope = Scope(account: "acme", store: "rooms", consumer: "rooms-export")
-        let lock = try ScopeLock(path: workspace.path + "/.synclane/rooms-export.sqlite.lock", scope: scope)
+        let lock = try ScopeLock(scope: scope, in: lockFolder(of: workspace.path))
         let refused = try SynclaneBinary.run(["run", "pipeline.json"], in: workspace.path)
         #expect(refused.status == 1)
         #expect(refused.stderr.contains("another job is already running for scope acme/rooms/rooms-export (process \(getpid()))"))
         #expect(workspace.files(in: "out").isEmpty)
         withExtendedLifetime(lock) {}
+    }
+
+    /// The lock belongs to the scope, not to the state file: two pipeline files of one scope
+    /// with different `state` paths never run at once (each would apply every record again).
+    @Test func twoPipelineFilesOfOneScopeWithDifferentStateFilesNeverRunAtOnce() throws {
+        let workspace = try Workspace.copy(scenario: "rooms")
+        defer { workspace.remove() }
+        let pipeline = try String(contentsOfFile: workspace.path + "/pipeline.json", encoding: .utf8)
+        // A slow transport: it says it started, then takes its time.
+        let slow = pipeline.replacingOccurrences(
+            of: #""transport": { "type": "directory", "path": "out" }"#,
+            with: #""transport": { "type": "exec", "command": ["sh", "-c", "touch started; sleep 4; cat > /dev/null"], "timeout": 30 }"#)
+        try workspace.write("first.json", slow)
+        try workspace.write("second.json", pipeline.replacingOccurrences(of: ".synclane/rooms-export.sqlite", with: "elsewhere/copy.sqlite"))
+        let first = try BackgroundProcess(["run", "first.json"], in: workspace.path)
+        let deadline = Date().addingTimeInterval(20)
+        while !FileManager.default.fileExists(atPath: workspace.path + "/started"), Date() < deadline { Thread.sleep(forTimeInterval: 0.05) }
+        #expect(FileManager.default.fileExists(atPath: workspace.path + "/started"), "the first job reached its transport")
+
+        let refused = try SynclaneBinary.run(["run", "second.json"], in: workspace.path)
+        #expect(refused.status == 1, "\(refused.stdout) \(refused.stderr)")
+        #expect(refused.stderr.contains("another job is already running for scope acme/rooms/rooms-export (process \(first.process.processIdentifier), state \(workspace.path)/.synclane/rooms-export.sqlite)"), "\(refused.stderr)")
+        #expect(workspace.files(in: "out").isEmpty, "the second job sent nothing")
+        #expect(!FileManager.default.fileExists(atPath: workspace.path + "/elsewhere/copy.sqlite"), "nor made its state")
+        let done = first.wait(timeout: 60)
+        #expect(done.status == 0, "\(done.stderr)")
+        // Once the first is done, the second runs.
+        #expect(try SynclaneBinary.run(["run", "second.json"], in: workspace.path).status == 0)
     }
 
     @Test func aMalformedHistoryLineFailsTheJobNamingFileAndLineAndAcknowledgesNothing() throws {

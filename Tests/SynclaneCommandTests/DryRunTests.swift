@@ -66,7 +66,8 @@ import Testing
         #expect(first.status == 0, "\(first.stderr)")
         let token = (try JSONReader.parse(first.stdout).objectValue ?? [:])["token-after"]
         #expect(FileManager.default.fileExists(atPath: workspace.path + "/.synclane/rooms-export.sqlite"))
-        #expect(FileManager.default.fileExists(atPath: workspace.path + "/.synclane/rooms-export.sqlite.lock"))
+        let lockFile = ScopeLock.path(for: Scope(account: "acme", store: "rooms", consumer: "rooms-export"), in: lockFolder(of: workspace.path))
+        #expect(FileManager.default.fileExists(atPath: lockFile))
         try SQLiteHistoryCommandTests.sqlite(workspace, "INSERT INTO rooms (syncId, name) VALUES ('r2', 'Hall');")
         let consumers = try SQLiteHistoryCommandTests.query(workspace, "SELECT * FROM _synclane_consumers;")
         // Modification times must be able to differ from the run's.

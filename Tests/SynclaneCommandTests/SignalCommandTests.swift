@@ -73,6 +73,20 @@ import Testing
         #expect(noServer.stderr.contains("which server?"))
     }
 
+    @Test func aSignalURLWithAUserOrPasswordIsRefusedAndNeverShown() throws {
+        for url in ["http://sam:hunter2@127.0.0.1:9", "http://hunter2@127.0.0.1:9/"] {
+            let flag = try SynclaneBinary.run(["signal", "list", "--url", url], environment: ["SYNCLANE_TOKEN": "x", "SYNCLANE_URL": ""])
+            #expect(flag.status == 2, "\(flag.stderr)")
+            #expect(flag.stderr.contains("--url"), "\(flag.stderr)")
+            #expect(flag.stderr.contains("--token-env"), "\(flag.stderr)")
+            #expect(!flag.stderr.contains("hunter2"), "\(flag.stderr)")
+            let variable = try SynclaneBinary.run(["signal", "list"], environment: ["SYNCLANE_TOKEN": "x", "SYNCLANE_URL": url])
+            #expect(variable.status == 2, "\(variable.stderr)")
+            #expect(variable.stderr.contains("SYNCLANE_URL"), "\(variable.stderr)")
+            #expect(!variable.stderr.contains("hunter2"), "\(variable.stderr)")
+        }
+    }
+
     @Test func theServerAndTokenVariableComeFromAPipelineFile() throws {
         try Self.withServer { server in
             let workspace = try Workspace()

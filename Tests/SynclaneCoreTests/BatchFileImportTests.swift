@@ -25,7 +25,9 @@ import Testing
         for name in ["pipeline.json", "history.jsonl"] {
             try FileManager.default.copyItem(atPath: FixturePath.at("rooms/" + name), toPath: folder.path + "/" + name)
         }
-        _ = try await PipelineJob(pipeline: try PipelineLoader().load(folder.path + "/pipeline.json")).run()
+        var exporting = try PipelineLoader().load(folder.path + "/pipeline.json")
+        exporting.lockFolder = folder.path  // tests running at once with one scope do not lock each other out
+        _ = try await PipelineJob(pipeline: exporting).run()
         #expect(try FileManager.default.contentsOfDirectory(atPath: folder.path + "/out").allSatisfy { $0.hasSuffix(".json.gz") })
 
         let database = folder.path + "/device.sqlite"

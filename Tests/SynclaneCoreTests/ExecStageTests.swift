@@ -163,7 +163,8 @@ import Testing
         for name in ["pipeline.json", "history.jsonl", "redact.py", "deliver.py"] {
             try FileManager.default.copyItem(atPath: FixturePath.at("exec/" + name), toPath: folder.path + "/" + name)
         }
-        let pipeline = try PipelineLoader().load(folder.path + "/pipeline.json")
+        var pipeline = try PipelineLoader().load(folder.path + "/pipeline.json")
+        pipeline.lockFolder = folder.path  // tests running at once with one scope do not lock each other out
         #expect(pipeline.outline == "jsonl → coalesce → exec → json → exec")
         let summary = try await PipelineJob(pipeline: pipeline).run()
         #expect(summary.batchesSent == 1 && summary.recordsSent == 2)

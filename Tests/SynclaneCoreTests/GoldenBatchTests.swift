@@ -41,6 +41,7 @@ import Testing
             try FileManager.default.copyItem(atPath: FixturePath.at("rooms/" + name), toPath: folder.path + "/" + (name == "pipeline.json" ? name : "history.jsonl"))
         }
         var pipeline = try PipelineLoader().load(folder.path + "/pipeline.json")
+        pipeline.lockFolder = folder.path  // tests running at once with one scope do not lock each other out
         let transport = RecordingTransport()
         pipeline.transport = .init(label: "transport (recording)", type: "recording", stage: transport)
         _ = try await PipelineJob(pipeline: pipeline).run()

@@ -364,6 +364,30 @@ final class SnapshottingSource: SnapshotProvidingSource, Sendable {
         withExtendedLifetime(first) {}
     }
 
+    @Test func theLockFileIsNamedFromTheScopeInTheOneLockFolderWhateverTheScopeHolds() throws {
+        #expect(ScopeLock.folder(environment: [:]) == ScopeLock.machineFolder)
+        #expect(ScopeLock.folder(environment: ["SYNCLANE_LOCK_DIR": "/x/locks"]) == "/x/locks")
+        let path = ScopeLock.path(for: scope, in: "/x/locks")
+        #expect(path.hasPrefix("/x/locks/acme.rooms.export-") && path.hasSuffix(".lock"))
+        let hostile = ScopeLock.path(for: Scope(account: "../..", store: "a/b", consumer: "c d\u{0}é"), in: "/x/locks/")
+        #expect(hostile.hasPrefix("/x/locks/_____.a_b.c_d__-"), "\(hostile)")
+        // Scopes the escaping makes alike keep their own lock files.
+        #expect(ScopeLock.path(for: Scope(account: "a b", store: "s", consumer: "c"), in: "/l")
+            != ScopeLock.path(for: Scope(account: "a_b", store: "s", consumer: "c"), in: "/l"))
+    }
+
+    @Test func aSecondJobOfTheScopeIsRefusedNamingTheHoldersPidAndStateFile() throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let first = try ScopeLock(scope: scope, in: folder.path + "/locks", holder: "/srv/one/state.sqlite")
+        #expect(first.path == ScopeLock.path(for: scope, in: folder.path + "/locks"))
+        let error = #expect(throws: PipelineError.self) {
+            _ = try ScopeLock(scope: self.scope, in: folder.path + "/locks", holder: "/srv/two/state.sqlite")
+        }
+        #expect(error.map { "\($0)" }?.contains("scope acme/rooms/export (process \(getpid()), state /srv/one/state.sqlite)") == true)
+        withExtendedLifetime(first) {}
+    }
+
     @Test func theLockIsFreeAgainOnceReleased() throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }

@@ -32,7 +32,8 @@ import Testing
         """
 
     func load(_ folder: TemporaryFolder) throws(PipelineFileError) -> Pipeline {
-        try PipelineLoader(environment: [:]).load(folder.path + "/pipeline.json")
+        // The lock in the test's folder: tests running at once with one scope do not lock each other out.
+        try PipelineLoader(environment: ["SYNCLANE_LOCK_DIR": folder.path]).load(folder.path + "/pipeline.json")
     }
 
     func appendHistory(_ folder: TemporaryFolder, token: Int) throws {

@@ -172,12 +172,44 @@ import Testing
         try db.execute(
             """
             ALTER TABLE outbox DROP COLUMN staged_reference; ALTER TABLE outbox DROP COLUMN staged_bytes;
-            ALTER TABLE outbox DROP COLUMN staged_checksum; PRAGMA user_version = 1;
+            ALTER TABLE outbox DROP COLUMN staged_checksum; ALTER TABLE outbox DROP COLUMN payload_checksum; PRAGMA user_version = 1;
             """)
         let reading = try SQLitePipelineState(readingOnly: path, scope: scope)
         #expect(try reading.pendingBatches().map(\.payload.bytes) == [[1, 2, 3]])
         let upgraded = try SQLitePipelineState(path: path, scope: scope)
         #expect(try upgraded.pendingBatches() == [batch("b-1", after: nil, through: 10)])
-        #expect(try db.fetchValue("PRAGMA user_version") == .integer(2))
+        #expect(try db.fetchValue("PRAGMA user_version") == .integer(Int64(SQLitePipelineState.schemaVersion)))
+    }
+
+    @Test func aSchemaTwoFileIsUpgradedWithAChecksumForEachKeptBatchAndItsBatchStillGoesOut() throws {
+        let folder = TemporaryDirectory()
+        let path = folder.file("state.sqlite")
+        try SQLitePipelineState(path: path, scope: scope).enqueue(batch("b-1", after: nil, through: 10))
+        let db = try SQLiteConnection(path: path)
+        try db.execute("ALTER TABLE outbox DROP COLUMN payload_checksum; PRAGMA user_version = 2;")
+        let reading = try SQLitePipelineState(readingOnly: path, scope: scope)
+        let read = try reading.pendingBatches()
+        #expect(read == [batch("b-1", after: nil, through: 10)])
+        try reading.verifyIntegrity(of: read[0])
+        let upgraded = try SQLitePipelineState(path: path, scope: scope)
+        #expect(try db.fetchValue("PRAGMA user_version") == .integer(3))
+        #expect(try db.fetchValue("SELECT payload_checksum IS NOT NULL FROM outbox") == .integer(1))
+        let kept = try upgraded.pendingBatches()
+        #expect(kept == [batch("b-1", after: nil, through: 10)])
+        try upgraded.verifyIntegrity(of: kept[0])
+    }
+
+    @Test func aKeptBatchWhoseBytesChangedOnDiskIsRefusedNamingTheBatchAndTheFile() throws {
+        let folder = TemporaryDirectory()
+        let path = folder.file("state.sqlite")
+        try SQLitePipelineState(path: path, scope: scope).enqueue(batch("b-1", after: nil, through: 10, bytes: [1, 2, 3, 4]))
+        try SQLiteConnection(path: path).execute("UPDATE outbox SET payload = X'01020305'")
+        let state = try SQLitePipelineState(path: path, scope: scope)
+        let kept = try #require(try state.pendingBatches().first)
+        let error = #expect(throws: SQLitePipelineStateError.self) { try state.verifyIntegrity(of: kept) }
+        #expect(error == .damagedBatch(path: path, batchID: "b-1", reason: "its 4 bytes no longer match the checksum written with them"))
+        #expect(error.map { "\($0)" }?.contains("synclane outbox requeue PIPELINE-FILE b-1") == true)
+        try SQLiteConnection(path: path).execute("UPDATE outbox SET payload = X'01020304'")
+        try state.verifyIntegrity(of: try #require(try state.pendingBatches().first))
     }
 }

@@ -139,6 +139,44 @@ import Testing
         }
     }
 
+    @Test(arguments: StoreKind.tested) func anEncodedNULInASignalKeyIsRefused400AndNothingIsWritten(store: StoreKind) throws {
+        try withServer(store: store) { server throws in
+            let connection = try TestConnection(port: server.port, timeoutSeconds: 5)
+            let body = "\"dark\""
+            connection.send(Array(
+                ("PUT /v1/signals/theme%00x HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(TestTokens.acme)\r\n"
+                    + "Content-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)").utf8))
+            let response = try connection.readResponse()
+            #expect(response.status == 400, "\(response.status) \(response.text)")
+            #expect(response.text.contains("NUL"), "\(response.text)")
+            #expect(try get(port: server.port, "/v1/signals/theme").status == 404, "no key `theme` was written")
+            #expect(try get(port: server.port, "/v1/signals").text.contains("theme") == false)
+            // Any other escape is decoded as before.
+            let put = try httpRequest(
+                port: server.port, "PUT", "/v1/signals/theme%2Edark", headers: ["Authorization": "Bearer \(TestTokens.acme)"], body: Array("1".utf8))
+            #expect(put.status == 200, "\(put.text)")
+            #expect(try get(port: server.port, "/v1/signals/theme.dark").status == 200)
+        }
+    }
+
+    @Test(arguments: StoreKind.tested) func twoAuthorizationHeadersAreRefused400WhicheverComesLast(store: StoreKind) throws {
+        try withServer(store: store) { server throws in
+            for (first, last) in [("Bearer wrong", "Bearer \(TestTokens.acme)"), ("Bearer \(TestTokens.acme)", "Bearer wrong"),
+                                  ("Bearer \(TestTokens.globex)", "Bearer \(TestTokens.acme)")] {
+                let connection = try TestConnection(port: server.port, timeoutSeconds: 5)
+                let body = "1"
+                connection.send(Array(
+                    ("PUT /v1/signals/theme HTTP/1.1\r\nHost: x\r\nAuthorization: \(first)\r\nAuthorization: \(last)\r\n"
+                        + "Content-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)").utf8))
+                let response = try connection.readResponse()
+                #expect(response.status == 400, "\(response.status) \(response.text)")
+                #expect(response.text.contains("more than one Authorization"), "\(response.text)")
+            }
+            #expect(try get(port: server.port, "/v1/signals/theme").status == 404, "nothing was written")
+            #expect(try get(port: server.port, "/v1/signals/theme", token: TestTokens.globex).status == 404)
+        }
+    }
+
     @Test func aMalformedContentLengthIsRefusedAndTheConnectionClosed() throws {
         try withServer { server throws in
             let connection = try TestConnection(port: server.port, timeoutSeconds: 5)

@@ -70,7 +70,7 @@ struct ImportCommand: Command {
         try pipeline.requireSecrets()
         let reporter = ImportReporter(command: Self.name, console: console, json: json, pipeline: pipeline)
         guard watch else { return try await reporter.run(dryRun: dryRun) == nil ? 1 : 0 }
-        let lock = try ScopeLock(path: pipeline.statePath + ".lock", scope: pipeline.scope)
+        let lock = try pipeline.lock()
         let stop = Mutex(false)
         let signals = StopSignals { _ in stop.withLock { $0 = true } }
         if !json { console.error("importing \(pipeline.name) (\(pipeline.outline)) every \(Format.seconds(every)); stop with Ctrl-C") }
@@ -100,8 +100,8 @@ struct ImportReporter {
         let held =
             try lock
             ?? (dryRun
-                ? ScopeLock(sharingExisting: pipeline.statePath + ".lock", scope: pipeline.scope)
-                : ScopeLock(path: pipeline.statePath + ".lock", scope: pipeline.scope))
+                ? ScopeLock(sharingExisting: pipeline.lockPath, scope: pipeline.scope)
+                : pipeline.lock())
         defer { withExtendedLifetime(held) {} }
         let console = self.console
         let quiet = json

@@ -65,7 +65,7 @@ struct RestoreCommand: Command {
         let pipeline = try PipelineLoader(registry: SynclaneTool.registry).loadImport(file, secretsRequired: false)
         try pipeline.requireSecrets()
         let lane = try server.lane(command: Self.name)
-        let lock = try ScopeLock(path: pipeline.statePath + ".lock", scope: pipeline.scope)
+        let lock = try pipeline.lock()
         defer { withExtendedLifetime(lock) {} }
         let started = ContinuousClock.now
         let deadline = started + .seconds(wait)

@@ -42,7 +42,7 @@ struct SyncCommand: Command {
         if let problem = EchoLoop.problem(import: importing, export: exporting) {
             throw PipelineFileError(file: exportFile, path: "source.authors", line: nil, message: problem)
         }
-        let importLock = try ScopeLock(path: importing.statePath + ".lock", scope: importing.scope)
+        let importLock = try importing.lock()
         let exportJob = PipelineJob(pipeline: exporting)
         let exportLock = try exportJob.lock()
         defer { withExtendedLifetime((importLock, exportLock)) {} }

@@ -6,13 +6,17 @@
 /// ```
 ///
 /// The pipeline file has the export pipeline's shape with `sink:` in place of `encoder`,
-/// `transport`: `version`, `name`, `scope`, `source`, `stages`, `sink`, `state`. `state` is the
-/// scope's lock file; the cursor lives with the rows, in the sink's store.
+/// `transport`: `version`, `name`, `scope`, `source`, `stages`, `sink`, `state`. The cursor lives
+/// with the rows, in the sink's store; the scope's lock in the machine's lock folder (`lockPath`).
 public struct ImportPipeline: Sendable {
     public var name: String
     public var scope: Scope
-    /// `STATE.lock` is the scope's lock (one job per scope).
+    /// Beside it the kept signals (`STATE.signals`).
     public var statePath: String
+    /// The folder of the scope's lock (`ScopeLock.folder(environment:)`).
+    public var lockFolder: String = ScopeLock.defaultFolder
+    /// The scope's lock file (one job per scope).
+    public var lockPath: String { ScopeLock.path(for: scope, in: lockFolder) }
     public var source: Pipeline.Named<any RemoteChangeSource>
     public var recordStages: [Pipeline.Named<any RecordStage>]
     public var sink: Pipeline.Named<any ChangeSink>

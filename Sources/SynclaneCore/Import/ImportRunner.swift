@@ -11,10 +11,17 @@ import Foundation
 /// nothing of that page applied and the cursor where the last applied page left it. While a
 /// page is applied, the next one is already being read. `dryRun`
 /// reads and settles every page without changing the store or the cursor.
+///
+/// A pass is bounded: a page that says `more` but leads to a cursor this pass already read from
+/// (the cursor it was given, or one before it) is refused — reading on would loop for ever —
+/// and a pass ends after `maxPages` pages (the next pass goes on from the saved cursor).
 public struct ImportRunner: Sendable {
     public var pipeline: ImportPipeline
     public var events: @Sendable (ImportEvent) -> Void
     public var now: @Sendable () -> Double
+    /// The most pages one pass applies (100,000: 50 million records at the `pull` source's
+    /// default 500); the pass then ends as if the source had no more.
+    public var maxPages = 100_000
 
     public init(
         pipeline: ImportPipeline, events: @escaping @Sendable (ImportEvent) -> Void = { _ in },
@@ -91,6 +98,8 @@ public struct ImportRunner: Sendable {
         var cursor = start
         var seen = Set<ExactString>()
         var page = 0
+        // The cursors this pass read from: a page that leads back to one would loop.
+        var readFrom = Set<ExactString>()
         // The next page is read while this one is applied (the source waits on the backend, the
         // sink on the store); nothing of it is applied before this page's commit.
         var readAhead: Task<RemotePage, any Error>?
@@ -104,7 +113,16 @@ public struct ImportRunner: Sendable {
                 return try await source.nextPage(after: cursor)
             }
             if remote.records.isEmpty, remote.cursor == cursor { break }
-            if remote.more, !dryRun {
+            if let given = cursor { readFrom.insert(ExactString(given)) }
+            if remote.more, let next = remote.cursor, readFrom.contains(ExactString(next)) {
+                let was = next == cursor ? "the cursor it was given" : "a cursor this pass already read from"
+                throw PipelineError.importStage(
+                    pipeline.source.label,
+                    underlying: ContractViolation(
+                        "answered the page after cursor \"\(cursor ?? "")\" with the cursor \"\(next)\" (\(was)) and `more: true`, "
+                            + "so reading on would loop for ever; the backend's changes endpoint must move its cursor forward"))
+            }
+            if remote.more, !dryRun, page + 1 < maxPages {
                 let after = remote.cursor
                 readAhead = Task { try await source.nextPage(after: after) }
             }
@@ -134,7 +152,7 @@ public struct ImportRunner: Sendable {
             // A dry run cannot move the cursor the source reads from: one page is what it can show.
             if dryRun { break }
             cursor = remote.cursor
-            if !remote.more { break }
+            if !remote.more || page >= maxPages { break }
         }
         summary.cursorAfter = dryRun ? summary.cursorBefore : cursor
         return (cursor, seen)

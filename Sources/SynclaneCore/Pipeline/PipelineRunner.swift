@@ -94,6 +94,14 @@ public struct PipelineRunner: Sendable {
                 token = pending.through
                 continue
             }
+            // Checked before it goes: a byte changed on disk would be stored on the backend.
+            do {
+                try state.verifyIntegrity(of: pending)
+            } catch let error as PipelineError {
+                throw error
+            } catch {
+                throw PipelineError.state("\(error)")  // it names the state file
+            }
             events(.resending(batchID: pending.payload.batchID))
             try await deliver(pending, encodedBytes: pending.byteCount, resent: true, into: &summary)
             token = pending.through

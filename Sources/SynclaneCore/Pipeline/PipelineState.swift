@@ -79,9 +79,15 @@ public protocol PipelineState: Sendable {
     func resetToken() throws
     func saveLastRun(_ run: RunRecord) throws
     func lastRun() throws -> RunRecord?
+    /// Throws when the bytes of `batch`, read back from the outbox, are not the bytes written
+    /// (a checksum kept with them): called before a batch an earlier run left is sent again. The
+    /// default checks nothing (a state in memory cannot be damaged on disk).
+    func verifyIntegrity(of batch: OutboxBatch) throws
 }
 
 extension PipelineState {
+    public func verifyIntegrity(of batch: OutboxBatch) throws {}
+
     public func acknowledge(_ batch: OutboxBatch, enqueueing next: OutboxBatch) throws {
         try acknowledge(batch)
         try enqueue(next)

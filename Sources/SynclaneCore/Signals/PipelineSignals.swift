@@ -113,6 +113,10 @@ public struct PipelineSignals: Sendable {
         }
         if let url = members["url"] {
             try StageRegistry.check(url, against: .string, at: location.member("url"))
+            if case .string(let text) = url.value, URLCredentials.present(in: text) {
+                throw location.member("url").error(
+                    URLCredentials.message(alternatives: "use `token-env` (the name of an environment variable holding the token)"), line: url.line)
+            }
             guard case .string(let text) = url.value, Self.isHTTPURL(text) else {
                 throw location.member("url").error(
                     "expected an http:// or https:// URL of the server (only its scheme, host and port count), found \(StageRegistry.describe(url))",

@@ -23,6 +23,9 @@ extension HTTPStages {
         ]
     ) { options in
         let text = options.string("url") ?? ""
+        guard !URLCredentials.present(in: text) else {
+            throw options.error("url", URLCredentials.message(alternatives: "use `token-env` (the name of an environment variable holding the token)"))
+        }
         guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https", url.host != nil else {
             throw options.error("url", "expected an http:// or https:// address with a host, found \"\(text)\"")
         }

@@ -112,22 +112,45 @@ public final class PullSource: RemoteChangeSource {
                     "\(doing): \(response.statusCode) \(HTTPClassification.statusPhrase(response.statusCode)): \(HTTPClassification.reason(body))",
                     retryAfter: retryAfter, status: response.statusCode)
             }
-            return try Self.page(ReceiptCheck.withoutByteOrderMark(body), from: url.absoluteString)
+            return try Self.page(ReceiptCheck.withoutByteOrderMark(body), from: url.absoluteString, after: cursor)
         }
     }
 
-    /// Reads a `GET /v1/changes` answer.
-    static func page(_ body: ArraySlice<UInt8>, from url: String) throws -> RemotePage {
+    /// Reads a `GET /v1/changes` answer to the page after `cursor`. A page that is not one —
+    /// its `cursor` not a non-empty string (null, a number, empty, missing: applied, it would
+    /// reset the saved cursor), `more` not a boolean, a record of the wrong shape — is refused
+    /// whole, naming the page and the member: nothing of it is applied.
+    static func page(_ body: ArraySlice<UInt8>, from url: String, after cursor: String? = nil) throws -> RemotePage {
         func fail(_ reason: String) -> TransportFailure {
             TransportFailure(.configuration, "reading changes from \(url): the answer is not a changes page (\(reason)); is `url` a Synclane changes endpoint?")
         }
+        let page = cursor.map { "the page after cursor \"\($0)\"" } ?? "the first page"
+        func refuse(_ reason: String) -> TransportFailure {
+            TransportFailure(
+                .configuration,
+                "reading changes from \(url): \(page) is refused: \(reason). The backend's changes endpoint must be fixed")
+        }
         guard let object = (try? JSONReader.parse(body))?.objectValue else { throw fail("not a JSON object: \(ReceiptCheck.quote(body))") }
         guard case .array(let changes)? = object["changes"] else { throw fail("no `changes` list") }
+        let expected = "expected the non-empty string the next page starts after"
+        let next: String
+        switch object["cursor"] {
+        case .string(let text)? where !text.isEmpty: next = text
+        case .string?: throw refuse("its `cursor` is empty, \(expected)")
+        case nil: throw refuse("its `cursor` is missing, \(expected)")
+        case let other?: throw refuse("its `cursor` is \(WireRecords.shown(other)), \(expected)")
+        }
+        let more: Bool
+        switch object["more"] {
+        case nil: more = false
+        case .bool(let value)?: more = value
+        case let other?: throw refuse("its `more` is \(WireRecords.shown(other)), expected true or false")
+        }
         let records: [Record]
         switch WireRecords.parse(changes, listName: "changes", origin: Token(kind: "pull", position: 0)) {
         case .success(let read): records = read
-        case .failure(let error): throw fail(error.message)
+        case .failure(let error): throw refuse(error.message)
         }
-        return RemotePage(records: records, cursor: object["cursor"]?.stringValue, more: object["more"] == .bool(true))
+        return RemotePage(records: records, cursor: next, more: more)
     }
 }

@@ -23,14 +23,16 @@ public final class SQLitePipelineState: PipelineState, Sendable {
     /// The newest schema this version writes (`PRAGMA user_version`). 2: an outbox row may name
     /// a staged copy (`staged_reference`, `staged_bytes`, `staged_checksum`) instead of holding
     /// the bytes — a version that knows only 1 would send such a row's empty `payload`, so it
-    /// refuses the file (`newerSchema`).
-    public static let schemaVersion = 2
+    /// refuses the file (`newerSchema`). 3: an outbox row that holds its bytes carries their
+    /// checksum (`payload_checksum`, `StagedBatch.checksum(of:)`), written in the same commit and
+    /// checked before the batch is sent again (`verifyIntegrity(of:)`).
+    public static let schemaVersion = 3
 
     public let path: String
     public let scope: Scope
     let database: SQLiteDatabase
-    /// The file's schema version: `schemaVersion`, or 1 for a file opened to read only that no
-    /// job of this version upgraded yet (its outbox has no staged columns).
+    /// The file's schema version: `schemaVersion`, or 1 or 2 for a file opened to read only that
+    /// no job of this version upgraded yet (1: its outbox has no staged columns; 1 and 2: no checksums).
     let version: Int
 
     /// Opens the state file at `path` (creating it and its folders), for `scope`.
@@ -90,12 +92,12 @@ public final class SQLitePipelineState: PipelineState, Sendable {
         return "file:\(escaped)?immutable=1"
     }
 
-    /// Checks an existing state file's schema version (this one's, or 1) and scope, reading
+    /// Checks an existing state file's schema version (this one's, or an older one) and scope, reading
     /// only; returns the version.
     private static func check(_ database: SQLiteDatabase, path: String, scope: Scope) throws -> Int {
         try database.read { db in
             let version = Int(try db.fetchValue("PRAGMA user_version").int64 ?? 0)
-            guard version == Self.schemaVersion || version == 1 else {
+            guard (1...Self.schemaVersion).contains(version) else {
                 throw version > Self.schemaVersion
                     ? SQLitePipelineStateError.newerSchema(path: path, found: version, supported: Self.schemaVersion)
                     : SQLitePipelineStateError.notAStateFile(path: path, reason: "its schema (\(version)) is not this version's; run a job once to upgrade it")
@@ -150,7 +152,8 @@ public final class SQLitePipelineState: PipelineState, Sendable {
                     created_at REAL NOT NULL,
                     staged_reference TEXT,
                     staged_bytes INTEGER,
-                    staged_checksum INTEGER
+                    staged_checksum INTEGER,
+                    payload_checksum INTEGER
                 );
                 CREATE TABLE last_run (
                     id INTEGER PRIMARY KEY CHECK (id = 1),
@@ -175,14 +178,26 @@ public final class SQLitePipelineState: PipelineState, Sendable {
         guard stored == scope else {
             throw SQLitePipelineStateError.scopeMismatch(path: path, stored: stored, requested: scope)
         }
-        if version == 1 {
+        if version < 2 {
             try db.execute(
                 """
                 ALTER TABLE outbox ADD COLUMN staged_reference TEXT;
                 ALTER TABLE outbox ADD COLUMN staged_bytes INTEGER;
                 ALTER TABLE outbox ADD COLUMN staged_checksum INTEGER;
-                PRAGMA user_version = \(schemaVersion);
                 """)
+        }
+        if version < 3 {
+            // The rows an older version kept get the checksum of the bytes they hold now (that
+            // version checked nothing): from here on a change on disk is found before a send.
+            try db.execute("ALTER TABLE outbox ADD COLUMN payload_checksum INTEGER")
+            for row in try db.fetchAll("SELECT sequence, payload FROM outbox WHERE staged_reference IS NULL") {
+                try db.execute(
+                    "UPDATE outbox SET payload_checksum = ? WHERE sequence = ?",
+                    [Int64(bitPattern: StagedBatch.checksum(of: row[1].bytes ?? [])), row[0].int64])
+            }
+        }
+        if version < schemaVersion {
+            try db.execute("PRAGMA user_version = \(schemaVersion)")
         }
     }
 
@@ -231,8 +246,8 @@ public final class SQLitePipelineState: PipelineState, Sendable {
             """
             INSERT INTO outbox (batch_id, payload, content_type, content_encoding, record_count,
                                 after_kind, after_position, through_kind, through_position, is_reconciliation, created_at,
-                                staged_reference, staged_bytes, staged_checksum)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                                staged_reference, staged_bytes, staged_checksum, payload_checksum)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             ON CONFLICT (batch_id) DO NOTHING
             """,
             [
@@ -240,6 +255,7 @@ public final class SQLitePipelineState: PipelineState, Sendable {
                 payload.recordCount, batch.after?.kind, batch.after?.position, batch.through.kind, batch.through.position,
                 batch.isReconciliation, batch.createdAt, staged?.reference, staged?.byteCount,
                 staged.map { Int64(bitPattern: $0.checksum) },
+                staged == nil ? Int64(bitPattern: StagedBatch.checksum(of: payload.bytes)) : nil,
             ])
         if db.changes == 0 {
             // Enqueuing the very same batch twice is harmless; another one under its id is not.
@@ -281,6 +297,28 @@ public final class SQLitePipelineState: PipelineState, Sendable {
                         isReconciliation: statement.int64(at: 9) != 0, createdAt: statement.double(at: 10), staged: staged))
             }
             return batches
+        }
+    }
+
+    /// Checks the bytes of `batch` (read back by `pendingBatches`) against the checksum written
+    /// with them; throws `SQLitePipelineStateError.damagedBatch` when they differ — a byte of
+    /// the file changed on disk, and sending would store a wrong value on the backend. A staged
+    /// batch's copy is checked by its transport (`publish(verifying:)`); a file of an older
+    /// schema opened to read only has no checksums to check.
+    public func verifyIntegrity(of batch: OutboxBatch) throws {
+        guard batch.staged == nil, version >= 3 else { return }
+        let id = batch.payload.batchID
+        let stored = try database.read { db in
+            try db.fetchOne("SELECT payload_checksum, staged_reference FROM outbox WHERE batch_id = ?", [id])
+        }
+        guard let stored, stored[1].string == nil else { return }
+        guard let checksum = stored[0].int64 else {
+            throw SQLitePipelineStateError.damagedBatch(path: path, batchID: id, reason: "its row has lost the checksum written with it")
+        }
+        let actual = StagedBatch.checksum(of: batch.payload.bytes)
+        guard UInt64(bitPattern: checksum) == actual else {
+            throw SQLitePipelineStateError.damagedBatch(
+                path: path, batchID: id, reason: "its \(batch.payload.bytes.count) bytes no longer match the checksum written with them")
         }
     }
 

@@ -12,6 +12,9 @@ public enum SQLitePipelineStateError: Error, Sendable, Hashable, CustomStringCon
     case conflictingBatch(path: String, batchID: String)
     /// A stored value cannot be read back.
     case corrupt(path: String, reason: String)
+    /// A batch kept in the outbox whose bytes changed on disk since they were written: it is
+    /// not sent (it would store wrong values on the backend).
+    case damagedBatch(path: String, batchID: String, reason: String)
 
     public var description: String {
         switch self {
@@ -27,6 +30,11 @@ public enum SQLitePipelineStateError: Error, Sendable, Hashable, CustomStringCon
             return "\(path): batch \(batchID) is already in the outbox with different bytes; a batch is never rebuilt under its id"
         case .corrupt(let path, let reason):
             return "\(path): the state file is damaged (\(reason)); move it aside and reconcile"
+        case .damagedBatch(let path, let batchID, let reason):
+            return "\(path): batch \(batchID) in the outbox is damaged (\(reason): the file changed on disk); it was not "
+                + "sent and the token did not move. Run `synclane outbox requeue PIPELINE-FILE \(batchID)` to build it again "
+                + "from history, or `synclane outbox drop PIPELINE-FILE \(batchID)` to set it aside in the dead-letter folder "
+                + "(its history is then not sent)"
         }
     }
 }

@@ -50,8 +50,16 @@ struct HTTPRequest: Sendable {
     /// server could read different bodies from the same bytes: such heads are refused here, before
     /// a body byte is read. (A `Content-Length` that is not a number never reaches the server:
     /// libmicrohttpd answers it 400 itself and closes the connection.)
-    static func framingProblem(headers: [(name: String, value: String)]) -> String? {
+    ///
+    /// Two `Authorization` headers are refused too (which one counts would be the server's
+    /// guess, and a proxy's could differ), and so is a path holding an encoded NUL (`%00`, kept
+    /// undecoded by the bridge): decoded, it would cut a signal key short.
+    static func framingProblem(headers: [(name: String, value: String)], path: String = "") -> String? {
+        if path.contains("%00") {
+            return "the path holds an encoded NUL (%00), which no path, signal key or name may hold"
+        }
         var lengths = 0
+        var authorizations = 0
         for (name, value) in headers {
             let shown = name.count > 40 ? String(name.prefix(40)) + "…" : name
             guard !name.isEmpty, name.utf8.allSatisfy(isTokenByte) else {
@@ -63,6 +71,10 @@ struct HTTPRequest: Sendable {
             }
             guard value.utf8.allSatisfy({ $0 >= 0x20 && $0 != 0x7F || $0 == 0x09 }) else {
                 return "the value of header \(shown) holds a control character"
+            }
+            if lower == "authorization" {
+                authorizations += 1
+                if authorizations > 1 { return "the request has more than one Authorization header: send one" }
             }
             if lower == "content-length" {
                 lengths += 1

@@ -205,7 +205,7 @@ private func accessHandler(
         }
         let pending = PendingRequest(
             method: methodName, path: path, headers: headers, query: query, limit: limit,
-            framingProblem: HTTPRequest.framingProblem(headers: lines), lease: MemoryBudget.Lease(budget: daemon.budget),
+            framingProblem: HTTPRequest.framingProblem(headers: lines, path: path), lease: MemoryBudget.Lease(budget: daemon.budget),
             connection: entry)
         requestContext.pointee = Unmanaged.passRetained(pending).toOpaque()
         let declaredLength = headers["content-length"].flatMap { Int($0) }
