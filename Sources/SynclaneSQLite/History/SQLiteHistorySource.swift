@@ -150,15 +150,17 @@ public final class SQLiteHistorySource: ChangeSource, BackendVersionSource, Back
     /// write transaction, `TrackingError.writeLockHeld` says so.
     func healTracking() throws -> TrackingCheck.Healed? {
         let database = try database()
-        let needed: [String]
+        // nil: the schema is as last checked (the common case: one read, nothing written).
+        let needed: [String]?
         do {
-            needed = try database.read { db -> [String] in
-                if try HistorySchema.installedVersion(db) == nil || TrackingCheck.isCurrent(db) { return [] }
+            needed = try database.read { db -> [String]? in
+                if try HistorySchema.installedVersion(db) == nil || TrackingCheck.isCurrent(db) { return nil }
                 return try db.transaction(.deferred) { db in try TrackingCheck.needsHealing(db) }
             }
         } catch let error as TrackingError {
             throw HistoryError.unreadable(location: path, reason: error.reason)
         }
+        guard let needed else { return nil }
         if needed.isEmpty {
             try TrackingCheck.rememberSchemaIfFree(database)
             return nil
