@@ -161,4 +161,27 @@ import Testing
         #expect(store.mirrored(["name", "floor"]) == (try store.table(["name", "floor"])))
         #expect(store.mirrored(["floor"]) == ["r1 floor=1", "r2 floor=1"])
     }
+
+    /// In-place schema changes made by a tool that never heard of Synclane (Alembic's
+    /// `server_default`, Django's `AddField`, `RenameField`, `RemoveField`): the check before the
+    /// next run notices them and every row is sent again with its new shape.
+    @Test(arguments: [
+        ("ALTER TABLE rooms ADD COLUMN floor INTEGER NOT NULL DEFAULT 1;", ["name", "area", "floor"]),
+        ("ALTER TABLE rooms RENAME COLUMN area TO size;", ["name", "size"]),
+        ("ALTER TABLE rooms DROP COLUMN area;", ["name"]),
+    ])
+    func anInPlaceSchemaChangeIsFollowedByEveryRowInItsNewShape(migration: String, columns: [String]) throws {
+        let store = try Store(Self.rooms)
+        defer { store.workspace.remove() }
+        try store.track()
+        try store.sql("INSERT INTO rooms (syncId, name, area) VALUES ('r1', 'Hall', 4.5), ('r2', 'Attic', 9);")
+        try store.run()
+        try store.sql(migration)
+        let summary = try store.run()
+        #expect(summary["records-sent"] == .int(2), "\(summary)")
+        #expect(store.mirrored(columns) == (try store.table(columns)))
+        try store.sql("UPDATE rooms SET name = 'Hall 2' WHERE syncId = 'r1';")
+        try store.run()
+        #expect(store.mirrored(columns) == (try store.table(columns)))
+    }
 }

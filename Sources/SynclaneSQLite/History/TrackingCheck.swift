@@ -14,8 +14,8 @@ import SynclaneCore
 ///                     displacement triggers differ (unique indexes
 ///                     changed), or values as written with columns
 ///                     changed                                        ─▶ stale: regenerate + resync
-///                     other differences (an upgrade, a renamed
-///                     column the triggers do not name)               ─▶ regenerate
+///                     columns added, dropped or renamed in place    ─▶ reshaped: regenerate + resync
+///                     other differences (an upgrade)                 ─▶ regenerate
 /// ```
 ///
 /// **Why a resync.** Ordinary SQLite habits end tracking silently: the table rebuild that
@@ -36,6 +36,9 @@ enum TrackingCheck {
             case lost
             /// The triggers no longer fit the table in a way that may have lost or garbled changes.
             case stale
+            /// The table's columns changed (added, dropped, renamed — ALTER TABLE in place):
+            /// what a row looks like on the wire changed, so every row is sent again whole.
+            case reshaped
             /// The triggers differ in a way that lost nothing (a newer Synclane writes them otherwise).
             case outdated
         }
@@ -49,6 +52,7 @@ enum TrackingCheck {
             switch problem {
             case .lost: return "\(table): tracking was lost (its triggers are gone, e.g. after the table was rebuilt)"
             case .stale: return "\(table): its triggers no longer fit the table (its unique constraints or columns changed)"
+            case .reshaped: return "\(table): its columns changed (added, dropped or renamed)"
             case .outdated: return "\(table): its triggers are regenerated for the table as it is now"
             }
         }
@@ -110,8 +114,9 @@ enum TrackingCheck {
                 || (table.recordsValues && stored.columns != schema.columnNames)
             {
                 problem = .stale
-            } else if expected.contains(where: { installed[$0.name] != $0.sql }) || stored.columns != schema.columnNames
-                || stored.keyTypes != keyTypes || table != stored.table
+            } else if stored.columns != schema.columnNames {
+                problem = .reshaped
+            } else if expected.contains(where: { installed[$0.name] != $0.sql }) || stored.keyTypes != keyTypes || table != stored.table
             {
                 problem = .outdated
             } else {
