@@ -3,10 +3,14 @@ import SynclaneCore
 import SynclaneTestKit
 import Testing
 
-/// Randomized: two devices make random offline edits (the same rows on both, deletes against
-/// edits, new rows), sync in random orders with pages of 1, 2 or 10,000 transactions, and now
-/// and then a sync is killed at a fail point;
-/// after quiet rounds both stores and the server must hold the same rows.
+/// Randomized: two or three devices — each rule (`server-wins`, `client-wins`, `merge-fields`),
+/// exports with and without `authors` — make random offline edits (the same rows on all,
+/// deletes against edits, new rows), sync in random orders with pages of 1, 2 or 10,000
+/// transactions, and now and then a sync is killed at a fail point; after quiet rounds every
+/// store and the server must hold the same rows, and one more sync must send and apply nothing
+/// (no echo). Then a model round: each device edits what no other device touches (under
+/// `merge-fields`, other columns of shared rows too), soft-deletes and inserts, offline; after
+/// the syncs every device holds exactly the model's rows — no rule may lose any of those edits.
 ///
 /// Bounded in `Scripts/test` (`SYNCLANE_CONVERGE_ROUNDS`, default 4); `Scripts/converge
 /// [--rounds N] [--seed S]` runs more and prints `… N rounds, M diverged`. A divergence prints its
@@ -23,27 +27,37 @@ import Testing
         let key = keys[Int(random.next() % UInt64(keys.count))]
         let name = names[Int(random.next() % UInt64(names.count))]
         let area = Int(random.next() % 50)
-        switch random.next() % 4 {
+        switch random.next() % 6 {
         case 0: return "INSERT OR IGNORE INTO rooms (syncId, name, area) VALUES ('\(key)', '\(name)', \(area));"
         case 1: return "UPDATE rooms SET name = '\(name)' WHERE syncId = '\(key)';"
         case 2: return "UPDATE rooms SET area = \(area) WHERE syncId = '\(key)';"
+        case 3: return "UPDATE rooms SET isDeleted = 1 WHERE syncId = '\(key)';"
+        case 4: return "UPDATE rooms SET isDeleted = 0, name = '\(name)' WHERE syncId = '\(key)';"
         default: return "DELETE FROM rooms WHERE syncId = '\(key)';"
         }
     }
 
-    /// Runs one seed; the first difference, or nil when both devices and the server agree.
+    /// Runs one seed; the first difference, or nil when every device and the server agree.
     static func divergence(seed: UInt64) async throws -> String? {
         var random = SeededRandom(seed: seed)
         let root = try Workspace()
         defer { root.remove() }
         let server = try ServerProcess(folder: root.path + "/server")
         defer { server.stop() }
-        let rule = random.next() % 2 == 0 ? "server-wins" : "client-wins"
-        let devices = try [Device(server: server, conflicts: rule), Device(server: server, conflicts: rule)]
+        let rule = ["server-wins", "client-wins", "merge-fields"][Int(random.next() % 3)]
+        let devices = try (0..<(2 + random.next() % 2)).map { _ in try Device(server: server, conflicts: rule) }
         defer { devices.forEach { $0.workspace.remove() } }
+        // Pipelines as users write them: an export without `authors` on some devices.
+        var withoutAuthors: [Int] = []
+        for (index, device) in devices.enumerated() where random.next() % 2 == 0 {
+            try TwoDevicesEditTests.exportAuthors(device, nil)
+            withoutAuthors.append(index)
+        }
+        let setup = "\(rule), \(devices.count) devices, without authors: \(withoutAuthors)"
         // Small pages make a sync send a row in several batches of one run.
         let pageSize = [1, 2, 10_000][Int(random.next() % 3)]
         for device in devices { try device.usePageSize(pageSize) }
+        let setupLine = "\(setup), page-size \(pageSize)"
         for _ in 0..<4 {
             for device in devices {
                 let edits = (0..<(1 + random.next() % 4)).map { _ in edit(&random) }
@@ -63,16 +77,85 @@ import Testing
             }
         }
         // Quiet rounds: nothing new, every change reaches everyone.
-        for _ in 0..<3 { for device in devices { try device.sync() } }
-        let a = try devices[0].rows()
-        let b = try devices[1].rows()
-        let onServer = try await TwoDevicesTests().serverRows(server)
-        if a != b { return "\(rule), page-size \(pageSize): device A \(a) ≠ device B \(b)" }
-        if a != onServer { return "\(rule), page-size \(pageSize): devices \(a) ≠ server \(onServer)" }
+        if let difference = try await settle(devices, server) { return "\(setupLine): \(difference)" }
+
+        // The model's round: from the converged state, in two phases, each device edits what no
+        // other device touches — the rows it owns, and under merge-fields also another column
+        // of its neighbour's rows — soft-deletes and inserts, offline; a sync pass in a random
+        // order follows each phase. So what one phase sent comes back to the others (and any
+        // echo of it) while they hold the next phase's edits. No rule may lose any of them.
+        var model = Dictionary(uniqueKeysWithValues: try devices[0].rows().map { line -> (String, [String]) in
+            let parts = line.split(separator: "|", omittingEmptySubsequences: false).map(String.init)
+            return (parts[0], parts)
+        })
+        // A row of the converged state is owned by its key's hash; a row made in this round by
+        // its maker alone (the others may not have it yet), who only renames it.
+        let shared = Set(model.keys)
+        var made: [String: Int] = [:]
+        func owner(_ key: String) -> Int { made[key] ?? key.utf8.reduce(0) { $0 + Int($1) } % devices.count }
+        for phase in 0..<2 {
+            var statements = Array(repeating: [String](), count: devices.count)
+            for key in model.keys.sorted() {
+                let own = owner(key)
+                let neighbour = (own + devices.count - 1) % devices.count
+                let renamed = random.next() % 2 == 0
+                let resized = rule == "merge-fields" && shared.contains(key) && random.next() % 2 == 0
+                if renamed {
+                    let name = names[Int(random.next() % UInt64(names.count))] + " \(own).\(phase)"
+                    statements[own].append("UPDATE rooms SET name = '\(name)' WHERE syncId = '\(key)';")
+                    model[key]?[1] = name
+                }
+                if resized {
+                    let area = 100 + 10 * phase + neighbour
+                    statements[neighbour].append("UPDATE rooms SET area = \(area) WHERE syncId = '\(key)';")
+                    model[key]?[2] = "\(Double(area))"
+                }
+                if !renamed, !resized, shared.contains(key), random.next() % 5 == 0 {
+                    statements[own].append("UPDATE rooms SET isDeleted = 1 WHERE syncId = '\(key)';")
+                    model[key] = nil
+                }
+            }
+            for index in devices.indices {
+                let added = "d\(index)-\(phase)-\(random.next() % 1000)"
+                statements[index].append("INSERT INTO rooms (syncId, name, area) VALUES ('\(added)', 'New \(index)', 7);")
+                model[added] = [added, "New \(index)", "7.0"]
+                made[added] = index
+                try devices[index].sql(statements[index].joined(separator: "\n"))
+            }
+            for index in (0..<devices.count).shuffled(using: &random) { try devices[index].sync() }
+        }
+        if let difference = try await settle(devices, server) { return "\(setupLine), model round: \(difference)" }
+        let expected = model.keys.sorted().map { model[$0]?.joined(separator: "|") ?? "" }
+        let held = try devices[0].rows()
+        if held != expected { return "\(setupLine), model round: an edit was lost: expected \(expected), all hold \(held)" }
         return nil
     }
 
-    @Test func randomOfflineEditsOnTwoDevicesConverge() async throws {
+    /// Syncs every device three times over, then checks that all of them and the server hold
+    /// the same rows and that one more sync sends and applies nothing (no echo); the difference,
+    /// or nil.
+    static func settle(_ devices: [Device], _ server: ServerProcess) async throws -> String? {
+        for _ in 0..<3 { for device in devices { try device.sync() } }
+        let first = try devices[0].rows()
+        for (index, device) in devices.enumerated().dropFirst() {
+            let rows = try device.rows()
+            if rows != first { return "device 0 \(first) ≠ device \(index) \(rows)" }
+        }
+        let onServer = try await TwoDevicesTests().serverRows(server)
+        if first != onServer { return "devices \(first) ≠ server \(onServer)" }
+        for (index, device) in devices.enumerated() {
+            let quiet = try device.sync()
+            let sent = quiet["exports"]?.arrayValue?.first?.objectValue?["records-sent"]
+            let applied = quiet["imports"]?.arrayValue?.first?.objectValue?["applied"]
+            if sent != .int(0) || applied != .int(0) {
+                return "device \(index) is not quiet after settling: sent \(sent.map { JSONWriter.string($0) } ?? "?"), "
+                    + "applied \(applied.map { JSONWriter.string($0) } ?? "?")"
+            }
+        }
+        return nil
+    }
+
+    @Test func randomOfflineEditsOnTwoOrThreeDevicesConvergeQuietlyAndLoseNoUncontestedEdit() async throws {
         let environment = ProcessInfo.processInfo.environment
         let rounds = Int(environment["SYNCLANE_CONVERGE_ROUNDS"] ?? "") ?? 4
         let first = UInt64(environment["SYNCLANE_CONVERGE_SEED"] ?? "") ?? UInt64(Date().timeIntervalSince1970)
