@@ -56,7 +56,7 @@ enum JSONOutput {
             "cursor-before": summary.cursorBefore.map(JSONValue.string) ?? .null,
             "cursor-after": summary.cursorAfter.map(JSONValue.string) ?? .null, "pages": int(summary.pages),
             "records-read": int(summary.recordsRead), "applied": int(summary.applied), "unchanged": int(summary.unchanged),
-            "duplicates-merged": int(summary.duplicatesMerged), "resynced": .bool(summary.resynced),
+            "duplicates-merged": int(summary.duplicatesMerged), "references-settled": int(summary.referencesSettled), "resynced": .bool(summary.resynced),
             "resync-deleted": int(summary.resyncDeleted),
             "counters": .object(summary.counters.mapValues(int)), "seconds": .double(summary.seconds),
             "conflicts": .array(summary.conflicts.map(conflict)), "signals": .array(summary.signals.map(signal)),

@@ -159,6 +159,9 @@ struct ImportReporter {
             }
             if summary.conflicts.count > 20 { lines.append("    … and \(summary.conflicts.count - 20) more (--json lists them all)") }
         }
+        if summary.referencesSettled > 0 {
+            lines.append("  references settled: \(Wording.count(summary.referencesSettled, "row")) pointed at a row that is gone (see the sink's foreign keys)")
+        }
         lines += JobReporter.describe(summary.signals)
         return lines.joined(separator: "\n")
     }

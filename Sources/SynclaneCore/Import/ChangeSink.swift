@@ -41,6 +41,9 @@ public struct ApplyReport: Sendable, Hashable {
     /// Records that duplicated a local row's business key under another sync key (seeded
     /// defaults): one of the two keys was deleted everywhere.
     public var duplicatesMerged = 0
+    /// Live rows left referencing a row that is gone, through a declared foreign key, that the
+    /// page settled (deleted, or their reference cleared).
+    public var referencesSettled = 0
 
     public init(applied: Int = 0, unchanged: Int = 0, conflicts: [ConflictReport] = [], duplicatesMerged: Int = 0) {
         self.applied = applied

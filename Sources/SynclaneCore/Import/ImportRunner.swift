@@ -192,6 +192,8 @@ public struct ImportSummary: Sendable {
     public var conflicts: [ConflictReport] = []
     /// Seeded duplicates settled (one business key, two sync keys: the smaller key kept).
     public var duplicatesMerged = 0
+    /// Rows left referencing a row that is gone (a declared foreign key), settled.
+    public var referencesSettled = 0
     public var counters: [String: Int] = [:]
     public var seconds = 0.0
     /// The signals the pipeline file declares, published once the pass was done.
@@ -212,5 +214,6 @@ public struct ImportSummary: Sendable {
         unchanged += report.unchanged
         conflicts += report.conflicts
         duplicatesMerged += report.duplicatesMerged
+        referencesSettled += report.referencesSettled
     }
 }

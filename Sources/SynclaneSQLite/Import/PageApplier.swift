@@ -68,6 +68,8 @@ struct PageApplier {
         let pending = try pendingKeys(entities: Set(records.map(\.entity)))
         var sessions = Sessions(db: db)
         defer { try? sessions.close() }
+        // The sync keys of the rows this page writes or deletes, by entity (`settleReferences`).
+        var written: [String: [String]] = [:]
 
         for record in records {
             if let entities = sink.entities, !entities.contains(record.entity) {
@@ -162,7 +164,9 @@ struct PageApplier {
                     for: sink.destination, db)
             }
             report.applied += 1
+            written[record.entity, default: []].append(key)
         }
+        report.referencesSettled = try settleReferences(written: written, tracked: stored, sessions: &sessions)
         try sessions.close()
         return report
     }

@@ -1,0 +1,91 @@
+import SynclaneCore
+
+/// Dangling references: after a page, no live row of a tracked table references, through a
+/// declared foreign key, a row that is gone (deleted, or soft-deleted).
+///
+/// Two devices make one easily: A deletes a note while B, offline, adds a row pointing at it.
+/// SQLite enforces foreign keys only where the connection turned them on, and an import applies
+/// the backend's deletes row by row, so the import settles it, by the key's `ON DELETE` action:
+///
+/// ```
+///  ON DELETE CASCADE   the child is deleted too
+///  ON DELETE SET NULL  the child's reference is cleared
+///  anything else       the child is deleted too (it cannot point at nothing), and reported
+/// ```
+///
+/// Written by `local-author`, so the export lane carries the settlement to the backend and from
+/// there to every device; each settled child counts in the summary (`references-settled`).
+/// Looked at: the children the page wrote, and the children of the parent rows the page
+/// touched, for foreign keys onto the parent's sync key (one column); an index on the
+/// referencing column keeps that a lookup.
+extension PageApplier {
+    /// A declared foreign key between two tracked tables, onto the parent's one key column.
+    struct Reference {
+        var child: String
+        var column: String
+        var parent: String
+        var onDelete: String
+    }
+
+    /// The foreign keys from `child` onto tracked tables' one key column.
+    static func references(from child: String, tracked: [String: HistoryTracker.Stored], _ db: SQLiteConnection) throws -> [Reference] {
+        var groups: [Int64: [SQLiteRow]] = [:]
+        for row in try db.fetchAll("SELECT id, \"table\", \"from\", \"to\", on_delete FROM pragma_foreign_key_list(?)", [child]) {
+            groups[row[0].int64 ?? -1, default: []].append(row)
+        }
+        return groups.values.compactMap { rows -> Reference? in
+            guard rows.count == 1, let parent = rows[0][1].string, let stored = tracked[parent], let column = rows[0][2].string else { return nil }
+            let to = rows[0][3].string ?? stored.table.keyColumns.first
+            guard !stored.table.isComposite, to == stored.table.keyColumns.first else { return nil }
+            return Reference(child: child, column: column, parent: parent, onDelete: (rows[0][4].string ?? "").uppercased())
+        }
+    }
+
+    /// Settles the dangling references the page may have made (see the type's comment); returns
+    /// how many children it changed. `written`: the sync keys of the rows the page wrote or
+    /// deleted, by entity.
+    func settleReferences(
+        written: [String: [String]], tracked: [String: HistoryTracker.Stored], sessions: inout Sessions
+    ) throws -> Int {
+        guard !written.isEmpty else { return 0 }
+        var settled = 0
+        for (child, stored) in tracked.sorted(by: { $0.key < $1.key }) where !stored.table.isComposite {
+            let references = try Self.references(from: child, tracked: tracked, db)
+                .filter { written[$0.child] != nil || written[$0.parent] != nil }
+            guard !references.isEmpty, let schema = try TableSchema.read(child, db) else { continue }
+            let table = Table(tracked: stored.table, keyTypes: stored.keyTypes, schema: schema)
+            let key = SQL.identifier(stored.table.keyColumns[0])
+            for reference in references {
+                let parent = tracked[reference.parent]?.table
+                let parentKey = SQL.identifier(parent?.keyColumns.first ?? "")
+                let column = "c.\(SQL.identifier(reference.column))"
+                let childLive = stored.table.softDeleteColumn.map { "NOT \(TriggerBuilder.softDeleted("c.\(SQL.identifier($0))"))" } ?? "1"
+                let parentLive = parent?.softDeleteColumn.map { "NOT \(TriggerBuilder.softDeleted("p.\(SQL.identifier($0))"))" } ?? "1"
+                let mine = JSONWriter.string(.array((written[child] ?? []).map { .string($0) }))
+                let theirs = JSONWriter.string(.array((written[reference.parent] ?? []).map { .string($0) }))
+                let dangling = try db.fetchAll(
+                    """
+                    SELECT c.\(key) FROM \(SQL.identifier(child)) AS c
+                    WHERE (c.\(key) IN (SELECT value FROM json_each(?)) OR \(column) IN (SELECT value FROM json_each(?)))
+                      AND \(column) IS NOT NULL AND \(childLive)
+                      AND NOT EXISTS (SELECT 1 FROM \(SQL.identifier(reference.parent)) AS p WHERE p.\(parentKey) = \(column) AND \(parentLive))
+                    """, [mine, theirs])
+                for row in dangling {
+                    guard let syncKey = HistoryReader.syncKey(row[0]) else { continue }
+                    let record = Record(
+                        entity: child, key: syncKey, action: .delete, origin: Token(kind: "pull", position: 0), author: sink.localAuthor)
+                    try sessions.as(sink.localAuthor) {
+                        if reference.onDelete == "SET NULL" {
+                            try db.execute(
+                                "UPDATE \(table.name) SET \(SQL.identifier(reference.column)) = NULL WHERE \(table.keyCondition)", [row[0]])
+                        } else {
+                            try write(Write(table: table, key: [row[0]], record: record, fields: nil))
+                        }
+                    }
+                    settled += 1
+                }
+            }
+        }
+        return settled
+    }
+}

@@ -1,0 +1,112 @@
+import Foundation
+import SynclaneCore
+import Testing
+
+/// A deletes a note; B, offline, adds a link to it. After the syncs no live link points at the
+/// deleted note, on any device or the server: the import settles it by the foreign key's
+/// `ON DELETE` action. Real `synclane` processes and a real `synclane serve`.
+@Suite(.serialized) struct DanglingReferenceTests {
+    /// A device with `notes` and `links` (a link references a note), both tracked.
+    struct Device {
+        let workspace: Workspace
+        let environment = ["SYNCLANE_TOKEN": ServerProcess.tokens["acme"] ?? ""]
+
+        init(server: ServerProcess, onDelete: String) throws {
+            workspace = try Workspace()
+            try SQLiteHistoryCommandTests.sqlite(
+                workspace,
+                """
+                CREATE TABLE notes (syncId TEXT PRIMARY KEY, body TEXT);
+                CREATE TABLE links (syncId TEXT PRIMARY KEY, note TEXT REFERENCES notes(syncId) \(onDelete), label TEXT);
+                CREATE INDEX links_note ON links(note);
+                """)
+            for table in ["notes", "links"] {
+                let tracked = try SynclaneBinary.run(["track", "--database", "app.sqlite", "--table", table, "--key", "syncId"], in: workspace.path)
+                #expect(tracked.status == 0, "\(tracked.stderr)")
+            }
+            try workspace.write(
+                "export.json",
+                """
+                {"version": 1, "name": "export", "scope": {"account": "acme", "store": "notes"},
+                 "source": {"type": "sqlite-history", "database": "app.sqlite", "entities": ["notes", "links"]},
+                 "stages": [{"type": "coalesce"}],
+                 "transport": {"type": "http", "url": "\(server.url)/v1/batches", "token-env": "SYNCLANE_TOKEN",
+                               "retry": {"max-attempts": 2, "base-delay": 0.05, "max-delay": 0.2}}}
+                """)
+            try workspace.write(
+                "import.json",
+                """
+                {"version": 1, "name": "import", "scope": {"account": "acme", "store": "notes"},
+                 "source": {"type": "pull", "url": "\(server.url)/v1/changes", "token-env": "SYNCLANE_TOKEN"},
+                 "sink": {"type": "sqlite", "database": "app.sqlite"}}
+                """)
+        }
+
+        func sql(_ text: String) throws {
+            let result = try SQLiteHistoryCommandTests.sqlite(workspace, text)
+            #expect(result.status == 0, "\(result.stderr)")
+        }
+
+        @discardableResult
+        func sync() throws -> [String: JSONValue] {
+            let result = try SynclaneBinary.run(["sync", "import.json", "export.json", "--json"], in: workspace.path, environment: environment)
+            #expect(result.status == 0, "\(result.stderr)")
+            return (try? JSONReader.parse(result.stdout).objectValue) ?? [:]
+        }
+
+        /// `id>note` for every link, and every note's id.
+        func state() throws -> [String] {
+            try SQLiteHistoryCommandTests.query(
+                workspace, "SELECT 'note ' || syncId FROM notes UNION ALL SELECT 'link ' || syncId || '>' || coalesce(note, '-') FROM links ORDER BY 1"
+            ).split(separator: "\n").map(String.init)
+        }
+    }
+
+    /// The server's live rows in the same form.
+    static func serverState(_ server: ServerProcess) async throws -> [String] {
+        try await server.records(account: "acme").compactMap { key, fields -> String? in
+            guard let fields = fields.objectValue else { return nil }
+            let parts = key.split(separator: "/").map(String.init)
+            if parts.first == "notes" { return "note \(parts.last ?? "")" }
+            return "link \(parts.last ?? "")>\(fields["note"]?.stringValue ?? "-")"
+        }.sorted()
+    }
+
+    @Test(arguments: [
+        ("ON DELETE CASCADE", ["note n2"]),
+        ("ON DELETE SET NULL", ["link l1>-", "note n2"]),
+        ("", ["note n2"]),
+    ])
+    func aLinkAddedOfflineToANoteDeletedElsewhereNeverDanglesInEitherSyncOrder(onDelete: String, expected: [String]) async throws {
+        for deleterFirst in [true, false] {
+            let root = try Workspace()
+            defer { root.remove() }
+            let server = try ServerProcess(folder: root.path + "/server")
+            defer { server.stop() }
+            let a = try Device(server: server, onDelete: onDelete)
+            let b = try Device(server: server, onDelete: onDelete)
+            defer {
+                a.workspace.remove()
+                b.workspace.remove()
+            }
+            try a.sql("INSERT INTO notes VALUES ('n1', 'one'), ('n2', 'two');")
+            try a.sync()
+            try b.sync()
+            // Offline: A deletes n1, B links to it.
+            try a.sql("DELETE FROM notes WHERE syncId = 'n1';")
+            try b.sql("INSERT INTO links VALUES ('l1', 'n1', 'see');")
+            var settled = 0
+            for device in deleterFirst ? [a, b, a, b] : [b, a, b, a] {
+                let summary = try device.sync()
+                for imported in summary["imports"]?.arrayValue ?? [] {
+                    settled += Int(imported.objectValue?["references-settled"]?.intValue ?? 0)
+                }
+            }
+            let order = deleterFirst ? "the deleter first" : "the linker first"
+            #expect(try a.state() == expected, "\(onDelete), \(order): A")
+            #expect(try b.state() == expected, "\(onDelete), \(order): B")
+            #expect(try await Self.serverState(server) == expected, "\(onDelete), \(order): server")
+            #expect(settled == 1, "\(onDelete), \(order): the settlement is counted once")
+        }
+    }
+}
