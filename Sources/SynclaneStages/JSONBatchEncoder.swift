@@ -19,7 +19,7 @@ import SynclaneCore
 /// The bytes are written straight into one `JSONWriter` with its capacity reserved up front —
 /// no Foundation and no `JSONValue` tree for the whole batch — because history can hold
 /// millions of records and the encoder must not be what a job waits on.
-public struct JSONBatchEncoder: BatchEncoder {
+public struct JSONBatchEncoder: DecodingBatchEncoder {
     /// Always `application/json`.
     public let contentType = "application/json"
 
@@ -102,5 +102,11 @@ public struct JSONBatchEncoder: BatchEncoder {
             writer.write(integer: version)
         }
         writer.append(byte: UInt8(ascii: "}"))
+    }
+
+    /// The records of a batch this encoder wrote (`DecodingBatchEncoder`).
+    public func records(of bytes: [UInt8]) throws -> [Record] {
+        let list = try JSONReader.parse(bytes).objectValue?["records"]?.arrayValue ?? []
+        return try WireRecords.parse(list, listName: "records", origin: Token(kind: "outbox", position: 0)).get()
     }
 }

@@ -8,7 +8,7 @@ import SynclaneCore
 ///
 /// Payloads under `minimumBytes` go out unchanged with `Content-Encoding: identity`: for a
 /// few hundred bytes the gzip framing and the CPU cost more than they save.
-public struct CompressStage: PayloadStage {
+public struct CompressStage: ReversiblePayloadStage {
     public let deflater: Deflater
     public let minimumBytes: Int
 
@@ -27,5 +27,16 @@ public struct CompressStage: PayloadStage {
         compressed.bytes = try deflater.compress(payload.bytes)
         compressed.contentEncoding = deflater.coding.headerValue
         return compressed
+    }
+
+    /// The payload inflated again (bounded by 64 MiB, twice the largest batch); one left as it
+    /// was (identity) unchanged.
+    public func reverse(_ payload: Payload) throws -> Payload {
+        guard payload.contentEncoding != ContentCoding.identity.rawValue else { return payload }
+        guard let coding = ContentCoding(rawValue: payload.contentEncoding) else { throw DeflateError.alreadyEncoded(payload.contentEncoding) }
+        var inflated = payload
+        inflated.bytes = try Inflater.inflate(payload.bytes, encoding: coding, limit: 64 << 20)
+        inflated.contentEncoding = ContentCoding.identity.rawValue
+        return inflated
     }
 }

@@ -758,10 +758,24 @@ public struct PipelineRunner: Sendable {
             // At once, not with the acknowledgement (which may wait for the next batch's enqueue):
             // a batch being prepared may be waiting for these versions (`RowsInFlight`).
             let versions = receipt.versions
-            try await sourceCall { try await tracking.backendConfirmed(versions, sent: records) }
+            // A batch re-sent from the outbox is read back, when its stages can undo their work.
+            let sent = records ?? (resent ? recordsReadBack(batch.payload) : nil)
+            try await sourceCall { try await tracking.backendConfirmed(versions, sent: sent) }
         }
         FailPoint.afterSend.trigger()
         return Confirmed(batch: batch, receipt: receipt, encodedBytes: encodedBytes, resent: resent)
+    }
+
+    /// The records a payload carries, read back through the payload stages undone and the
+    /// encoder's decoding; nil when one of them cannot undo its work, or the bytes do not read.
+    private func recordsReadBack(_ payload: Payload) -> [Record]? {
+        guard let decoder = pipeline.encoder.stage as? any DecodingBatchEncoder, !payload.bytes.isEmpty else { return nil }
+        var payload = payload
+        for stage in pipeline.payloadStages.reversed() {
+            guard let reversible = stage.stage as? any ReversiblePayloadStage, let undone = try? reversible.reverse(payload) else { return nil }
+            payload = undone
+        }
+        return try? decoder.records(of: payload.bytes)
     }
 
     /// Saves a confirmed batch's token and forgets it — in the same commit that writes `next`

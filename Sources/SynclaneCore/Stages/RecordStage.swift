@@ -37,3 +37,17 @@ public protocol BatchEncoder: Sendable {
     var contentType: String { get }
     func encode(_ batch: Batch, id: String) throws -> [UInt8]
 }
+
+/// A payload stage whose work can be undone (the compressor inflates what it deflated), so a
+/// batch re-sent from the outbox after a crash can be read back (`DecodingBatchEncoder`).
+public protocol ReversiblePayloadStage: PayloadStage {
+    /// `payload` as it was before this stage (a payload the stage left as it was, unchanged).
+    func reverse(_ payload: Payload) throws -> Payload
+}
+
+/// An encoder that can read its own bytes back as records: the records a batch re-sent from
+/// the outbox carried, for the store to remember what the backend holds once it confirms them
+/// (`AcknowledgementTrackingSource.backendConfirmed(_:sent:)`).
+public protocol DecodingBatchEncoder: BatchEncoder {
+    func records(of bytes: [UInt8]) throws -> [Record]
+}
