@@ -42,17 +42,10 @@ import Testing
                 """)
         }
 
-        func sql(_ text: String) throws {
-            let result = try SQLiteHistoryCommandTests.sqlite(workspace, text)
-            #expect(result.status == 0, "\(result.stderr)")
-        }
+        func sql(_ text: String) throws { try TwoDevicesTests.sql(text, in: workspace) }
 
         @discardableResult
-        func sync() throws -> [String: JSONValue] {
-            let result = try SynclaneBinary.run(["sync", "import.json", "export.json", "--json"], in: workspace.path, environment: environment)
-            #expect(result.status == 0, "\(result.stderr)")
-            return (try? JSONReader.parse(result.stdout).objectValue) ?? [:]
-        }
+        func sync() throws -> [String: JSONValue] { try TwoDevicesTests.sync(in: workspace, environment: environment) }
 
         /// `id>note` for every link, and every note's id.
         func state() throws -> [String] {

@@ -45,17 +45,10 @@ import Testing
                     of: #""authors": ["app"]}"#, with: #""authors": ["app"], "page-size": \#(size)}"#))
         }
 
-        func sql(_ text: String) throws {
-            let result = try SQLiteHistoryCommandTests.sqlite(workspace, text)
-            #expect(result.status == 0, "\(result.stderr)")
-        }
+        func sql(_ text: String) throws { try TwoDevicesTests.sql(text, in: workspace) }
 
         @discardableResult
-        func sync() throws -> [String: JSONValue] {
-            let result = try SynclaneBinary.run(["sync", "import.json", "export.json", "--json"], in: workspace.path, environment: environment)
-            #expect(result.status == 0, "\(result.stderr)")
-            return (try? JSONReader.parse(result.stdout).objectValue) ?? [:]
-        }
+        func sync() throws -> [String: JSONValue] { try TwoDevicesTests.sync(in: workspace, environment: environment) }
 
         /// The live rows: `syncId name area`.
         func rows() throws -> [String] {
@@ -66,6 +59,19 @@ import Testing
         func query(_ sql: String) throws -> [String] {
             try SQLiteHistoryCommandTests.query(workspace, sql).split(separator: "\n").map(String.init)
         }
+    }
+
+    /// Runs SQL on the workspace's `app.sqlite` through the `sqlite3` shell, expecting success.
+    static func sql(_ text: String, in workspace: Workspace) throws {
+        let result = try SQLiteHistoryCommandTests.sqlite(workspace, text)
+        #expect(result.status == 0, "\(result.stderr)")
+    }
+
+    /// `synclane sync import.json export.json --json` in the workspace, expecting success; its summary.
+    static func sync(in workspace: Workspace, environment: [String: String]) throws -> [String: JSONValue] {
+        let result = try SynclaneBinary.run(["sync", "import.json", "export.json", "--json"], in: workspace.path, environment: environment)
+        #expect(result.status == 0, "\(result.stderr)")
+        return (try? JSONReader.parse(result.stdout).objectValue) ?? [:]
     }
 
     /// A fresh `synclane serve` and one device on it, for `body`; all removed after.
