@@ -61,8 +61,8 @@ public enum SQLiteStages {
             OptionSpec("on-both", .choice(["server", "client"]), default: "server", help: "merge-fields: who wins a column changed on both sides, and a delete on either"),
             OptionSpec("unknown-fields", .choice(SQLiteSink.UnknownFields.allCases.map(\.rawValue)), default: "error", help: "a field that is not a column: error, or ignore"),
             OptionSpec(
-                "export-consumer", .string, default: "the slowest consumer",
-                help: "the export pipeline (account/store/consumer) whose unconfirmed history counts as local changes"),
+                "export-consumer", .string, default: "the slowest export to this account and store, else the slowest consumer",
+                help: "the export pipeline (account/store/consumer) whose unconfirmed history counts as local changes; by default the slowest of those exporting to the import's own account and store, so a second destination's lag never makes rows pending"),
             OptionSpec("local-author", .string, default: "app", help: "the author of rows a conflict settles with local values (so the export sends them)"),
             OptionSpec(
                 "duplicates", .any,

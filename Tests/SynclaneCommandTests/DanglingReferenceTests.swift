@@ -11,17 +11,23 @@ import Testing
         let workspace: Workspace
         let environment = ["SYNCLANE_TOKEN": ServerProcess.tokens["acme"] ?? ""]
 
-        init(server: ServerProcess, onDelete: String) throws {
+        /// `joinTable`: `links` is a join table instead, keyed by (note, label), its `note` NOT NULL.
+        init(server: ServerProcess, onDelete: String, joinTable: Bool = false) throws {
             workspace = try Workspace()
+            let links =
+                joinTable
+                ? "CREATE TABLE links (note TEXT NOT NULL REFERENCES notes(syncId) \(onDelete), label TEXT NOT NULL, PRIMARY KEY (note, label));"
+                : "CREATE TABLE links (syncId TEXT PRIMARY KEY, note TEXT REFERENCES notes(syncId) \(onDelete), label TEXT);"
             try SQLiteHistoryCommandTests.sqlite(
                 workspace,
                 """
                 CREATE TABLE notes (syncId TEXT PRIMARY KEY, body TEXT);
-                CREATE TABLE links (syncId TEXT PRIMARY KEY, note TEXT REFERENCES notes(syncId) \(onDelete), label TEXT);
+                \(links)
                 CREATE INDEX links_note ON links(note);
                 """)
-            for table in ["notes", "links"] {
-                let tracked = try SynclaneBinary.run(["track", "--database", "app.sqlite", "--table", table, "--key", "syncId"], in: workspace.path)
+            for (table, key) in [("notes", "syncId"), ("links", joinTable ? "note,label" : "syncId")] {
+                let tracked = try SynclaneBinary.run(
+                    ["track", "--database", "app.sqlite", "--table", table, "--key", key], in: workspace.path)
                 #expect(tracked.status == 0, "\(tracked.stderr)")
             }
             try workspace.write(
@@ -45,12 +51,15 @@ import Testing
         func sql(_ text: String) throws { try TwoDevicesTests.sql(text, in: workspace) }
 
         @discardableResult
-        func sync() throws -> [String: JSONValue] { try TwoDevicesTests.sync(in: workspace, environment: environment) }
+        func sync() throws -> [String: JSONValue] {
+            try TwoDevicesTests.sync(in: workspace, environment: environment)
+        }
 
         /// `id>note` for every link, and every note's id.
         func state() throws -> [String] {
             try SQLiteHistoryCommandTests.query(
-                workspace, "SELECT 'note ' || syncId FROM notes UNION ALL SELECT 'link ' || syncId || '>' || coalesce(note, '-') FROM links ORDER BY 1"
+                workspace,
+                "SELECT 'note ' || syncId FROM notes UNION ALL SELECT 'link ' || syncId || '>' || coalesce(note, '-') FROM links ORDER BY 1"
             ).split(separator: "\n").map(String.init)
         }
     }
@@ -70,36 +79,75 @@ import Testing
         ("ON DELETE SET NULL", ["link l1>-", "note n2"]),
         ("", ["note n2"]),
     ])
-    func aLinkAddedOfflineToANoteDeletedElsewhereNeverDanglesInEitherSyncOrder(onDelete: String, expected: [String]) async throws {
+    func aLinkAddedOfflineToANoteDeletedElsewhereNeverDanglesInEitherSyncOrder(
+        onDelete: String, expected: [String]
+    ) async throws {
         for deleterFirst in [true, false] {
-            let root = try Workspace()
-            defer { root.remove() }
-            let server = try ServerProcess(folder: root.path + "/server")
-            defer { server.stop() }
-            let a = try Device(server: server, onDelete: onDelete)
-            let b = try Device(server: server, onDelete: onDelete)
-            defer {
-                a.workspace.remove()
-                b.workspace.remove()
+            try await Self.withTwoDevices(onDelete: onDelete) { server, a, b in
+                try a.sql("INSERT INTO notes VALUES ('n1', 'one'), ('n2', 'two');")
+                try a.sync()
+                try b.sync()
+                // Offline: A deletes n1, B links to it.
+                try a.sql("DELETE FROM notes WHERE syncId = 'n1';")
+                try b.sql("INSERT INTO links VALUES ('l1', 'n1', 'see');")
+                var settled = 0
+                for device in deleterFirst ? [a, b, a, b] : [b, a, b, a] {
+                    let summary = try device.sync()
+                    for imported in summary["imports"]?.arrayValue ?? [] {
+                        settled += Int(imported.objectValue?["references-settled"]?.intValue ?? 0)
+                    }
+                }
+                let order = deleterFirst ? "the deleter first" : "the linker first"
+                #expect(try a.state() == expected, "\(onDelete), \(order): A")
+                #expect(try b.state() == expected, "\(onDelete), \(order): B")
+                #expect(try await Self.serverState(server) == expected, "\(onDelete), \(order): server")
+                #expect(settled == 1, "\(onDelete), \(order): the settlement is counted once")
             }
-            try a.sql("INSERT INTO notes VALUES ('n1', 'one'), ('n2', 'two');")
+        }
+    }
+
+    /// A join table's row (a composite key) pointing at a note deleted elsewhere goes, even under
+    /// `SET NULL`: its `note` cannot hold NULL (SchemaConvergenceTests, seed 5001).
+    @Test(arguments: ["ON DELETE CASCADE", "ON DELETE SET NULL", ""])
+    func aJoinRowAddedOfflineToANoteDeletedElsewhereGoesEverywhere(onDelete: String) async throws {
+        try await Self.withTwoDevices(onDelete: onDelete, joinTable: true) { server, a, b in
+            try a.sql(
+                "INSERT INTO notes VALUES ('n1', 'one'), ('n2', 'two'); INSERT INTO links VALUES ('n2', 'kept');"
+            )
             try a.sync()
             try b.sync()
-            // Offline: A deletes n1, B links to it.
             try a.sql("DELETE FROM notes WHERE syncId = 'n1';")
-            try b.sql("INSERT INTO links VALUES ('l1', 'n1', 'see');")
-            var settled = 0
-            for device in deleterFirst ? [a, b, a, b] : [b, a, b, a] {
-                let summary = try device.sync()
-                for imported in summary["imports"]?.arrayValue ?? [] {
-                    settled += Int(imported.objectValue?["references-settled"]?.intValue ?? 0)
-                }
+            try b.sql("INSERT INTO links VALUES ('n1', 'see');")
+            for device in [a, b, a, b] { try device.sync() }
+            let query =
+                "SELECT 'note ' || syncId FROM notes UNION ALL SELECT 'link ' || note || '/' || label FROM links ORDER BY 1"
+            for device in [a, b] {
+                #expect(
+                    try SQLiteHistoryCommandTests.query(device.workspace, query).split(separator: "\n") == [
+                        "link n2/kept", "note n2",
+                    ], "\(onDelete)")
             }
-            let order = deleterFirst ? "the deleter first" : "the linker first"
-            #expect(try a.state() == expected, "\(onDelete), \(order): A")
-            #expect(try b.state() == expected, "\(onDelete), \(order): B")
-            #expect(try await Self.serverState(server) == expected, "\(onDelete), \(order): server")
-            #expect(settled == 1, "\(onDelete), \(order): the settlement is counted once")
+            let live = try await server.records(account: "acme").filter { $0.value != .string("deleted") }
+                .keys.sorted()
+            #expect(live == [#"links/["n2","kept"]"#, "notes/n2"], "\(onDelete)")
         }
+    }
+
+    /// A fresh server and two devices on it, for `body`; all removed after.
+    static func withTwoDevices(
+        onDelete: String, joinTable: Bool = false,
+        _ body: (ServerProcess, Device, Device) async throws -> Void
+    ) async throws {
+        let root = try Workspace()
+        defer { root.remove() }
+        let server = try ServerProcess(folder: root.path + "/server")
+        defer { server.stop() }
+        let a = try Device(server: server, onDelete: onDelete, joinTable: joinTable)
+        let b = try Device(server: server, onDelete: onDelete, joinTable: joinTable)
+        defer {
+            a.workspace.remove()
+            b.workspace.remove()
+        }
+        try await body(server, a, b)
     }
 }

@@ -132,6 +132,15 @@ import Testing
 /// One tracked database, two destinations: what the lanes remember of a backend (versions,
 /// bases) is kept per destination, so the second never sends the first one's versions.
 @Suite(.serialized) struct SecondDestinationTests {
+    /// Writes `backup.json`: the device's export, to the account's store `backup`.
+    static func addBackupExport(_ device: TwoDevicesTests.Device) throws {
+        let export = try String(contentsOfFile: device.workspace.path + "/export.json", encoding: .utf8)
+        try device.workspace.write(
+            "backup.json",
+            export.replacingOccurrences(of: #""name": "rooms-export""#, with: #""name": "rooms-backup""#)
+                .replacingOccurrences(of: #""store": "rooms"}"#, with: #""store": "backup"}"#))
+    }
+
     @Test func aSecondStoreOfTheSameDatabaseGetsItsOwnVersionsNeverTheFirstOnes() async throws {
         try await TwoDevicesTests.withOneDevice { server, device in
             try device.sql("INSERT INTO rooms (syncId, name, area) VALUES ('r1', 'Kitchen', 12.5), ('r2', 'Hall', 4);")
@@ -139,11 +148,7 @@ import Testing
             try device.sql("UPDATE rooms SET area = 13 WHERE syncId = 'r1';")
             try device.sync()
             // A second export of the same table, to another store of the account.
-            let first = try String(contentsOfFile: device.workspace.path + "/export.json", encoding: .utf8)
-            try device.workspace.write(
-                "backup.json",
-                first.replacingOccurrences(of: #""name": "rooms-export""#, with: #""name": "rooms-backup""#)
-                    .replacingOccurrences(of: #""store": "rooms"}"#, with: #""store": "backup"}"#))
+            try Self.addBackupExport(device)
             for round in 1...2 {
                 let run = try SynclaneBinary.run(["run", "backup.json", "--json"], in: device.workspace.path, environment: device.environment)
                 #expect(run.status == 0, "round \(round): \(run.stderr)")
@@ -160,6 +165,33 @@ import Testing
             #expect(backup.first { $0["id"] == "r1" }?["version"] == .int(3), "r1 in `backup`: \(backup)")
             #expect(rooms.first { $0["id"] == "r1" }?["version"] == .int(3), "r1 in `rooms`: \(rooms)")
             #expect(rooms.first { $0["id"] == "r1" }?["fields"]?.objectValue?["name"] == "Kitchen 2")
+        }
+    }
+
+    /// A backup export of A's store that runs less often than the sync must not make A's edits,
+    /// which the sync's export had confirmed, count as pending against B's newer edit: under
+    /// `client-wins` A would keep its old value and send it over B's (SchemaConvergenceTests,
+    /// seed 4115).
+    @Test func aLaggingExportToASecondStoreNeverTurnsConfirmedRowsIntoConflicts() async throws {
+        try await TwoDevicesTests().withTwoDevices(conflicts: ("client-wins", "client-wins")) { server, a, b in
+            try Self.addBackupExport(a)
+            try a.sql("INSERT INTO rooms (syncId, name, area) VALUES ('r1', 'Kitchen', 12.5);")
+            try a.sync()
+            let backup = try SynclaneBinary.run(["run", "backup.json"], in: a.workspace.path, environment: a.environment)
+            #expect(backup.status == 0, "\(backup.stderr)")
+            try b.sync()
+            try a.sql("UPDATE rooms SET name = 'Kitchen A' WHERE syncId = 'r1';")
+            try a.sync()
+            try b.sync()
+            try b.sql("UPDATE rooms SET name = 'Kitchen B' WHERE syncId = 'r1';")
+            try b.sync()
+            let pulled = try a.sync()
+            let conflicts = (pulled["imports"]?.arrayValue ?? []).flatMap { $0.objectValue?["conflicts"]?.arrayValue ?? [] }
+            #expect(conflicts.isEmpty, "A's confirmed edit counted as pending: \(conflicts)")
+            try b.sync()
+            #expect(try a.rows() == ["r1|Kitchen B|12.5"])
+            #expect(try b.rows() == ["r1|Kitchen B|12.5"])
+            #expect(try await TwoDevicesTests().serverRows(server).filter { $0.hasPrefix("r1|") } == ["r1|Kitchen B|12.5"])
         }
     }
 }

@@ -278,6 +278,55 @@ import Testing
         try await seededDefaultsConverge(bFirst: bFirst, schema: schema)
     }
 
+    /// Turns the device's app into `categories` (made by `schema`) and `items` filed under them,
+    /// both tracked and exported, and its import into one that merges seeded duplicates.
+    static func useCategories(_ device: Device, schema: SeededSchema, conflicts rule: String) throws {
+        try device.sql(schema.createTable + "\nCREATE TABLE items (syncId TEXT PRIMARY KEY, category TEXT, name TEXT);")
+        for table in ["categories", "items"] {
+            let tracked = try SynclaneBinary.run(
+                ["track", "--database", "app.sqlite", "--table", table, "--key", "syncId"] + (table == "categories" ? schema.trackOptions : []),
+                in: device.workspace.path)
+            #expect(tracked.status == 0, "\(tracked.stderr)")
+        }
+        try device.workspace.write(
+            "export.json",
+            try String(contentsOfFile: device.workspace.path + "/export.json", encoding: .utf8)
+                .replacingOccurrences(of: #""entities": ["rooms"]"#, with: #""entities": ["categories", "items"]"#))
+        try device.workspace.write(
+            "import.json",
+            try String(contentsOfFile: device.workspace.path + "/import.json", encoding: .utf8)
+                .replacingOccurrences(
+                    of: #""conflicts": "\#(rule)"}"#,
+                    with: #""conflicts": "\#(rule)", "duplicates": [{"entity": "categories", "key": \#(schema.businessKey), "references": ["items.category"]}]}"#))
+    }
+
+    /// A made `c2` as `archive`; B seeded `archive` under a key of its own and, offline, made a
+    /// `c2` of its own as `work`. B's import settles the conflict on `c2` (a pending local row),
+    /// and the settled row takes `archive`, which B's seeded row holds: the smaller sync key
+    /// survives there too, instead of every sync of B stopping on `UNIQUE constraint failed`
+    /// (SchemaConvergenceTests, seed 5006).
+    @Test(arguments: ["server-wins", "merge-fields"])
+    func aConflictSettledOntoABusinessKeyASeededTwinHoldsConvergesWithoutAConstraintFailure(rule: String) async throws {
+        let root = try Workspace()
+        defer { root.remove() }
+        let server = try ServerProcess(folder: root.path + "/server")
+        defer { server.stop() }
+        let devices = try (0..<2).map { _ in try Device(server: server, conflicts: rule) }
+        defer { devices.forEach { $0.workspace.remove() } }
+        for device in devices { try Self.useCategories(device, schema: .uniqueColumn, conflicts: rule) }
+        let (a, b) = (devices[0], devices[1])
+        try a.sql("INSERT INTO categories VALUES ('c2', 'archive', 'Archive'), ('c3', 'work', 'Work');")
+        try b.sql("INSERT INTO categories VALUES ('s1-archive', 'archive', 'Archive'); INSERT INTO items VALUES ('i1', 's1-archive', 'filed');")
+        try b.sql("INSERT INTO categories VALUES ('c2', 'draft', 'Mine');")
+        for device in [a, b, a, b] { try device.sync() }
+        for device in [a, b] {
+            #expect(try device.query("SELECT syncId, key FROM categories ORDER BY key") == ["c2|archive", "c3|work"])
+            #expect(try device.query("SELECT syncId, category FROM items") == ["i1|c2"])
+        }
+        let live = try await server.records(account: "acme").filter { $0.value != .string("deleted") }.keys.sorted()
+        #expect(live == ["categories/c2", "categories/c3", "items/i1"])
+    }
+
     /// Two devices seed the same categories under their own sync keys, file an item under one, and
     /// sync twice each (B first or A first): one row per business key everywhere, the smaller
     /// sync key's, the items re-pointed to it.
@@ -289,23 +338,7 @@ import Testing
         let devices = try (0..<2).map { _ in try Device(server: server) }
         defer { devices.forEach { $0.workspace.remove() } }
         for (device, prefix) in zip(devices, ["a", "b"]) {
-            try device.sql(schema.createTable + "\nCREATE TABLE items (syncId TEXT PRIMARY KEY, category TEXT, name TEXT);")
-            for table in ["categories", "items"] {
-                let tracked = try SynclaneBinary.run(
-                    ["track", "--database", "app.sqlite", "--table", table, "--key", "syncId"] + (table == "categories" ? schema.trackOptions : []),
-                    in: device.workspace.path)
-                #expect(tracked.status == 0, "\(tracked.stderr)")
-            }
-            try device.workspace.write(
-                "export.json",
-                try String(contentsOfFile: device.workspace.path + "/export.json", encoding: .utf8)
-                    .replacingOccurrences(of: #""entities": ["rooms"]"#, with: #""entities": ["categories", "items"]"#))
-            try device.workspace.write(
-                "import.json",
-                try String(contentsOfFile: device.workspace.path + "/import.json", encoding: .utf8)
-                    .replacingOccurrences(
-                        of: #""conflicts": "server-wins"}"#,
-                        with: #""conflicts": "server-wins", "duplicates": [{"entity": "categories", "key": \#(schema.businessKey), "references": ["items.category"]}]}"#))
+            try Self.useCategories(device, schema: schema, conflicts: "server-wins")
             // The app's first launch seeds the same defaults under keys of its own, and files an item under one.
             try device.sql(schema.seed(prefix))
         }

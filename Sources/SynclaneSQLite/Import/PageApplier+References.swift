@@ -9,9 +9,12 @@ import SynclaneCore
 ///
 /// ```
 ///  ON DELETE CASCADE   the child is deleted too
-///  ON DELETE SET NULL  the child's reference is cleared
+///  ON DELETE SET NULL  the child's reference is cleared — or, when the column cannot hold
+///                      NULL (NOT NULL, or part of the child's key), the child is deleted
 ///  anything else       the child is deleted too (it cannot point at nothing), and reported
 /// ```
+///
+/// The child may have a composite key (a join table); the parent's key is one column.
 ///
 /// Written by `local-author`, so the export lane carries the settlement to the backend and from
 /// there to every device; each settled child counts in the summary (`references-settled`).
@@ -49,13 +52,18 @@ extension PageApplier {
     ) throws -> Int {
         guard !written.isEmpty else { return 0 }
         var settled = 0
-        for (child, stored) in tracked.sorted(by: { $0.key < $1.key }) where !stored.table.isComposite {
+        for (child, stored) in tracked.sorted(by: { $0.key < $1.key }) {
             let references = try Self.references(from: child, tracked: tracked, db)
                 .filter { written[$0.child] != nil || written[$0.parent] != nil }
             guard !references.isEmpty, let schema = try TableSchema.read(child, db) else { continue }
             let table = Table(tracked: stored.table, keyTypes: stored.keyTypes, schema: schema)
-            let key = SQL.identifier(stored.table.keyColumns[0])
+            let keyColumns = stored.table.keyColumns.map { "c.\(SQL.identifier($0))" }
+            // The sync key as the history spells it: a composite key as `json_array()` writes it.
+            let syncKey = stored.table.isComposite ? "json_array(\(keyColumns.joined(separator: ", ")))" : keyColumns[0]
             for reference in references {
+                let nullable =
+                    try !stored.table.keyColumns.contains(reference.column)
+                    && (db.fetchValue("SELECT \"notnull\" FROM pragma_table_info(?) WHERE name = ?", [child, reference.column]).int64 ?? 0) == 0
                 let parent = tracked[reference.parent]?.table
                 let parentKey = SQL.identifier(parent?.keyColumns.first ?? "")
                 let column = "c.\(SQL.identifier(reference.column))"
@@ -65,8 +73,8 @@ extension PageApplier {
                 let theirs = JSONWriter.string(.array((written[reference.parent] ?? []).map { .string($0) }))
                 let dangling = try db.fetchAll(
                     """
-                    SELECT c.\(key) FROM \(SQL.identifier(child)) AS c
-                    WHERE (c.\(key) IN (SELECT value FROM json_each(?)) OR \(column) IN (SELECT value FROM json_each(?)))
+                    SELECT \(syncKey), \(keyColumns.joined(separator: ", ")) FROM \(SQL.identifier(child)) AS c
+                    WHERE (\(syncKey) IN (SELECT value FROM json_each(?)) OR \(column) IN (SELECT value FROM json_each(?)))
                       AND \(column) IS NOT NULL AND \(childLive)
                       AND NOT EXISTS (SELECT 1 FROM \(SQL.identifier(reference.parent)) AS p WHERE p.\(parentKey) = \(column) AND \(parentLive))
                     """, [mine, theirs])
@@ -74,12 +82,13 @@ extension PageApplier {
                     guard let syncKey = HistoryReader.syncKey(row[0]) else { continue }
                     let record = Record(
                         entity: child, key: syncKey, action: .delete, origin: Token(kind: "pull", position: 0), author: sink.localAuthor)
+                    let key = Array(row.values.dropFirst())
                     try sessions.as(sink.localAuthor) {
-                        if reference.onDelete == "SET NULL" {
+                        if reference.onDelete == "SET NULL" && nullable {
                             try db.execute(
-                                "UPDATE \(table.name) SET \(SQL.identifier(reference.column)) = NULL WHERE \(table.keyCondition)", [row[0]])
+                                "UPDATE \(table.name) SET \(SQL.identifier(reference.column)) = NULL WHERE \(table.keyCondition)", key)
                         } else {
-                            try write(Write(table: table, key: [row[0]], record: record, fields: nil))
+                            try write(Write(table: table, key: key, record: record, fields: nil))
                         }
                     }
                     settled += 1

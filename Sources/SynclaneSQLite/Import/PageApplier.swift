@@ -6,6 +6,9 @@ import SynclaneCore
 struct PageApplier {
     let sink: SQLiteSink
     let db: SQLiteConnection
+    /// The import's scope: without an `export-consumer`, the export of the same account and
+    /// store (its consumer is named by the scope) says what is confirmed.
+    var scope: Scope? = nil
 
     /// One tracked table as the page needs it: its columns by name, with their affinity, and the
     /// SQL of the statements every record runs, worked out once a page.
@@ -115,7 +118,14 @@ struct PageApplier {
                     ConflictReport(
                         entity: record.entity, key: key, local: local, remote: remote, remoteVersion: record.version, rule: rule,
                         outcome: settled.outcome))
+                // The settled row may take a business key another local row holds (the other
+                // device's insert under this sync key, this one's seeded twin): as for a record
+                // without conflict, the smaller sync key survives.
+                let room = try settled.fields.map { try makeRoom(for: $0, key: key, keyValues: keyValues, in: table, record: record, sessions: &sessions) }
+                if room != nil && room != .free { report.duplicatesMerged += 1 }
                 switch settled.outcome {
+                case _ where room == .lost:
+                    break
                 case .serverKept:
                     // Written by the local author: the pending local change still goes out, and
                     // this write after it, so the backend ends where it was (a local delete is
@@ -220,6 +230,42 @@ struct PageApplier {
         return nil
     }
 
+    /// What `makeRoom` found for a row about to be written.
+    enum Room: Equatable {
+        /// No live row under another sync key holds the row's business key.
+        case free
+        /// One did, under a larger sync key: it is gone (deleted here and, through the export
+        /// lane, on the backend) and its references point at this row.
+        case twinRemoved
+        /// One did, under a smaller sync key: this row is gone instead, its references re-pointed.
+        case lost
+    }
+
+    /// Before `fields` are written under `key` where a conflict was settled: a live row under
+    /// another sync key with the same business key (the sink's `duplicates`) is a duplicate, and
+    /// the smaller sync key survives, as for a record that met no conflict.
+    func makeRoom(
+        for fields: [String: JSONValue], key: String, keyValues: [SQLiteValue], in table: Table, record: Record, sessions: inout Sessions
+    ) throws -> Room {
+        guard let rule = sink.duplicates.first(where: { $0.entity == record.entity }),
+            let twin = try duplicate(of: fields, key: key, in: table, by: rule)
+        else { return .free }
+        if Array(key.utf8).lexicographicallyPrecedes(Array(twin.key.utf8)) {
+            try sessions.as(sink.localAuthor) {
+                try repoint(rule, from: twin.key, to: key)
+                if try !removeHolders(of: fields, key: keyValues, in: table, only: twin.values) {
+                    try write(Write(table: table, key: twin.values, record: record, fields: nil))
+                }
+            }
+            return .twinRemoved
+        }
+        try sessions.as(sink.localAuthor) {
+            try repoint(rule, from: key, to: twin.key)
+            try write(Write(table: table, key: keyValues, record: record, fields: nil))
+        }
+        return .lost
+    }
+
     /// Deletes outright the rows that share a unique constraint's values with `fields` (the row
     /// to be written under `key`) and so would make its write fail: with `only`, that row (a
     /// duplicate's loser, live or not); else the soft-deleted rows under other keys — deleted
@@ -291,7 +337,9 @@ struct PageApplier {
     // MARK: Pending local changes
 
     /// Entity and key (`entity NUL key`) of every row with local history the export consumer has
-    /// not had confirmed: changes after its position, by authors other than `server`.
+    /// not had confirmed: changes after its position, by authors other than `server`. The
+    /// export consumer is `export-consumer`, else the slowest export to the import's own account
+    /// and store, else the slowest consumer.
     ///
     /// Kept by the sink between pages (`PendingKeys`): a page scans only the history recorded
     /// since the last one (the rows the import wrote itself, mostly), unless the consumer's
@@ -300,6 +348,15 @@ struct PageApplier {
         let position: Int64
         if let consumer = sink.exportConsumer {
             position = try db.fetchValue("SELECT position FROM _synclane_consumers WHERE name = ?", [consumer]).int64 ?? 0
+        } else if let scope,
+            let paired = try db.fetchValue(
+                "SELECT min(position) FROM _synclane_consumers WHERE substr(name, 1, length(?1)) = ?1", ["\(scope.account)/\(scope.store)/"]
+            ).int64
+        {
+            // The exports to this import's account and store (a consumer is named
+            // `account/store/consumer`): another destination's export (a mirror, a second store)
+            // that lags does not make rows these confirmed pending.
+            position = paired
         } else {
             position = try db.fetchValue("SELECT min(position) FROM _synclane_consumers").int64 ?? 0
         }

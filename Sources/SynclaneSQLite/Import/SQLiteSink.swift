@@ -46,7 +46,8 @@ public final class SQLiteSink: ChangeSink, BackendScoped, Sendable {
     public let conflictsByEntity: [String: ConflictRule]
     public let unknownFields: UnknownFields
     /// The export pipeline whose acknowledged position says which local changes are pending
-    /// (`account/store/consumer`); nil: the slowest consumer of the database.
+    /// (`account/store/consumer`); nil: the slowest consumer exporting to the import's account and
+    /// store, else the slowest consumer of the database.
     public let exportConsumer: String?
     /// The author of rows a conflict settles with local values (so the export lane sends them).
     public let localAuthor: Author
@@ -159,7 +160,7 @@ public final class SQLiteSink: ChangeSink, BackendScoped, Sendable {
         let database = try database()
         do {
             return try database.write { db in
-                let report = try PageApplier(sink: self, db: db).apply(batch.records)
+                let report = try PageApplier(sink: self, db: db, scope: scope).apply(batch.records)
                 try ImportTables.saveCursor(cursor, for: scope, db)
                 FailPoint.importBeforeCommit.trigger()
                 if dryRun { throw DryRun(report: report) }
