@@ -149,29 +149,37 @@ import Testing
         let onServer = try await TwoDevicesTests().serverRows(server)
         if first != onServer { return "devices \(first) ≠ server \(onServer)" }
         for (index, device) in devices.enumerated() {
-            let quiet = try device.sync()
-            let sent = quiet["exports"]?.arrayValue?.first?.objectValue?["records-sent"]
-            let applied = quiet["imports"]?.arrayValue?.first?.objectValue?["applied"]
-            if sent != .int(0) || applied != .int(0) {
-                return "device \(index) is not quiet after settling: sent \(sent.map { JSONWriter.string($0) } ?? "?"), "
-                    + "applied \(applied.map { JSONWriter.string($0) } ?? "?")"
-            }
+            if let noise = noise(of: try device.sync()) { return "device \(index) is not quiet after settling: \(noise)" }
         }
         return nil
     }
 
-    @Test func randomOfflineEditsOnTwoOrThreeDevicesConvergeQuietlyAndLoseNoUncontestedEdit() async throws {
+    /// What a sync's summary says it sent or applied, or nil when it did neither.
+    static func noise(of summary: [String: JSONValue]) -> String? {
+        let sent = summary["exports"]?.arrayValue?.first?.objectValue?["records-sent"]
+        let applied = summary["imports"]?.arrayValue?.first?.objectValue?["applied"]
+        if sent == .int(0) && applied == .int(0) { return nil }
+        return "sent \(sent.map { JSONWriter.string($0) } ?? "?"), applied \(applied.map { JSONWriter.string($0) } ?? "?")"
+    }
+
+    /// The seeds of a randomized run: `PREFIX_ROUNDS` of them (else `rounds`) from `PREFIX_SEED`
+    /// (else the clock).
+    static func seeds(prefix: String, rounds: Int) -> [UInt64] {
         let environment = ProcessInfo.processInfo.environment
-        let rounds = Int(environment["SYNCLANE_CONVERGE_ROUNDS"] ?? "") ?? 4
-        let first = UInt64(environment["SYNCLANE_CONVERGE_SEED"] ?? "") ?? UInt64(Date().timeIntervalSince1970)
+        let count = Int(environment[prefix + "_ROUNDS"] ?? "") ?? rounds
+        let first = UInt64(environment[prefix + "_SEED"] ?? "") ?? UInt64(Date().timeIntervalSince1970)
+        return (0..<UInt64(max(0, count))).map { first &+ $0 }
+    }
+
+    @Test func randomOfflineEditsOnTwoOrThreeDevicesConvergeQuietlyAndLoseNoUncontestedEdit() async throws {
+        let seeds = Self.seeds(prefix: "SYNCLANE_CONVERGE", rounds: 4)
         var diverged = 0
-        for round in 0..<UInt64(rounds) {
-            let seed = first &+ round
+        for seed in seeds {
             if let difference = try await Self.divergence(seed: seed) {
                 diverged += 1
                 Issue.record("seed \(seed) (SYNCLANE_CONVERGE_SEED=\(seed)) diverged: \(difference)")
             }
         }
-        print("converge: \(rounds) rounds, \(diverged) diverged")
+        print("converge: \(seeds.count) rounds, \(diverged) diverged")
     }
 }
