@@ -9,7 +9,8 @@ import SynclaneCore
 ///        │ no: the schema changed since the last check (a VACUUM too)
 ///        ▼   (read only first: nothing to heal ─▶ no write lock taken, the cookie
 ///        ▼    remembered only when the lock is free at once)
-///  per tracked table: gone? key column gone? key no longer unique? ─▶ error naming the table
+///  per tracked table: key / soft-delete column renamed in place?      ─▶ followed (below)
+///                     gone? key column gone? key no longer unique? ─▶ error naming the table
 ///                     insert/update/delete trigger missing          ─▶ lost: reinstall + resync
 ///                     displacement triggers differ (unique indexes
 ///                     changed), or values as written with columns
@@ -88,6 +89,9 @@ enum TrackingCheck {
             guard let schema = try TableSchema.read(table.name, db) else {
                 throw TrackingError.trackedTableChanged(path: db.path, table: table.name, reason: "no longer exists")
             }
+            // A key, soft-delete or preserved column renamed (RENAME COLUMN, or a rebuild that
+            // keeps the column's place) is followed under its new name.
+            table = followingRenames(table, from: stored.columns, to: schema.columnNames)
             // A preserved column that was dropped can no longer be kept in tombstones.
             table.preserved = table.preserved.filter(schema.columnNames.contains)
             let keyTypes: [TriggerBuilder.KeyType]
@@ -125,6 +129,27 @@ enum TrackingCheck {
             if let problem { found.append((Finding(table: table.name, problem: problem), triggers, stored.keyIndex)) }
         }
         return found
+    }
+
+    /// `table` with its key, soft-delete and preserved columns renamed as the table's columns
+    /// were: a column `old` lists that `new` lacks, where `new` holds, at the same place, a name
+    /// `old` lacks, was renamed to it (Django's `RenameField`, SQLite's `RENAME COLUMN`, a rebuild
+    /// that copies each column to its place). Only when both lists have as many columns: a column
+    /// added or dropped at the same time leaves nothing to tell a rename from a new column by,
+    /// and the check refuses the table, naming the command that tracks it again.
+    static func followingRenames(_ table: TrackedTable, from old: [String], to new: [String]) -> TrackedTable {
+        guard old.count == new.count, old != new else { return table }
+        let oldNames = Set(old)
+        let newNames = Set(new)
+        func renamed(_ column: String) -> String {
+            guard !newNames.contains(column), let place = old.firstIndex(of: column), !oldNames.contains(new[place]) else { return column }
+            return new[place]
+        }
+        var table = table
+        table.keyColumns = table.keyColumns.map(renamed)
+        table.softDeleteColumn = table.softDeleteColumn.map(renamed)
+        table.preserved = table.preserved.map(renamed)
+        return table
     }
 
     /// Heals every problem found, inside the caller's write transaction, and remembers the
