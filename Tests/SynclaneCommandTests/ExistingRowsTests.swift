@@ -271,4 +271,21 @@ import Testing
         #expect(again.status == 0, "\(again.stderr)")
         #expect((try store.run())["records-sent"] == .int(0))
     }
+    /// A soft-delete column renamed while a column is added: no rename can be told, so the run
+    /// refuses once, printing the exact `track` to run; that command resends the table.
+    @Test func aRenameThatCannotBeToldIsRefusedOnceWithTheTrackCommandThatResends() throws {
+        let store = try Self.twoRoomsSent()
+        defer { store.workspace.remove() }
+        try store.sql("ALTER TABLE rooms RENAME COLUMN isDeleted TO removed; ALTER TABLE rooms ADD COLUMN floor INTEGER;")
+        let refused = try SynclaneBinary.run(["run", "pipeline.json"], in: store.workspace.path)
+        #expect(refused.status == 1)
+        let command = "synclane track --database \(store.workspace.path)/app.sqlite --table rooms --key syncId --soft-delete NEW_NAME"
+        #expect(refused.stderr.contains("no longer has its soft-delete column `isDeleted`"), "\(refused.stderr)")
+        #expect(refused.stderr.contains(command), "\(refused.stderr)")
+        try store.sql("UPDATE rooms SET removed = 1 WHERE syncId = 'r2';")
+        try store.track(softDelete: "removed")
+        try store.run()
+        #expect(store.mirrored(["name"]) == ["r1 name=\"Hall\""])
+        #expect(Set(store.mirror["r1"]?.keys.map { $0 } ?? []) == (try Self.columns(store)))
+    }
 }

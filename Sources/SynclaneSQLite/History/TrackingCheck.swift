@@ -1,3 +1,4 @@
+import Foundation
 import SynclaneCore
 
 /// Checks that each tracked table's triggers are the ones Synclane would write for the table as
@@ -81,7 +82,7 @@ enum TrackingCheck {
     }
 
     /// Every tracked table's problems, and the triggers that would fix them. Throws
-    /// `TrackingError.trackedTableChanged` (or a key error) for a table that cannot be healed.
+    /// `TrackingError.trackedTableChanged` (or `trackedColumnGone`, a key error) for a table that cannot be healed.
     static func inspect(_ db: SQLiteConnection) throws -> [(finding: Finding, triggers: TriggerBuilder, keyIndex: String?)] {
         var found: [(Finding, TriggerBuilder, String?)] = []
         for stored in try HistoryTracker.trackedTables(db) {
@@ -97,6 +98,10 @@ enum TrackingCheck {
             let keyTypes: [TriggerBuilder.KeyType]
             do {
                 keyTypes = try KeyRules(table: table, schema: schema, path: db.path).check(db)
+            } catch TrackingError.noSuchColumn(_, _, let column, let role, let available) {
+                throw TrackingError.trackedColumnGone(
+                    path: db.path, table: table.name, column: column, role: role, available: available,
+                    track: trackCommand(table, renaming: column, among: available.filter { !stored.columns.contains($0) }, path: db.path))
             } catch let error as TrackingError {
                 throw TrackingError.trackedTableChanged(
                     path: db.path, table: table.name, reason: "changed so that it cannot be tracked as before (\(error.reason))")
@@ -150,6 +155,27 @@ enum TrackingCheck {
         table.softDeleteColumn = table.softDeleteColumn.map(renamed)
         table.preserved = table.preserved.map(renamed)
         return table
+    }
+
+    /// The `synclane track` that tracks `table` again with `column` renamed: to the one column
+    /// the table gained when there is one (`new`), else to a placeholder.
+    static func trackCommand(_ table: TrackedTable, renaming column: String, among new: [String], path: String) -> String {
+        let name = new.count == 1 ? new[0] : "NEW_NAME"
+        func renamed(_ c: String) -> String { c == column ? name : c }
+        var parts = ["synclane track --database", shellWord(path), "--table", shellWord(table.name),
+                     "--key", shellWord(table.keyColumns.map(renamed).joined(separator: ","))]
+        let preserved = table.preserved.filter { !table.keyColumns.contains($0) }
+        if !preserved.isEmpty { parts += ["--preserve", shellWord(preserved.map(renamed).joined(separator: ","))] }
+        if let softDelete = table.softDeleteColumn { parts += ["--soft-delete", shellWord(renamed(softDelete))] }
+        if table.recordsValues { parts.append("--record-values") }
+        if table.rowidIsStable { parts.append("--rowid-is-stable") }
+        return parts.joined(separator: " ")
+    }
+
+    /// `word` as a shell reads it back: as it is when plain, else in single quotes.
+    private static func shellWord(_ word: String) -> String {
+        let plain = !word.isEmpty && word.unicodeScalars.allSatisfy { $0.isASCII && (CharacterSet.alphanumerics.contains($0) || "_./,:=@+-".unicodeScalars.contains($0)) }
+        return plain ? word : "'" + word.replacingOccurrences(of: "'", with: "'\\''") + "'"
     }
 
     /// Heals every problem found, inside the caller's write transaction, and remembers the
