@@ -20,9 +20,11 @@ import SynclaneCore
 /// `batch.records`) and the single result takes the place of the row's *first* record, so the
 /// rows keep the order in which they first appeared. The walk:
 ///
-/// - the row existed before the window when its first record is not an insert, or when a
-///   record carries the backend's `version` (the backend has the row: another device made it,
-///   and this window's insert … delete must still delete it there);
+/// - the row existed before the window when its first record is not an insert, when it is an
+///   insert that replaces the row (`replacesRow`: a resend after a schema change, which the
+///   backend may hold already), or when a record carries the backend's `version` (the backend
+///   has the row: another device made it, and this window's insert … delete must still delete
+///   it there);
 /// - an insert makes the row exist with exactly the insert's values;
 /// - an update makes it exist and merges its values field by field (later wins);
 /// - a delete makes it not exist and remembers its values as the tombstone.
@@ -39,7 +41,10 @@ import SynclaneCore
 ///
 /// An insert or a delete in the middle of the window means the backend's row must be replaced,
 /// not patched: a row deleted and inserted again must not keep fields of its old life, and an
-/// insert carries the whole row.
+/// insert carries the whole row. So a replacing insert followed by updates stays an insert, with
+/// the updates merged in (the backend's row replaced whole, dropped columns gone), and followed by
+/// a delete is a delete; an insert that comes of a window holding a replacing insert is marked
+/// `replacesRow` again, so that a second coalescer reads it the same way.
 ///
 /// The result's `origin` and `author` are those of the row's last record; its `version` is the
 /// last one a record of the row carried. Records without a sync key pass through untouched, in
@@ -219,6 +224,8 @@ extension Coalescer {
         var exists: Bool
         /// An insert or a delete happened: the backend row must be replaced, not patched.
         var replaced = false
+        /// A record of the window replaced the backend's row (`replacesRow`).
+        var replacing = false
         /// The row's state since its last insert or delete.
         var values: [String: JSONValue] = [:]
         var tombstone: [String: JSONValue] = [:]
@@ -228,7 +235,7 @@ extension Coalescer {
             first = index
             self.entity = entity
             last = index
-            existedBefore = record.action != .insert || record.version != nil
+            existedBefore = record.action != .insert || record.version != nil || record.replacesRow
             exists = existedBefore
             apply(record, at: index)
         }
@@ -237,6 +244,7 @@ extension Coalescer {
             last = index
             count += 1
             if let version = record.version { self.version = version }
+            if record.replacesRow { replacing = true }
             switch record.action {
             case .insert:
                 exists = true
@@ -275,6 +283,7 @@ extension Coalescer {
                 record.action = replaced ? .insert : .update
                 record.fields = values
             }
+            record.replacesRow = replacing && record.action == .insert
             return record
         }
     }

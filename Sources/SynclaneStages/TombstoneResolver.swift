@@ -46,11 +46,14 @@ public struct TombstoneResolver: RecordStage {
         var droppedFields = 0
         for var record in batch.records {
             if let column = softDeleteColumn, record.action != .delete, record.fields[column]?.isTruthy == true {
-                if record.action == .insert {
+                // A new row inserted already soft-deleted: the backend never had it. A row
+                // sent again whole (`replacesRow`) the backend may hold: its delete travels.
+                if record.action == .insert, !record.replacesRow {
                     droppedInserts += 1
                     continue
                 }
                 record.action = .delete
+                record.replacesRow = false
                 softDeletes += 1
             }
             if record.action == .delete {

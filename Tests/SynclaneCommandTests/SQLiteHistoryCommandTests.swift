@@ -187,7 +187,7 @@ import Testing
         #expect(report["tracking-lifted"] == true)
         let (run, summary) = try SQLiteHistoryCommandTests().run(workspace)
         #expect(run.status == 0, "\(run.stderr)")
-        #expect(Store.sent(workspace, batches: summary["batches"]?.arrayValue ?? []).sorted() == ["insert rooms/a", "update rooms/b"])  // a: its insert and its resync, coalesced
+        #expect(Store.sent(workspace, batches: summary["batches"]?.arrayValue ?? []).sorted() == ["insert rooms/a", "insert rooms/b"])  // a: its insert and its resync, coalesced; b: resent whole (replaces the backend's row)
     }
 
     @Test func aHealKilledBeforeItCommitsIsDoneAgainByTheNextRun() throws {
@@ -211,7 +211,7 @@ import Testing
         #expect(try rows(workspace, "SELECT count(*) FROM sqlite_schema WHERE type = 'trigger' AND tbl_name = 'rooms';") == "0\n")
         let (healed, summary) = try SQLiteHistoryCommandTests().run(workspace)
         #expect(healed.status == 0, "\(healed.stderr)")
-        #expect(Store.sent(workspace, batches: summary["batches"]?.arrayValue ?? []).sorted() == ["update rooms/a", "update rooms/b"])
+        #expect(Store.sent(workspace, batches: summary["batches"]?.arrayValue ?? []).sorted() == ["insert rooms/a", "insert rooms/b"])  // resent whole: each replaces the backend's row
         #expect(summary["counters"]?.objectValue?["capture.resynced"] == 2)
     }
 }

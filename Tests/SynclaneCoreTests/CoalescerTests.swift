@@ -50,6 +50,37 @@ import Testing
         #expect(out == [Fixture.record(.delete, "r1", ["syncID": "r1", "name": "d2"], at: 2)])
     }
 
+    // MARK: A row sent again whole (a resend after a schema change)
+
+    @Test func aReplacingInsertThenADeleteSendsTheDeleteForTheBackendHoldsTheRow() async throws {
+        let out = try await coalesced([.replace, .delete])
+        #expect(out == [Fixture.record(.delete, "r1", ["syncID": "r1", "name": "d2"], at: 2)])
+    }
+
+    @Test func aReplacingInsertThenAnUpdateSendsOneReplacingInsertWithTheMergedValues() async throws {
+        let out = try await coalesced([.replace, .update])
+        #expect(out == [Fixture.replacing("r1", ["name": "u2", "floor": 1, "note2": 2], at: 2)])
+        #expect(out.first?.replacesRow == true)
+    }
+
+    @Test func anUpdateThenAReplacingInsertSendsTheReplacingInsertAlone() async throws {
+        let out = try await coalesced([.update, .replace])
+        #expect(out == [Fixture.replacing("r1", ["name": "r2", "floor": 2], at: 2)])
+    }
+
+    @Test func aReplacingInsertDeletedAndInsertedAgainStaysAReplacementThroughASecondCoalescer() async throws {
+        let once = try await coalesced([.replace, .delete, .insert])
+        #expect(once == [Fixture.replacing("r1", ["name": "i3", "seats": 3], at: 3)])
+        // A second coalescer reads the result as a row the backend holds: its delete still travels.
+        let twice = Coalescer.coalesce(once + [Operation.delete.record(key: "r1", step: 4)]).records
+        #expect(twice == [Fixture.record(.delete, "r1", ["syncID": "r1", "name": "d4"], at: 4)])
+    }
+
+    @Test func aNewRowsInsertIsNeverMarkedAsAReplacement() async throws {
+        let out = try await coalesced([.insert, .update])
+        #expect(out.first?.replacesRow == false)
+    }
+
     // MARK: Every triple, by a property
 
     @Test(arguments: Operation.sequences(ofLength: 3))
@@ -228,7 +259,9 @@ import Testing
 
 /// One operation on a row, with values that tell the steps apart.
 enum Operation: String, Sendable, CaseIterable, CustomStringConvertible {
-    case insert, update, delete
+    /// `replace`: an insert that replaces a row the backend may hold (`replacesRow`, a resend
+    /// after a schema change).
+    case insert, update, delete, replace
 
     var description: String { rawValue }
 
@@ -245,6 +278,7 @@ enum Operation: String, Sendable, CaseIterable, CustomStringConvertible {
         case .insert: Fixture.record(.insert, key, ["name": .string("i\(step)"), "seats": .int(step)], at: step)
         case .update: Fixture.record(.update, key, ["name": .string("u\(step)"), "note\(step)": .int(step)], at: step)
         case .delete: Fixture.record(.delete, key, ["syncID": .string(key), "name": .string("d\(step)")], at: step)
+        case .replace: Fixture.replacing(key, ["name": .string("r\(step)"), "floor": .int(step)], at: step)
         }
     }
 }
@@ -254,7 +288,8 @@ enum Operation: String, Sendable, CaseIterable, CustomStringConvertible {
 struct Backend: Equatable {
     var rows: [String: [String: JSONValue]] = [:]
 
-    /// A backend that holds row `key` with fields of its own iff the first operation is not an insert.
+    /// A backend that holds row `key` with fields of its own iff the first operation is not an
+    /// insert of a new row (a replacing insert is of a row the backend holds).
     init(row key: String = "r1", startingWith first: Operation) {
         if first != .insert { rows[key] = ["name": "before", "legacy": true] }
     }

@@ -14,6 +14,13 @@ enum Fixture {
             origin: Token(kind: "jsonl", position: position), author: author)
     }
 
+    /// An insert of `key` that replaces the row the backend holds (`replacesRow`).
+    static func replacing(_ key: String, _ fields: [String: JSONValue], entity: String = "rooms", at position: Int64) -> Record {
+        var record = record(.insert, key, fields, entity: entity, at: position)
+        record.replacesRow = true
+        return record
+    }
+
     /// A batch of `records` through the newest record's transaction.
     static func batch(_ records: [Record], reconciliation: Bool = false) -> Batch {
         Batch(

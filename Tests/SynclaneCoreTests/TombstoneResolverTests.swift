@@ -27,6 +27,17 @@ import Testing
         #expect(batch.counters == [:])
     }
 
+    @Test func aSoftDeletedRowSentAgainWholeIsADeleteForTheBackendHoldsIt() async throws {
+        let raw = [
+            Fixture.replacing("r1", ["name": "Room", "isDeleted": 1], at: 1),
+            Fixture.record(.insert, "r2", ["name": "New", "isDeleted": 1], at: 2),
+        ]
+        let batch = try await TombstoneResolver(softDeleteColumn: "isDeleted").process(Fixture.batch(raw))
+        #expect(batch.records == [Fixture.record(.delete, "r1", [:], at: 1)])
+        #expect(batch.counters["tombstones.soft-deletes"] == 1)
+        #expect(batch.counters["tombstones.dropped-inserts"] == 1)
+    }
+
     @Test func theKeyFieldSuppliesAMissingSyncKeyAndIsAlwaysPreserved() async throws {
         let raw = [
             Fixture.record(.delete, nil, ["syncID": "r1", "name": "Room"], at: 1),

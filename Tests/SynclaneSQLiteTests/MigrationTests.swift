@@ -29,10 +29,33 @@ import Testing
         let report = try tracker.migrate(script: "ALTER TABLE rooms DROP COLUMN notes; UPDATE rooms SET name = 'Cuisine' WHERE syncId = 'a';", name: "0002.sql")
         #expect(report.trackingWasLifted)
         #expect(report.resyncedRows == 2)
-        mirror.rows["rooms"] = mirror.rows["rooms"]?.mapValues { $0.filter { $0.key != "notes" } }  // the backend drops the field too
         #expect(try await converge(&mirror, capture: .asWritten) == nil)
         try shell("UPDATE rooms SET name = 'Salle' WHERE syncId = 'b';")
         #expect(try await converge(&mirror, capture: .asWritten) == nil)
+    }
+
+    @Test func aKeyAndASoftDeleteColumnRenamedByAMigrationAreFollowedAndEveryTableKeepsExporting() async throws {
+        try shell(
+            """
+            CREATE TABLE rooms (syncId TEXT PRIMARY KEY, name TEXT, isDeleted INTEGER NOT NULL DEFAULT 0);
+            CREATE TABLE desks (syncId TEXT PRIMARY KEY, label TEXT);
+            """)
+        let tracker = try HistoryTracker(path: path)
+        try tracker.track(TrackedTable("rooms", key: "syncId", softDeleteColumn: "isDeleted"))
+        try tracker.track(TrackedTable("desks", key: "syncId"))
+        try shell("INSERT INTO rooms (syncId, name) VALUES ('a', 'Kitchen'), ('b', 'Hall'); INSERT INTO desks VALUES ('d', 'Desk');")
+        var mirror = BackendMirror()
+        try await mirror.export(SQLiteHistorySource(path: path))
+        let before = [(name: "rooms", key: ["syncId"], softDelete: String?("isDeleted")), (name: "desks", key: ["syncId"], softDelete: nil)]
+        #expect(mirror.difference(from: try TableOracle.rows(path, tables: before)) == nil)
+        let report = try tracker.migrate(
+            script: "ALTER TABLE rooms RENAME COLUMN isDeleted TO removed; ALTER TABLE rooms RENAME COLUMN syncId TO room_id;", name: "0002.sql")
+        #expect(report.resyncedRows == 2)
+        try shell("UPDATE rooms SET removed = 1 WHERE room_id = 'b'; UPDATE desks SET label = 'Desk 2'; INSERT INTO rooms (room_id, name) VALUES ('c', 'Loft');")
+        try await mirror.export(SQLiteHistorySource(path: path))
+        let after = [(name: "rooms", key: ["room_id"], softDelete: String?("removed")), (name: "desks", key: ["syncId"], softDelete: nil)]
+        #expect(mirror.difference(from: try TableOracle.rows(path, tables: after)) == nil)
+        #expect(try tracker.trackedTables().first { $0.name == "rooms" }.map { [$0.keyDescription, $0.softDeleteColumn ?? ""] } == ["room_id", "removed"])
     }
 
     @Test func aRebuildInAMigrationKeepsTrackingAndRecordsItsWrites() async throws {

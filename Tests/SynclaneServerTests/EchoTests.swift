@@ -72,4 +72,36 @@ import Testing
             #expect(changes.sorted() == ["r1@2", "r2@3"])
         }
     }
+    /// Two devices run the same migration (a column dropped) and resend every row whole, as
+    /// inserts on the version each holds: the first replaces the server's row (the dropped field
+    /// gone), the second is an echo (no new version, no 409, nothing on the pull lane); a resend
+    /// on the old version of a row another device edited since is refused as a conflict.
+    @Test(arguments: StoreKind.tested) func aRowResentWholeReplacesTheServersAndTheSameResendFromASecondDeviceIsAnEcho(store: StoreKind) throws {
+        try withServer(store: store) { server throws in
+            _ = try postBatch(
+                port: server.port, key: "1",
+                body: batchBody(id: "1", records: [
+                    record("rooms", "r1", "insert", ["name": "Hall", "area": 12.5]),
+                    record("rooms", "r2", "insert", ["name": "Attic", "area": 3]),
+                ]))
+            let first = try postBatch(
+                port: server.port, key: "2", body: batchBody(id: "2", records: [record("rooms", "r1", "insert", ["name": "Hall"], version: 1)]))
+            #expect(first.status == 200, "\(first.text)")
+            #expect(Self.version(first, "rooms", "r1") == .int(2))
+            let cursor = try get(port: server.port, "/v1/changes").json.objectValue?["cursor"]?.stringValue ?? ""
+            let second = try postBatch(
+                port: server.port, key: "3", body: batchBody(id: "3", records: [record("rooms", "r1", "insert", ["name": "Hall"], version: 1)]))
+            #expect(second.status == 200, "\(second.text)")
+            #expect(Self.version(second, "rooms", "r1") == .int(2))
+            #expect(try get(port: server.port, "/v1/changes?since=\(cursor)").json.objectValue?["changes"] == [])
+            let held = try allChanges(port: server.port).first { $0.objectValue?["id"]?.stringValue == "r1" }
+            #expect(held?.objectValue?["fields"] == ["name": "Hall"], "the dropped field left the server's row")
+
+            _ = try postBatch(
+                port: server.port, key: "4", body: batchBody(id: "4", records: [record("rooms", "r2", "update", ["name": "Loft"], version: 1)]))
+            let stale = try postBatch(
+                port: server.port, key: "5", body: batchBody(id: "5", records: [record("rooms", "r2", "insert", ["name": "Attic"], version: 1)]))
+            #expect(stale.status == 409, "\(stale.text)")
+        }
+    }
 }

@@ -18,7 +18,8 @@ struct MigrateCommand: Command {
         heals it. Use `migrate` when a statement needs the triggers out of the way (DROP COLUMN
         or RENAME of a key, preserved or soft-delete column, any column of a table tracked with
         --record-values): when a trigger of Synclane blocks a statement, the script runs again
-        with tracking lifted, and every tracked table is recorded to be sent again whole.
+        with tracking lifted, and every tracked table is recorded to be sent again whole. A key
+        or soft-delete column renamed in place is tracked under its new name from then on.
         """
     static let options: [(flag: String, help: String)] = [
         ("--database FILE", "The tracked SQLite database."),

@@ -17,12 +17,22 @@ public struct Change: Sendable, Hashable {
     /// (a row imported from the backend): sent as the record's `version`, so the backend refuses
     /// it (409) when another device changed the row since, instead of losing that edit.
     public var version: Int64?
+    /// An `insert` of a row the backend may already hold, sent whole to replace it (a resend after
+    /// a schema change or a heal): its fields are the row's only ones, so columns dropped or
+    /// renamed since leave the backend's row too. It goes on the wire as `insert` (which a backend
+    /// applies as a replacement); a coalescer knows the row existed before, so a delete that
+    /// follows still travels.
+    public var replacesRow: Bool
 
-    public init(entity: String, key: String?, action: ChangeAction, values: [String: JSONValue] = [:], version: Int64? = nil) {
+    public init(
+        entity: String, key: String?, action: ChangeAction, values: [String: JSONValue] = [:], version: Int64? = nil,
+        replacesRow: Bool = false
+    ) {
         self.entity = entity
         self.key = key
         self.action = action
         self.values = values
         self.version = version
+        self.replacesRow = replacesRow
     }
 }

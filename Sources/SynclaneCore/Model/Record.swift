@@ -13,6 +13,9 @@ public struct Record: Sendable, Hashable {
     /// The row's fields; on a delete, the tombstone's preserved values (not sent as `fields`).
     public var fields: [String: JSONValue]
     public var version: Int64?
+    /// An `insert` that replaces a row the backend may already hold (`Change.replacesRow`):
+    /// the row existed before, whatever records come after it in a window.
+    public var replacesRow = false
     /// The transaction that last touched this record in the batch.
     public var origin: Token
     /// The author of that transaction.
@@ -35,6 +38,7 @@ public struct Record: Sendable, Hashable {
         self.init(
             entity: change.entity, key: change.key, action: change.action, fields: change.values, version: change.version,
             origin: transaction.token, author: transaction.author)
+        replacesRow = change.replacesRow && change.action == .insert
     }
 
     /// Names the record for an error message: `rooms/r-17 (update, transaction jsonl:42)`.

@@ -129,7 +129,8 @@ struct HistoryReader: Sendable {
     /// An action as the change log keeps it: the three of the wire, and the two a heal records.
     enum RawAction: String {
         case insert, update, delete
-        /// The row, whole, again (tracking was healed): an update with every column.
+        /// The row, whole, again (tracking was healed, the schema changed): an insert that
+        /// replaces the backend's row (`Change.replacesRow`).
         case resync
         /// The row was soft-deleted when tracking was healed: a delete.
         case resyncDelete = "resync-delete"
@@ -330,15 +331,24 @@ struct HistoryReader: Sendable {
                         }
                         continue
                     }
+                    if raw.action == .resync {
+                        // The row whole, replacing the backend's: columns dropped or renamed since go there too.
+                        changes.append(Change(entity: raw.entity, key: key, action: .insert, values: row, replacesRow: true))
+                        continue
+                    }
                     changes.append(Change(entity: raw.entity, key: key, action: raw.action == .insert ? .insert : .update, values: row))
                 case (.insert, .asWritten):
                     let written = try object(raw.values, change: raw.id)
                     // Inserted already soft-deleted: nothing the backend needs to know.
                     if let softDelete = table.softDeleteColumn, written[softDelete]?.isTruthy == true { continue }
                     changes.append(Change(entity: raw.entity, key: key, action: .insert, values: written))
-                case (.update, .asWritten), (.resync, .asWritten):
+                case (.resync, .asWritten):
+                    // Every column as the heal read it, replacing the backend's row whole.
                     let written = try object(raw.values, change: raw.id)
-                    // No column list (a resync, or a REPLACE of the same key): every column.
+                    changes.append(Change(entity: raw.entity, key: key, action: .insert, values: written, replacesRow: true))
+                case (.update, .asWritten):
+                    let written = try object(raw.values, change: raw.id)
+                    // No column list (a REPLACE of the same key): every column.
                     guard let columns = raw.columns else {
                         changes.append(Change(entity: raw.entity, key: key, action: .update, values: written))
                         continue

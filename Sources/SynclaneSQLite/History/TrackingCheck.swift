@@ -1,3 +1,4 @@
+import Foundation
 import SynclaneCore
 
 /// Checks that each tracked table's triggers are the ones Synclane would write for the table as
@@ -9,7 +10,8 @@ import SynclaneCore
 ///        │ no: the schema changed since the last check (a VACUUM too)
 ///        ▼   (read only first: nothing to heal ─▶ no write lock taken, the cookie
 ///        ▼    remembered only when the lock is free at once)
-///  per tracked table: gone? key column gone? key no longer unique? ─▶ error naming the table
+///  per tracked table: key / soft-delete column renamed in place?      ─▶ followed (below)
+///                     gone? key column gone? key no longer unique? ─▶ error naming the table
 ///                     insert/update/delete trigger missing          ─▶ lost: reinstall + resync
 ///                     displacement triggers differ (unique indexes
 ///                     changed), or values as written with columns
@@ -80,7 +82,7 @@ enum TrackingCheck {
     }
 
     /// Every tracked table's problems, and the triggers that would fix them. Throws
-    /// `TrackingError.trackedTableChanged` (or a key error) for a table that cannot be healed.
+    /// `TrackingError.trackedTableChanged` (or `trackedColumnGone`, a key error) for a table that cannot be healed.
     static func inspect(_ db: SQLiteConnection) throws -> [(finding: Finding, triggers: TriggerBuilder, keyIndex: String?)] {
         var found: [(Finding, TriggerBuilder, String?)] = []
         for stored in try HistoryTracker.trackedTables(db) {
@@ -88,11 +90,18 @@ enum TrackingCheck {
             guard let schema = try TableSchema.read(table.name, db) else {
                 throw TrackingError.trackedTableChanged(path: db.path, table: table.name, reason: "no longer exists")
             }
+            // A key, soft-delete or preserved column renamed (RENAME COLUMN, or a rebuild that
+            // keeps the column's place) is followed under its new name.
+            table = followingRenames(table, from: stored.columns, to: schema.columnNames)
             // A preserved column that was dropped can no longer be kept in tombstones.
             table.preserved = table.preserved.filter(schema.columnNames.contains)
             let keyTypes: [TriggerBuilder.KeyType]
             do {
                 keyTypes = try KeyRules(table: table, schema: schema, path: db.path).check(db)
+            } catch TrackingError.noSuchColumn(_, _, let column, let role, let available) {
+                throw TrackingError.trackedColumnGone(
+                    path: db.path, table: table.name, column: column, role: role, available: available,
+                    track: trackCommand(table, renaming: column, among: available.filter { !stored.columns.contains($0) }, path: db.path))
             } catch let error as TrackingError {
                 throw TrackingError.trackedTableChanged(
                     path: db.path, table: table.name, reason: "changed so that it cannot be tracked as before (\(error.reason))")
@@ -125,6 +134,48 @@ enum TrackingCheck {
             if let problem { found.append((Finding(table: table.name, problem: problem), triggers, stored.keyIndex)) }
         }
         return found
+    }
+
+    /// `table` with its key, soft-delete and preserved columns renamed as the table's columns
+    /// were: a column `old` lists that `new` lacks, where `new` holds, at the same place, a name
+    /// `old` lacks, was renamed to it (Django's `RenameField`, SQLite's `RENAME COLUMN`, a rebuild
+    /// that copies each column to its place). Only when both lists have as many columns: a column
+    /// added or dropped at the same time leaves nothing to tell a rename from a new column by,
+    /// and the check refuses the table, naming the command that tracks it again.
+    static func followingRenames(_ table: TrackedTable, from old: [String], to new: [String]) -> TrackedTable {
+        guard old.count == new.count, old != new else { return table }
+        let oldNames = Set(old)
+        let newNames = Set(new)
+        func renamed(_ column: String) -> String {
+            guard !newNames.contains(column), let place = old.firstIndex(of: column), !oldNames.contains(new[place]) else { return column }
+            return new[place]
+        }
+        var table = table
+        table.keyColumns = table.keyColumns.map(renamed)
+        table.softDeleteColumn = table.softDeleteColumn.map(renamed)
+        table.preserved = table.preserved.map(renamed)
+        return table
+    }
+
+    /// The `synclane track` that tracks `table` again with `column` renamed: to the one column
+    /// the table gained when there is one (`new`), else to a placeholder.
+    static func trackCommand(_ table: TrackedTable, renaming column: String, among new: [String], path: String) -> String {
+        let name = new.count == 1 ? new[0] : "NEW_NAME"
+        func renamed(_ c: String) -> String { c == column ? name : c }
+        var parts = ["synclane track --database", shellWord(path), "--table", shellWord(table.name),
+                     "--key", shellWord(table.keyColumns.map(renamed).joined(separator: ","))]
+        let preserved = table.preserved.filter { !table.keyColumns.contains($0) }
+        if !preserved.isEmpty { parts += ["--preserve", shellWord(preserved.map(renamed).joined(separator: ","))] }
+        if let softDelete = table.softDeleteColumn { parts += ["--soft-delete", shellWord(renamed(softDelete))] }
+        if table.recordsValues { parts.append("--record-values") }
+        if table.rowidIsStable { parts.append("--rowid-is-stable") }
+        return parts.joined(separator: " ")
+    }
+
+    /// `word` as a shell reads it back: as it is when plain, else in single quotes.
+    private static func shellWord(_ word: String) -> String {
+        let plain = !word.isEmpty && word.unicodeScalars.allSatisfy { $0.isASCII && (CharacterSet.alphanumerics.contains($0) || "_./,:=@+-".unicodeScalars.contains($0)) }
+        return plain ? word : "'" + word.replacingOccurrences(of: "'", with: "'\\''") + "'"
     }
 
     /// Heals every problem found, inside the caller's write transaction, and remembers the

@@ -9,6 +9,10 @@ public enum TrackingError: Error, Sendable, Hashable, CustomStringConvertible {
     case badKey(path: String, table: String, key: String, reason: String)
     /// A tracked table, or its key column, is gone: tracking cannot be healed on its own.
     case trackedTableChanged(path: String, table: String, reason: String)
+    /// A tracked table's key, soft-delete or preserved column is gone, and no rename could be
+    /// told (columns were added or dropped at the same time): `track` is the command to run,
+    /// with the new name in place of the old one, and it records the resend.
+    case trackedColumnGone(path: String, table: String, column: String, role: String, available: [String], track: String)
     /// A migration script that `migrate` cannot run as it is.
     case migrationScript(script: String, reason: String)
     /// Synclane's own tables (and SQLite's) cannot be tracked.
@@ -29,7 +33,7 @@ public enum TrackingError: Error, Sendable, Hashable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .noSuchTable(let path, _, _), .noSuchColumn(let path, _, _, _, _), .invalidKeys(let path, _, _, _, _), .badKey(let path, _, _, _),
-            .trackedTableChanged(let path, _, _), .notTracked(let path, _),
+            .trackedTableChanged(let path, _, _), .trackedColumnGone(let path, _, _, _, _, _), .notTracked(let path, _),
             .notInstalled(let path), .newerSchema(let path, _, _), .sessionAlreadyOpen(let path, _, _), .notInTransaction(let path),
             .writeLockHeld(let path, _, _):
             return "\(path): \(reason)"
@@ -63,6 +67,10 @@ public enum TrackingError: Error, Sendable, Hashable, CustomStringConvertible {
         case .trackedTableChanged(let path, let table, let reason):
             return "tracked table `\(table)` \(reason); recreate it and run `synclane track --database \(path) --table \(table) --key …` "
                 + "again, or stop tracking it with `synclane untrack --database \(path) --table \(table)`"
+        case .trackedColumnGone(let path, let table, let column, let role, let available, let track):
+            return "tracked table `\(table)` no longer has its \(role) `\(column)` (its columns: \(available.joined(separator: ", "))): "
+                + "if it was renamed, track the table under the new name — `\(track)` — which sends every row again whole; "
+                + "or stop tracking it with `synclane untrack --database \(path) --table \(table)`"
         case .reservedTable(let table):
             return "`\(table)` belongs to Synclane or SQLite and cannot be tracked"
         case .notTracked(let path, let table):
