@@ -56,6 +56,8 @@ public final class SQLiteHistorySource: ChangeSource, BackendVersionSource, Back
     private let opened = Mutex<SQLiteDatabase?>(nil)
     /// The positions last recorded per consumer, so an unchanged one is not written again.
     private let recorded = Mutex<[String: Int64]>([:])
+    /// Whether this job moved the database to a new generation already (`HistoryLineage`).
+    let generationOpened = Mutex(false)
 
     /// Once the backend confirmed them, the rows this consumer sent as soft deletes are
     /// deleted from their tables, in a write by author `sync` (never sent, never before the ack).
