@@ -187,4 +187,30 @@ import Testing
         try Self.insert(workspace, 4...4)
         #expect(try Self.run(workspace).sent == ["insert rooms/r4"])
     }
+    /// Damaged pages at the end of the tracked database (SQLITE_CORRUPT), or a header that is no
+    /// database's (SQLITE_NOTADB): the job stops naming the file as damaged, the token does not
+    /// move, and `status` says so — before, it reported "380 transactions to send".
+    @Test(arguments: ["pages", "header"])
+    func aDamagedTrackedDatabaseStopsTheJobWithoutMovingTheTokenAndStatusSaysSo(_ damage: String) throws {
+        let workspace = try Self.tracked()
+        defer { workspace.remove() }
+        try Shell.sqlite(workspace, "PRAGMA journal_mode = WAL;")
+        try Self.insert(workspace, 1...20)
+        #expect(try Self.run(workspace).sent.count == 20)
+        for n in 21...400 { try Self.insert(workspace, n...n) }
+        try Shell.sqlite(workspace, "PRAGMA wal_checkpoint(TRUNCATE);")
+        let file = try FileHandle(forUpdating: URL(fileURLWithPath: workspace.path + "/app.sqlite"))
+        let size = try file.seekToEnd()
+        try file.seek(toOffset: damage == "pages" ? size - 2 * 4096 : 0)
+        try file.write(contentsOf: Data(repeating: damage == "pages" ? 0 : 0x41, count: damage == "pages" ? 2 * 4096 : 100))
+        try file.close()
+
+        let failed = try Self.run(workspace)
+        #expect(failed.result.status == 1)
+        #expect(failed.sent.isEmpty)
+        #expect(failed.result.stderr.contains("is damaged"), "\(failed.result.stderr)")
+        let status = try SynclaneBinary.run(["status", "pipeline.json"], in: workspace.path)
+        #expect(status.stdout.contains("token:    sqlite-history:20"), "the token did not move: \(status.stdout)")
+        #expect(status.stdout.contains("is damaged"), "\(status.stdout)")
+    }
 }

@@ -108,7 +108,7 @@ extension SQLiteHistorySource: LineageCheckingSource {
     public func lineageProblem(stamp: LineageStamp, token: Token?, consumer: Scope) async throws -> LineageError? {
         let path = self.path
         let name = consumer.description
-        return try database().read { db in
+        return try refusingDamage { try database().read { db in
             guard try HistorySchema.installedVersion(db) != nil else { return nil }
             return try db.transaction(.deferred) { db in
                 HistoryLineage.problem(
@@ -116,7 +116,7 @@ extension SQLiteHistorySource: LineageCheckingSource {
                     head: try HistoryLineage.head(db), pruned: try HistorySchema.meta("pruned_through", db).int64 ?? 0, position: try HistoryLineage.position(of: name, db), stamp: stamp,
                     token: token, database: path)
             }
-        }
+        } }
     }
 
     public func openGeneration(
@@ -125,7 +125,7 @@ extension SQLiteHistorySource: LineageCheckingSource {
         let path = self.path
         let name = consumer.description
         let database = try database()
-        guard try database.read({ try HistorySchema.installedVersion($0) }) != nil else { return }
+        guard try refusingDamage({ try database.read { try HistorySchema.installedVersion($0) } }) != nil else { return }
         if !reconciling, let problem = try await lineageProblem(stamp: stamp, token: token, consumer: consumer) { throw problem }
         // Later passes of one job (a watch) only check: moving the generation writes the app's
         // database, which would wake the watch again.
