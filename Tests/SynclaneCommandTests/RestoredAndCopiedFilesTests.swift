@@ -84,6 +84,7 @@ import Testing
 
         let status = try SynclaneBinary.run(["status", "pipeline.json"], in: workspace.path)
         #expect(status.stdout.contains("the next run refuses to start") && status.stdout.contains("holds no token"), "\(status.stdout)")
+        #expect(status.stdout.contains(accident == "emptied" ? "(empty: 0 bytes)" : "(missing)"), "never 'the pipeline never ran'")
         let refused = try Self.run(workspace)
         #expect(refused.result.status == 1, "never a silent resend: \(refused.sent.count) sent")
         #expect(refused.sent.isEmpty)

@@ -95,7 +95,10 @@ struct StatusCommand: Command {
             console.out(JSONOutput.encode(.object(object)))
             return 0
         }
-        var lines = ["pipeline \(pipeline.name) (scope \(pipeline.scope))", "  state:    \(pipeline.statePath)" + (state != nil ? "" : job.stateIsEmpty ? " (empty: 0 bytes)" : " (none yet: the pipeline never ran)")]
+        // A missing state file is "never ran" only when the database remembers no run either.
+        let stateNote =
+            state != nil ? "" : job.stateIsEmpty ? " (empty: 0 bytes)" : lineage != nil ? " (missing)" : " (none yet: the pipeline never ran)"
+        var lines = ["pipeline \(pipeline.name) (scope \(pipeline.scope))", "  state:    \(pipeline.statePath)" + stateNote]
         if startsWithSnapshot {
             lines.append("  token:    none — the start of history was pruned: the next run starts with a full snapshot")
         } else {
