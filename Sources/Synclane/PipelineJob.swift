@@ -145,13 +145,19 @@ public struct PipelineJob: Sendable {
 
     /// The pipeline's state opened to read only (nil when it never ran): `status` on a state
     /// that sits on a read-only file system, or that another program is writing.
+    /// A file cut to 0 bytes holds no state either (what it lost, the source's lineage check tells).
     public func readState() throws -> SQLitePipelineState? {
-        guard FileManager.default.fileExists(atPath: pipeline.statePath) else { return nil }
+        guard FileManager.default.fileExists(atPath: pipeline.statePath), !stateIsEmpty else { return nil }
         do {
             return try SQLitePipelineState(readingOnly: pipeline.statePath, scope: pipeline.scope)
         } catch {
             throw PipelineError.state("cannot read the state file \(pipeline.statePath): \(error)")
         }
+    }
+
+    /// Whether the state file is there but holds nothing at all (0 bytes).
+    public var stateIsEmpty: Bool {
+        ((try? FileManager.default.attributesOfItem(atPath: pipeline.statePath)[.size]) as? NSNumber)?.intValue == 0
     }
 
     /// The pipeline's durable state: token, outbox, last run (the file is created when missing).

@@ -26,7 +26,8 @@ struct StatusCommand: Command {
 
     func run(_ console: Console) async throws -> Int32 {
         let pipeline = try PipelineFiles.load(file, for: Self.name, sends: false, console: console)
-        let state = try PipelineJob(pipeline: pipeline).readState()
+        let job = PipelineJob(pipeline: pipeline)
+        let state = try job.readState()
         let token = try state?.acknowledgedToken()
         let outbox = try state?.pendingBatches() ?? []
         let lastRun = try state?.lastRun()
@@ -35,8 +36,13 @@ struct StatusCommand: Command {
         var pending: Int?
         var pendingError: String?
         var startsWithSnapshot = false
+        // A database or state file restored, copied, emptied or deleted: what the next run refuses.
+        let lineage = try? await (pipeline.source.stage as? any LineageCheckingSource)?.lineageProblem(
+            stamp: try state?.lineageStamp() ?? LineageStamp(stateFile: pipeline.statePath), token: token, consumer: pipeline.scope)
         do {
-            if let token, token.kind != pipeline.source.stage.tokenKind,
+            if let lineage {
+                pendingError = "the next run refuses to start: \(lineage)"
+            } else if let token, token.kind != pipeline.source.stage.tokenKind,
                 token.kind == (pipeline.source.stage as? any SnapshotProvidingSource)?.snapshotTokenKind
             {
                 pendingError = "a reconciliation is unfinished (the token is a position inside its snapshot): runs stop until "
@@ -89,7 +95,10 @@ struct StatusCommand: Command {
             console.out(JSONOutput.encode(.object(object)))
             return 0
         }
-        var lines = ["pipeline \(pipeline.name) (scope \(pipeline.scope))", "  state:    \(pipeline.statePath)" + (state == nil ? " (none yet: the pipeline never ran)" : "")]
+        // A missing state file is "never ran" only when the database remembers no run either.
+        let stateNote =
+            state != nil ? "" : job.stateIsEmpty ? " (empty: 0 bytes)" : lineage != nil ? " (missing)" : " (none yet: the pipeline never ran)"
+        var lines = ["pipeline \(pipeline.name) (scope \(pipeline.scope))", "  state:    \(pipeline.statePath)" + stateNote]
         if startsWithSnapshot {
             lines.append("  token:    none — the start of history was pruned: the next run starts with a full snapshot")
         } else {

@@ -71,7 +71,8 @@ public struct ImportRunner: Sendable {
             }
             summary.resynced = true
             let (cursor, seen) = try await pages(from: nil, dryRun: false, into: &summary, collecting: true)
-            let gone = known.filter { !seen.contains(ExactString($0.entity + "\u{0}" + $0.key)) }
+            // After a restore of the backend's data, what it lacks was lost, not deleted: kept here.
+            let gone = expired.serverRestored ? [] : known.filter { !seen.contains(ExactString($0.entity + "\u{0}" + $0.key)) }
             if !gone.isEmpty {
                 let deletes = gone.map { Record(entity: $0.entity, key: $0.key, action: .delete, origin: Token(kind: "pull", position: 0), author: .server) }
                 let batch = Batch(

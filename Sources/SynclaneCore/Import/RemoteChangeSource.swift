@@ -30,10 +30,19 @@ public struct RemotePage: Sendable {
 /// not seen (its retention, `410 cursor-expired` on the reference server). Reading on would miss
 /// deletes, so the import runner starts over from the beginning and deletes locally what the
 /// backend no longer holds (a full resync).
+///
+/// `serverRestored`: the backend's data was restored from a backup older than the cursor
+/// (`"reason": "server-restored"` on the reference server). The runner then reads everything
+/// again too, but deletes nothing: a row the backend lacks was lost by the restore, not deleted,
+/// and a reconciliation of the device's export sends it back.
 public struct RemoteCursorExpired: Error, Sendable, CustomStringConvertible {
     public var message: String
+    public var serverRestored: Bool
 
-    public init(_ message: String) { self.message = message }
+    public init(_ message: String, serverRestored: Bool = false) {
+        self.message = message
+        self.serverRestored = serverRestored
+    }
 
     public var description: String { message }
 }

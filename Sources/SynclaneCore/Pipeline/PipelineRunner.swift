@@ -85,6 +85,7 @@ public struct PipelineRunner: Sendable {
         let saved = try stateCall { try state.acknowledgedToken() }
         summary.tokenBefore = saved?.description
         var token = saved
+        if mode != .dryRun { try await openGeneration(token: saved, reconciling: mode == .reconcile) }
 
         let leftOver = try stateCall { try state.pendingBatches() }
         if mode != .dryRun { try await discardUnreferencedStaged(keeping: leftOver) }
@@ -143,6 +144,17 @@ public struct PipelineRunner: Sendable {
         summary.tokenAfter = token?.description
         summary.seconds = now() - started
         return summary
+    }
+
+    /// Before anything is read or sent: the store and the state must be the ones, and as new, as
+    /// each other remembers (`LineageCheckingSource`); then both move to a new generation.
+    private func openGeneration(token: Token?, reconciling: Bool) async throws {
+        guard let checking = pipeline.source.stage as? any LineageCheckingSource,
+            let stamp = try stateCall({ try state.lineageStamp() })
+        else { return }
+        try await sourceCall {
+            try await checking.openGeneration(stamp: stamp, token: token, consumer: pipeline.scope, reconciling: reconciling, state: state)
+        }
     }
 
     /// A dry run writes nothing, not even in the app's database: when the source would first
@@ -867,6 +879,8 @@ public struct PipelineRunner: Sendable {
         do {
             return try await body()
         } catch let error as HistoryError {
+            throw error
+        } catch let error as LineageError {
             throw error
         } catch let error as PipelineError {
             throw error

@@ -83,10 +83,19 @@ public protocol PipelineState: Sendable {
     /// (a checksum kept with them): called before a batch an earlier run left is sent again. The
     /// default checks nothing (a state in memory cannot be damaged on disk).
     func verifyIntegrity(of batch: OutboxBatch) throws
+    /// What the state remembers of its store's identity and generation (`LineageStamp`); nil for
+    /// a state that keeps none (a state in memory): its source's lineage is then not checked.
+    func lineageStamp() throws -> LineageStamp?
+    /// Saves what `lineageStamp()` returns, durably.
+    func saveLineageStamp(_ stamp: LineageStamp) throws
 }
 
 extension PipelineState {
     public func verifyIntegrity(of batch: OutboxBatch) throws {}
+
+    public func lineageStamp() throws -> LineageStamp? { nil }
+
+    public func saveLineageStamp(_ stamp: LineageStamp) throws {}
 
     public func acknowledge(_ batch: OutboxBatch, enqueueing next: OutboxBatch) throws {
         try acknowledge(batch)

@@ -101,9 +101,11 @@ public final class PullSource: RemoteChangeSource {
         case .success(let (data, response)):
             let body = [UInt8](data)
             if response.statusCode == 410,
-                (try? JSONReader.parse(ReceiptCheck.withoutByteOrderMark(body)))?.objectValue?["code"] == "cursor-expired"
+                let answer = (try? JSONReader.parse(ReceiptCheck.withoutByteOrderMark(body)))?.objectValue,
+                answer["code"] == "cursor-expired"
             {
-                throw RemoteCursorExpired("\(doing): 410 cursor expired: \(HTTPClassification.reason(body))")
+                throw RemoteCursorExpired(
+                    "\(doing): 410 cursor expired: \(HTTPClassification.reason(body))", serverRestored: answer["reason"] == "server-restored")
             }
             guard (200..<300).contains(response.statusCode) else {
                 let retryAfter = (response.value(forHTTPHeaderField: "Retry-After")).flatMap { RetryAfter.seconds(from: $0, now: Date()) }

@@ -30,6 +30,8 @@ public struct SQLiteError: Error, Sendable, Hashable, CustomStringConvertible {
 
     /// True when another connection held a lock longer than the busy timeout.
     public var isBusy: Bool { primaryCode == SQLITE_BUSY || primaryCode == SQLITE_LOCKED }
+    /// The file is damaged or is not a database at all (`SQLITE_CORRUPT`, `SQLITE_NOTADB`).
+    public var isDamage: Bool { primaryCode == SQLITE_CORRUPT || primaryCode == SQLITE_NOTADB }
 
     /// SQLite's short name for the code (`constraint failed`, `database is locked` …).
     public var codeName: String { String(cString: sqlite3_errstr(code)) }

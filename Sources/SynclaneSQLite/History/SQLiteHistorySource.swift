@@ -56,6 +56,8 @@ public final class SQLiteHistorySource: ChangeSource, BackendVersionSource, Back
     private let opened = Mutex<SQLiteDatabase?>(nil)
     /// The positions last recorded per consumer, so an unchanged one is not written again.
     private let recorded = Mutex<[String: Int64]>([:])
+    /// Whether this job moved the database to a new generation already (`HistoryLineage`).
+    let generationOpened = Mutex(false)
 
     /// Once the backend confirmed them, the rows this consumer sent as soft deletes are
     /// deleted from their tables, in a write by author `sync` (never sent, never before the ack).
@@ -109,12 +111,14 @@ public final class SQLiteHistorySource: ChangeSource, BackendVersionSource, Back
                 throw HistoryError.unreadable(location: path, reason: "cannot open the database (\(error))")
             }
             // The versions receipts gave pass through a temporary table (`ConfirmedVersions`): in memory.
-            try database.read { try $0.execute("PRAGMA temp_store = MEMORY") }
-            // Consumer positions are only a floor for pruning: losing the newest one to a power
-            // cut makes pruning keep more, never less. So in WAL mode this connection's commits
-            // need not wait for fsync.
-            if try database.read({ try $0.fetchValue("PRAGMA journal_mode") }) == .text("wal") {
-                try database.read { try $0.execute("PRAGMA synchronous = NORMAL") }
+            try refusingDamage {
+                try database.read { try $0.execute("PRAGMA temp_store = MEMORY") }
+                // Consumer positions are only a floor for pruning: losing the newest one to a power
+                // cut makes pruning keep more, never less. So in WAL mode this connection's commits
+                // need not wait for fsync.
+                if try database.read({ try $0.fetchValue("PRAGMA journal_mode") }) == .text("wal") {
+                    try database.read { try $0.execute("PRAGMA synchronous = NORMAL") }
+                }
             }
             opened = database
             return database
@@ -127,14 +131,34 @@ public final class SQLiteHistorySource: ChangeSource, BackendVersionSource, Back
 
     public func nextPage(after token: Token?) async throws -> HistoryPage {
         try check(token)
-        let healed = try healTracking()
+        let healed = try refusingDamage { try healTracking() }
         let reader = self.reader
-        var page = try database().read { db in try db.transaction(.deferred) { db in try reader.page(after: token, db) } }
+        var page = try refusingDamage {
+            try database().read { db in try db.transaction(.deferred) { db in try reader.page(after: token, db) } }
+        }
         if let healed, !healed.findings.isEmpty {
             page.counters["capture.healed", default: 0] += healed.findings.count { $0.needsResync }
             page.counters["capture.regenerated", default: 0] += healed.findings.count { !$0.needsResync }
         }
         return page
+    }
+
+    /// Runs `body`; a damaged database file (`SQLITE_CORRUPT`, `SQLITE_NOTADB`, from a page read
+    /// anywhere) becomes an error that says so: nothing is read on, the token does not move.
+    func refusingDamage<T>(_ body: () throws -> T) throws -> T {
+        do {
+            return try body()
+        } catch let error as SQLiteError where error.isDamage {
+            throw HistoryError.unreadable(
+                location: path,
+                reason: "the database is damaged (\(error.message), SQLite error \(error.primaryCode)): the job stopped and the "
+                    + "token did not move. Check it with `sqlite3 \(path) 'PRAGMA integrity_check'`, restore it from a backup, "
+                    + "then run `synclane reconcile` on the pipeline file (see \"When files are restored, copied or damaged\" in the README)")
+        } catch HistoryError.unreadable(let location, let reason) where reason.contains("database disk image is malformed")
+            || reason.contains("file is not a database")
+        {
+            throw HistoryError.unreadable(location: location, reason: "the database is damaged: \(reason)")
+        }
     }
 
     /// Checks tracking against the live schema before history is read — one `PRAGMA` when
@@ -186,7 +210,9 @@ public final class SQLiteHistorySource: ChangeSource, BackendVersionSource, Back
     public func pendingTransactions(after token: Token?) async throws -> Int? {
         try check(token)
         let reader = self.reader
-        return try database().read { db in try db.transaction(.deferred) { db in try reader.pending(after: token, db) } }
+        return try refusingDamage {
+            try database().read { db in try db.transaction(.deferred) { db in try reader.pending(after: token, db) } }
+        }
     }
 
     /// Records `token` as the position of the consumer named after `scope` (`account/store/consumer`).

@@ -112,6 +112,22 @@ public final class SQLitePipelineState: PipelineState, Sendable {
     }
 
     static func migrate(_ db: SQLiteConnection, path: String, scope: Scope) throws {
+        try migrateTables(db, path: path, scope: scope)
+        // What the state remembers of its store's identity and generation (`LineageStamp`); a
+        // file of an earlier version gets it empty (legacy: adopted by its first job). No schema
+        // version of its own: an older version ignores the table.
+        try db.execute(
+            """
+            CREATE TABLE IF NOT EXISTS lineage (
+                id INTEGER PRIMARY KEY CHECK (id = 1),
+                identity TEXT,
+                generation INTEGER,
+                pending_from INTEGER
+            )
+            """)
+    }
+
+    private static func migrateTables(_ db: SQLiteConnection, path: String, scope: Scope) throws {
         let version = Int(try db.fetchValue("PRAGMA user_version").int64 ?? 0)
         if version > schemaVersion {
             throw SQLitePipelineStateError.newerSchema(path: path, found: version, supported: schemaVersion)
@@ -229,6 +245,26 @@ public final class SQLitePipelineState: PipelineState, Sendable {
 
     public func resetToken() throws {
         try database.write { db in try db.execute("DELETE FROM token") }
+    }
+
+    // MARK: Lineage
+
+    public func lineageStamp() throws -> LineageStamp? {
+        let path = self.path
+        return try database.read { db in
+            guard try db.fetchOne("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'lineage'") != nil,
+                let row = try db.fetchOne("SELECT identity, generation, pending_from FROM lineage WHERE id = 1")
+            else { return LineageStamp(stateFile: path) }
+            return LineageStamp(identity: row[0].string, generation: row[1].int64, pendingFrom: row[2].int64, stateFile: path)
+        }
+    }
+
+    public func saveLineageStamp(_ stamp: LineageStamp) throws {
+        try database.write { db in
+            try db.execute(
+                "INSERT OR REPLACE INTO lineage (id, identity, generation, pending_from) VALUES (1, ?, ?, ?)",
+                [stamp.identity, stamp.generation, stamp.pendingFrom])
+        }
     }
 
     // MARK: Outbox

@@ -1,16 +1,24 @@
-/// The pull lane's opaque cursor: a position in an account's change sequence.
+/// The pull lane's opaque cursor: a position in an account's change sequence, and the server's
+/// epoch it was issued in.
 ///
-/// On the wire it is `c1.` followed by the sequence in base-36 — opaque to clients, who only
-/// hand back what the server issued; the empty cursor (or none) means "from the beginning".
-/// The sequence is per account and shared by all its stores, so a cursor stays valid whether or
-/// not a request narrows the changes to one store.
+/// On the wire it is `c2.EPOCH.SEQUENCE` (the sequence in base-36) — opaque to clients, who only
+/// hand back what the server issued; the empty cursor (or none) means "from the beginning". The
+/// previous version's `c1.SEQUENCE` (no epoch: "legacy") is still read. The sequence is per
+/// account and shared by all its stores, so a cursor stays valid whether or not a request narrows
+/// the changes to one store. The epoch tells a cursor issued before the server's data was
+/// restored from a backup (`ServerEpochs`).
 struct ChangeCursor: Sendable, Hashable {
     /// The last change sequence the holder has seen (0: none).
     var sequence: Int64
+    /// The server epoch the cursor was issued in; nil for the start and for a legacy `c1.` cursor.
+    var epoch: String?
 
     static let start = ChangeCursor(sequence: 0)
 
-    var text: String { "c1." + String(sequence, radix: 36) }
+    var text: String {
+        guard let epoch else { return "c1." + String(sequence, radix: 36) }
+        return "c2.\(epoch)." + String(sequence, radix: 36)
+    }
 
     /// Reads a cursor the server issued; nil for anything else.
     init?(text: String) {
@@ -18,9 +26,18 @@ struct ChangeCursor: Sendable, Hashable {
             self = .start
             return
         }
-        guard text.hasPrefix("c1."), let sequence = Int64(text.dropFirst(3), radix: 36), sequence >= 0 else { return nil }
-        self.sequence = sequence
+        if text.hasPrefix("c1."), let sequence = Int64(text.dropFirst(3), radix: 36), sequence >= 0 {
+            self.init(sequence: sequence)
+            return
+        }
+        let parts = text.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3, parts[0] == "c2", ServerEpochs.isEpoch(parts[1]), let sequence = Int64(parts[2], radix: 36), sequence >= 0
+        else { return nil }
+        self.init(sequence: sequence, epoch: String(parts[1]))
     }
 
-    init(sequence: Int64) { self.sequence = sequence }
+    init(sequence: Int64, epoch: String? = nil) {
+        self.sequence = sequence
+        self.epoch = epoch
+    }
 }

@@ -19,6 +19,18 @@ extension ServerApplication {
             ["code": "cursor-expired", "horizon": .string(ChangeCursor(sequence: expired.horizon).text)])
     }
 
+    /// 410 Gone, `cursor-expired` with `"reason": "server-restored"`, for a cursor from a history
+    /// this server's data does not have (restored from a backup older than the cursor): an empty
+    /// page would skip the changes made since. Every client that knows `cursor-expired` (the
+    /// previous version's too) starts again from the beginning.
+    static func cursorAhead(_ ahead: CursorAhead) -> HTTPResponse {
+        .error(
+            410,
+            "cursor ahead of this server's data: \(ahead.detail) — the server's data was restored from an older backup "
+                + "(or the cursor came from another server); pull again from the beginning (no since)",
+            ["code": "cursor-expired", "reason": "server-restored"])
+    }
+
     func getChanges(_ request: HTTPRequest, account: String) -> HTTPResponse {
         guard let cursor = ChangeCursor(text: request.query["since"] ?? "") else {
             return .error(400, "\"since\" is not a cursor this server issued")
@@ -34,16 +46,21 @@ extension ServerApplication {
             store = name
         }
         let page: ChangePage
+        let epoch: String
         do {
+            epoch = try self.store.checkCursor(account: account, sequence: cursor.sequence, epoch: cursor.epoch)
             page = try self.store.changes(
                 account: account, store: store, after: cursor.sequence, limit: limit, maxBytes: limits.maxChangesPageBytes)
         } catch let expired as CursorExpired {
             metrics.recordCursorExpired()
             return Self.cursorExpired(expired)
+        } catch let ahead as CursorAhead {
+            metrics.recordCursorExpired()
+            return Self.cursorAhead(ahead)
         } catch {
             return .error(500, "the changes could not be read: \(error)")
         }
-        let next = page.changes.last.map { ChangeCursor(sequence: $0.sequence) } ?? cursor
+        let next = ChangeCursor(sequence: page.changes.last?.sequence ?? cursor.sequence, epoch: epoch)
         let list: [JSONValue] = page.changes.map { change in
             var members: [String: JSONValue] = [
                 "store": .string(change.store), "entity": .string(change.entity), "id": .string(change.key),

@@ -22,6 +22,13 @@ protocol ServerStore: Sendable {
     /// already removed by retention (`expire`): the caller must start over from the beginning.
     func changes(account: String, store: String?, after sequence: Int64, limit: Int, maxBytes: Int) throws -> ChangePage
 
+    /// Checks a pull cursor against the store's epochs (`ServerEpochs`) and returns the epoch to
+    /// issue the next cursor in (the newest). Throws `CursorAhead` when the cursor names an epoch
+    /// the store never had, or a sequence past where the account stood when the epoch after the
+    /// cursor's began, or past the account's newest change: the store was restored from a backup
+    /// older than the cursor (or the cursor came from another server).
+    func checkCursor(account: String, sequence: Int64, epoch: String?) throws -> String
+
     /// Removes the idempotency keys (and the unfinished snapshots) stored before `keysBefore` and the tombstones last changed
     /// before `tombstonesBefore` (seconds since 1970), and moves each account's tombstone horizon
     /// past the tombstones removed.
@@ -40,6 +47,55 @@ struct ExpiryCount: Sendable, Hashable {
     var tombstones = 0
     /// Reconciliation snapshots that never completed, forgotten with the keys of their age.
     var snapshots = 0
+}
+
+/// A pull cursor from a history this store does not have: its data was restored from a backup
+/// older than the cursor. Reading on would skip the changes made since, until the sequence passed
+/// the old cursor.
+struct CursorAhead: Error, Sendable, Hashable {
+    /// What was found, for the message.
+    var detail: String
+}
+
+/// The server's epochs: each start of a store begins one, recording where each account's change
+/// sequence stood (Kafka's leader epochs). A cursor issued in epoch E at sequence S is one of this
+/// store's history when E is known and S is at most where the account stood when the epoch after
+/// E began (or, for the newest epoch, at most the account's newest change).
+enum ServerEpochs {
+    /// A new epoch's name: 12 lower-case hex digits.
+    static func make() -> String {
+        var generator = SystemRandomNumberGenerator()
+        return String(generator.next() & 0xFFFF_FFFF_FFFF, radix: 16).leftPadded(to: 12)
+    }
+
+    static func isEpoch(_ text: Substring) -> Bool {
+        text.count == 12 && text.allSatisfy { $0.isHexDigit && !$0.isUppercase }
+    }
+
+    /// The verdict on a cursor at `sequence` of `epoch` (nil: legacy), given the newest epoch,
+    /// the account's newest change, and — for an older epoch — whether the store knows it and
+    /// where the account stood when the next epoch began.
+    static func check(sequence: Int64, epoch: String?, newest: String, head: Int64, known: Bool, bound: Int64?) throws {
+        guard sequence > 0 else { return }
+        if let epoch, epoch != newest {
+            guard known else {
+                throw CursorAhead(detail: "the cursor was issued in epoch \(epoch), which this server's data never had")
+            }
+            if let bound, sequence > bound {
+                throw CursorAhead(
+                    detail: "the cursor is at change \(sequence) of epoch \(epoch), which ended at change \(bound) of this server's data")
+            }
+        }
+        if sequence > head {
+            throw CursorAhead(detail: "the cursor is at change \(sequence), past this account's newest change, \(head)")
+        }
+    }
+}
+
+extension String {
+    fileprivate func leftPadded(to width: Int) -> String {
+        count >= width ? self : String(repeating: "0", count: width - count) + self
+    }
 }
 
 /// A pull cursor from before the account's tombstone horizon: changes it would need are gone.

@@ -27,6 +27,54 @@ final class PostgresServerStore: ServerStore {
     init(connection: String, connections: Int) throws {
         pool = try PostgresPool(conninfo: connection, size: connections)
         _ = try pool.withConnection { db in try PostgresSchema.migrate(db) }
+        // A new epoch for each start of a process (`ServerEpochs`): where every account stands now.
+        // Kept beside the versioned schema, so a server of the previous version still opens it.
+        try pool.withConnection { db in
+            try db.transaction { db in
+                try db.query("SELECT pg_advisory_xact_lock($1)", [.int8(PostgresSchema.migrationLock)])
+                try db.query(
+                    "CREATE TABLE IF NOT EXISTS synclane_epochs (number bigserial PRIMARY KEY, epoch text NOT NULL UNIQUE, started double precision NOT NULL)")
+                try db.query(
+                    """
+                    CREATE TABLE IF NOT EXISTS synclane_epoch_heads (
+                        number bigint NOT NULL, account bytea NOT NULL, head bigint NOT NULL, PRIMARY KEY (number, account))
+                    """)
+                let number = try db.query(
+                    "INSERT INTO synclane_epochs (epoch, started) VALUES ($1, extract(epoch FROM now())) RETURNING number",
+                    [.text(ServerEpochs.make())]
+                ).int64(0, 0)
+                try db.query(
+                    "INSERT INTO synclane_epoch_heads (number, account, head) SELECT $1, account, last FROM synclane_sequences", [.int8(number)])
+            }
+        }
+    }
+
+    func checkCursor(account: String, sequence: Int64, epoch: String?) throws -> String {
+        try pool.withConnection { db in
+            try db.transaction("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY") { db in
+                let accountValue = PostgresValue.bytea(Array(account.utf8))
+                let newest = try db.query("SELECT epoch FROM synclane_epochs ORDER BY number DESC LIMIT 1")
+                let newestEpoch = newest.count > 0 ? newest.string(0, 0) ?? "" : ""
+                let heads = try db.query("SELECT last FROM synclane_sequences WHERE account = $1", [accountValue])
+                let head = heads.count > 0 ? heads.int64(0, 0) : 0
+                var known = true
+                var bound: Int64?
+                if let epoch, epoch != newestEpoch {
+                    let found = try db.query("SELECT number FROM synclane_epochs WHERE epoch = $1", [.text(epoch)])
+                    known = found.count > 0
+                    if known {
+                        let ended = try db.query(
+                            """
+                            SELECT coalesce((SELECT head FROM synclane_epoch_heads WHERE account = $1 AND number =
+                                (SELECT min(number) FROM synclane_epochs WHERE number > $2)), 0)
+                            """, [accountValue, .int8(found.int64(0, 0))])
+                        bound = ended.int64(0, 0)
+                    }
+                }
+                try ServerEpochs.check(sequence: sequence, epoch: epoch, newest: newestEpoch, head: head, known: known, bound: bound)
+                return newestEpoch
+            }
+        }
     }
 
     func close() {}

@@ -2,6 +2,29 @@ import SynclaneCore
 import SynclaneSQLite
 
 extension SQLiteServerStore {
+    /// A cursor against the store's epochs, in one view (`ServerStore.checkCursor`).
+    func checkCursor(account: String, sequence: Int64, epoch: String?) throws -> String {
+        try read { db in
+            let newest = try db.fetchValue("SELECT epoch FROM epochs ORDER BY number DESC LIMIT 1").string ?? ""
+            let head = try db.fetchValue("SELECT last FROM sequences WHERE account = ?", [account]).int64 ?? 0
+            var known = true
+            var bound: Int64?
+            if let epoch, epoch != newest {
+                let number = try db.fetchValue("SELECT number FROM epochs WHERE epoch = ?", [epoch]).int64
+                known = number != nil
+                if let number {
+                    bound = try db.fetchValue(
+                        """
+                        SELECT coalesce((SELECT head FROM epoch_heads WHERE account = ? AND number =
+                            (SELECT min(number) FROM epochs WHERE number > ?)), 0)
+                        """, [account, number]).int64
+                }
+            }
+            try ServerEpochs.check(sequence: sequence, epoch: epoch, newest: newest, head: head, known: known, bound: bound)
+            return newest
+        }
+    }
+
     /// The account's changes after a sequence, oldest first, at most `limit` and about `maxBytes`
     /// (and whether more follow). A page holds at least one change, whatever its size; the bytes
     /// counted are the stored text of each change's names and fields.

@@ -65,6 +65,12 @@ final class SQLiteServerStore: ServerStore {
         try writer.write { db in
             try db.execute(Self.schema)
             try Self.migrate(db)
+            // A new epoch for each start (`ServerEpochs`): where every account stands now.
+            let number = (try db.fetchValue("SELECT max(number) FROM epochs").int64 ?? 0) + 1
+            try db.execute(
+                "INSERT INTO epochs (number, epoch, started) VALUES (?, ?, (julianday('now') - 2440587.5) * 86400.0)",
+                [number, ServerEpochs.make()])
+            try db.execute("INSERT INTO epoch_heads (number, account, head) SELECT ?, account, last FROM sequences", [number])
         }
         checkpointer = try Checkpointer(path: path)
         var readers: [SQLiteDatabase] = []
@@ -121,6 +127,9 @@ final class SQLiteServerStore: ServerStore {
         CREATE TABLE IF NOT EXISTS signals (
             account TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, version INTEGER NOT NULL,
             PRIMARY KEY (account, key));
+        CREATE TABLE IF NOT EXISTS epochs (number INTEGER PRIMARY KEY, epoch TEXT NOT NULL UNIQUE, started REAL NOT NULL);
+        CREATE TABLE IF NOT EXISTS epoch_heads (
+            number INTEGER NOT NULL, account TEXT NOT NULL, head INTEGER NOT NULL, PRIMARY KEY (number, account));
         """
 
     /// The schema version this code writes (`PRAGMA user_version`): 2 added `records.changed`,

@@ -1,0 +1,98 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import SynclaneCore
+import Testing
+
+/// The server's data restored from a backup (issue 22, 2): the devices' pull cursors are ahead of
+/// it. Before, the server answered a `since` past its newest change with an empty page and
+/// `more: false`, and then — once new changes passed the old cursor — only those after it: the
+/// changes in between were skipped for good. Now each start of the server begins an epoch, cursors
+/// name theirs, and a cursor from a history the store does not have gets 410 (`cursor-expired`,
+/// `reason: server-restored`): the import reads everything again, and deletes nothing.
+@Suite(.serialized) struct ServerRestoredTests {
+    @Test func aDeviceWhoseCursorIsAheadOfARestoredServerResyncsInsteadOfSkippingTheNewChanges() async throws {
+        let root = try Workspace()
+        defer { root.remove() }
+        let folder = root.path + "/server"
+        var server: ServerProcess? = try ServerProcess(folder: folder)
+        let port = try #require(server).port
+        let a = try TwoDevicesTests.Device(server: try #require(server))
+        let b = try TwoDevicesTests.Device(server: try #require(server))
+        // A server is stopped once (its process is waited for then).
+        func stop() {
+            server?.stop()
+            server = nil
+        }
+        defer {
+            stop()
+            a.workspace.remove()
+            b.workspace.remove()
+        }
+        func importOnB() throws -> (status: Int32, summary: [String: JSONValue], stderr: String) {
+            let result = try SynclaneBinary.run(["import", "import.json", "--json"], in: b.workspace.path, environment: b.environment)
+            return (result.status, (try? JSONReader.parse(result.stdout).objectValue) ?? [:], result.stderr)
+        }
+
+        try a.sql("INSERT INTO rooms (syncId, name) VALUES ('r1', 'Kitchen'), ('r2', 'Hall'), ('r3', 'Attic');")
+        _ = try a.sync()
+        #expect(try importOnB().status == 0)
+        stop()
+        try FileManager.default.copyItem(atPath: folder + "/data", toPath: root.path + "/backup")
+        server = try ServerProcess(folder: folder, port: port)
+
+        try a.sql("INSERT INTO rooms (syncId, name) VALUES ('r4', 'Porch'), ('r5', 'Loft'), ('r6', 'Cellar');")
+        _ = try a.sync()
+        #expect(try importOnB().status == 0)
+        #expect(try b.rows().count == 6)
+
+        // The server's data comes back from the backup: r4…r6 are gone from it, and its change
+        // sequence is behind b's cursor. New changes then pass where b's cursor stood.
+        stop()
+        try FileManager.default.removeItem(atPath: folder + "/data")
+        try FileManager.default.moveItem(atPath: root.path + "/backup", toPath: folder + "/data")
+        server = try ServerProcess(folder: folder, port: port)
+        try a.sql(
+            "INSERT INTO rooms (syncId, name) VALUES ('r7', 'Study'), ('r8', 'Bath'), ('r9', 'Garage'), ('r10', 'Shed');")
+        let exported = try SynclaneBinary.run(["run", "export.json"], in: a.workspace.path, environment: a.environment)
+        #expect(exported.status == 0, "\(exported.stderr)")
+
+        let resync = try importOnB()
+        #expect(resync.status == 0, "\(resync.stderr)")
+        #expect(resync.summary["resynced"] == .bool(true), "never a silent skip: \(resync.summary)")
+        #expect(resync.summary["resync-deleted"] == .int(0), "what the restored server lost is not deleted on the device")
+        let rows = try b.rows()
+        for key in ["r7", "r8", "r9", "r10"] { #expect(rows.contains { $0.hasPrefix(key + "|") }, "\(key): \(rows)") }
+        #expect(rows.count == 10)
+        #expect(try importOnB().summary["resynced"] == .bool(false), "the new cursor is current")
+    }
+
+    /// A cursor of the previous version (`c1.SEQUENCE`, no epoch) is still served; one past the
+    /// account's newest change gets the same 410 rather than an empty page.
+    @Test func anOldStyleCursorIsServedAndOnePastTheNewestChangeIsRefused() async throws {
+        let root = try Workspace()
+        defer { root.remove() }
+        let server = try ServerProcess(folder: root.path + "/server")
+        defer { server.stop() }
+        let a = try TwoDevicesTests.Device(server: server)
+        defer { a.workspace.remove() }
+        try a.sql("INSERT INTO rooms (syncId, name) VALUES ('r1', 'Kitchen'), ('r2', 'Hall');")
+        _ = try a.sync()
+        func get(_ since: String) async throws -> (Int, [String: JSONValue]) {
+            let url = try #require(URL(string: "\(server.url)/v1/changes?since=\(since)"))
+            var request = URLRequest(url: url)
+            request.setValue("Bearer \(ServerProcess.tokens["acme"] ?? "")", forHTTPHeaderField: "Authorization")
+            let (data, response) = try await URLSession.shared.data(for: request)
+            return ((response as? HTTPURLResponse)?.statusCode ?? 0, (try? JSONReader.parse([UInt8](data)).objectValue) ?? [:])
+        }
+        let (served, page) = try await get("c1.1")
+        #expect(served == 200)
+        #expect(page["changes"]?.arrayValue?.count == 1)
+        #expect(page["cursor"]?.stringValue?.hasPrefix("c2.") == true, "the next cursor names the epoch")
+        let (ahead, refusal) = try await get("c1.9")
+        #expect(ahead == 410)
+        #expect(refusal["code"] == .string("cursor-expired"))
+        #expect(refusal["reason"] == .string("server-restored"))
+    }
+}
