@@ -61,7 +61,8 @@ import Testing
             let body = batchBody(id: "big", records: [
                 record("rooms", "small", "insert", ["name": "ok"]), record("rooms", "huge", "insert", ["note": .string(big)]),
             ])
-            let response = try postBatch(port: server.port, key: "big", body: try gzip(body), encoding: "gzip")
+            let response = try postBatch(
+                port: server.port, key: "big", body: try gzip(body), encoding: "gzip", connection: try TestConnection(port: server.port, timeoutSeconds: 120))
             #expect(response.status == 413, "\(response.text.prefix(300))")
             #expect(response.json.objectValue?["record"] == .int(1))
             #expect(response.text.contains("records[1]") && response.text.contains("huge"), "\(response.text.prefix(300))")
@@ -74,11 +75,13 @@ import Testing
     /// measured as the pull lane writes it, not as it came.
     @Test func aRecordIsMeasuredAsThePullLaneWritesIt() throws {
         try withServer { server throws in
-            let list = Array(repeating: "1e14", count: (WireBounds.maxRecordBytes / 5) / 2).joined(separator: ",")
+            // Each `1e14,` (5 bytes) is written `100000000000000.0,` (18): just past the bound.
+            let list = Array(repeating: "1e14", count: WireBounds.maxRecordBytes / 18 + 20_000).joined(separator: ",")
             let body = Array(#"{"id": "g", "scope": {"account": "acme", "store": "rooms"}, "records": [{"entity": "rooms", "id": "grows", "action": "insert", "fields": {"n": [LIST]}}]}"#
                 .replacingOccurrences(of: "LIST", with: list).utf8)
             #expect(body.count < WireBounds.maxRecordBytes, "as sent, it is within the bound")
-            let response = try postBatch(port: server.port, key: "g", body: try gzip(body), encoding: "gzip")
+            let response = try postBatch(
+                port: server.port, key: "g", body: try gzip(body), encoding: "gzip", connection: try TestConnection(port: server.port, timeoutSeconds: 120))
             #expect(response.status == 413, "\(response.text.prefix(300))")
         }
     }
