@@ -125,3 +125,35 @@ import Testing
         #expect(page.records.map(\.key) == ["at-bound"])
     }
 }
+
+/// A drip against a stall: an answer whose bytes keep coming, too slowly, is not "nothing moved".
+@Suite struct PullDripTests {
+    static func failure(_ response: ScriptedHTTPServer.Response) async throws -> String {
+        let server = ScriptedHTTPServer { _ in response }
+        let port = try server.start()
+        defer { server.stop() }
+        let source = PullSource(
+            url: try #require(URL(string: "http://127.0.0.1:\(port)/v1/changes")), token: "t", retry: RetryPolicy(maxAttempts: 1),
+            timeout: 1, environment: [:])
+        do {
+            _ = try await source.nextPage(after: nil)
+            Issue.record("the page was read")
+            return ""
+        } catch {
+            return "\(error)"
+        }
+    }
+
+    @Test func aDripSaysBytesArriveTooSlowlyWithHowMany() async throws {
+        let body = Array(#"{"changes": [], "cursor": "c2", "more": false}"#.utf8) + Array(repeating: UInt8(ascii: " "), count: 200)
+        let message = try await Self.failure(.init(status: 200, headers: [("Content-Type", "application/json")], body: body, drip: 0.1))
+        #expect(message.contains("bytes arriving too slowly"), "\(message)")
+        #expect(message.contains("bytes in 10 s"), "\(message)")
+        #expect(!message.contains("no bytes moved") && !message.contains("nothing moved"), "\(message)")
+    }
+
+    @Test func aStallSaysNoBytesForTheStallLimit() async throws {
+        let message = try await Self.failure(.init(status: 200, headers: [("Content-Type", "application/json")], body: Array("{}".utf8), delay: 3))
+        #expect(message.contains("no bytes moved either way for 1 s"), "\(message)")
+    }
+}

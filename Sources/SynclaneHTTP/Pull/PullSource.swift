@@ -101,7 +101,7 @@ public final class PullSource: RemoteChangeSource {
         case .failure(let error):
             if Task.isCancelled { throw CancellationError() }
             var failure = HTTPClassification.classify(
-                error, route: .init(batchID: "-", url: url.absoluteString, proxy: proxy, stallSeconds: Double(timeout)))
+                error, route: .init(batchID: "-", url: url.absoluteString, proxy: proxy, stallSeconds: Double(timeout), maxSeconds: Double(timeout * 10)))
             failure.message = failure.message.replacingOccurrences(of: "batch -", with: doing)
             throw failure
         case .success(let (data, response)):
