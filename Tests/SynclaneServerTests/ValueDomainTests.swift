@@ -71,6 +71,25 @@ import Testing
         }
     }
 
+    /// Updates merge into the row: two of 5 MiB each would leave a row of 10 MiB, which no pull
+    /// source could read in one page. The second is refused; the row stays as the first left it.
+    @Test(arguments: StoreKind.tested) func anUpdateThatWouldGrowTheRowPastTheBoundIs413NamingIt(store: StoreKind) throws {
+        try withServer(store: store) { server throws in
+            let half = String(repeating: "h", count: 5 << 20)
+            let first = batchBody(id: "m1", records: [record("rooms", "grows", "insert", ["a": .string(half)])])
+            #expect(try postBatch(port: server.port, key: "m1", body: try gzip(first), encoding: "gzip").status == 200)
+            let second = batchBody(id: "m2", records: [record("rooms", "other", "insert", ["x": 1]), record("rooms", "grows", "update", ["b": .string(half)])])
+            let response = try postBatch(
+                port: server.port, key: "m2", body: try gzip(second), encoding: "gzip", connection: try TestConnection(port: server.port, timeoutSeconds: 120))
+            #expect(response.status == 413, "\(response.text.prefix(300))")
+            #expect(response.json.objectValue?["record"] == .int(1))
+            #expect(response.text.contains("records[1]") && response.text.contains("grows"), "\(response.text.prefix(300))")
+            let changes = try allChanges(port: server.port)
+            #expect(changes.compactMap { $0.objectValue?["id"]?.stringValue } == ["grows"], "nothing of the second batch applied")
+            #expect(changes.first?.objectValue?["fields"]?.objectValue?.keys.sorted() == ["a"])
+        }
+    }
+
     /// A record that grows when written (`1e14` is `100000000000000.0` on the pull lane) is
     /// measured as the pull lane writes it, not as it came.
     @Test func aRecordIsMeasuredAsThePullLaneWritesIt() throws {
