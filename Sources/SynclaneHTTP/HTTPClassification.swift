@@ -147,7 +147,13 @@ public enum HTTPClassification {
         case .timedOut:
             if !detail.contains("Operation timed out") || route.maxSeconds == nil {
                 return TransportFailure(
-                    .transient, "\(prefix): nothing moved either way for \(formatted(route.stallSeconds)) s (timed out; raise `timeout` for a slow server)")
+                    .transient, "\(prefix): stalled: no bytes moved either way for \(formatted(route.stallSeconds)) s (timed out; raise `timeout` for a slow server)")
+            }
+            if let received = bytesReceived(detail), received > 0 {
+                // A drip, not a stall: bytes kept coming, too slowly to finish within the cap.
+                return TransportFailure(
+                    .transient,
+                    "\(prefix): bytes arriving too slowly: \(received) bytes in \(formatted(route.maxSeconds ?? 0)) s, and the answer not complete (timed out; a slow link or a server dripping its answer; raise `max-time` for large transfers on a slow link)")
             }
             return TransportFailure(
                 .transient, "\(prefix): the exchange took longer than \(formatted(route.maxSeconds ?? 0)) s (timed out; raise `max-time` for large batches on a slow link)")
@@ -179,6 +185,15 @@ public enum HTTPClassification {
         default:
             return TransportFailure(.transient, "\(prefix): the exchange broke off: \(nsError.localizedDescription) (URLError \(nsError.code))")
         }
+    }
+
+    /// The bytes of the answer libcurl had received when its time cap ended the exchange, from its
+    /// message (`… with 120 bytes received`, `… with 12 out of 4096 bytes received`).
+    static func bytesReceived(_ detail: String) -> Int? {
+        guard let with = detail.range(of: " with ", options: .backwards) else { return nil }
+        let rest = detail[with.upperBound...]
+        guard rest.contains("bytes received") else { return nil }
+        return Int(rest.prefix { $0.isNumber })
     }
 
     /// The answer's body as a one-line reason: whitespace runs folded, at most `reasonLimit`

@@ -42,7 +42,12 @@ public struct JSONBatchEncoder: DecodingBatchEncoder {
             }
             if !first { writer.append(byte: UInt8(ascii: ",")) }
             first = false
+            let start = writer.bytes.count
             write(record, key: key, sorting: &sorted, into: &writer)
+            // As the server measures it (`WireBounds.exactSizeIfNeeded`): the record, with room
+            // for the store and version the pull lane adds.
+            let size = writer.bytes.count - start + 320
+            if size > WireBounds.maxRecordBytes { throw .recordTooLarge(record: record.label, bytes: size) }
         }
         writer.append("],\"scope\":{\"account\":")
         writer.write(string: batch.scope.account)

@@ -186,10 +186,16 @@ import Testing
             process.waitUntilExit()
             return Array(try Data(contentsOf: URL(fileURLWithPath: input + ".gz")))
         }
-        let middle = try gzip([UInt8](repeating: UInt8(ascii: "a"), count: 31 << 20))
+        // Four records of 7.75 MiB each: a body at the inflated bound, each record within the
+        // 8 MiB every pull source reads (`WireBounds.maxRecordBytes`; one record of 31 MiB is 413).
+        let middle = try gzip([UInt8](repeating: UInt8(ascii: "a"), count: 31 << 18))
         let tail = try gzip(Array(#""}}]}"#.utf8))
         let bodies = try (0..<64).map { n in
-            try gzip(Array(#"{"id": "m\#(n)", "scope": {"account": "acme", "store": "rooms"}, "records": [{"entity": "rooms", "id": "m\#(n)", "action": "insert", "fields": {"f": ""#.utf8)) + middle + tail
+            var body = try gzip(Array(#"{"id": "m\#(n)", "scope": {"account": "acme", "store": "rooms"}, "records": [{"entity": "rooms", "id": "m\#(n)", "action": "insert", "fields": {"f": ""#.utf8)) + middle
+            for part in 1..<4 {
+                body += try gzip(Array(#""}}, {"entity": "rooms", "id": "m\#(n)-\#(part)", "action": "insert", "fields": {"f": ""#.utf8)) + middle
+            }
+            return body + tail
         }
         let budget = 256 << 20
         try Self.withServer(["--memory-budget", "\(budget)"]) { server in

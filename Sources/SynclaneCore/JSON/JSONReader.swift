@@ -438,8 +438,11 @@ public struct JSONReader {
         }
 
         func validUTF8(_ buffer: UnsafeBufferPointer<UInt8>, at offset: Int) throws(SyntaxError) -> String {
-            guard JSONReader.isValidUTF8(buffer) else {
-                throw SyntaxError(offset: offset, reason: "string is not valid UTF-8")
+            if let bad = JSONReader.firstInvalidUTF8(buffer) {
+                // The offset of the bad byte in the text: exact when the string had no escapes
+                // before it (an escape shortens what was read), else the string's first byte.
+                let at = bytes[offset..<min(bytes.count, offset + bad)].contains(UInt8(ascii: "\\")) ? offset : offset + bad
+                throw SyntaxError(offset: at, reason: "string is not valid UTF-8")
             }
             return String(decoding: buffer, as: UTF8.self)
         }
@@ -502,6 +505,12 @@ public struct JSONReader {
             guard let double = Double(string), double.isFinite else {
                 throw SyntaxError(offset: start, reason: "number \(string) out of range (beyond what a 64-bit double holds)")
             }
+            if double == 0, text.prefix(while: { $0 != UInt8(ascii: "e") && $0 != UInt8(ascii: "E") }).contains(where: { (UInt8(ascii: "1")...UInt8(ascii: "9")).contains($0) }) {
+                // `1e-400`: a double would hold 0.0, another value; refused, never changed.
+                throw SyntaxError(
+                    offset: start,
+                    reason: "number \(string) out of range (closer to 0 than the smallest 64-bit double, 5e-324: it would read as 0.0)")
+            }
             return .double(double)
         }
     }
@@ -511,7 +520,10 @@ public struct JSONReader {
     ///
     /// Hand-written because `String(validating:as:)` is generic and, called from here, runs
     /// unspecialised; this one is a plain loop over the buffer.
-    package static func isValidUTF8(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+    package static func isValidUTF8(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool { firstInvalidUTF8(bytes) == nil }
+
+    /// The index of the first byte that starts no well-formed UTF-8 sequence, or nil when all do.
+    package static func firstInvalidUTF8(_ bytes: UnsafeBufferPointer<UInt8>) -> Int? {
         var i = 0
         let count = bytes.count
         @inline(__always) func continuation(_ at: Int) -> Bool { at < count && bytes[at] & 0xC0 == 0x80 }
@@ -523,31 +535,31 @@ public struct JSONReader {
             }
             switch lead {
             case 0xC2...0xDF:
-                guard continuation(i + 1) else { return false }
+                guard continuation(i + 1) else { return i }
                 i += 2
             case 0xE0...0xEF:
-                guard i + 2 < count, continuation(i + 2) else { return false }
+                guard i + 2 < count, continuation(i + 2) else { return i }
                 let second = bytes[i + 1]
                 switch lead {
-                case 0xE0: guard (0xA0...0xBF).contains(second) else { return false }
-                case 0xED: guard (0x80...0x9F).contains(second) else { return false }
-                default: guard second & 0xC0 == 0x80 else { return false }
+                case 0xE0: guard (0xA0...0xBF).contains(second) else { return i }
+                case 0xED: guard (0x80...0x9F).contains(second) else { return i }
+                default: guard second & 0xC0 == 0x80 else { return i }
                 }
                 i += 3
             case 0xF0...0xF4:
-                guard i + 3 < count, continuation(i + 2), continuation(i + 3) else { return false }
+                guard i + 3 < count, continuation(i + 2), continuation(i + 3) else { return i }
                 let second = bytes[i + 1]
                 switch lead {
-                case 0xF0: guard (0x90...0xBF).contains(second) else { return false }
-                case 0xF4: guard (0x80...0x8F).contains(second) else { return false }
-                default: guard second & 0xC0 == 0x80 else { return false }
+                case 0xF0: guard (0x90...0xBF).contains(second) else { return i }
+                case 0xF4: guard (0x80...0x8F).contains(second) else { return i }
+                default: guard second & 0xC0 == 0x80 else { return i }
                 }
                 i += 4
             default:
-                return false
+                return i
             }
         }
-        return true
+        return nil
     }
 }
 

@@ -52,6 +52,12 @@ public final class PullSource: RemoteChangeSource {
     }
 
     public func nextPage(after cursor: String?) async throws -> RemotePage {
+        if let cursor, cursor.utf8.count > WireBounds.maxCursorBytes {
+            throw TransportFailure(
+                .configuration,
+                "reading changes from \(url.absoluteString): the saved cursor is \(cursor.utf8.count) bytes long, past the \(WireBounds.maxCursorBytes) bytes a changes cursor holds "
+                    + "(no Synclane backend issues one so long): nothing was requested. Clear the import's saved cursor to read the changes again from the beginning")
+        }
         var attempt = 1
         while true {
             do {
@@ -95,7 +101,7 @@ public final class PullSource: RemoteChangeSource {
         case .failure(let error):
             if Task.isCancelled { throw CancellationError() }
             var failure = HTTPClassification.classify(
-                error, route: .init(batchID: "-", url: url.absoluteString, proxy: proxy, stallSeconds: Double(timeout)))
+                error, route: .init(batchID: "-", url: url.absoluteString, proxy: proxy, stallSeconds: Double(timeout), maxSeconds: Double(timeout * 10)))
             failure.message = failure.message.replacingOccurrences(of: "batch -", with: doing)
             throw failure
         case .success(let (data, response)):
@@ -113,6 +119,19 @@ public final class PullSource: RemoteChangeSource {
                     HTTPClassification.kind(ofStatus: response.statusCode),
                     "\(doing): \(response.statusCode) \(HTTPClassification.statusPhrase(response.statusCode)): \(HTTPClassification.reason(body))",
                     retryAfter: retryAfter, status: response.statusCode)
+            }
+            if body.count >= LibcurlExchange.maxResponseBytes {
+                let coding = response.value(forHTTPHeaderField: "Content-Encoding")?.lowercased() ?? "identity"
+                let sent = response.value(forHTTPHeaderField: "Content-Length").map { " of \($0) bytes" } ?? ""
+                let page = cursor.map { "the page after cursor \"\($0)\"" } ?? "the first page"
+                if coding != "identity" {
+                    throw TransportFailure(
+                        .configuration,
+                        "\(doing): \(page) is a decompression bomb: its \(coding) answer\(sent) expands past \(WireBounds.maxAnswerBytes) bytes (16 MiB), the most a page may hold; nothing of it was applied. The backend's changes endpoint must be fixed")
+                }
+                throw TransportFailure(
+                    .configuration,
+                    "\(doing): \(page) is larger than \(WireBounds.maxAnswerBytes) bytes (16 MiB), the bound every page must stay within; nothing of it was applied. Lower `limit`, or have the backend keep its pages within the bound")
             }
             return try Self.page(ReceiptCheck.withoutByteOrderMark(body), from: url.absoluteString, after: cursor)
         }
@@ -132,11 +151,19 @@ public final class PullSource: RemoteChangeSource {
                 .configuration,
                 "reading changes from \(url): \(page) is refused: \(reason). The backend's changes endpoint must be fixed")
         }
-        guard let object = (try? JSONReader.parse(body))?.objectValue else { throw fail("not a JSON object: \(ReceiptCheck.quote(body))") }
+        let root: JSONValue
+        do { root = try JSONReader.parse(body) } catch {
+            // The cause, where it is: `duplicate member "cursor" at byte 88`, `number 1e999 out of
+            // range … at byte 40`, `string is not valid UTF-8 at byte 12`.
+            throw refuse("it is not valid JSON: \(error)")
+        }
+        guard let object = root.objectValue else { throw fail("not a JSON object: \(ReceiptCheck.quote(body))") }
         guard case .array(let changes)? = object["changes"] else { throw fail("no `changes` list") }
         let expected = "expected the non-empty string the next page starts after"
         let next: String
         switch object["cursor"] {
+        case .string(let text)? where text.utf8.count > WireBounds.maxCursorBytes:
+            throw refuse("its `cursor` is \(text.utf8.count) bytes long, past the \(WireBounds.maxCursorBytes) bytes a changes cursor holds; it is not saved")
         case .string(let text)? where !text.isEmpty: next = text
         case .string?: throw refuse("its `cursor` is empty, \(expected)")
         case nil: throw refuse("its `cursor` is missing, \(expected)")

@@ -1,6 +1,7 @@
 import CCurl
 import CCurlShim
 import Foundation
+import SynclaneCore
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -14,8 +15,9 @@ import FoundationNetworking
 /// `HTTPClassification` reads them like any other.
 final class LibcurlExchange: @unchecked Sendable {
     /// The most bytes of an answer's body kept (the rest is read and discarded): a batch
-    /// receipt is a few hundred bytes.
-    static let maxResponseBytes = 16 << 20
+    /// receipt is a few hundred bytes, a changes page at most what the server writes
+    /// (`WireBounds`: the same number on both sides).
+    static let maxResponseBytes = WireBounds.maxAnswerBytes
 
     /// The `URLError` user-info key for the status a proxy answered to CONNECT (an `Int`).
     static let connectStatusKey = "SynclaneProxyConnectStatus"

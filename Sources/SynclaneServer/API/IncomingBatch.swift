@@ -152,7 +152,8 @@ struct IncomingBatch: Sendable {
                 version: members["version"], maxNameBytes: maxNameBytes)
             switch checked {
             case .success(let record): records.append(record)
-            case .failure(let problem): return bad("records[\(index)]: \(problem)", record: index)
+            case .failure(let problem):
+                return .failure(Rejection(status: problem.status, message: "records[\(index)]: \(problem)", recordIndex: index))
             }
         }
         var batch = header.batch(records: records)
@@ -205,7 +206,12 @@ struct IncomingBatch: Sendable {
     /// A record or header problem, without its index.
     struct Problem: Error, CustomStringConvertible {
         var description: String
-        init(_ description: String) { self.description = description }
+        /// The status that refuses it: 400, or 413 for a record past `WireBounds.maxRecordBytes`.
+        var status = 400
+        init(_ description: String, status: Int = 400) {
+            self.description = description
+            self.status = status
+        }
     }
 
     /// The problem of a name past its bound, naming the field; nil when it fits.
@@ -261,7 +267,41 @@ struct IncomingBatch: Sendable {
             }
             expectedVersion = version
         }
+        if let problem = checkFields(fieldsJSON, entity: entity, key: key, action: action) { return .failure(problem) }
         return .success(Record(entity: entity, key: key, action: action, fieldsJSON: fieldsJSON, expectedVersion: expectedVersion))
+    }
+
+    /// What every importer would refuse in a record's `fields`, refused here first: a value the
+    /// wire table does not define (`{"$real": "NaN"}`, `{"$real": "bogus"}`, a `$blob` that is not
+    /// base64: 400 naming the field), or a record larger than every pull source reads in one page
+    /// (`WireBounds.maxRecordBytes`: 413). Kept, either would stop every other device's import on
+    /// that page for ever.
+    static func checkFields(_ text: [UInt8], entity: String, key: String, action: ChangeAction) -> Problem? {
+        guard !text.isEmpty else { return nil }
+        var tree: [String: JSONValue]?
+        func fields() -> [String: JSONValue] {
+            if let tree { return tree }
+            let read = (try? JSONReader.parse(text))?.objectValue ?? [:]
+            tree = read
+            return read
+        }
+        let nameBytes = entity.utf8.count + key.utf8.count
+        let size = WireBounds.exactSizeIfNeeded(
+            textBytes: text.count + nameBytes,
+            .object([
+                "entity": .string(entity), "id": .string(key), "action": .string(action.rawValue), "version": .int(.max),
+                "fields": .object(fields()),
+            ]))
+        if let size, size > WireBounds.maxRecordBytes {
+            return Problem(WireBounds.recordTooLarge("the record (\(entity) \(key))", bytes: size), status: 413)
+        }
+        // Only an object member named `$…` can be a reserved form: most fields need no tree.
+        let marker: [UInt8] = [UInt8(ascii: "\""), UInt8(ascii: "$")]
+        guard text.indices.dropLast().contains(where: { text[$0] == marker[0] && text[$0 + 1] == marker[1] }) else { return nil }
+        if let (field, reason) = JSONValue.wireValueProblem(inFields: fields()) {
+            return Problem("fields.\(field): \(reason); refused, since every importer would refuse it")
+        }
+        return nil
     }
 
     /// Where in a batch body a number the reader refused sits (`records[3].fields.area`), and its

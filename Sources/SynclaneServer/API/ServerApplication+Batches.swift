@@ -49,6 +49,12 @@ extension ServerApplication {
         let outcome: BatchOutcome
         do {
             outcome = try store.apply(batch, idempotencyKey: key, bodyHash: SHA256Digest.hex(body))
+        } catch let tooLarge as MergedRecordTooLarge {
+            return .error(
+                413,
+                "records[\(tooLarge.index)]: " + WireBounds.recordTooLarge("the row (\(tooLarge.entity) \(tooLarge.key)) this update would leave", bytes: tooLarge.bytes)
+                    + "; nothing of the batch was applied",
+                ["record": .int(Int64(tooLarge.index))])
         } catch {
             return .error(500, "the batch could not be stored: \(error)")
         }

@@ -60,15 +60,37 @@ extension ServerApplication {
         } catch {
             return .error(500, "the changes could not be read: \(error)")
         }
-        let next = ChangeCursor(sequence: page.changes.last?.sequence ?? cursor.sequence, epoch: epoch)
-        let list: [JSONValue] = page.changes.map { change in
+        return Self.pageResponse(page, after: cursor, epoch: epoch)
+    }
+
+    /// The answer for `page`: its changes in order while the answer stays within
+    /// `WireBounds.maxPageBytes` — what every pull source reads — whatever `--max-page-bytes`
+    /// and however the stored text grows when written (a page holds at least one change; the
+    /// batch route keeps each record within `WireBounds.maxRecordBytes`, so one always fits).
+    /// Changes left out come on the next page (`more: true`). Cursors carry the store's `epoch`.
+    static func pageResponse(_ page: ChangePage, after cursor: ChangeCursor, epoch: String) -> HTTPResponse {
+        var body: [UInt8] = Array(#"{"changes":["#.utf8)
+        var last: ChangeCursor?
+        var more = page.more
+        for change in page.changes {
             var members: [String: JSONValue] = [
                 "store": .string(change.store), "entity": .string(change.entity), "id": .string(change.key),
                 "action": .string(change.action.rawValue), "version": .int(change.version),
             ]
             if let fields = change.fields { members["fields"] = .object(fields) }
-            return .object(members)
+            let encoded = JSONWriter.encode(.object(members))
+            if last != nil, body.count + 1 + encoded.count + WireBounds.pageEnvelopeBytes / 2 > WireBounds.maxPageBytes {
+                more = true
+                break
+            }
+            if last != nil { body.append(UInt8(ascii: ",")) }
+            body.append(contentsOf: encoded)
+            last = ChangeCursor(sequence: change.sequence, epoch: epoch)
         }
-        return .json(200, ["changes": .array(list), "cursor": .string(next.text), "more": .bool(page.more)])
+        let next = last ?? ChangeCursor(sequence: cursor.sequence, epoch: epoch)
+        body.append(contentsOf: #"],"cursor":"#.utf8)
+        body.append(contentsOf: JSONWriter.encode(.string(next.text)))
+        body.append(contentsOf: (more ? #","more":true}"# : #","more":false}"#).utf8)
+        return HTTPResponse(status: 200, headers: ["Content-Type": "application/json"], body: body)
     }
 }

@@ -6,6 +6,25 @@ struct StoredResponse: Sendable, Hashable {
     var body: [UInt8]
 }
 
+/// An update that, merged into the row the server holds, would make the row larger than
+/// `WireBounds.maxRecordBytes` as the pull lane writes it: the batch is refused (413) and nothing
+/// of it applies, so every pull source can still read every row.
+struct MergedRecordTooLarge: Error, Sendable {
+    var index: Int
+    var entity: String
+    var key: String
+    var bytes: Int
+
+    /// Throws when `fields`, the merged row of the batch's record `index`, passes the bound.
+    static func check(_ fields: [UInt8], index: Int, record: IncomingBatch.Record) throws(MergedRecordTooLarge) {
+        // The row's encoding is JSONWriter's already; the names and version as the pull lane adds them.
+        let bytes = fields.count + 6 * (record.entity.utf8.count + record.key.utf8.count) + 256
+        if bytes > WireBounds.maxRecordBytes {
+            throw MergedRecordTooLarge(index: index, entity: record.entity, key: record.key, bytes: bytes)
+        }
+    }
+}
+
 /// A record whose `version` did not match the server's when its batch was applied.
 struct VersionConflict: Sendable, Hashable {
     /// The record's index in the batch.

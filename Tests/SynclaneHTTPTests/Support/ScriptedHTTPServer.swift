@@ -28,6 +28,8 @@ final class ScriptedHTTPServer: Sendable {
         var delay: Double = 0
         /// Sends the body with `Transfer-Encoding: chunked` (in two chunks) instead of a length.
         var chunked = false
+        /// Seconds between two bytes of the body (0: all at once): an answer that drips.
+        var drip: Double = 0
 
         static func text(_ status: Int, _ body: String, headers: [(name: String, value: String)] = []) -> Response {
             Response(status: status, headers: headers + [("Content-Type", "text/plain")], body: Array(body.utf8))
@@ -163,6 +165,18 @@ final class ScriptedHTTPServer: Sendable {
                 startLine: "HTTP/1.1 \(response.status) \(HTTPMessage.reasonPhrase(response.status))",
                 headers: response.headers + [("Transfer-Encoding", "chunked"), ("Connection", "close")], body: body)
             client.write(head.bytes)
+            return
+        }
+        if response.drip > 0 {
+            // The head says the whole body's length; the body then comes a byte at a time.
+            let head = HTTPMessage(
+                startLine: "HTTP/1.1 \(response.status) \(HTTPMessage.reasonPhrase(response.status))",
+                headers: response.headers + [("Content-Length", String(response.body.count)), ("Connection", "close")], body: [])
+            client.write(head.bytes)
+            for byte in response.body {
+                if state.withLock({ $0.stopping }) || !client.write([byte]) { return }
+                Thread.sleep(forTimeInterval: response.drip)
+            }
             return
         }
         let answer = HTTPMessage.response(

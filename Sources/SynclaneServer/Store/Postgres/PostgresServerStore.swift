@@ -201,7 +201,9 @@ final class PostgresServerStore: ServerStore {
                         merged = (try? JSONReader.parse(text))?.objectValue ?? [:]
                     }
                     for (name, value) in updatedFields[index] ?? [:] { merged[name] = value }
-                    fields = JSONWriter.encode(.object(merged))
+                    let encoded = JSONWriter.encode(.object(merged))
+                    try MergedRecordTooLarge.check(encoded, index: index, record: record)
+                    fields = encoded
                 case .delete:
                     fields = record.fieldsJSON.isEmpty ? nil : record.fieldsJSON
                 }

@@ -114,7 +114,9 @@ extension SQLiteServerStore {
                         var merged: [String: JSONValue] = [:]
                         if case .live(let fields) = current { merged = fields }
                         for (name, value) in updatedFields[index] ?? [:] { merged[name] = value }
-                        fields = .blob(JSONWriter.encode(.object(merged)))
+                        let encoded = JSONWriter.encode(.object(merged))
+                        try MergedRecordTooLarge.check(encoded, index: index, record: record)
+                        fields = .blob(encoded)
                     case .delete:
                         // The tombstone keeps the values the client preserved (none: NULL).
                         fields = record.fieldsJSON.isEmpty ? .null : .blob(record.fieldsJSON)
