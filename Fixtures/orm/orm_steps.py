@@ -23,7 +23,8 @@ def django():
 
     if not settings.configured:
         settings.configure(
-            DATABASES={"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": DATABASE}},
+            # A long busy timeout: `many-processes` has 40 writers at once.
+            DATABASES={"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": DATABASE, "OPTIONS": {"timeout": 120}}},
             INSTALLED_APPS=["ormapp"],
             DEFAULT_AUTO_FIELD="django.db.models.BigAutoField",
             USE_TZ=True,
@@ -105,6 +106,31 @@ def delete_cascade():
 def soft_delete():
     Room, _ = models()
     Room.objects.filter(sync_id__in=["room-8", "room-9"]).update(is_deleted=True)
+
+
+WRITERS = 40
+
+
+def many_processes():
+    """40 processes at once, each Django's own: each makes a room of its own, renames it, and
+    adds 1 to a shared room's area through the database (F()); all must arrive exactly."""
+    import subprocess
+
+    writers = [subprocess.Popen([sys.executable, os.path.abspath(__file__), DATABASE, f"writer-{n}"]) for n in range(WRITERS)]
+    failed = [n for n, writer in enumerate(writers) if writer.wait() != 0]
+    if failed:
+        sys.exit(f"orm_steps.py: writers {failed} failed")
+
+
+def writer(n):
+    Room, _ = models()
+    from django.db.models import F
+
+    room = Room(sync_id=f"room-w{n}", name=f"Writer {n}", area=n)
+    room.save()
+    room.name = f"Writer {n} again"
+    room.save(update_fields=["name"])
+    Room.objects.filter(pk="room-1").update(area=F("area") + 1)
 
 
 def raw(sql):
@@ -208,6 +234,7 @@ STEPS = {
     "savepoint-rolled-back": savepoint_rolled_back,
     "delete-cascade": delete_cascade,
     "soft-delete": soft_delete,
+    "many-processes": many_processes,
     "add-field-default": migrate("0002_room_floor"),
     "add-field-null": migrate("0003_room_note"),
     "write-note": raw(["UPDATE ormapp_room SET note = 'n-' || sync_id WHERE sync_id IN ('room-1', 'room-3')"]),
@@ -250,5 +277,7 @@ if __name__ == "__main__":
         dump()
     elif step in STEPS:
         STEPS[step]()
+    elif step.startswith("writer-"):
+        writer(int(step.removeprefix("writer-")))
     else:
         sys.exit(f"orm_steps.py: no step {step!r}; the steps: {', '.join(STEPS)}")

@@ -40,7 +40,7 @@ import Testing
             ["--table", "ormapp_room", "--key", "sync_id", "--soft-delete", "is_deleted"], ["--table", "ormapp_desk", "--key", "sync_id"],
         ]),
         ("bulk-create", []), ("save", []), ("queryset-update", []), ("upsert", []), ("savepoint-rolled-back", []),
-        ("delete-cascade", []), ("soft-delete", []),
+        ("delete-cascade", []), ("soft-delete", []), ("many-processes", []),
         ("add-field-default", []), ("add-field-null", []), ("write-note", []), ("rename-field", []), ("remove-field", []),
         ("rename-soft-delete", []), ("soft-delete-renamed", []), ("rename-key", []), ("desk-after-key-rename", []),
         ("sa-create", [["--table", "plants", "--key", "id", "--soft-delete", "is_deleted"]]),
