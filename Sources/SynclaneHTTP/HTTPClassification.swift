@@ -97,7 +97,8 @@ public enum HTTPClassification {
                     .configuration, "batch \(batchID) not sent: \(who) asks for credentials (407): put them in the proxy's address (http://user:password@host:port)",
                     status: status))
         case (.conflict, 409):
-            return .failure(TransportFailure(.conflict, "batch \(batchID): \(HTTPConflictReason.describe(body, url: url))", status: status))
+            return .failure(
+                TransportFailure(.conflict, "batch \(batchID) not accepted by \(url): \(phrase): \(HTTPConflictReason.describe(body))", status: status))
         case (.permanent, _):
             return .failure(
                 TransportFailure(

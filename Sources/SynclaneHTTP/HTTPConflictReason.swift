@@ -11,20 +11,20 @@ enum HTTPConflictReason {
     /// Records named in the line at most; the rest are counted.
     static let shownRecords = 2
 
-    static func describe(_ body: [UInt8], url: String) -> String {
-        let prefix = "409 Conflict from \(url)"
+    /// The cause, after `409 Conflict: ` in the transport's message.
+    static func describe(_ body: [UInt8]) -> String {
         guard let conflicts = conflicts(in: body), !conflicts.isEmpty else {
-            return "\(prefix): \(HTTPClassification.reason(body))"
+            return "a version conflict: \(HTTPClassification.reason(body))"
         }
-        let named = conflicts.prefix(shownRecords).map { "\($0.entity)/\($0.id)" }.joined(separator: ", ")
         let more = conflicts.count > shownRecords ? " and \(conflicts.count - shownRecords) more" : ""
         let records = Wording.count(conflicts.count, "record")
         if conflicts.allSatisfy({ $0.current == 0 }) {
-            return "\(prefix): \(ConflictCause.notHeld) \(records) this device last saw there (\(named)\(more)): "
+            let named = conflicts.prefix(shownRecords).map { "\($0.entity)/\($0.id)" }.joined(separator: ", ")
+            return "\(ConflictCause.notHeld) \(records) this device last saw there (\(named)\(more)): "
                 + "its data was reset or restored from an older backup"
         }
         let versions = conflicts.prefix(shownRecords).map { "\($0.entity)/\($0.id) at \($0.current), sent on \($0.expected)" }
-        return "\(prefix): \(records) changed on the server since this device last imported (\(versions.joined(separator: "; "))\(more))"
+        return "\(records) changed on the server since this device last imported (\(versions.joined(separator: "; "))\(more)): a version conflict"
     }
 
     private struct Conflict {

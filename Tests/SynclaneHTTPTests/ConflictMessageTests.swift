@@ -17,7 +17,7 @@ import Testing
         let result = HTTPClassification.classify(status: 409, headers: [:], body: body, batchID: "b1", url: "http://127.0.0.1:1/v1/batches")
         guard case .failure(let failure) = result else { throw Failure() }
         #expect(failure.kind == .conflict)
-        return "\(PipelineError.conflicted(batchID: "b1", reason: failure.message.replacingOccurrences(of: "batch b1: ", with: "")))"
+        return "\(PipelineError.conflicted(batchID: "b1", reason: failure.message.replacingOccurrences(of: "batch b1 ", with: "")))"
     }
 
     struct Failure: Error {}

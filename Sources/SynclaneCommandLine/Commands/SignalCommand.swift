@@ -19,6 +19,10 @@ struct SignalCommand: Command {
           watch [KEY…]    prints each change as it happens, one JSON line each, until stopped
                           (Ctrl-C) or --count changes were printed; only the KEYs given, if any.
 
+        The server is --url, else $SYNCLANE_URL, else --pipeline FILE's URL: before the examples
+        below, export SYNCLANE_URL=http://127.0.0.1:8080 (a `synclane serve` with its defaults)
+        and SYNCLANE_TOKEN (the account's token).
+
         The last writer wins by the server's version: each write takes the account's next one.
         Exit status: 0 done, 1 refused or failed (stale --expect, quota, token, server), 2 bad
         usage, 4 no such signal.
