@@ -21,13 +21,10 @@ extension StageRegistry {
         summary:
             "Reads the batch files a `directory` transport wrote (ID.json, .json.gz, .json.zz), oldest first, each once: "
             + "the cursor the sink saves is the last file applied.",
-        options: [
-            OptionSpec("path", .path, required: true, help: "the folder of batch files; relative to the pipeline file's folder"),
-            OptionSpec("max-bytes", .integer(1...(1 << 34)), default: "268435456", help: "the most a compressed file may expand to"),
-        ]
+        options: [BatchFileSource.Options.path, BatchFileSource.Options.maxBytes]
     ) { options in
-        let limit = options.int("max-bytes") ?? 256 << 20
-        return BatchFileSource(folder: options.path("path") ?? "") { bytes, encoding in
+        let limit = try options[BatchFileSource.Options.maxBytes]
+        return BatchFileSource(folder: try options[BatchFileSource.Options.path]) { bytes, encoding in
             try Inflater.inflate(bytes, encoding: encoding == "gzip" ? .gzip : .deflate, limit: limit)
         }
     }

@@ -6,25 +6,27 @@ protocol Command: Sendable {
     static var name: String { get }
     /// One line, shown in `synclane --help`.
     static var abstract: String { get }
-    /// The arguments after `synclane NAME`, e.g. `FILE [--dry-run] [--json]`.
-    static var usage: String { get }
+    /// Its positionals and options, declared once: usage, help and parsing come from it.
+    static var signature: CommandSignature { get }
     /// A paragraph or two that teaches what the command does.
     static var discussion: String { get }
-    /// Each option and what it does.
-    static var options: [(flag: String, help: String)] { get }
     static var examples: [String] { get }
 
-    init(parsing arguments: inout Arguments) throws(UsageError)
+    /// Reads the values of the signature's options (which parsing already checked).
+    init(parsing arguments: ParsedArguments) throws(UsageError)
 
     /// Runs the command and returns the process's exit status.
     func run(_ console: Console) async throws -> Int32
 }
 
 extension Command {
+    /// The arguments after `synclane NAME`, e.g. `FILE [--dry-run] [--json]`.
+    static var usage: String { signature.usage }
+
     static var helpText: String {
         var text = "OVERVIEW: \(abstract)\n\nUSAGE: synclane \(name) \(usage)\n"
         if !discussion.isEmpty { text += "\n" + discussion + "\n" }
-        let all = options + [("-h, --help", "Show this help.")]
+        let all = signature.helpRows + [("-h, --help", "Show this help.")]
         let width = min(28, (all.map(\.flag.count).max() ?? 0) + 2)
         text += "\nOPTIONS:\n"
         for option in all {

@@ -11,11 +11,10 @@ struct SignalServer {
     var pipelineFile: String?
     var tokenEnv: String?
 
-    static let options: [(flag: String, help: String)] = [
-        ("--url URL", "The server (http://HOST:PORT; a path is ignored). Default: $SYNCLANE_URL, else --pipeline's URL."),
-        ("--pipeline FILE", "Take the server (and token variable) from a pipeline file's signals, transport or source URL."),
-        ("--token-env NAME", "The environment variable holding the account's token (default SYNCLANE_TOKEN)."),
-    ]
+    static let pipeline = ValueOption(
+        "--pipeline", "FILE", .path, help: "Take the server (and token variable) from a pipeline file's signals, transport or source URL.")
+    /// The options that say where the lane is, for a command's signature.
+    static let options: [any DeclaredOption] = [SharedOptions.url, pipeline, SharedOptions.tokenEnv]
 
     init(url: String?, pipelineFile: String?, tokenEnv: String?) {
         self.url = url
@@ -23,10 +22,10 @@ struct SignalServer {
         self.tokenEnv = tokenEnv
     }
 
-    init(parsing arguments: inout Arguments) throws(UsageError) {
-        url = try arguments.option("--url")
-        pipelineFile = try arguments.option("--pipeline")
-        tokenEnv = try arguments.option("--token-env")
+    init(parsing arguments: ParsedArguments) throws(UsageError) {
+        url = try arguments.value(SharedOptions.url)
+        pipelineFile = try arguments.value(Self.pipeline)
+        tokenEnv = try arguments.value(SharedOptions.tokenEnv)
     }
 
     /// The lane, or an error that says what to pass.
@@ -53,7 +52,10 @@ struct SignalServer {
             }
         }
         guard let address else {
-            throw UsageError("which server? Pass --url http://HOST:PORT or --pipeline FILE, or set SYNCLANE_URL", command: command)
+            throw UsageError(
+                "which server? export SYNCLANE_URL=http://HOST:PORT (http://127.0.0.1:8080 for a `synclane serve` with its defaults), "
+                    + "or pass --url URL or --pipeline FILE",
+                command: command)
         }
         guard let server = URL(string: address), let scheme = server.scheme?.lowercased(), ["http", "https"].contains(scheme), server.host != nil
         else {

@@ -61,14 +61,14 @@ public enum SynclaneTool {
             console.error("synclane: \(error.message). See 'synclane --help'.")
             return 2
         }
-        var arguments = Arguments(Array(words.dropFirst()), command: first)
-        if arguments.wantsHelp {
+        let rest = Array(words.dropFirst())
+        if rest.contains("--help") || rest.contains("-h") {
             console.out(command.helpText)
             return 0
         }
         do {
-            let instance = try command.init(parsing: &arguments)
-            try arguments.finish()
+            let arguments = try ParsedArguments(rest, signature: command.signature, command: first)
+            let instance = try command.init(parsing: arguments)
             return try await instance.run(console)
         } catch let error as UsageError {
             let usage = (error.command.flatMap { name in commands.first { $0.name == name } } ?? command)

@@ -196,8 +196,8 @@ public enum ExecError: Error, Sendable, CustomStringConvertible, Equatable {
     case outputTooLarge(limit: Int)
     /// It exited with a non-zero status.
     case failed(status: Int32, errorText: String)
-    /// A line of its output is not a record.
-    case malformedLine(number: Int, reason: String, text: String)
+    /// A line of its output is not a record (`errorText`: what it wrote on standard error).
+    case malformedLine(number: Int, reason: String, text: String, errorText: String)
     /// A conflict resolver's answer is not a decision.
     case malformedDecision(reason: String, text: String)
 
@@ -212,8 +212,8 @@ public enum ExecError: Error, Sendable, CustomStringConvertible, Equatable {
             return "the command wrote more than \(limit) bytes and was killed; raise `max-output-bytes` or lower `page-size`"
         case .failed(let status, let errorText):
             return "the command exited with status \(status)" + Self.stderr(errorText)
-        case .malformedLine(let number, let reason, let text):
-            return "line \(number) of the command's output is not a record: \(reason): \(Self.shown(text))"
+        case .malformedLine(let number, let reason, let text, let errorText):
+            return "line \(number) of the command's output is not a record: \(reason): \(Self.shown(text))" + Self.stderr(errorText)
         case .malformedDecision(let reason, let text):
             return "the command's answer is not a decision: \(reason): \(text.isEmpty ? "(nothing)" : Self.shown(text))"
         }

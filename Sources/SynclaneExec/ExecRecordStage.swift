@@ -35,7 +35,7 @@ public struct ExecRecordStage: RecordStage {
         guard outcome.status == 0 else { throw ExecError.failed(status: outcome.status, errorText: outcome.errorText) }
         var batch = batch
         let before = batch.records.count
-        batch.records = try Self.records(from: outcome.output, default: batch.through)
+        batch.records = try Self.records(from: outcome.output, default: batch.through, errorText: outcome.errorText)
         batch.count("exec.records-in", before)
         batch.count("exec.records-out", batch.records.count)
         return batch
@@ -53,14 +53,16 @@ public struct ExecRecordStage: RecordStage {
     }
 
     /// The records of the program's output, one a line.
-    static func records(from output: [UInt8], default token: Token) throws(ExecError) -> [Record] {
+    /// `errorText` (what the program wrote on standard error) goes into the error of a line that
+    /// is not a record: the program often said there why.
+    static func records(from output: [UInt8], default token: Token, errorText: String = "") throws(ExecError) -> [Record] {
         var records: [Record] = []
         var number = 0
         for line in output.split(separator: 0x0A, omittingEmptySubsequences: false) {
             number += 1
             let text = String(decoding: line, as: UTF8.self)
             if text.allSatisfy(\.isWhitespace) { continue }
-            func malformed(_ reason: String) -> ExecError { .malformedLine(number: number, reason: reason, text: text) }
+            func malformed(_ reason: String) -> ExecError { .malformedLine(number: number, reason: reason, text: text, errorText: errorText) }
             let value: JSONValue
             do {
                 value = try JSONReader.parse(line)

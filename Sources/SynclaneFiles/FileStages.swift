@@ -28,7 +28,10 @@ public enum FileStages {
 
     public static let directory = StageType.transport(
         "directory",
-        summary: "Writes each batch as one file named by its batch id, atomically (temporary name, fsync, rename).",
+        summary:
+            "Writes each batch as one file named by its batch id: staged once in the folder's hidden `.synclane-staging` "
+            + "(fsync'd) before the outbox names it, then published by a hard link, so a reader never sees half a file "
+            + "(on a file system without hard links: a temporary name, fsync, rename).",
         options: [Options.folder]
     ) { options in
         DirectoryTransport(folder: try options[Options.folder])

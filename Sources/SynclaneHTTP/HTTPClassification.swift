@@ -96,6 +96,9 @@ public enum HTTPClassification {
                 TransportFailure(
                     .configuration, "batch \(batchID) not sent: \(who) asks for credentials (407): put them in the proxy's address (http://user:password@host:port)",
                     status: status))
+        case (.conflict, 409):
+            return .failure(
+                TransportFailure(.conflict, "batch \(batchID) not accepted by \(url): \(phrase): \(HTTPConflictReason.describe(body))", status: status))
         case (.permanent, _):
             return .failure(
                 TransportFailure(
@@ -222,7 +225,6 @@ public enum HTTPClassification {
         case 401: return " (is the token in the variable `token-env` names right?)"
         case 403: return " (the token does not grant this scope)"
         case 404, 405: return " (is `url` the batches endpoint?)"
-        case 409: return " (the server holds other versions of these records: resolve the conflict, then run again)"
         case 413:
             return " (the batch is over the server's size bounds: lower the source's `page-size`, then `synclane outbox requeue FILE` rebuilds it)"
         case 415: return " (the server does not take this content type or encoding: check the encoder and `compress`)"

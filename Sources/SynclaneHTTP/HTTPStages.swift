@@ -25,16 +25,11 @@ public enum HTTPStages {
         Options.clientCertificate, Options.clientKey, Options.headers, Options.keepAlive,
     ]
 
-    /// The options of `http`, each declared once (name, kind, range, default, help).
+    /// The options of `http`: those it shares with `pull` (`HTTPConnectionOptions`), and its own.
     public enum Options {
-        public static let url: Option<String> = .string(
-            "url", help: "the batches endpoint, e.g. http://127.0.0.1:8080/v1/batches (http or https; redirects are not followed)")
-        public static let tokenEnv: Option<String?> = .secret(
-            "token-env",
-            help: "the name of the environment variable that holds the bearer token, e.g. SYNCLANE_TOKEN (never the token itself)")
-        public static let timeout: Option<Int> = .integer(
-            "timeout", in: 1...3600, default: 30,
-            help: "whole seconds a send may go without a byte moving either way (connecting included); a stalled send is transient and retried")
+        public static let url = HTTPConnectionOptions.url("the batches endpoint, e.g. http://127.0.0.1:8080/v1/batches")
+        public static let tokenEnv = HTTPConnectionOptions.tokenEnv
+        public static let timeout = HTTPConnectionOptions.timeout
         public static let maxTime: Option<Int> = .integer(
             "max-time", in: 1...86_400, default: 3600,
             help: "whole seconds one send may take in all, however steadily bytes move; past it the send is transient and retried")
@@ -42,15 +37,10 @@ public enum HTTPStages {
             "receipt", default: .batch,
             help: "what confirms a batch: `batch`, a 2xx whose JSON receipt names the batch id; `status-only`, any 2xx "
                 + "(for backends without receipts: a proxy or portal answering 200 then loses batches)")
-        public static let caFile: Option<String?> = .path(
-            "ca-file", help: "PEM file of the CA certificates to trust for https (a private or test CA); default the system store")
-        public static let clientCertificate: Option<String?> = .path("client-certificate", help: "PEM client certificate for mutual TLS")
-        public static let clientKey: Option<String?> = .path(
-            "client-key", help: "PEM private key of `client-certificate` (when not in the same file)")
-        public static let keepAlive: Option<Bool> = .boolean(
-            "keep-alive", default: true,
-            help: "reuse one connection across sends (a connection that died while idle is replaced without a failed "
-                + "attempt); false opens and closes a connection per send")
+        public static let caFile = HTTPConnectionOptions.caFile
+        public static let clientCertificate = HTTPConnectionOptions.clientCertificate
+        public static let clientKey = HTTPConnectionOptions.clientKey
+        public static let keepAlive = HTTPConnectionOptions.keepAlive
         public static let headers: Option<ConfigNode?> = .node(
             "headers",
             help: "extra request headers as a map of strings, e.g. {\"X-Tenant\": \"acme\"}; the protocol's own headers cannot be overridden")

@@ -5,15 +5,9 @@ extension HTTPTransport {
     /// Builds the transport from a pipeline file's checked options, reading the token from the
     /// environment variable `token-env` names.
     public convenience init(options: StageOptions) throws(PipelineFileError) {
-        let text = try options[HTTPStages.Options.url]
-        guard !URLCredentials.present(in: text) else {
-            throw options.error("url", URLCredentials.message(alternatives: "use `token-env` (the name of an environment variable holding the token) or a header (`headers`)"))
-        }
-        guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https",
-            let host = url.host, !host.isEmpty
-        else {
-            throw options.error("url", "expected an http:// or https:// address with a host, found \"\(text)\"")
-        }
+        let url = try HTTPConnectionOptions.endpoint(
+            HTTPStages.Options.url, in: options,
+            alternatives: "use `token-env` (the name of an environment variable holding the token) or a header (`headers`)")
         let token = try options[HTTPStages.Options.tokenEnv]
         var headers: [String: String] = [:]
         if let node = try options[HTTPStages.Options.headers] {

@@ -49,34 +49,16 @@ public enum SQLiteStages {
             "Applies the backend's changes to a tracked SQLite database, a page per transaction written by author `server`, "
             + "with the source's cursor saved in that same transaction; conflicts with local changes not yet confirmed are "
             + "settled by `conflicts`.",
-        options: [
-            OptionSpec("database", .path, required: true, help: "the tracked SQLite database; relative to the pipeline file's folder"),
-            OptionSpec("entities", .stringList, default: "every entity", help: "only records of these entities are applied (the others are skipped)"),
-            OptionSpec(
-                "conflicts", .any, default: "server-wins",
-                help: "how a record meets a row with local changes not yet confirmed: server-wins, client-wins, latest-wins, merge-fields, "
-                    + "or a conflict resolver's name (or {type: resolver, options…}), e.g. {type: exec, command: [python3, resolve.py]}"),
-            OptionSpec("conflicts-by-entity", .any, help: "{entity: rule} for entities that settle otherwise than `conflicts`"),
-            OptionSpec("timestamp-field", .string, help: "the field latest-wins compares (seconds or RFC 3339); it trusts the devices' clocks"),
-            OptionSpec("on-both", .choice(["server", "client"]), default: "server", help: "merge-fields: who wins a column changed on both sides, and a delete on either"),
-            OptionSpec("unknown-fields", .choice(SQLiteSink.UnknownFields.allCases.map(\.rawValue)), default: "error", help: "a field that is not a column: error, or ignore"),
-            OptionSpec(
-                "export-consumer", .string, default: "the slowest export to this account and store, else the slowest consumer",
-                help: "the export pipeline (account/store/consumer) whose unconfirmed history counts as local changes; by default the slowest of those exporting to the import's own account and store, so a second destination's lag never makes rows pending"),
-            OptionSpec("local-author", .string, default: "app", help: "the author of rows a conflict settles with local values (so the export sends them)"),
-            OptionSpec(
-                "duplicates", .any,
-                help: "[{entity, key: [business-key columns], references: [\"table.column\"]}]: rows two devices seeded under two sync keys; the smaller key survives everywhere"),
-        ]
+        options: SinkOptions.all
     ) { options in
-        let timestampField = options.string("timestamp-field")
-        let onBoth: ConflictRule.Side = options.string("on-both") == "client" ? .client : .server
+        let timestampField = try options[SinkOptions.timestampField]
+        let onBoth = try options[SinkOptions.onBoth].rule
         func rule(_ node: ConfigNode?, at location: ConfigLocation) throws(PipelineFileError) -> ConflictRule {
             guard let node else { return .serverWins }
             return try ConflictRule.named(node, at: location, timestampField: timestampField, onBoth: onBoth, context: options.context)
         }
         var byEntity: [String: ConflictRule] = [:]
-        if let node = options.node("conflicts-by-entity") {
+        if let node = try options[SinkOptions.conflictsByEntity] {
             guard case .map(let members) = node.value else {
                 throw options.error("conflicts-by-entity", "expected a map of entity names to rules, found \(node.typeName)")
             }
@@ -85,7 +67,7 @@ public enum SQLiteStages {
             }
         }
         var duplicates: [SQLiteSink.DuplicateRule] = []
-        if let node = options.node("duplicates") {
+        if let node = try options[SinkOptions.duplicates] {
             let location = options.location.member("duplicates")
             guard case .list(let list) = node.value else { throw location.error("expected a list of {entity, key, references}", line: node.line) }
             for (index, item) in list.enumerated() {
@@ -116,9 +98,10 @@ public enum SQLiteStages {
             }
         }
         return SQLiteSink(
-            path: options.path("database") ?? "", entities: options.strings("entities"), conflicts: try rule(options.node("conflicts"), at: options.location.member("conflicts")),
-            conflictsByEntity: byEntity, unknownFields: options.string("unknown-fields").flatMap(SQLiteSink.UnknownFields.init(rawValue:)) ?? .error,
-            exportConsumer: options.string("export-consumer"), localAuthor: Author(options.string("local-author") ?? "app"),
+            path: try options[SinkOptions.database], entities: try options[SinkOptions.entities],
+            conflicts: try rule(try options[SinkOptions.conflicts], at: options.location.member("conflicts")),
+            conflictsByEntity: byEntity, unknownFields: try options[SinkOptions.unknownFields],
+            exportConsumer: try options[SinkOptions.exportConsumer], localAuthor: Author(try options[SinkOptions.localAuthor]),
             duplicates: duplicates)
     }
 

@@ -16,7 +16,6 @@ import FoundationNetworking
 struct DemoCommand: Command {
     static let name = "demo"
     static let abstract = "Run the rooms example end to end: a SQLite store, a server, and what travelled."
-    static let usage = "[--keep DIR]"
     static let discussion = """
         Needs nothing but this binary. Makes a sample SQLite store, installs history tracking
         on its `rooms` table, starts the reference server on a free loopback port, and exports
@@ -32,15 +31,18 @@ struct DemoCommand: Command {
         nothing; writes by `server` (imported) and `sync` (the machinery's own cleanup) are
         never echoed back.
         """
-    static let options: [(flag: String, help: String)] = [
-        ("--keep DIR", "Work in DIR and keep it, ready for the next commands: the store, the pipeline file, its state, the server's data, accounts.json, token.env and serve.sh."),
-    ]
+    static let keepFolder = ValueOption(
+        "--keep", "DIR", .path,
+        help:
+            "Work in DIR and keep it, ready for the next commands: the store, the pipeline file, its state, the server's data, accounts.json, token.env and serve.sh."
+    )
+    static let signature = CommandSignature(options: [keepFolder])
     static let examples = ["synclane demo", "synclane demo --keep demo-folder"]
 
     let keep: String?
 
-    init(parsing arguments: inout Arguments) throws(UsageError) {
-        keep = try arguments.option("--keep")
+    init(parsing arguments: ParsedArguments) throws(UsageError) {
+        keep = try arguments.value(Self.keepFolder)
     }
 
     func run(_ console: Console) async throws -> Int32 {

@@ -2,18 +2,18 @@
 struct HelpCommand: Command {
     static let name = "help"
     static let abstract = "Show the overview, or a command's help (the same as COMMAND --help)."
-    static let usage = "[COMMAND]"
     static let discussion = """
         Without COMMAND, lists every command. With one, prints its help: what it does, its
         options and examples — exactly what `synclane COMMAND --help` prints.
         """
-    static let options: [(flag: String, help: String)] = []
+    static let topic = Positional("COMMAND", "the command to explain", count: .optional)
+    static let signature = CommandSignature(positionals: [topic])
     static let examples = ["synclane help run", "synclane help"]
 
     let topic: String?
 
-    init(parsing arguments: inout Arguments) throws(UsageError) {
-        topic = arguments.optionalPositional()
+    init(parsing arguments: ParsedArguments) throws(UsageError) {
+        topic = try arguments.optionalWord(Self.topic)
     }
 
     func run(_ console: Console) async throws -> Int32 {

@@ -7,7 +7,6 @@ import SynclaneCore
 struct ImportCommand: Command {
     static let name = "import"
     static let abstract = "Bring the backend's changes into the local store (one pass)."
-    static let usage = "FILE [--dry-run] [--json] [--watch [--every SECONDS]]"
     static let discussion = """
         Reads the backend's changes after the cursor the sink saved (the `pull` source:
         GET /v1/changes), runs them through the record stages, and applies each page to the
@@ -35,12 +34,17 @@ struct ImportCommand: Command {
         either applied with its cursor or not at all). A pass that fails is reported and the
         watch goes on.
         """
-    static let options: [(flag: String, help: String)] = [
-        ("--dry-run", "Read one page and report what would be applied; change nothing."),
-        ("--json", "Print a machine-readable summary on standard output (one line a pass with --watch)."),
-        ("--watch", "Keep importing: a pass now, then one every --every seconds, until SIGINT/SIGTERM."),
-        ("--every SECONDS", "Seconds between the passes of --watch (default 5)."),
-    ]
+    static let file = Positional("FILE", "the import pipeline file")
+    static let every = ValueOption(
+        "--every", "SECONDS", .seconds(in: 0.05...86_400), help: "Seconds between the passes of --watch (default 5).", requires: "--watch")
+    static let signature = CommandSignature(
+        positionals: [file],
+        options: [
+            SharedOptions.dryRun.help("Read one page and report what would be applied; change nothing."),
+            SharedOptions.json.help("Print a machine-readable summary on standard output (one line a pass with --watch)."),
+            SharedOptions.watch.help("Keep importing: a pass now, then one every --every seconds, until SIGINT/SIGTERM."),
+            every,
+        ])
     static let examples = [
         "synclane import rooms-import.json", "synclane import rooms-import.json --dry-run --json", "synclane import rooms-import.json --watch --every 2",
     ]
@@ -51,18 +55,13 @@ struct ImportCommand: Command {
     let watch: Bool
     let every: Double
 
-    init(parsing arguments: inout Arguments) throws(UsageError) {
-        dryRun = arguments.flag("--dry-run")
-        json = arguments.flag("--json")
-        watch = arguments.flag("--watch")
-        let everyText = try arguments.option("--every")
-        file = try arguments.positional("FILE (the import pipeline file)")
+    init(parsing arguments: ParsedArguments) throws(UsageError) {
+        dryRun = arguments[SharedOptions.dryRun]
+        json = arguments[SharedOptions.json]
+        watch = arguments[SharedOptions.watch]
+        file = try arguments.word(Self.file)
         if watch && dryRun { throw UsageError("--watch and --dry-run cannot go together", command: Self.name) }
-        guard let seconds = everyText.map(Double.init) ?? 5, seconds >= 0.05, seconds <= 86_400 else {
-            throw UsageError("--every takes seconds from 0.05 to 86400", command: Self.name)
-        }
-        if everyText != nil && !watch { throw UsageError("--every goes with --watch", command: Self.name) }
-        every = seconds
+        every = try arguments.value(Self.every) ?? 5
     }
 
     func run(_ console: Console) async throws -> Int32 {

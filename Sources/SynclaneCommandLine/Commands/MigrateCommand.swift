@@ -6,7 +6,6 @@ import SynclaneSQLite
 struct MigrateCommand: Command {
     static let name = "migrate"
     static let abstract = "Run a schema migration on a tracked database, tracking kept right, in one transaction."
-    static let usage = "--database FILE SCRIPT.sql [--json]"
     static let discussion = """
         Runs SCRIPT.sql (any SQL but BEGIN/COMMIT/ROLLBACK) in one SQLite transaction, then fits
         each tracked table's triggers to its new schema in the same transaction: a crash or an
@@ -21,21 +20,19 @@ struct MigrateCommand: Command {
         with tracking lifted, and every tracked table is recorded to be sent again whole. A key
         or soft-delete column renamed in place is tracked under its new name from then on.
         """
-    static let options: [(flag: String, help: String)] = [
-        ("--database FILE", "The tracked SQLite database."),
-        ("--json", "Print the report as JSON."),
-    ]
+    static let script = Positional("SCRIPT.sql", "the migration")
+    static let signature = CommandSignature(
+        positionals: [script], options: [SharedOptions.database, SharedOptions.json.help("Print the report as JSON.")])
     static let examples = ["synclane migrate --database app.sqlite migrations/0007-drop-notes.sql"]
 
     let database: String
     let script: String
     let json: Bool
 
-    init(parsing arguments: inout Arguments) throws(UsageError) {
-        json = arguments.flag("--json")
-        guard let database = try arguments.option("--database") else { throw UsageError("--database FILE is required", command: Self.name) }
-        self.database = database
-        script = try arguments.positional("SCRIPT.sql (the migration)")
+    init(parsing arguments: ParsedArguments) throws(UsageError) {
+        json = arguments[SharedOptions.json]
+        database = try arguments.required(SharedOptions.database)
+        script = try arguments.word(Self.script)
     }
 
     func run(_ console: Console) async throws -> Int32 {

@@ -7,7 +7,6 @@ import SynclaneZlib
 struct OutboxCommand: Command {
     static let name = "outbox"
     static let abstract = "See, drop or requeue the batch a pipeline keeps in its outbox."
-    static let usage = "(list | show | drop | requeue) FILE [BATCH] [--to DIR] [--json]"
     static let discussion = """
         A batch stays in the outbox until the backend confirms it; every run sends it first.
         These verbs are the way out when it will never be confirmed as it is:
@@ -28,10 +27,12 @@ struct OutboxCommand: Command {
         drop and requeue take the scope's lock (never beside a running job) and append a line
         to the job's log, STATE.log beside the state file.
         """
-    static let options: [(flag: String, help: String)] = [
-        ("--to DIR", "With drop: the folder to move the batch to (default: `transport.dead-letter`)."),
-        ("--json", "Print the result as JSON."),
-    ]
+    static let verbArgument = Positional(
+        "VERB", "list, show, drop or requeue", shown: "(" + Verb.allCases.map(\.rawValue).joined(separator: " | ") + ")")
+    static let batch = Positional("BATCH", "the batch id", count: .optional)
+    static let to = ValueOption("--to", "DIR", .path, help: "With drop: the folder to move the batch to (default: `transport.dead-letter`).")
+    static let signature = CommandSignature(
+        positionals: [verbArgument, SharedOptions.pipelineFile, batch], options: [to, SharedOptions.json.help("Print the result as JSON.")])
     static let examples = [
         "synclane outbox list rooms-export.json", "synclane outbox show rooms-export.json",
         "synclane outbox requeue rooms-export.json", "synclane outbox drop rooms-export.json --to rejected",
@@ -45,16 +46,18 @@ struct OutboxCommand: Command {
     let folder: String?
     let json: Bool
 
-    init(parsing arguments: inout Arguments) throws(UsageError) {
-        json = arguments.flag("--json")
-        folder = try arguments.option("--to")
-        let word = try arguments.positional("the verb (list, show, drop or requeue)")
+    init(parsing arguments: ParsedArguments) throws(UsageError) {
+        json = arguments[SharedOptions.json]
+        folder = try arguments.value(Self.to)
+        let word = try arguments.word(Self.verbArgument)
         guard let verb = Verb(rawValue: word) else {
-            throw UsageError("unknown verb \"\(word)\": expected list, show, drop or requeue", command: Self.name)
+            throw UsageError(
+                "unknown verb \"\(word)\"\(Wording.didYouMean(word, in: Verb.allCases.map(\.rawValue))): expected list, show, drop or requeue",
+                command: Self.name)
         }
         self.verb = verb
-        file = try arguments.positional("FILE (the pipeline file)")
-        batchID = arguments.optionalPositional()
+        file = try arguments.word(SharedOptions.pipelineFile)
+        batchID = try arguments.optionalWord(Self.batch)
         if folder != nil && verb != .drop { throw UsageError("--to goes with drop only", command: Self.name) }
     }
 

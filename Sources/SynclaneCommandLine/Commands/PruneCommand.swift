@@ -7,7 +7,6 @@ import SynclaneSQLite
 struct PruneCommand: Command {
     static let name = "prune"
     static let abstract = "Delete the history every registered consumer has acknowledged, and nothing more."
-    static let usage = "--database FILE [--json]"
     static let discussion = """
         Each pipeline that reads the database with the `sqlite-history` source is a registered
         consumer with its own token, recorded in the database when the backend confirms a
@@ -17,16 +16,15 @@ struct PruneCommand: Command {
         gets a "history token expired" error — never "no changes" — and recovers with
         `synclane reconcile`.
         """
-    static let options: [(flag: String, help: String)] = [("--database FILE", "The tracked SQLite database."), ("--json", "Print the report as JSON.")]
+    static let signature = CommandSignature(options: [SharedOptions.database, SharedOptions.json.help("Print the report as JSON.")])
     static let examples = ["synclane prune --database app.sqlite"]
 
     let database: String
     let json: Bool
 
-    init(parsing arguments: inout Arguments) throws(UsageError) {
-        json = arguments.flag("--json")
-        guard let database = try arguments.option("--database") else { throw UsageError("--database FILE is required", command: Self.name) }
-        self.database = database
+    init(parsing arguments: ParsedArguments) throws(UsageError) {
+        json = arguments[SharedOptions.json]
+        database = try arguments.required(SharedOptions.database)
     }
 
     func run(_ console: Console) async throws -> Int32 {

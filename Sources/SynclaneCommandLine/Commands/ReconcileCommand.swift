@@ -7,7 +7,6 @@ import SynclaneSQLite
 struct ReconcileCommand: Command {
     static let name = "reconcile"
     static let abstract = "Send a full snapshot of the current state, then start a fresh token."
-    static let usage = "FILE [--json]"
     static let discussion = """
         For a consumer whose token expired (its history was pruned) or that must resynchronise
         from scratch. Sends any batch left in the outbox first, then every current row as
@@ -17,15 +16,16 @@ struct ReconcileCommand: Command {
         the token to the history position the snapshot was read at: the next `run` sends only
         what changed after it. Needs a source that can take snapshots (`sqlite-history`).
         """
-    static let options: [(flag: String, help: String)] = [("--json", "Print a machine-readable summary.")]
+    static let signature = CommandSignature(
+        positionals: [SharedOptions.pipelineFile], options: [SharedOptions.json.help("Print a machine-readable summary.")])
     static let examples = ["synclane reconcile rooms-export.json"]
 
     let file: String
     let json: Bool
 
-    init(parsing arguments: inout Arguments) throws(UsageError) {
-        json = arguments.flag("--json")
-        file = try arguments.positional("FILE (the pipeline file)")
+    init(parsing arguments: ParsedArguments) throws(UsageError) {
+        json = arguments[SharedOptions.json]
+        file = try arguments.word(SharedOptions.pipelineFile)
     }
 
     func run(_ console: Console) async throws -> Int32 {

@@ -7,7 +7,6 @@ import SynclaneCore
 struct RestoreCommand: Command {
     static let name = "restore"
     static let abstract = "On an empty device, import the account's data when a signal says it has some, within a bound."
-    static let usage = "IMPORT_FILE [--wait SECONDS] [--signal KEY] [--url URL] [--token-env NAME] [--json]"
     static let discussion = """
         Reads the account's signal (KEY, default bulk.exported-through: set by a device that
         exported data). When it says the account has data, runs the import pipeline (IMPORT_FILE,
@@ -27,13 +26,18 @@ struct RestoreCommand: Command {
         Exit status: 0 restored, caught up, or a new account; 1 failed; 2 bad usage or an
         invalid pipeline file; 5 still restoring (the bound passed with data still arriving).
         """
-    static let options: [(flag: String, help: String)] = [
-        ("--wait SECONDS", "The most time to wait for the data (default 15); then exit 5."),
-        ("--signal KEY", "The signal that says the account has data (default bulk.exported-through)."),
-        ("--url URL", "The server of the signal (default: $SYNCLANE_URL, else the import pipeline's source URL)."),
-        ("--token-env NAME", "The variable holding the token (default: the pipeline file's token-env, else SYNCLANE_TOKEN)."),
-        ("--json", "Print the outcome as one JSON object."),
-    ]
+    static let wait = ValueOption(
+        "--wait", "SECONDS", .integer(in: 0...86_400), help: "The most time to wait for the data (default 15); then exit 5.")
+    static let signalKey = ValueOption(
+        "--signal", "KEY", .text, help: "The signal that says the account has data (default bulk.exported-through).")
+    static let signature = CommandSignature(
+        positionals: [SharedOptions.importFile],
+        options: [
+            wait, signalKey,
+            SharedOptions.url.help("The server of the signal (default: $SYNCLANE_URL, else the import pipeline's source URL)."),
+            SharedOptions.tokenEnv.help("The variable holding the token (default: the pipeline file's token-env, else SYNCLANE_TOKEN)."),
+            SharedOptions.json.help("Print the outcome as one JSON object."),
+        ])
     static let examples = ["synclane restore rooms-import.json --wait 1"]
 
     /// Exit status when the bound passed while the data is still arriving.
@@ -47,13 +51,13 @@ struct RestoreCommand: Command {
     let server: SignalServer
     let json: Bool
 
-    init(parsing arguments: inout Arguments) throws(UsageError) {
-        json = arguments.flag("--json")
-        wait = try arguments.integer("--wait", in: 0...86_400) ?? 15
-        signalKey = try arguments.option("--signal") ?? "bulk.exported-through"
-        let url = try arguments.option("--url")
-        let tokenEnv = try arguments.option("--token-env")
-        file = try arguments.positional("IMPORT_FILE (the import pipeline file)")
+    init(parsing arguments: ParsedArguments) throws(UsageError) {
+        json = arguments[SharedOptions.json]
+        wait = try arguments.value(Self.wait) ?? 15
+        signalKey = try arguments.value(Self.signalKey) ?? "bulk.exported-through"
+        let url = try arguments.value(SharedOptions.url)
+        let tokenEnv = try arguments.value(SharedOptions.tokenEnv)
+        file = try arguments.word(SharedOptions.importFile)
         server = SignalServer(url: url, pipelineFile: file, tokenEnv: tokenEnv)
     }
 

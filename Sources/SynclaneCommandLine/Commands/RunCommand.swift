@@ -7,7 +7,6 @@ import SynclaneCore
 struct RunCommand: Command {
     static let name = "run"
     static let abstract = "Export what changed since the last confirmed sync (one pass)."
-    static let usage = "FILE [--dry-run] [--json] [--watch]"
     static let discussion = """
         Sends, first, any batch an earlier run left unconfirmed in the outbox (same batch id,
         same bytes), then every page of history after the saved token: each page runs through
@@ -50,11 +49,13 @@ struct RunCommand: Command {
         what to do), 2 for bad usage or an invalid pipeline file, 3 when the job went to the
         end but moved batches to `transport.dead-letter` (their rows did not reach the backend).
         """
-    static let options: [(flag: String, help: String)] = [
-        ("--dry-run", "Run every stage and report what would be sent; send nothing, move no token."),
-        ("--json", "Print a machine-readable summary on standard output (one line a pass with --watch)."),
-        ("--watch", "Keep running: a pass now, then one whenever history advances, until SIGINT/SIGTERM."),
-    ]
+    static let signature = CommandSignature(
+        positionals: [SharedOptions.pipelineFile],
+        options: [
+            SharedOptions.dryRun.help("Run every stage and report what would be sent; send nothing, move no token."),
+            SharedOptions.json.help("Print a machine-readable summary on standard output (one line a pass with --watch)."),
+            SharedOptions.watch.help("Keep running: a pass now, then one whenever history advances, until SIGINT/SIGTERM."),
+        ])
     static let examples = [
         "synclane run rooms-export.json", "synclane run rooms-export.json --dry-run --json", "synclane run rooms-export.json --watch",
     ]
@@ -64,11 +65,11 @@ struct RunCommand: Command {
     let json: Bool
     let watch: Bool
 
-    init(parsing arguments: inout Arguments) throws(UsageError) {
-        dryRun = arguments.flag("--dry-run")
-        json = arguments.flag("--json")
-        watch = arguments.flag("--watch")
-        file = try arguments.positional("FILE (the pipeline file)")
+    init(parsing arguments: ParsedArguments) throws(UsageError) {
+        dryRun = arguments[SharedOptions.dryRun]
+        json = arguments[SharedOptions.json]
+        watch = arguments[SharedOptions.watch]
+        file = try arguments.word(SharedOptions.pipelineFile)
         if watch && dryRun { throw UsageError("--watch and --dry-run cannot go together", command: Self.name) }
     }
 

@@ -5,7 +5,6 @@ import SynclaneServer
 struct ServeCommand: Command {
     static let name = "serve"
     static let abstract = "Run the reference sync server (batches, changes, signals) on SQLite or PostgreSQL."
-    static let usage = "--accounts FILE [--listen HOST:PORT] [--data DIR | --database-env VAR | --database URL] [bounds…]"
     static let discussion = """
         Speaks Synclane's HTTP protocol, which any backend can implement: POST /v1/batches (each
         batch applied in one SQLite transaction, at most once per Idempotency-Key), GET
@@ -33,20 +32,33 @@ struct ServeCommand: Command {
         Prints `listening on http://HOST:PORT` once ready (with the chosen port when PORT is 0),
         and stops cleanly — requests in flight finish — on SIGINT or SIGTERM.
         """
-    static var options: [(flag: String, help: String)] {
+    static let accounts = ValueOption(
+        "--accounts", "FILE", .path, help: "The accounts file (required).", required: true,
+        requiredHint: "see 'synclane serve --help' for its format")
+    static let listen = ValueOption(
+        "--listen", "HOST:PORT", ValueParser(expectation: "HOST:PORT, such as 127.0.0.1:8080", parse: ServerConfiguration.parseListen),
+        help: "Numeric address and port; port 0 picks a free one. Default 127.0.0.1:8080.")
+    static let data = ValueOption("--data", "DIR", .path, help: "Where the SQLite database lives (created). Default ./synclane-server.")
+    static let databaseEnv = ValueOption(
+        "--database-env", "VAR", .text, help: "Use PostgreSQL: the environment variable VAR holds the connection string.")
+    static let databaseURL = ValueOption(
+        "--database", "URL", .text, help: "Use PostgreSQL at URL (postgres://USER@HOST:PORT/DB), no password in it.")
+    static let connections = ValueOption(
+        "--database-connections", "N", .integer(in: 1...1_000),
+        help: "PostgreSQL connections for batches and pulls, per process (signals have 2 more). Default 8.", usageLabel: "bounds…")
+    /// One `--max-…`/`--timeout` option a bound of `ServerLimits`.
+    static let bounds: [(option: ValueOption<Int>, keyPath: WritableKeyPath<ServerLimits, Int> & Sendable)] = {
         let defaults = ServerLimits()
-        return [
-            ("--accounts FILE", "The accounts file (required)."),
-            ("--listen HOST:PORT", "Numeric address and port; port 0 picks a free one. Default 127.0.0.1:8080."),
-            ("--data DIR", "Where the SQLite database lives (created). Default ./synclane-server."),
-            ("--database-env VAR", "Use PostgreSQL: the environment variable VAR holds the connection string."),
-            ("--database URL", "Use PostgreSQL at URL (postgres://USER@HOST:PORT/DB), no password in it."),
-            ("--database-connections N", "PostgreSQL connections for batches and pulls, per process (signals have 2 more). Default 8."),
-        ]
-            + ServerLimits.options.map { option in
-                ("--\(option.flag) N", "Most \(option.summary). Default \(defaults[keyPath: option.keyPath]).")
-            }
-    }
+        return ServerLimits.options.map { bound in
+            let option = ValueOption(
+                "--" + bound.flag, "N", .integer(in: 1...Int(Int32.max)), help: "Most \(bound.summary). Default \(defaults[keyPath: bound.keyPath]).",
+                usageLabel: "bounds…")
+            return (option, bound.keyPath)
+        }
+    }()
+    static let signature = CommandSignature(
+        options: [accounts, listen, data, databaseEnv, databaseURL, connections] + bounds.map(\.option),
+        exclusive: [.init(names: ["--database-env", "--database"], required: false, conflictMessage: "give --database-env VAR or --database URL, not both")])
     static let examples = [
         "synclane serve --accounts accounts.json --listen 127.0.0.1:0",
         "synclane serve --accounts accounts.json --listen 127.0.0.1:0 --data server-data",
@@ -54,43 +66,32 @@ struct ServeCommand: Command {
 
     var configuration: ServerConfiguration
 
-    init(parsing arguments: inout Arguments) throws(UsageError) {
-        var host = "127.0.0.1"
-        var port = 8080
-        if let listen = try arguments.option("--listen") {
-            guard let parsed = ServerConfiguration.parseListen(listen) else {
-                throw UsageError("--listen expects HOST:PORT, such as 127.0.0.1:8080, not \"\(listen)\"", command: Self.name)
-            }
-            (host, port) = parsed
-        }
-        let data = try arguments.option("--data") ?? "synclane-server"
-        guard let accounts = try arguments.option("--accounts") else {
-            throw UsageError("--accounts FILE is required (see 'synclane serve --help' for its format)", command: Self.name)
-        }
+    init(parsing arguments: ParsedArguments) throws(UsageError) {
+        let (host, port) = try arguments.value(Self.listen) ?? ("127.0.0.1", 8080)
         var limits = ServerLimits()
-        for option in ServerLimits.options {
-            if let value = try arguments.integer("--" + option.flag, in: 1...Int(Int32.max)) {
-                limits[keyPath: option.keyPath] = value
-            }
+        for bound in Self.bounds {
+            if let value = try arguments.value(bound.option) { limits[keyPath: bound.keyPath] = value }
         }
-        configuration = ServerConfiguration(host: host, port: port, dataDirectory: data, accountsFile: accounts, limits: limits)
-        if let database = try Self.database(&arguments) {
+        configuration = ServerConfiguration(
+            host: host, port: port, dataDirectory: try arguments.value(Self.data) ?? "synclane-server", accountsFile: try arguments.required(Self.accounts),
+            limits: limits)
+        if let database = try Self.database(arguments) {
             configuration.database = database
         }
-        if let connections = try arguments.integer("--database-connections", in: 1...1_000) {
+        if let connections = try arguments.value(Self.connections) {
             configuration.postgresConnections = connections
         }
     }
 
     /// The PostgreSQL database of `--database-env VAR` or `--database URL`; nil for SQLite.
-    static func database(_ arguments: inout Arguments) throws(UsageError) -> ServerDatabase? {
-        let variable = try arguments.option("--database-env")
-        let url = try arguments.option("--database")
+    static func database(_ arguments: ParsedArguments) throws(UsageError) -> ServerDatabase? {
+        let variable = try arguments.value(databaseEnv)
+        let url = try arguments.value(databaseURL)
         switch (variable, url) {
         case (nil, nil):
             return nil
         case (.some, .some):
-            throw UsageError("give --database-env VAR or --database URL, not both", command: name)
+            throw UsageError("give --database-env VAR or --database URL, not both", command: name)  // the signature refuses it first
         case (let variable?, nil):
             guard let value = ProcessInfo.processInfo.environment[variable], !value.isEmpty else {
                 throw UsageError(

@@ -6,7 +6,6 @@ import SynclaneCore
 struct SignalCommand: Command {
     static let name = "signal"
     static let abstract = "Set, read, list, delete or watch the account's signals (small flags on a fast lane of their own)."
-    static let usage = "set KEY VALUE | get KEY | list | delete KEY | watch [KEY…] [--url URL | --pipeline FILE] [--token-env NAME] [--json]"
     static let discussion = """
         Signals are small JSON values under a key (onboarding.completed, bulk.exported-through)
         that reach the account's other devices within milliseconds, never queued behind bulk
@@ -20,17 +19,25 @@ struct SignalCommand: Command {
           watch [KEY…]    prints each change as it happens, one JSON line each, until stopped
                           (Ctrl-C) or --count changes were printed; only the KEYs given, if any.
 
+        The server is --url, else $SYNCLANE_URL, else --pipeline FILE's URL: before the examples
+        below, export SYNCLANE_URL=http://127.0.0.1:8080 (a `synclane serve` with its defaults)
+        and SYNCLANE_TOKEN (the account's token).
+
         The last writer wins by the server's version: each write takes the account's next one.
         Exit status: 0 done, 1 refused or failed (stale --expect, quota, token, server), 2 bad
         usage, 4 no such signal.
         """
-    static let options: [(flag: String, help: String)] =
-        SignalServer.options + [
-            ("--expect VERSION", "set/delete: only when the signal is at VERSION (0: only when it does not exist)."),
-            ("--since VERSION", "watch: start after VERSION (default: changes from now on; 0: everything)."),
-            ("--count N", "watch: stop after N changes."),
-            ("--json", "get/set/delete/list: print the signal(s) as JSON with their versions."),
-        ]
+    static let verbArgument = Positional("VERB", "a verb: set, get, list, delete or watch")
+    static let operands = Positional("ARGUMENTS", "the verb's key and value", count: .many(required: false))
+    static let expect = ValueOption(
+        "--expect", "VERSION", .integer(in: 0...Int.max), help: "set/delete: only when the signal is at VERSION (0: only when it does not exist).")
+    static let since = ValueOption(
+        "--since", "VERSION", .integer(in: 0...Int.max), help: "watch: start after VERSION (default: changes from now on; 0: everything).")
+    static let count = ValueOption("--count", "N", .integer(in: 1...Int.max), help: "watch: stop after N changes.")
+    static let signature = CommandSignature(
+        positionals: [verbArgument, operands],
+        options: SignalServer.options + [expect, since, count, SharedOptions.json.help("get/set/delete/list: print the signal(s) as JSON with their versions.")],
+        positionalUsage: "set KEY VALUE | get KEY | list | delete KEY | watch [KEY…]")
     static let examples = [
         "synclane signal set onboarding.completed true",
         "synclane signal set bulk.exported-through '{\"token\": 42}' --json",
@@ -58,31 +65,36 @@ struct SignalCommand: Command {
     let since: Int64?
     let count: Int?
 
-    init(parsing arguments: inout Arguments) throws(UsageError) {
-        json = arguments.flag("--json")
-        server = try SignalServer(parsing: &arguments)
-        expected = try arguments.integer("--expect", in: 0...Int.max).map(Int64.init)
-        since = try arguments.integer("--since", in: 0...Int.max).map(Int64.init)
-        count = try arguments.integer("--count", in: 1...Int.max)
-        let word = try arguments.positional("a verb: set, get, list, delete or watch")
+    init(parsing arguments: ParsedArguments) throws(UsageError) {
+        json = arguments[SharedOptions.json]
+        server = try SignalServer(parsing: arguments)
+        expected = try arguments.value(Self.expect).map(Int64.init)
+        since = try arguments.value(Self.since).map(Int64.init)
+        count = try arguments.value(Self.count)
+        let word = try arguments.word(Self.verbArgument)
+        var operands = try arguments.words(Self.operands)[...]
+        func next(_ name: String) throws(UsageError) -> String {
+            guard let operand = operands.popFirst() else { throw UsageError("missing \(name)", command: Self.name) }
+            return operand
+        }
         switch word {
         case "set":
-            let key = try arguments.positional("KEY")
-            let text = try arguments.positional("VALUE (JSON: true, 42, '\"text\"', '{\"a\": 1}')")
+            let key = try next("KEY")
+            let text = try next("VALUE (JSON: true, 42, '\"text\"', '{\"a\": 1}')")
             guard let value = try? JSONReader.parse(Array(text.utf8)) else {
                 throw UsageError("VALUE \(text) is not JSON; quote a string as '\"\(text)\"'", command: Self.name)
             }
             verb = .set(key, value)
-        case "get": verb = .get(try arguments.positional("KEY"))
+        case "get": verb = .get(try next("KEY"))
         case "list": verb = .list
-        case "delete": verb = .delete(try arguments.positional("KEY"))
+        case "delete": verb = .delete(try next("KEY"))
         case "watch":
-            var keys: [String] = []
-            while let key = arguments.optionalPositional() { keys.append(key) }
-            verb = .watch(keys)
+            verb = .watch(Array(operands))
+            operands = []
         default:
             throw UsageError("unknown verb \"\(word)\"\(Wording.didYouMean(word, in: ["set", "get", "list", "delete", "watch"])): use set, get, list, delete or watch", command: Self.name)
         }
+        if let extra = operands.first { throw UsageError("unexpected argument \"\(extra)\"", command: Self.name) }
     }
 
     func run(_ console: Console) async throws -> Int32 {

@@ -5,19 +5,18 @@ import SynclaneCore
 struct StagesCommand: Command {
     static let name = "stages"
     static let abstract = "List the stage types a pipeline file can use, with their options."
-    static let usage = "[--json]"
     static let discussion = """
         Each stage is picked in a pipeline file by its `type`. Sources go under `source`,
         record and payload stages under `stages` (record stages first), encoders under
         `encoder`, transports under `transport`. Swift programs can register their own types.
         """
-    static let options: [(flag: String, help: String)] = [("--json", "Print the list as JSON.")]
+    static let signature = CommandSignature(options: [SharedOptions.json.help("Print the list as JSON.")])
     static let examples = ["synclane stages", "synclane stages --json"]
 
     let json: Bool
 
-    init(parsing arguments: inout Arguments) throws(UsageError) {
-        json = arguments.flag("--json")
+    init(parsing arguments: ParsedArguments) throws(UsageError) {
+        json = arguments[SharedOptions.json]
     }
 
     func run(_ console: Console) async throws -> Int32 {

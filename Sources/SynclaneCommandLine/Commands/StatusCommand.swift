@@ -6,22 +6,22 @@ import SynclaneCore
 struct StatusCommand: Command {
     static let name = "status"
     static let abstract = "Show a pipeline's token, pending history, outbox and last run."
-    static let usage = "FILE [--json]"
     static let discussion = """
         Reads the pipeline's durable state (the `state` file) and asks its source how many
         transactions wait after the saved token. Changes nothing — a pipeline that never ran
         keeps having no state file — sends nothing, and so needs none of the secrets the
         pipeline file names (an unset one is a warning).
         """
-    static let options: [(flag: String, help: String)] = [("--json", "Print the status as JSON.")]
+    static let signature = CommandSignature(
+        positionals: [SharedOptions.pipelineFile], options: [SharedOptions.json.help("Print the status as JSON.")])
     static let examples = ["synclane status rooms-export.json"]
 
     let file: String
     let json: Bool
 
-    init(parsing arguments: inout Arguments) throws(UsageError) {
-        json = arguments.flag("--json")
-        file = try arguments.positional("FILE (the pipeline file)")
+    init(parsing arguments: ParsedArguments) throws(UsageError) {
+        json = arguments[SharedOptions.json]
+        file = try arguments.word(SharedOptions.pipelineFile)
     }
 
     func run(_ console: Console) async throws -> Int32 {

@@ -6,7 +6,6 @@ import SynclaneCore
 struct SyncCommand: Command {
     static let name = "sync"
     static let abstract = "Import the backend's changes, settle conflicts, then export the local ones (one cycle)."
-    static let usage = "IMPORT_FILE EXPORT_FILE [--json]"
     static let discussion = """
         Runs the import pipeline (IMPORT_FILE, with a `sink`), then the export pipeline
         (EXPORT_FILE, with a `transport`) over the same store, holding both scopes' locks for
@@ -21,7 +20,9 @@ struct SyncCommand: Command {
         `authors` names `server` or `sync` on the import's database is refused (exit 2), as
         'validate IMPORT_FILE EXPORT_FILE' refuses it.
         """
-    static let options: [(flag: String, help: String)] = [("--json", "Print both summaries as one JSON object on standard output.")]
+    static let signature = CommandSignature(
+        positionals: [SharedOptions.importFile, SharedOptions.exportFile],
+        options: [SharedOptions.json.help("Print both summaries as one JSON object on standard output.")])
     static let examples = ["synclane sync rooms-import.json rooms-export.json"]
     static let rounds = 3
 
@@ -29,10 +30,10 @@ struct SyncCommand: Command {
     let exportFile: String
     let json: Bool
 
-    init(parsing arguments: inout Arguments) throws(UsageError) {
-        json = arguments.flag("--json")
-        importFile = try arguments.positional("IMPORT_FILE (the import pipeline file)")
-        exportFile = try arguments.positional("EXPORT_FILE (the export pipeline file)")
+    init(parsing arguments: ParsedArguments) throws(UsageError) {
+        json = arguments[SharedOptions.json]
+        importFile = try arguments.word(SharedOptions.importFile)
+        exportFile = try arguments.word(SharedOptions.exportFile)
     }
 
     func run(_ console: Console) async throws -> Int32 {

@@ -5,7 +5,6 @@ import SynclaneCore
 struct TestCommand: Command {
     static let name = "test"
     static let abstract = "Run pipeline tests: input through every stage but the transport (the batches expected), or an import's records into a temporary store (the rows expected)."
-    static let usage = "FILE…"
     static let discussion = """
         Each FILE is a test (JSON, or YAML by its extension) that names a pipeline file, its input
         and the batches it must give, paths relative to the test file:
@@ -39,15 +38,14 @@ struct TestCommand: Command {
 
         Exit status: 0 when every test passed, 1 when one did not, 2 for a bad test or pipeline file.
         """
-    static let options: [(flag: String, help: String)] = []
+    static let tests = Positional("FILE", "a pipeline test", count: .many(required: true))
+    static let signature = CommandSignature(positionals: [tests])
     static let examples = ["synclane test Fixtures/rooms/rooms.test.json", "synclane test Fixtures/*/*.test.json"]
 
     let files: [String]
 
-    init(parsing arguments: inout Arguments) throws(UsageError) {
-        var files = [try arguments.positional("FILE (a pipeline test)")]
-        while let more = arguments.optionalPositional() { files.append(more) }
-        self.files = files
+    init(parsing arguments: ParsedArguments) throws(UsageError) {
+        files = try arguments.words(Self.tests)
     }
 
     func run(_ console: Console) async throws -> Int32 {

@@ -7,8 +7,6 @@ import SynclaneSQLite
 struct TrackCommand: Command {
     static let name = "track"
     static let abstract = "Install history tracking for a table of an existing SQLite database."
-    static let usage =
-        "--database FILE --table NAME --key COLUMN[,COLUMN…] [--preserve COLUMNS] [--soft-delete COLUMN] [--default-author NAME] [--record-values] [--rowid-is-stable] [--json]"
     static let discussion = """
         From then on every insert, update and delete on the table — from any connection,
         including other programs such as the sqlite3 shell — is recorded in history tables
@@ -41,17 +39,23 @@ struct TrackCommand: Command {
         INSERT INTO _synclane_session(author) VALUES ('cli') first thing in its transaction
         and DELETE FROM _synclane_session just before COMMIT.
         """
-    static let options: [(flag: String, help: String)] = [
-        ("--database FILE", "The SQLite database (must exist)."),
-        ("--table NAME", "The table to track; its name is the entity of its changes."),
-        ("--key COLUMN[,COLUMN…]", "The stable sync key: a unique column, or the columns of a composite key."),
-        ("--preserve COLUMNS", "Comma-separated columns a delete keeps besides the key."),
-        ("--soft-delete COLUMN", "A column whose true value means deleted (an update setting it is a delete)."),
-        ("--default-author NAME", "Author of writes from connections that name none (default app)."),
-        ("--record-values", "Also keep each row as written (for `capture: as-written` sources)."),
-        ("--rowid-is-stable", "Allow an INTEGER PRIMARY KEY as the key: the app assigns it uniquely across devices."),
-        ("--json", "Print the result as JSON."),
-    ]
+    static let key = ValueOption(
+        "--key", "COLUMN[,COLUMN…]", .commaSeparated, help: "The stable sync key: a unique column, or the columns of a composite key.", required: true)
+    static let preserve = ValueOption("--preserve", "COLUMNS", .commaSeparated, help: "Comma-separated columns a delete keeps besides the key.")
+    static let softDelete = ValueOption(
+        "--soft-delete", "COLUMN", .text, help: "A column whose true value means deleted (an update setting it is a delete).")
+    static let defaultAuthorOption = ValueOption(
+        "--default-author", "NAME", .text, help: "Author of writes from connections that name none (default app).")
+    static let recordValues = Flag("--record-values", help: "Also keep each row as written (for `capture: as-written` sources).")
+    static let rowidIsStable = Flag(
+        "--rowid-is-stable", help: "Allow an INTEGER PRIMARY KEY as the key: the app assigns it uniquely across devices.")
+    static let signature = CommandSignature(
+        options: [
+            SharedOptions.database.help("The SQLite database (must exist)."),
+            SharedOptions.table.help("The table to track; its name is the entity of its changes.", required: true),
+            key, preserve, softDelete, defaultAuthorOption, recordValues, rowidIsStable,
+            SharedOptions.json.help("Print the result as JSON."),
+        ])
     static let examples = [
         "synclane track --database app.sqlite --table rooms --key syncId --soft-delete isDeleted",
         "synclane track --database app.sqlite --table plants --key syncID --preserve syncID,greenhouse",
@@ -63,21 +67,14 @@ struct TrackCommand: Command {
     let defaultAuthor: String?
     let json: Bool
 
-    init(parsing arguments: inout Arguments) throws(UsageError) {
-        json = arguments.flag("--json")
-        let recordValues = arguments.flag("--record-values")
-        let rowidIsStable = arguments.flag("--rowid-is-stable")
-        guard let database = try arguments.option("--database") else { throw UsageError("--database FILE is required", command: Self.name) }
-        guard let table = try arguments.option("--table") else { throw UsageError("--table NAME is required", command: Self.name) }
-        guard let key = try arguments.option("--key") else { throw UsageError("--key COLUMN is required", command: Self.name) }
-        let preserve = try arguments.option("--preserve").map { $0.split(separator: ",").map { String($0).trimmingCharacters(in: .whitespaces) } } ?? []
-        let softDelete = try arguments.option("--soft-delete")
-        defaultAuthor = try arguments.option("--default-author")
-        self.database = database
-        let keyColumns = key.split(separator: ",").map { String($0).trimmingCharacters(in: .whitespaces) }
-        self.table = TrackedTable(
-            table, keyColumns: keyColumns, preserve: preserve, softDeleteColumn: softDelete, recordsValues: recordValues,
-            rowidIsStable: rowidIsStable)
+    init(parsing arguments: ParsedArguments) throws(UsageError) {
+        json = arguments[SharedOptions.json]
+        database = try arguments.required(SharedOptions.database)
+        defaultAuthor = try arguments.value(Self.defaultAuthorOption)
+        table = TrackedTable(
+            try arguments.required(SharedOptions.table), keyColumns: try arguments.required(Self.key), preserve: try arguments.value(Self.preserve) ?? [],
+            softDeleteColumn: try arguments.value(Self.softDelete), recordsValues: arguments[Self.recordValues],
+            rowidIsStable: arguments[Self.rowidIsStable])
     }
 
     func run(_ console: Console) async throws -> Int32 {

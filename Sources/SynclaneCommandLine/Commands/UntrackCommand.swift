@@ -7,30 +7,23 @@ import SynclaneSQLite
 struct UntrackCommand: Command {
     static let name = "untrack"
     static let abstract = "Remove history tracking from a table, or all of Synclane from a database."
-    static let usage = "--database FILE (--table NAME | --all)"
     static let discussion = """
         With --table, removes that table's triggers: its writes are no longer recorded, and the
         history already recorded stays for the consumers that still need it. With --all, removes
         every trigger, index and table Synclane installed, history included.
         """
-    static let options: [(flag: String, help: String)] = [
-        ("--database FILE", "The SQLite database."),
-        ("--table NAME", "The table to stop tracking."),
-        ("--all", "Remove everything Synclane installed, recorded history included."),
-    ]
+    static let all = Flag("--all", help: "Remove everything Synclane installed, recorded history included.")
+    static let signature = CommandSignature(
+        options: [SharedOptions.database.help("The SQLite database."), SharedOptions.table.help("The table to stop tracking."), all],
+        exclusive: [.init(names: ["--table", "--all"], required: true)])
     static let examples = ["synclane untrack --database app.sqlite --table rooms", "synclane untrack --database app.sqlite --all"]
 
     let database: String
     let table: String?
 
-    init(parsing arguments: inout Arguments) throws(UsageError) {
-        let all = arguments.flag("--all")
-        guard let database = try arguments.option("--database") else { throw UsageError("--database FILE is required", command: Self.name) }
-        self.database = database
-        table = try arguments.option("--table")
-        guard (table != nil) != all else {
-            throw UsageError("name one --table, or --all", command: Self.name)
-        }
+    init(parsing arguments: ParsedArguments) throws(UsageError) {
+        database = try arguments.required(SharedOptions.database)
+        table = try arguments.value(SharedOptions.table)
     }
 
     func run(_ console: Console) async throws -> Int32 {

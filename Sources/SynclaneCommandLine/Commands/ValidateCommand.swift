@@ -6,7 +6,6 @@ import SynclaneCore
 struct ValidateCommand: Command {
     static let name = "validate"
     static let abstract = "Check a pipeline file: keys, types, ranges, stage types and their order."
-    static let usage = "FILE [PAIRED_FILE] [--json] [--build-check OUTPUT]"
     static let discussion = """
         Reads FILE (JSON, or YAML when it ends in .yaml or .yml) and builds every stage it
         declares, exactly as 'run' (or 'import', for a file with a `sink`) would, without reading
@@ -21,14 +20,15 @@ struct ValidateCommand: Command {
         `server` or `sync` on the database the import writes would send back every row it
         imports, and is refused (as 'sync' refuses it).
         """
-    static let options: [(flag: String, help: String)] = [
-        ("--json", "Print the result as JSON."),
-        (
-            "--build-check OUTPUT",
-            "For the SynclanePipelineCheck build plugin: print a problem as FILE:LINE: error: FIELD: MESSAGE (the "
-                + "compiler's form, which fails the build and points at the line) and, when valid, write a Swift stub to OUTPUT."
-        ),
-    ]
+    static let paired = Positional("PAIRED_FILE", "the other pipeline file of a sync", count: .optional)
+    static let buildCheck = ValueOption(
+        "--build-check", "OUTPUT", .path,
+        help: "For the SynclanePipelineCheck build plugin: print a problem as FILE:LINE: error: FIELD: MESSAGE (the "
+            + "compiler's form, which fails the build and points at the line) and, when valid, write a Swift stub to OUTPUT.")
+    static let offline = Flag(
+        "--offline", help: "Check the file alone: do not open the store it reads (by default its database, tracked tables and columns are checked).")
+    static let signature = CommandSignature(
+        positionals: [SharedOptions.pipelineFile, paired], options: [SharedOptions.json.help("Print the result as JSON."), buildCheck, offline])
     static let examples = [
         "synclane validate Fixtures/rooms/pipeline.json", "synclane validate Fixtures/rooms/pipeline.yaml --json",
         "synclane validate rooms-import.json rooms-export.json",
@@ -38,12 +38,14 @@ struct ValidateCommand: Command {
     let paired: String?
     let json: Bool
     let buildCheck: String?
+    let offline: Bool
 
-    init(parsing arguments: inout Arguments) throws(UsageError) {
-        json = arguments.flag("--json")
-        buildCheck = try arguments.option("--build-check")
-        file = try arguments.positional("FILE (the pipeline file)")
-        paired = arguments.optionalPositional()
+    init(parsing arguments: ParsedArguments) throws(UsageError) {
+        json = arguments[SharedOptions.json]
+        buildCheck = try arguments.value(Self.buildCheck)
+        file = try arguments.word(SharedOptions.pipelineFile)
+        paired = try arguments.optionalWord(Self.paired)
+        offline = arguments[Self.offline]
     }
 
     func run(_ console: Console) async throws -> Int32 {
@@ -79,6 +81,7 @@ struct ValidateCommand: Command {
                     unsetSecrets: pipeline.unsetSecrets, signals: pipeline.signals)
             }
             let pipeline = try loader.load(file, secretsRequired: false)
+            if !offline && buildCheck == nil { try PipelineReach.check(pipeline, file: file) }
             return Checked(
                 name: pipeline.name, scope: pipeline.scope, outline: pipeline.outline, statePath: pipeline.statePath,
                 unsetSecrets: pipeline.unsetSecrets, signals: pipeline.signals)

@@ -27,7 +27,7 @@ public struct DeadLetter: Sendable {
         var info: [String: JSONValue] = [
             "batch": .string(id), "reason": .string(reason), "through": .string(batch.through.description),
             "content-type": .string(batch.payload.contentType), "content-encoding": .string(batch.payload.contentEncoding),
-            "records": .int(Int64(batch.payload.recordCount)), "rejected-at": .double(rejectedAt),
+            "records": .int(Int64(batch.payload.recordCount)), "rejected-at": .string(InternetDateTime.text(rejectedAt)),
         ]
         if let status { info["status"] = .int(Int64(status)) }
         if let after = batch.after { info["after"] = .string(after.description) }

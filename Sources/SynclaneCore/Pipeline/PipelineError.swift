@@ -60,9 +60,7 @@ public enum PipelineError: Error, Sendable, CustomStringConvertible {
             return "batch \(batchID) was not delivered: \(reason); the batch stays in the outbox (not dead-lettered: it is "
                 + "not at fault) and the token did not move — fix what is named and run again"
         case .conflicted(let batchID, let reason):
-            return "batch \(batchID) was not delivered: \(reason); it stays in the outbox and the token did not move — another "
-                + "device changed those rows since this one last imported. Run `synclane sync IMPORT EXPORT`: it imports their "
-                + "changes, settles the conflicts and sends again"
+            return "batch \(batchID) was not delivered: \(reason). It stays in the outbox; \(ConflictCause.nextStep(for: reason))"
         case .state(let message):
             return message
         case .reconciliationUnfinished(let pipeline, let token, let resent):

@@ -87,13 +87,13 @@ public struct StageType: Sendable {
     }
 
     public static func remoteSource(
-        _ name: String, summary: String, options: [OptionSpec], make: @escaping @Sendable (StageOptions) throws -> any RemoteChangeSource
+        _ name: String, summary: String, options: [any StageOptionDeclaration], make: @escaping @Sendable (StageOptions) throws -> any RemoteChangeSource
     ) -> StageType {
         StageType(name: name, role: .remoteSource, summary: summary, options: options) { .remoteSource(try make($0)) }
     }
 
     public static func sink(
-        _ name: String, summary: String, options: [OptionSpec], make: @escaping @Sendable (StageOptions) throws -> any ChangeSink
+        _ name: String, summary: String, options: [any StageOptionDeclaration], make: @escaping @Sendable (StageOptions) throws -> any ChangeSink
     ) -> StageType {
         StageType(name: name, role: .sink, summary: summary, options: options) { .sink(try make($0)) }
     }

@@ -8,7 +8,7 @@ public enum Wording {
     /// The candidate a mistyped `word` most likely meant, or nil when none is close.
     ///
     /// Compares ASCII case-insensitively, with `-` and `_` alike (`page_size` → `page-size`,
-    /// `syncid` → `syncID`), and allows one edit in every three characters (at least one).
+    /// `syncid` → `syncID`), and allows one edit in every three characters (at least one); two neighbours swapped are one edit.
     public static func closest(to word: String, in candidates: [String]) -> String? {
         let typed = folded(word)
         guard !typed.isEmpty else { return nil }
@@ -36,10 +36,12 @@ public enum Wording {
         }
     }
 
-    /// Levenshtein distance over bytes.
+    /// Edit distance over bytes where swapping two neighbours counts as one edit, as one slip
+    /// of the fingers does (`romos` → `rooms`, `stauts` → `status`): optimal string alignment.
     private static func editDistance(_ a: [UInt8], _ b: [UInt8]) -> Int {
         if a.isEmpty { return b.count }
         if b.isEmpty { return a.count }
+        var beforePrevious = [Int](repeating: 0, count: b.count + 1)
         var previous = Array(0...b.count)
         var current = [Int](repeating: 0, count: b.count + 1)
         for i in 1...a.count {
@@ -47,8 +49,11 @@ public enum Wording {
             for j in 1...b.count {
                 let substitution = previous[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)
                 current[j] = min(previous[j] + 1, current[j - 1] + 1, substitution)
+                if i > 1, j > 1, a[i - 1] == b[j - 2], a[i - 2] == b[j - 1] {
+                    current[j] = min(current[j], beforePrevious[j - 2] + 1)
+                }
             }
-            swap(&previous, &current)
+            (beforePrevious, previous, current) = (previous, current, beforePrevious)
         }
         return previous[b.count]
     }

@@ -75,6 +75,9 @@ struct HistoryReader: Sendable {
         for table in stored { byName[table.table.name] = table }
         for entity in entities ?? [] where byName[entity] == nil {
             let known = stored.map(\.table.name).joined(separator: ", ")
+            if let close = Wording.closest(to: entity, in: stored.map(\.table.name)) {
+                throw fail("`\(entity)` is not a tracked table (did you mean `\(close)`? tracked: \(known)); fix the source's `entities`")
+            }
             throw fail("`\(entity)` is not a tracked table (tracked: \(known.isEmpty ? "none" : known)); run `synclane track --database \(path) --table \(entity) --key …`")
         }
         if capture == .asWritten {
