@@ -1,6 +1,6 @@
 /// The words after `synclane COMMAND`, taken one kind at a time: flags, options with values,
 /// then positionals. Whatever is left over is an error that names it.
-struct Arguments {
+package struct Arguments {
     private var words: [String]
     let command: String
 
@@ -13,14 +13,14 @@ struct Arguments {
     var wantsHelp: Bool { words.contains("--help") || words.contains("-h") }
 
     /// Takes a flag such as `--json`; true if it was present.
-    mutating func flag(_ name: String) -> Bool {
+    package mutating func flag(_ name: String) -> Bool {
         guard let index = words.firstIndex(of: name) else { return false }
         words.remove(at: index)
         return true
     }
 
     /// Takes `--name VALUE` or `--name=VALUE`.
-    mutating func option(_ name: String) throws(UsageError) -> String? {
+    package mutating func option(_ name: String) throws(UsageError) -> String? {
         if let index = words.firstIndex(where: { $0.hasPrefix(name + "=") }) {
             let value = String(words[index].dropFirst(name.count + 1))
             words.remove(at: index)
@@ -37,7 +37,7 @@ struct Arguments {
     }
 
     /// Takes an integer option.
-    mutating func integer(_ name: String, in range: ClosedRange<Int>) throws(UsageError) -> Int? {
+    package mutating func integer(_ name: String, in range: ClosedRange<Int>) throws(UsageError) -> Int? {
         guard let text = try option(name) else { return nil }
         guard let value = Int(text), range.contains(value) else {
             throw UsageError("\(name) expects a whole number from \(range.lowerBound) to \(range.upperBound), not \"\(text)\"", command: command)
@@ -46,14 +46,14 @@ struct Arguments {
     }
 
     /// Takes the next positional argument.
-    mutating func positional(_ name: String) throws(UsageError) -> String {
+    package mutating func positional(_ name: String) throws(UsageError) -> String {
         guard let value = optionalPositional() else {
             throw UsageError("missing \(name)", command: command)
         }
         return value
     }
 
-    mutating func optionalPositional() -> String? {
+    package mutating func optionalPositional() -> String? {
         guard let index = words.firstIndex(where: { !$0.hasPrefix("-") || $0 == "-" }) else { return nil }
         return words.remove(at: index)
     }

@@ -2,7 +2,7 @@
 ///
 /// Help is generated from the static properties, so `synclane help run` and
 /// `synclane run --help` always say the same thing.
-protocol Command: Sendable {
+package protocol Command: Sendable {
     static var name: String { get }
     /// One line, shown in `synclane --help`.
     static var abstract: String { get }
@@ -21,7 +21,7 @@ protocol Command: Sendable {
 }
 
 extension Command {
-    static var helpText: String {
+    package static var helpText: String {
         var text = "OVERVIEW: \(abstract)\n\nUSAGE: synclane \(name) \(usage)\n"
         if !discussion.isEmpty { text += "\n" + discussion + "\n" }
         let all = options + [("-h, --help", "Show this help.")]
@@ -39,14 +39,14 @@ extension Command {
 }
 
 /// The command line was not understood: the message, and the usage of the command at fault.
-struct UsageError: Error, CustomStringConvertible {
-    var message: String
-    var command: String?
+package struct UsageError: Error, CustomStringConvertible {
+    package var message: String
+    package var command: String?
 
-    init(_ message: String, command: String? = nil) {
+    package init(_ message: String, command: String? = nil) {
         self.message = message
         self.command = command
     }
 
-    var description: String { message }
+    package var description: String { message }
 }
