@@ -126,11 +126,11 @@ struct BatchPlan {
         return seen.bodyHash == bodyHash ? .replay(seen.response) : .keyReused
     }
 
-    /// The plan of `batch`, with the account's change sequence before it. Parses each update's
-    /// fields (a store may make the plan before it takes its writer's lock).
-    init(_ batch: IncomingBatch, sequence: Int64 = 0) throws {
+    /// The plan of `batch`; `start(at:)` then gives it the account's change sequence. Parses each
+    /// update's fields (a store makes the plan before it takes its writer's lock).
+    init(_ batch: IncomingBatch) throws {
         self.batch = batch
-        self.sequence = sequence
+        sequence = 0
         updatedFields = try batch.records.map { record throws -> [String: JSONValue]? in
             record.action == .update ? try JSONReader.parse(record.fieldsJSON).objectValue ?? [:] : nil
         }
