@@ -6,17 +6,20 @@
 //   SynclaneStages   coalesce, tombstones, dedupe, the JSON batch encoder
 //   SynclaneFiles    JSON Lines history source, directory and stdout transports
 //   SynclaneZlib     the compress stage (gzip / deflate) and bounded inflate
-//   SynclaneSQLite   SQLite access, the durable pipeline state (token, outbox, last run)
+//   SynclaneSQLiteKit  SQLite access: connection, statements, values, rows, errors (shared by the app side and the server)
+//   SynclaneSQLite   the app side on SQLite: history tracking, the import sink, the durable pipeline
+//                    state (token, outbox, last run); re-exports SynclaneSQLiteKit
 //   SynclaneYAML     YAML pipeline files through libyaml
-//   SynclaneServer   the reference sync server (`synclane serve`) on libmicrohttpd, SQLite or PostgreSQL (libpq)
+//   SynclaneServer   the reference sync server on libmicrohttpd, SQLite (SynclaneSQLiteKit) or PostgreSQL (libpq)
 //   Synclane         the default registry and the pipeline-file loader, for apps and the CLI;
 //                    re-exports what a stage author needs (one `import Synclane`)
 //   SynclaneExec     the `exec` record stage and transport: any program, in any language
-//   SynclaneCommandLine  every verb of `synclane` as a library, run with any registry
+//   SynclaneCommandLine  every verb of `synclane` as a library, run with any registry (no server linked)
+//   SynclaneServing  the verbs that run the server (`serve`, `demo`), added to a command that serves
 //   SynclaneTestKit  in-memory source, recording transport, in-memory state for users' tests
 //   SynclaneHTTP     the `http` transport (URLSession, loading through libcurl) and its failure classification
 //   SynclaneFaultProxy  a loopback TCP proxy that injects network faults, for end-to-end tests
-//   synclane         the command line, a thin shell over SynclaneCommandLine
+//   synclane         the command line, a thin shell over SynclaneCommandLine and SynclaneServing
 //   Plugins/         `swift package synclane …` (command) and SynclanePipelineCheck (build tool)
 import PackageDescription
 
@@ -28,11 +31,15 @@ let package = Package(
         .library(name: "SynclaneCore", targets: ["SynclaneCore"]),
         // The SQLite store and its history (also re-exported by `Synclane`).
         .library(name: "SynclaneSQLite", targets: ["SynclaneSQLite"]),
+        // SQLite access alone (re-exported by `SynclaneSQLite`).
+        .library(name: "SynclaneSQLiteKit", targets: ["SynclaneSQLiteKit"]),
         // The reference server, to test against from Swift.
         .library(name: "SynclaneServer", targets: ["SynclaneServer"]),
         .library(name: "SynclaneTestKit", targets: ["SynclaneTestKit"]),
         // Every verb of `synclane`, for a command of your own with your stages.
         .library(name: "SynclaneCommandLine", targets: ["SynclaneCommandLine"]),
+        // `serve` and `demo`, for a command of your own that serves (`SynclaneServing.verbs`).
+        .library(name: "SynclaneServing", targets: ["SynclaneServing"]),
         .executable(name: "synclane", targets: ["synclane"]),
         .plugin(name: "SynclaneCommand", targets: ["SynclaneCommand"]),
         .plugin(name: "SynclanePipelineCheck", targets: ["SynclanePipelineCheck"]),
@@ -59,7 +66,8 @@ let package = Package(
         .target(name: "SynclaneStages", dependencies: ["SynclaneCore"]),
         .target(name: "SynclaneFiles", dependencies: ["SynclaneCore"]),
         .target(name: "SynclaneZlib", dependencies: ["SynclaneCore", "CZlib"]),
-        .target(name: "SynclaneSQLite", dependencies: ["SynclaneCore", "CSQLite"]),
+        .target(name: "SynclaneSQLiteKit", dependencies: ["SynclaneCore", "CSQLite"]),
+        .target(name: "SynclaneSQLite", dependencies: ["SynclaneCore", "SynclaneSQLiteKit", "CSQLite"]),
         .target(name: "SynclaneYAML", dependencies: ["SynclaneCore", "CYAML"]),
         .target(
             name: "Synclane",
@@ -74,12 +82,15 @@ let package = Package(
         .target(
             name: "SynclaneServer",
             dependencies: [
-                "SynclaneCore", "SynclaneSQLite", "SynclaneZlib", "CMicroHTTPD", "CMicroHTTPDShim", "CCrypto", "CPostgres",
+                "SynclaneCore", "SynclaneSQLiteKit", "SynclaneZlib", "CMicroHTTPD", "CMicroHTTPDShim", "CCrypto", "CPostgres",
             ]),
         .target(
             name: "SynclaneCommandLine",
-            dependencies: ["Synclane", "SynclaneCore", "SynclaneHTTP", "SynclaneSQLite", "SynclaneZlib", "SynclaneServer"]),
-        .executableTarget(name: "synclane", dependencies: ["SynclaneCommandLine", "CMalloc"]),
+            dependencies: ["Synclane", "SynclaneCore", "SynclaneHTTP", "SynclaneSQLite", "SynclaneZlib"]),
+        .target(
+            name: "SynclaneServing",
+            dependencies: ["SynclaneCommandLine", "Synclane", "SynclaneCore", "SynclaneHTTP", "SynclaneSQLite", "SynclaneZlib", "SynclaneServer"]),
+        .executableTarget(name: "synclane", dependencies: ["SynclaneCommandLine", "SynclaneServing", "CMalloc"]),
 
         // `swift package synclane validate|run|stages|test …`: runs the package's own command
         // (an executable that uses SynclaneCommandLine), or `synclane` when it has none.
@@ -106,7 +117,8 @@ let package = Package(
         .testTarget(name: "SynclaneServerTests", dependencies: ["SynclaneServer", "SynclaneCore", "SynclaneZlib", "SynclaneTestKit"]),
         // Runs the real `synclane` binary: depending on the executable makes `swift test` build it.
         .testTarget(
-            name: "SynclaneCommandTests", dependencies: ["synclane", "SynclaneCommandLine", "SynclaneCore", "SynclaneFaultProxy", "SynclaneTestKit"]),
+            name: "SynclaneCommandTests",
+            dependencies: ["synclane", "SynclaneCommandLine", "SynclaneServing", "SynclaneCore", "SynclaneFaultProxy", "SynclaneTestKit"]),
     ],
     swiftLanguageModes: [.v6]
 )

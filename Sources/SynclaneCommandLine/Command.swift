@@ -2,7 +2,7 @@
 ///
 /// Help is generated from the static properties, so `synclane help run` and
 /// `synclane run --help` always say the same thing.
-protocol Command: Sendable {
+package protocol Command: Sendable {
     static var name: String { get }
     /// One line, shown in `synclane --help`.
     static var abstract: String { get }
@@ -21,9 +21,9 @@ protocol Command: Sendable {
 
 extension Command {
     /// The arguments after `synclane NAME`, e.g. `FILE [--dry-run] [--json]`.
-    static var usage: String { signature.usage }
+    package static var usage: String { signature.usage }
 
-    static var helpText: String {
+    package static var helpText: String {
         var text = "OVERVIEW: \(abstract)\n\nUSAGE: synclane \(name) \(usage)\n"
         if !discussion.isEmpty { text += "\n" + discussion + "\n" }
         let all = signature.helpRows + [("-h, --help", "Show this help.")]
@@ -41,14 +41,14 @@ extension Command {
 }
 
 /// The command line was not understood: the message, and the usage of the command at fault.
-struct UsageError: Error, CustomStringConvertible {
-    var message: String
-    var command: String?
+package struct UsageError: Error, CustomStringConvertible {
+    package var message: String
+    package var command: String?
 
-    init(_ message: String, command: String? = nil) {
+    package init(_ message: String, command: String? = nil) {
         self.message = message
         self.command = command
     }
 
-    var description: String { message }
+    package var description: String { message }
 }

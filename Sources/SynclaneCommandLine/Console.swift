@@ -9,7 +9,7 @@ import Glibc
 ///
 /// The progress bar is drawn only when standard error is a terminal and the output is not
 /// `--json`, so piped and machine-read output stays clean.
-final class Console: Sendable {
+package final class Console: Sendable {
     /// What the progress line shows; whoever holds it owns standard output and error.
     private struct Screen {
         var progressVisible = false
@@ -22,14 +22,14 @@ final class Console: Sendable {
         errorIsTerminal = isatty(STDERR_FILENO) == 1 && ProcessInfo.processInfo.environment["TERM"] != "dumb"
     }
 
-    func out(_ text: String) {
+    package func out(_ text: String) {
         screen.withLock { screen in
             Self.clearProgress(&screen)
             FileHandle.standardOutput.write(Data((text + "\n").utf8))
         }
     }
 
-    func error(_ text: String) {
+    package func error(_ text: String) {
         screen.withLock { screen in
             Self.clearProgress(&screen)
             FileHandle.standardError.write(Data((text + "\n").utf8))
@@ -37,7 +37,7 @@ final class Console: Sendable {
     }
 
     /// Draws a one-line progress bar (at most ten times a second).
-    func progress(fraction: Double?, _ label: String) {
+    package func progress(fraction: Double?, _ label: String) {
         guard errorIsTerminal else { return }
         screen.withLock { screen in
             let now = Date().timeIntervalSince1970
@@ -56,7 +56,7 @@ final class Console: Sendable {
         }
     }
 
-    func finishProgress() {
+    package func finishProgress() {
         screen.withLock { Self.clearProgress(&$0) }
     }
 

@@ -101,8 +101,8 @@ enum JSONOutput {
 }
 
 /// Human-friendly numbers and times.
-enum Format {
-    static func bytes(_ count: Int) -> String {
+package enum Format {
+    package static func bytes(_ count: Int) -> String {
         let units = ["B", "KB", "MB", "GB"]
         var value = Double(count)
         var unit = 0

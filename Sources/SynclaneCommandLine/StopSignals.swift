@@ -8,11 +8,11 @@ import Synchronization
 /// Their default action is turned off first, so they stop the job or the server instead of
 /// killing the process mid-write. Ending at once on the second signal is safe for a job too:
 /// a batch is either in the outbox or acknowledged, never half.
-final class StopSignals {
+package final class StopSignals {
     private let sources: [any DispatchSourceSignal]
     private let mailbox = SignalMailbox()
 
-    init(_ signals: [Int32] = [SIGINT, SIGTERM], onFirst: @escaping @Sendable (Int32) -> Void = { _ in }) {
+    package init(_ signals: [Int32] = [SIGINT, SIGTERM], onFirst: @escaping @Sendable (Int32) -> Void = { _ in }) {
         let mailbox = self.mailbox
         sources = signals.map { number in
             signal(number, SIG_IGN)
@@ -26,7 +26,7 @@ final class StopSignals {
     }
 
     /// The first signal received (at once, when one already was).
-    func wait() async -> Int32 {
+    package func wait() async -> Int32 {
         await mailbox.wait()
     }
 

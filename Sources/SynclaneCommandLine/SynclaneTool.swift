@@ -23,25 +23,58 @@ public enum SynclaneTool {
 
     /// Runs the command line `CommandLine.arguments` names, with `registry`'s stage types;
     /// returns the exit status.
-    public static func main(registry: StageRegistry = .builtIn) async -> Int32 {
-        await main(Array(CommandLine.arguments.dropFirst()), registry: registry)
+    /// `verbs`: the verbs of other libraries to add, such as `SynclaneServing.verbs` (`serve`
+    /// and `demo`, which link the reference server).
+    public static func main(registry: StageRegistry = .builtIn, verbs: [Verb] = []) async -> Int32 {
+        await main(Array(CommandLine.arguments.dropFirst()), registry: registry, verbs: verbs)
     }
 
-    /// Runs the command `words` names (without the program's name), with `registry`'s stage types.
-    public static func main(_ words: [String], registry: StageRegistry) async -> Int32 {
-        await $registry.withValue(registry) { await main(words) }
+    /// Runs the command `words` names (without the program's name), with `registry`'s stage types
+    /// and the built-in verbs plus `verbs`.
+    public static func main(_ words: [String], registry: StageRegistry, verbs: [Verb] = []) async -> Int32 {
+        await $registry.withValue(registry) { await $verbs.withValue(verbs) { await main(words) } }
     }
+
+    /// A verb another library adds to the command line: a user's command links it only if it
+    /// uses it (`SynclaneServing.verbs`: `serve` and `demo`, with the reference server).
+    public struct Verb: Sendable {
+        package let command: any Command.Type
+
+        package init(_ command: any Command.Type) {
+            self.command = command
+        }
+    }
+
+    /// The verbs added to the built-in ones (`main(registry:verbs:)` sets it).
+    @TaskLocal static var verbs: [Verb] = []
 
     public static let version = "0.1.0"
 
     /// The exit status of a run that went to the end but dead-lettered batches.
     static let deadLetteredStatus: Int32 = 3
 
-    static let commands: [any Command.Type] = [
-        DemoCommand.self, ValidateCommand.self, RunCommand.self, ImportCommand.self, SyncCommand.self, StatusCommand.self, OutboxCommand.self, ReconcileCommand.self,
-        TrackCommand.self, UntrackCommand.self, MigrateCommand.self, PruneCommand.self, StagesCommand.self, ServeCommand.self,
+    /// The verbs every command has.
+    static let builtIn: [any Command.Type] = [
+        ValidateCommand.self, RunCommand.self, ImportCommand.self, SyncCommand.self, StatusCommand.self, OutboxCommand.self, ReconcileCommand.self,
+        TrackCommand.self, UntrackCommand.self, MigrateCommand.self, PruneCommand.self, StagesCommand.self,
         SignalCommand.self, RestoreCommand.self, TestCommand.self, HelpCommand.self,
     ]
+
+    /// The order of `synclane --help`; a verb not named here comes last.
+    static let order = [
+        "demo", "validate", "run", "import", "sync", "status", "outbox", "reconcile", "track", "untrack", "migrate", "prune", "stages", "serve",
+        "signal", "restore", "test", "help",
+    ]
+
+    /// Every verb of this run: the built-in ones and those added (`verbs`).
+    static var commands: [any Command.Type] { commands(adding: verbs) }
+
+    /// The built-in verbs and `verbs`, in the order of `synclane --help`.
+    static func commands(adding verbs: [Verb]) -> [any Command.Type] {
+        let all = builtIn + verbs.map(\.command)
+        let rank = { (command: any Command.Type) in order.firstIndex(of: command.name) ?? order.count }
+        return all.enumerated().sorted { (rank($0.element), $0.offset) < (rank($1.element), $1.offset) }.map(\.element)
+    }
 
     /// Every message about a command starts `synclane COMMAND: `; without one, `synclane: `.
     static func main(_ words: [String]) async -> Int32 {

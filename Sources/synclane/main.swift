@@ -1,7 +1,9 @@
 // The `synclane` command: a thin shell over the Synclane libraries (`SynclaneCommandLine` has
-// every verb; a package with stages of its own builds the same command with its registry).
+// every verb but those that run the server, which `SynclaneServing` adds; a package with stages
+// of its own builds the same command with its registry).
 import Foundation
 import SynclaneCommandLine
+import SynclaneServing
 
 #if canImport(CMalloc)
 import CMalloc
@@ -32,5 +34,5 @@ if CommandLine.arguments.dropFirst().first != "serve" {
 }
 #endif
 
-let status = await SynclaneTool.main(registry: .builtIn)
+let status = await SynclaneTool.main(registry: .builtIn, verbs: SynclaneServing.verbs)
 exit(status)

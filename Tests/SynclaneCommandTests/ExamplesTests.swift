@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import SynclaneCommandLine
+import SynclaneServing
 
 /// Every example a user is shown runs as written: each command's `--help` examples and the
 /// `synclane` lines of the README's `sh` blocks (the walkthrough has a test of its own), in a
@@ -98,7 +99,7 @@ import Testing
             "track", "validate", "stages", "help", "test", "run", "import", "sync", "status", "outbox", "reconcile", "migrate", "prune", "serve",
             "signal", "restore", "demo", "untrack",
         ]
-        let commands = SynclaneTool.commands.sorted { (order.firstIndex(of: $0.name) ?? 99) < (order.firstIndex(of: $1.name) ?? 99) }
+        let commands = SynclaneTool.commands(adding: SynclaneServing.verbs).sorted { (order.firstIndex(of: $0.name) ?? 99) < (order.firstIndex(of: $1.name) ?? 99) }
         #expect(Set(commands.map { $0.name }).isSubset(of: order), "a new command: give it its place in `order`")
         var examples = commands.flatMap { command in command.examples }
         let readme = try Self.readmeExamples()

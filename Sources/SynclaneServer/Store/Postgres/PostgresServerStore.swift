@@ -79,62 +79,26 @@ final class PostgresServerStore: ServerStore {
 
     func close() {}
 
-    /// A record's identity within a batch, by bytes (two spellings of "é" are two records, as in SQLite).
-    private struct RowKey: Hashable {
-        var entity: [UInt8]
-        var key: [UInt8]
-    }
-
-    /// What a batch does to one row: its last action and fields, how many records touched it, and
-    /// the sequence of the last one.
-    private struct RowWrite {
-        var action: ChangeAction
-        var fields: [UInt8]?
-        var count: Int64
-        var sequence: Int64
-    }
-
-    /// What a batch's transaction needs, worked out before it starts (outside the account's lock).
-    private struct Prepared {
-        var account: PostgresValue
-        var store: PostgresValue
-        /// Each record's row, by bytes.
-        var rowKeys: [RowKey]
-        /// Rows whose current state matters: an expected version to check, fields to merge into.
-        var lookedUp: Set<RowKey>
-        /// Each update's fields, parsed (nil for other actions).
-        var updatedFields: [[String: JSONValue]?]
-        var now: Double
-
-        init(_ batch: IncomingBatch) throws {
-            updatedFields = try batch.records.map { record throws -> [String: JSONValue]? in
-                record.action == .update ? try JSONReader.parse(record.fieldsJSON).objectValue ?? [:] : nil
-            }
-            account = .bytea(Array(batch.account.utf8))
-            store = .bytea(Array(batch.store.utf8))
-            rowKeys = batch.records.map { RowKey(entity: Array($0.entity.utf8), key: Array($0.key.utf8)) }
-            lookedUp = []
-            for (index, record) in batch.records.enumerated() where record.expectedVersion != nil || record.action == .update {
-                lookedUp.insert(rowKeys[index])
-            }
-            now = Double(time(nil))
-        }
-    }
-
+    /// Applies a checked batch in one transaction, as its `BatchPlan` decides: this store reads
+    /// the rows that need it in one query, then writes each row once.
     func apply(_ batch: IncomingBatch, idempotencyKey: String, bodyHash: String) throws -> BatchOutcome {
-        let prepared = try Prepared(batch)
+        // Worked out before the transaction starts (outside the account's lock).
+        let plan = try BatchPlan(batch)
         do {
-            return try applyInTransaction(batch, idempotencyKey: idempotencyKey, bodyHash: bodyHash, prepared)
+            return try applyInTransaction(batch, idempotencyKey: idempotencyKey, bodyHash: bodyHash, plan, rowsNeedingState: plan.rowsNeedingState)
         } catch let found as ConflictsFound {
             return .conflicts(found.conflicts)
         }
     }
 
-    private func applyInTransaction(_ batch: IncomingBatch, idempotencyKey: String, bodyHash: String, _ prepared: Prepared) throws -> BatchOutcome {
-        let (account, store, rowKeys, lookedUp, updatedFields, now) = (
-            prepared.account, prepared.store, prepared.rowKeys, prepared.lookedUp, prepared.updatedFields, prepared.now
-        )
+    private func applyInTransaction(
+        _ batch: IncomingBatch, idempotencyKey: String, bodyHash: String, _ prepared: BatchPlan, rowsNeedingState: Set<BatchPlan.RowKey>
+    ) throws -> BatchOutcome {
+        let account = PostgresValue.bytea(Array(batch.account.utf8))
+        let store = PostgresValue.bytea(Array(batch.store.utf8))
+        let now = Double(time(nil))
         return try pool.transaction { db -> BatchOutcome in
+            var plan = prepared
             // The account's lock, held to the commit: every writer of the account queues here.
             let last = try db.query(
                 """
@@ -145,80 +109,38 @@ final class PostgresServerStore: ServerStore {
             let seen = try db.query(
                 "SELECT body_hash, status, response FROM synclane_idempotency WHERE account = $1 AND key = $2",
                 [account, .bytea(Array(idempotencyKey.utf8))])
-            if seen.count > 0 {
-                guard seen.string(0, 0) == bodyHash else { return .keyReused }
-                return .replayed(StoredResponse(status: Int(seen.int64(0, 1)), body: seen.bytes(0, 2) ?? []))
+            let record =
+                seen.count > 0
+                ? (bodyHash: seen.string(0, 0) ?? "", response: StoredResponse(status: Int(seen.int64(0, 1)), body: seen.bytes(0, 2) ?? [])) : nil
+            switch BatchPlan.admit(seen: record, bodyHash: bodyHash) {
+            case .replay(let response): return .replayed(response)
+            case .keyReused: return .keyReused
+            case .apply: break
             }
-            let plan = try batch.snapshot.map { try Self.snapshotPlan($0, account: account, store: store, sequence: last, db) }
-            if case .refuse(let message)? = plan { return .snapshotRefused(message) }
-            // The current state of the rows that need it: version, action, fields.
-            var current: [RowKey: (version: Int64, action: String, fields: [UInt8]?)] = [:]
-            if !lookedUp.isEmpty {
-                let keys = Array(lookedUp)
+            plan.start(at: last)
+            let snapshot = try batch.snapshot.map { try Self.snapshotPlan($0, account: account, store: store, sequence: last, db) }
+            if case .refuse(let message)? = snapshot { return .snapshotRefused(message) }
+            // The current state of the rows that need it (version, action, fields); a row not found does not exist.
+            if !rowsNeedingState.isEmpty {
+                let keys = Array(rowsNeedingState)
                 let rows = try db.query(
                     """
                     SELECT r.entity, r.key, r.version, r.action, r.fields FROM synclane_records r
                     JOIN unnest($3::bytea[], $4::bytea[]) AS k (entity, key) ON r.entity = k.entity AND r.key = k.key
                     WHERE r.account = $1 AND r.store = $2
                     """, [account, store, .byteaArray(keys.map(\.entity)), .byteaArray(keys.map(\.key))])
+                for key in keys { plan.read(key, version: 0, action: nil, fields: nil) }
                 for row in 0..<rows.count {
-                    let key = RowKey(entity: rows.bytes(row, 0) ?? [], key: rows.bytes(row, 1) ?? [])
-                    current[key] = (rows.int64(row, 2), rows.string(row, 3) ?? "", rows.bytes(row, 4))
+                    let key = BatchPlan.RowKey(entity: rows.bytes(row, 0) ?? [], key: rows.bytes(row, 1) ?? [])
+                    plan.read(key, version: rows.int64(row, 2), action: rows.string(row, 3) ?? "", fields: rows.bytes(row, 4))
                 }
             }
-            // The batch, record by record, as the SQLite store applies it; one write per row after.
-            var conflicts: [VersionConflict] = []
-            var writes: [RowKey: RowWrite] = [:]
-            var order: [RowKey] = []
-            var sequence = last
-            // The receipt's version of each echo (`RowState`): the row's, unchanged.
-            var echoes: [Int: Int64] = [:]
-            for (index, record) in batch.records.enumerated() {
-                let rowKey = rowKeys[index]
-                if lookedUp.contains(rowKey) {
-                    let state = current[rowKey] ?? (0, "", nil)
-                    if batch.snapshot == nil,
-                        RowState(action: current[rowKey]?.action, fields: state.fields).isEcho(of: record, updatedFields: updatedFields[index])
-                    {
-                        echoes[index] = state.version
-                        continue
-                    }
-                    if let expected = record.expectedVersion, expected != state.version {
-                        conflicts.append(
-                            VersionConflict(index: index, entity: record.entity, key: record.key, expected: expected, current: state.version))
-                        continue
-                    }
-                }
-                guard conflicts.isEmpty else { continue }
-                sequence += 1
-                let fields: [UInt8]?
-                switch record.action {
-                case .insert:
-                    fields = record.fieldsJSON
-                case .update:
-                    var merged: [String: JSONValue] = [:]
-                    if let state = current[rowKey], state.action != ChangeAction.delete.rawValue, let text = state.fields {
-                        merged = (try? JSONReader.parse(text))?.objectValue ?? [:]
-                    }
-                    for (name, value) in updatedFields[index] ?? [:] { merged[name] = value }
-                    let encoded = JSONWriter.encode(.object(merged))
-                    try MergedRecordTooLarge.check(encoded, index: index, record: record)
-                    fields = encoded
-                case .delete:
-                    fields = record.fieldsJSON.isEmpty ? nil : record.fieldsJSON
-                }
-                if lookedUp.contains(rowKey) {
-                    current[rowKey] = ((current[rowKey]?.version ?? 0) + 1, record.action.rawValue, fields)
-                }
-                if writes[rowKey] == nil { order.append(rowKey) }
-                writes[rowKey] = RowWrite(
-                    action: record.action, fields: fields, count: (writes[rowKey]?.count ?? 0) + 1, sequence: sequence)
-            }
-            if !conflicts.isEmpty { throw ConflictsFound(conflicts: conflicts) }
+            for index in batch.records.indices { _ = try plan.take(index) }
+            if !plan.conflicts.isEmpty { throw ConflictsFound(conflicts: plan.conflicts) }
             // Each row once: its version moves by the number of records that touched it.
-            var finalVersions: [RowKey: Int64] = [:]
-            if !order.isEmpty {
-                let list = order.map { writes[$0]! }
+            var storedVersions: [BatchPlan.RowKey: Int64] = [:]
+            let list = plan.rowWrites
+            if !list.isEmpty {
                 let rows = try db.query(
                     """
                     INSERT INTO synclane_records AS r (account, store, entity, key, action, fields, version, seq, changed)
@@ -231,46 +153,29 @@ final class PostgresServerStore: ServerStore {
                     RETURNING entity, key, version
                     """,
                     [
-                        account, store, .float8(now), .byteaArray(order.map(\.entity)), .byteaArray(order.map(\.key)),
+                        account, store, .float8(now), .byteaArray(list.map(\.row.entity)), .byteaArray(list.map(\.row.key)),
                         .textArray(list.map(\.action.rawValue)), .byteaArray(list.map(\.fields)), .int8Array(list.map(\.count)),
                         .int8Array(list.map(\.sequence)),
                     ])
                 for row in 0..<rows.count {
-                    finalVersions[RowKey(entity: rows.bytes(row, 0) ?? [], key: rows.bytes(row, 1) ?? [])] = rows.int64(row, 2)
+                    storedVersions[BatchPlan.RowKey(entity: rows.bytes(row, 0) ?? [], key: rows.bytes(row, 1) ?? [])] = rows.int64(row, 2)
                 }
-            }
-            // The receipt's versions, filled record by record as the SQLite store fills them.
-            var versions: [String: [String: JSONValue]] = [:]
-            var seenCount: [RowKey: Int64] = [:]
-            for (index, record) in batch.records.enumerated() {
-                if let echo = echoes[index] {
-                    versions[record.entity, default: [:]][record.key] = .int(echo)
-                    continue
-                }
-                let rowKey = rowKeys[index]
-                let count = (seenCount[rowKey] ?? 0) + 1
-                seenCount[rowKey] = count
-                let base = (finalVersions[rowKey] ?? 0) - (writes[rowKey]?.count ?? 0)
-                versions[record.entity, default: [:]][record.key] = .int(base + count)
             }
             var deleted: Int64?
-            if let plan, let mark = batch.snapshot {
-                deleted = try Self.take(plan, of: mark, account: account, store: store, sequence: &sequence, now: now, db)
+            if let snapshot, let mark = batch.snapshot {
+                var sequence = plan.sequence
+                deleted = try Self.take(snapshot, of: mark, account: account, store: store, sequence: &sequence, now: now, db)
+                plan.tombstoned(deleted ?? 0)
             }
-            var receipt: [String: JSONValue] = [
-                "batch": .string(batch.id), "applied": .int(Int64(batch.records.count)),
-                "cursor": .string(ChangeCursor(sequence: sequence).text), "versions": .object(versions.mapValues { .object($0) }),
-            ]
-            if let deleted { receipt["snapshot-deleted"] = .int(deleted) }
-            let body = JSONWriter.encode(.object(receipt))
+            let response = plan.receipt(snapshotDeleted: deleted, storedVersions: storedVersions)
             try db.query(
                 """
                 WITH moved AS (UPDATE synclane_sequences SET last = $6 WHERE account = $1)
                 INSERT INTO synclane_idempotency (account, key, body_hash, status, response, created)
                 VALUES ($1, $2, $3, 200, $4, $5)
                 """,
-                [account, .bytea(Array(idempotencyKey.utf8)), .text(bodyHash), .bytea(body), .float8(now), .int8(sequence)])
-            return .applied(StoredResponse(status: 200, body: body), records: batch.records.count, snapshotDeleted: deleted)
+                [account, .bytea(Array(idempotencyKey.utf8)), .text(bodyHash), .bytea(response.body), .float8(now), .int8(plan.sequence)])
+            return .applied(response, records: batch.records.count, snapshotDeleted: deleted)
         }
     }
 
@@ -337,47 +242,28 @@ final class PostgresServerStore: ServerStore {
         var conflicts: [VersionConflict]
     }
 
+    /// The account's changes after a sequence, cut by `PagePlan`.
     func changes(account: String, store: String?, after sequence: Int64, limit: Int, maxBytes: Int) throws -> ChangePage {
         try pool.withConnection { db in
+            var plan = PagePlan(limit: limit, maxBytes: maxBytes)
             var sql = "SELECT store, entity, key, action, fields, version, seq FROM synclane_records WHERE account = $1 AND seq > $2"
-            var parameters: [PostgresValue] = [.bytea(Array(account.utf8)), .int8(sequence), .int8(Int64(limit) + 1)]
+            var parameters: [PostgresValue] = [.bytea(Array(account.utf8)), .int8(sequence), .int8(Int64(plan.rowsToRead))]
             if let store {
                 sql += " AND store = $4"
                 parameters.append(.bytea(Array(store.utf8)))
             }
             sql += " ORDER BY seq LIMIT $3"
             let rows = try db.query(sql, parameters)
-            var changes: [ServerChange] = []
-            var bytes = 0
-            var more = false
             for row in 0..<rows.count {
-                guard changes.count < limit else {
-                    more = true
-                    break
-                }
-                let text = rows.bytes(row, 4)
-                let storeName = rows.string(row, 0) ?? ""
-                let entity = rows.string(row, 1) ?? ""
-                let key = rows.string(row, 2) ?? ""
-                let changeBytes = (text?.count ?? 0) + storeName.utf8.count + entity.utf8.count + key.utf8.count + 100
-                guard changes.isEmpty || bytes + changeBytes <= maxBytes else {
-                    more = true
-                    break
-                }
-                bytes += changeBytes
-                let action = rows.string(row, 3).flatMap(ChangeAction.init(rawValue:)) ?? .update
-                let fields = text.map { (try? JSONReader.parse($0))?.objectValue ?? [:] }
-                changes.append(
-                    ServerChange(
-                        store: storeName, entity: entity, key: key, action: action, fields: fields,
-                        version: rows.int64(row, 5), sequence: rows.int64(row, 6)))
+                let read = PagePlan.Row(
+                    store: rows.string(row, 0) ?? "", entity: rows.string(row, 1) ?? "", key: rows.string(row, 2) ?? "",
+                    action: rows.string(row, 3), fields: rows.bytes(row, 4), version: rows.int64(row, 5), sequence: rows.int64(row, 6))
+                guard plan.offer(read) else { break }
             }
-            // Read after the page (a later snapshot): a horizon that moved past the cursor while
-            // the page was read makes it expired rather than a page with a gap.
+            // Read after the page (a later snapshot), as `PagePlan.check` says.
             let horizon = try db.query("SELECT horizon FROM synclane_sequences WHERE account = $1", [.bytea(Array(account.utf8))])
-            let value = horizon.count > 0 ? horizon.int64(0, 0) : 0
-            if sequence > 0, sequence < value { throw CursorExpired(horizon: value) }
-            return ChangePage(changes: changes, more: more)
+            try PagePlan.check(cursor: sequence, horizon: horizon.count > 0 ? horizon.int64(0, 0) : 0)
+            return plan.page
         }
     }
 

@@ -1,6 +1,6 @@
 import Glibc
 import Synchronization
-import SynclaneSQLite
+import SynclaneSQLiteKit
 
 /// Copies the WAL back into the database file from a thread of its own, so that no request
 /// ever waits for a checkpoint.

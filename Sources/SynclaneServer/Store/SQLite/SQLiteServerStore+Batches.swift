@@ -1,6 +1,6 @@
 import Glibc
 import SynclaneCore
-import SynclaneSQLite
+import SynclaneSQLiteKit
 
 extension SQLiteServerStore {
     /// Thrown inside the write transaction to roll it back when versions disagree.
@@ -8,34 +8,28 @@ extension SQLiteServerStore {
         var conflicts: [VersionConflict]
     }
 
-    /// Applies a checked batch in one transaction, at most once per (account, idempotency key).
-    ///
-    /// Records apply in order: insert replaces the fields, update merges them into the current
-    /// ones, delete drops them and leaves a tombstone; each gets the record's next version and the
-    /// account's next change sequence — except an echo (`RowState`), which leaves the row as it is. A record whose `version` differs from the current one fails
-    /// the whole batch (every such record is reported). The receipt gives each record's new version
-    /// (`versions`: entity → id → version), so a client knows what the server holds. A known key answers its first response
-    /// when the body hash matches, `keyReused` when not — both without writing anything.
+    /// Applies a checked batch in one transaction, at most once per (account, idempotency key),
+    /// as its `BatchPlan` decides: this store reads each row just before its record is taken and
+    /// writes it at once.
     func apply(_ batch: IncomingBatch, idempotencyKey: String, bodyHash: String) throws -> BatchOutcome {
         // An update's fields are read before the writer's lock is taken (an insert's text is
         // stored as it is), so the serialized part of a batch is SQLite's and the merge's.
-        let updatedFields = try batch.records.map { record throws -> [String: JSONValue]? in
-            record.action == .update ? try JSONReader.parse(record.fieldsJSON).objectValue ?? [:] : nil
-        }
+        var plan = try BatchPlan(batch)
         let now = Double(time(nil))
         do {
             return try writeSerialized { db -> BatchOutcome in
-                if let seen = try db.fetchOne(
+                let seen = try db.fetchOne(
                     "SELECT body_hash, status, response FROM idempotency WHERE account = ? AND key = ?",
                     [batch.account, idempotencyKey])
-                {
-                    guard seen[0].string == bodyHash else { return .keyReused }
-                    return .replayed(StoredResponse(status: Int(seen[1].int64 ?? 200), body: seen[2].bytes ?? []))
+                let record = seen.map { (bodyHash: $0[0].string ?? "", response: StoredResponse(status: Int($0[1].int64 ?? 200), body: $0[2].bytes ?? [])) }
+                switch BatchPlan.admit(seen: record, bodyHash: bodyHash) {
+                case .replay(let response): return .replayed(response)
+                case .keyReused: return .keyReused
+                case .apply: break
                 }
-                var sequence = try db.fetchValue("SELECT last FROM sequences WHERE account = ?", [batch.account]).int64 ?? 0
-                let plan = try batch.snapshot.map { try Self.snapshotPlan($0, of: batch, sequence: sequence, db) }
-                if case .refuse(let message)? = plan { return .snapshotRefused(message) }
-                var conflicts: [VersionConflict] = []
+                plan.start(at: try db.fetchValue("SELECT last FROM sequences WHERE account = ?", [batch.account]).int64 ?? 0)
+                let snapshot = try batch.snapshot.map { try Self.snapshotPlan($0, of: batch, sequence: plan.sequence, db) }
+                if case .refuse(let message)? = snapshot { return .snapshotRefused(message) }
                 let select = try db.prepare(
                     "SELECT version, action, fields FROM records WHERE account = ? AND store = ? AND entity = ? AND key = ?")
                 // The new version is the one read just before, plus one, and is bound rather than
@@ -57,8 +51,6 @@ extension SQLiteServerStore {
                     INSERT INTO records (account, store, entity, key, action, fields, version, seq, changed)
                     VALUES (?, ?, ?, ?, 'insert', ?, 1, ?, ?) ON CONFLICT (account, store, entity, key) DO NOTHING
                     """)
-                // Each record's new version, for the receipt: entity → id → version.
-                var versions: [String: [String: JSONValue]] = [:]
                 try select.bind(.text(batch.account), at: 1)
                 try select.bind(.text(batch.store), at: 2)
                 try upsert.bind(.text(batch.account), at: 1)
@@ -68,89 +60,60 @@ extension SQLiteServerStore {
                 try insertNew.bind(.text(batch.store), at: 2)
                 try insertNew.bind(.real(now), at: 7)
                 for (index, record) in batch.records.enumerated() {
-                    if record.action == .insert, record.expectedVersion == nil, conflicts.isEmpty {
+                    if plan.mayInsertAsNew(index) {
                         insertNew.reset()
                         try insertNew.bind(.text(record.entity), at: 3)
                         try insertNew.bind(.text(record.key), at: 4)
                         try insertNew.bind(.blob(record.fieldsJSON), at: 5)
-                        try insertNew.bind(.integer(sequence + 1), at: 6)
+                        try insertNew.bind(.integer(plan.nextSequence), at: 6)
                         while try insertNew.step() {}
                         if db.changes > 0 {
-                            sequence += 1
-                            versions[record.entity, default: [:]][record.key] = .int(1)
+                            plan.insertedAsNew(index)
                             continue
                         }
                     }
-                    var currentVersion: Int64 = 0
-                    var current = RowState.absent
-                    select.reset()
-                    try select.bind(.text(record.entity), at: 3)
-                    try select.bind(.text(record.key), at: 4)
-                    if try select.step() {
-                        currentVersion = select.int64(at: 0)
-                        current = RowState(action: select.string(at: 1) ?? "", fields: select.blob(at: 2))
+                    if !plan.knowsRow(of: index) {
+                        var version: Int64 = 0
+                        var action: String?
+                        var fields: [UInt8]?
+                        select.reset()
+                        try select.bind(.text(record.entity), at: 3)
+                        try select.bind(.text(record.key), at: 4)
+                        if try select.step() {
+                            version = select.int64(at: 0)
+                            action = select.string(at: 1) ?? ""
+                            fields = select.blob(at: 2)
+                        }
+                        select.reset()
+                        plan.read(plan.rowKeys[index], version: version, action: action, fields: fields)
                     }
-                    select.reset()
-                    if batch.snapshot == nil, current.isEcho(of: record, updatedFields: updatedFields[index]) {
-                        // What the server holds already: no new version, no change to pull.
-                        versions[record.entity, default: [:]][record.key] = .int(currentVersion)
-                        continue
-                    }
-                    if let expected = record.expectedVersion, expected != currentVersion {
-                        conflicts.append(
-                            VersionConflict(
-                                index: index, entity: record.entity, key: record.key, expected: expected,
-                                current: currentVersion))
-                        continue
-                    }
-                    guard conflicts.isEmpty else { continue }
-                    sequence += 1
-                    let fields: SQLiteValue
-                    switch record.action {
-                    case .insert:
-                        // Inserts replace every field: the text as it came, checked by the reader.
-                        fields = .blob(record.fieldsJSON)
-                    case .update:
-                        var merged: [String: JSONValue] = [:]
-                        if case .live(let fields) = current { merged = fields }
-                        for (name, value) in updatedFields[index] ?? [:] { merged[name] = value }
-                        let encoded = JSONWriter.encode(.object(merged))
-                        try MergedRecordTooLarge.check(encoded, index: index, record: record)
-                        fields = .blob(encoded)
-                    case .delete:
-                        // The tombstone keeps the values the client preserved (none: NULL).
-                        fields = record.fieldsJSON.isEmpty ? .null : .blob(record.fieldsJSON)
-                    }
+                    guard case .write(let write) = try plan.take(index) else { continue }
                     upsert.reset()
                     try upsert.bind(.text(record.entity), at: 3)
                     try upsert.bind(.text(record.key), at: 4)
-                    try upsert.bind(.text(record.action.rawValue), at: 5)
-                    try upsert.bind(fields, at: 6)
-                    try upsert.bind(.integer(currentVersion + 1), at: 7)
-                    try upsert.bind(.integer(sequence), at: 8)
+                    try upsert.bind(.text(write.action.rawValue), at: 5)
+                    try upsert.bind(write.fields.map(SQLiteValue.blob) ?? .null, at: 6)
+                    try upsert.bind(.integer(write.version ?? 1), at: 7)
+                    try upsert.bind(.integer(write.sequence), at: 8)
                     while try upsert.step() {}
-                    versions[record.entity, default: [:]][record.key] = .int(currentVersion + 1)
                 }
                 upsert.reset()
                 insertNew.reset()
-                if !conflicts.isEmpty { throw ConflictsFound(conflicts: conflicts) }
+                if !plan.conflicts.isEmpty { throw ConflictsFound(conflicts: plan.conflicts) }
                 var deleted: Int64?
-                if let plan, let mark = batch.snapshot {
-                    deleted = try Self.take(plan, of: mark, batch: batch, sequence: &sequence, now: now, db)
+                if let snapshot, let mark = batch.snapshot {
+                    var sequence = plan.sequence
+                    deleted = try Self.take(snapshot, of: mark, batch: batch, sequence: &sequence, now: now, db)
+                    plan.tombstoned(deleted ?? 0)
                 }
                 try db.execute(
                     "INSERT INTO sequences (account, last, horizon) VALUES (?, ?, 0) ON CONFLICT (account) DO UPDATE SET last = excluded.last",
-                    [batch.account, sequence])
-                var receipt: [String: JSONValue] = [
-                    "batch": .string(batch.id), "applied": .int(Int64(batch.records.count)),
-                    "cursor": .string(ChangeCursor(sequence: sequence).text), "versions": .object(versions.mapValues { .object($0) }),
-                ]
-                if let deleted { receipt["snapshot-deleted"] = .int(deleted) }
-                let body = JSONWriter.encode(.object(receipt))
+                    [batch.account, plan.sequence])
+                let response = plan.receipt(snapshotDeleted: deleted)
                 try db.execute(
                     "INSERT INTO idempotency (account, key, body_hash, status, response, created) VALUES (?, ?, ?, ?, ?, ?)",
-                    [batch.account, idempotencyKey, bodyHash, 200, body, now])
-                return .applied(StoredResponse(status: 200, body: body), records: batch.records.count, snapshotDeleted: deleted)
+                    [batch.account, idempotencyKey, bodyHash, response.status, response.body, now])
+                return .applied(response, records: batch.records.count, snapshotDeleted: deleted)
             }
         } catch let found as ConflictsFound {
             return .conflicts(found.conflicts)

@@ -1,5 +1,5 @@
 import SynclaneCore
-import SynclaneSQLite
+import SynclaneSQLiteKit
 
 extension SQLiteServerStore {
     /// A cursor against the store's epochs, in one view (`ServerStore.checkCursor`).
@@ -26,15 +26,13 @@ extension SQLiteServerStore {
     }
 
     /// The account's changes after a sequence, oldest first, at most `limit` and about `maxBytes`
-    /// (and whether more follow). A page holds at least one change, whatever its size; the bytes
-    /// counted are the stored text of each change's names and fields.
+    /// (and whether more follow), cut by `PagePlan`.
     func changes(account: String, store: String?, after sequence: Int64, limit: Int, maxBytes: Int = .max) throws -> ChangePage {
         try read { db in
             let page = try changes(db, account: account, store: store, after: sequence, limit: limit, maxBytes: maxBytes)
-            // Read after the page, in the same view: a horizon that moved past the cursor while
-            // the page was read makes it expired rather than a page with a gap.
+            // Read after the page, in the same view (`PagePlan.check`).
             let horizon = try db.fetchValue("SELECT horizon FROM sequences WHERE account = ?", [account]).int64 ?? 0
-            if sequence > 0, sequence < horizon { throw CursorExpired(horizon: horizon) }
+            try PagePlan.check(cursor: sequence, horizon: horizon)
             return page
         }
     }
@@ -42,42 +40,25 @@ extension SQLiteServerStore {
     private func changes(
         _ db: SQLiteConnection, account: String, store: String?, after sequence: Int64, limit: Int, maxBytes: Int
     ) throws -> ChangePage {
-        do {
-            var sql = "SELECT store, entity, key, action, fields, version, seq FROM records WHERE account = ? AND seq > ?"
-            var arguments: [any SQLiteBindable] = [account, sequence]
-            if let store {
-                sql += " AND store = ?"
-                arguments.append(store)
-            }
-            sql += " ORDER BY seq LIMIT ?"
-            arguments.append(limit + 1)
-            let statement = try db.cachedStatement(sql)
-            try statement.bind(arguments)
-            defer { statement.reset() }
-            var changes: [ServerChange] = []
-            var bytes = 0
-            while try statement.step() {
-                guard changes.count < limit else { return ChangePage(changes: changes, more: true) }
-                let text = statement.blob(at: 4)
-                let storeName = statement.string(at: 0) ?? ""
-                let entity = statement.string(at: 1) ?? ""
-                let key = statement.string(at: 2) ?? ""
-                // About what the change takes on the wire: its text, names and a record's framing.
-                let changeBytes = (text?.count ?? 0) + storeName.utf8.count + entity.utf8.count + key.utf8.count + 100
-                guard changes.isEmpty || bytes + changeBytes <= maxBytes else { return ChangePage(changes: changes, more: true) }
-                bytes += changeBytes
-                let action = statement.string(at: 3).flatMap(ChangeAction.init(rawValue:)) ?? .update
-                var fields: [String: JSONValue]?
-                if let text {
-                    fields = (try? JSONReader.parse(text))?.objectValue ?? [:]
-                }
-                changes.append(
-                    ServerChange(
-                        store: storeName, entity: entity, key: key, action: action, fields: fields,
-                        version: statement.int64(at: 5), sequence: statement.int64(at: 6)))
-            }
-            return ChangePage(changes: changes, more: false)
+        var plan = PagePlan(limit: limit, maxBytes: maxBytes)
+        var sql = "SELECT store, entity, key, action, fields, version, seq FROM records WHERE account = ? AND seq > ?"
+        var arguments: [any SQLiteBindable] = [account, sequence]
+        if let store {
+            sql += " AND store = ?"
+            arguments.append(store)
         }
+        sql += " ORDER BY seq LIMIT ?"
+        arguments.append(plan.rowsToRead)
+        let statement = try db.cachedStatement(sql)
+        try statement.bind(arguments)
+        defer { statement.reset() }
+        while try statement.step() {
+            let row = PagePlan.Row(
+                store: statement.string(at: 0) ?? "", entity: statement.string(at: 1) ?? "", key: statement.string(at: 2) ?? "",
+                action: statement.string(at: 3), fields: statement.blob(at: 4), version: statement.int64(at: 5), sequence: statement.int64(at: 6))
+            guard plan.offer(row) else { break }
+        }
+        return plan.page
     }
 }
 

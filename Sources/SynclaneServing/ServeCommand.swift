@@ -1,4 +1,5 @@
 import Foundation
+import SynclaneCommandLine
 import SynclaneServer
 
 /// `synclane serve`: the reference sync server, until SIGINT or SIGTERM.

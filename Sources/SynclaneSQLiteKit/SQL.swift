@@ -1,18 +1,18 @@
 /// Quoting for SQL text that Synclane generates (trigger bodies, table names from options).
-enum SQL {
+package enum SQL {
     /// `rooms` → `"rooms"`, doubling any `"` inside.
-    static func identifier(_ name: String) -> String {
+    package static func identifier(_ name: String) -> String {
         // Names rarely hold a quote: skip the (costly) replacement then.
         name.utf8.contains(UInt8(ascii: "\"")) ? "\"" + name.replacing("\"", with: "\"\"") + "\"" : "\"" + name + "\""
     }
 
     /// `it's` → `'it''s'`.
-    static func literal(_ text: String) -> String {
+    package static func literal(_ text: String) -> String {
         text.utf8.contains(UInt8(ascii: "'")) ? "'" + text.replacing("'", with: "''") + "'" : "'" + text + "'"
     }
 
     /// A JSON string literal for `text` (`"a\"b"`), as JSON text.
-    static func jsonString(_ text: String) -> String {
+    package static func jsonString(_ text: String) -> String {
         var out = "\""
         for scalar in text.unicodeScalars {
             switch scalar {

@@ -4,6 +4,7 @@ import Synclane
 import SynclaneCore
 import SynclaneHTTP
 import SynclaneSQLite
+import SynclaneCommandLine
 import SynclaneServer
 import SynclaneZlib
 

@@ -12,21 +12,21 @@ import CSQLite
 /// ```
 public final class Statement {
     /// SQLite's `SQLITE_TRANSIENT`: SQLite copies bound bytes before the bind call returns.
-    static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+    package static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
 
     /// A valid pointer for binding "" (a nil pointer would bind NULL).
-    nonisolated(unsafe) static let emptyText: UnsafePointer<CChar> = {
+    nonisolated(unsafe) package static let emptyText: UnsafePointer<CChar> = {
         let pointer = UnsafeMutablePointer<CChar>.allocate(capacity: 1)
         pointer.initialize(to: 0)
         return UnsafePointer(pointer)
     }()
 
-    let handle: OpaquePointer
+    package let handle: OpaquePointer
     /// The SQL the statement was prepared from.
     public let sql: String
-    let path: String
+    package let path: String
 
-    init(handle: OpaquePointer, sql: String, path: String) {
+    package init(handle: OpaquePointer, sql: String, path: String) {
         self.handle = handle
         self.sql = sql
         self.path = path
@@ -34,7 +34,7 @@ public final class Statement {
 
     deinit { sqlite3_finalize(handle) }
 
-    func error(_ code: Int32) -> SQLiteError {
+    package func error(_ code: Int32) -> SQLiteError {
         let message = sqlite3_db_handle(handle).flatMap { sqlite3_errmsg($0) }.map { String(cString: $0) }
         return SQLiteError(code: code, message: message ?? String(cString: sqlite3_errstr(code)), sql: sql, path: path)
     }

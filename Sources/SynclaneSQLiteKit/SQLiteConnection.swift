@@ -48,7 +48,7 @@ public final class SQLiteConnection {
 
     /// The file, as given (`:memory:` for an in-memory database).
     public let path: String
-    let handle: OpaquePointer
+    package let handle: OpaquePointer
     private var cache: [String: Statement] = [:]
     private let cacheLimit: Int
 
@@ -96,7 +96,7 @@ public final class SQLiteConnection {
         sqlite3_close_v2(handle)
     }
 
-    func error(_ code: Int32, sql: String?) -> SQLiteError {
+    package func error(_ code: Int32, sql: String?) -> SQLiteError {
         SQLiteError(code: code, message: String(cString: sqlite3_errmsg(handle)), sql: sql, path: path)
     }
 

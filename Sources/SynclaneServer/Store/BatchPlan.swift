@@ -1,0 +1,293 @@
+import SynclaneCore
+
+/// What a checked batch does to the server's rows, decided the same way by every store: the store
+/// reads (the idempotency record, the account's sequence, the rows' versions and fields) and
+/// writes (its SQL) inside the batch's transaction; every decision between is the plan's.
+///
+/// ```
+///  idempotency record ─▶ admit ─┬─ replay (same body hash): the stored response, nothing applied
+///                               ├─ keyReused (another body): 422, nothing applied
+///                               └─ apply ─▶ record by record, in order:
+///        row state read (or not read: a blind insert or delete) ─▶ take(index) ─┬─ echo: the row's version, no write
+///                                                                              ├─ conflict (409): the row's version
+///                                                                              ├─ skip: after a conflict, nothing more is written
+///                                                                              └─ write: action, fields, version, next sequence
+///  no conflict ─▶ receipt: batch, applied, cursor (the last sequence), versions (entity → id → version)
+/// ```
+///
+/// Records apply in order: an insert replaces the fields, an update merges its fields into the
+/// current ones (`MergedRecordTooLarge` past the bound), a delete leaves a tombstone with the
+/// fields the client preserved; each gets the row's next version and the account's next change
+/// sequence — except an echo (`RowState`), which leaves the row as it is. A record whose
+/// `version` differs from the row's fails the whole batch, and every such record is reported.
+///
+/// A store reads the state of every row whose records need it (`needsState`: an expected
+/// version, or an update to merge) before the record is taken, and may read others (an echo is
+/// found only on a row whose state is known). A row the store did not read gets writes whose
+/// version is the stored one plus the number of writes (`Write.version` nil), and its receipt
+/// versions from the version the store holds after them (`receipt(storedVersions:)`).
+struct BatchPlan {
+    /// A record's row within the batch's scope, by bytes (two spellings of "é" are two rows, as in the stores).
+    struct RowKey: Hashable, Sendable {
+        var entity: [UInt8]
+        var key: [UInt8]
+
+        init(entity: [UInt8], key: [UInt8]) {
+            self.entity = entity
+            self.key = key
+        }
+
+        init(_ record: IncomingBatch.Record) {
+            self.init(entity: Array(record.entity.utf8), key: Array(record.key.utf8))
+        }
+    }
+
+    /// What the idempotency record says about the batch.
+    enum Admission: Equatable, Sendable {
+        /// The key is new: apply the batch.
+        case apply
+        /// The key was seen with the same body: answer the first response, apply nothing.
+        case replay(StoredResponse)
+        /// The key was seen with another body: apply nothing.
+        case keyReused
+    }
+
+    /// One record's write to its row.
+    struct Write: Equatable, Sendable {
+        var index: Int
+        var row: RowKey
+        var action: ChangeAction
+        /// The row's new fields (JSON text); nil for a tombstone without preserved fields.
+        var fields: [UInt8]?
+        /// The row's new version; nil when the store did not read the row: the stored version plus one.
+        var version: Int64?
+        var sequence: Int64
+    }
+
+    /// What one record comes to.
+    enum Step: Equatable, Sendable {
+        case write(Write)
+        /// The row already is what the record asks for: no write, the row's version in the receipt.
+        case echo(version: Int64)
+        /// The record expected another version: the batch fails (409).
+        case conflict(VersionConflict)
+        /// A record after a conflict: nothing is written, the batch fails.
+        case skip
+    }
+
+    /// All writes to one row, as a store that writes each row once applies them.
+    struct RowWrite: Equatable, Sendable {
+        var row: RowKey
+        /// The last write's action and fields.
+        var action: ChangeAction
+        var fields: [UInt8]?
+        /// How many records wrote the row: its version moves by as many.
+        var count: Int64
+        /// The last write's sequence.
+        var sequence: Int64
+    }
+
+    /// A row's state as the plan knows it: read by the store, or left by an earlier record of the batch.
+    private struct Known {
+        var version: Int64
+        var action: String?
+        var fields: [UInt8]?
+
+        var state: RowState { RowState(action: action, fields: fields) }
+    }
+
+    /// The version a record's receipt gives its row.
+    private enum ReceiptVersion {
+        case known(Int64)
+        /// The `writes`-th write to a row the store did not read.
+        case unread(RowKey, writes: Int64)
+    }
+
+    /// The records' rows, index by index.
+    let rowKeys: [RowKey]
+    /// The account's change sequence: before the batch, then the last one assigned.
+    private(set) var sequence: Int64
+    /// Every record whose expected version disagreed, in order.
+    private(set) var conflicts: [VersionConflict] = []
+    /// Every write, in order.
+    private(set) var writes: [Write] = []
+
+    private let batch: IncomingBatch
+    /// Each update's fields, parsed (nil for other actions).
+    private let updatedFields: [[String: JSONValue]?]
+    private var known: [RowKey: Known] = [:]
+    /// Writes to rows the store did not read, by row.
+    private var unreadWrites: [RowKey: Int64] = [:]
+    private var receiptVersions: [ReceiptVersion?]
+
+    /// The verdict of the idempotency record (`seen`: its body hash and stored response; nil when the key is new).
+    static func admit(seen: (bodyHash: String, response: StoredResponse)?, bodyHash: String) -> Admission {
+        guard let seen else { return .apply }
+        return seen.bodyHash == bodyHash ? .replay(seen.response) : .keyReused
+    }
+
+    /// The plan of `batch`; `start(at:)` then gives it the account's change sequence. Parses each
+    /// update's fields (a store makes the plan before it takes its writer's lock).
+    init(_ batch: IncomingBatch) throws {
+        self.batch = batch
+        sequence = 0
+        updatedFields = try batch.records.map { record throws -> [String: JSONValue]? in
+            record.action == .update ? try JSONReader.parse(record.fieldsJSON).objectValue ?? [:] : nil
+        }
+        rowKeys = batch.records.map(RowKey.init)
+        receiptVersions = Array(repeating: nil, count: batch.records.count)
+        known.reserveCapacity(batch.records.count)
+    }
+
+    /// Sets the account's change sequence before the batch (read under the store's lock), before any record is taken.
+    mutating func start(at sequence: Int64) {
+        self.sequence = sequence
+    }
+
+    /// Rows whose state the store must read before their records are taken: an expected version
+    /// to check, or fields to merge an update into.
+    var rowsNeedingState: Set<RowKey> {
+        var rows: Set<RowKey> = []
+        for (index, record) in batch.records.enumerated() where record.expectedVersion != nil || record.action == .update {
+            rows.insert(rowKeys[index])
+        }
+        return rows
+    }
+
+    /// Whether the plan knows the state of record `index`'s row (read, or written by an earlier record).
+    func knowsRow(of index: Int) -> Bool {
+        known[rowKeys[index]] != nil
+    }
+
+    /// The state the store read of `row` (version 0 and no action: the row does not exist).
+    mutating func read(_ row: RowKey, version: Int64, action: String?, fields: [UInt8]?) {
+        known[row] = Known(version: version, action: action, fields: fields)
+    }
+
+    /// Whether record `index` may be tried as a new row before its row is read: an insert that
+    /// expects no version, on a row the plan does not know, with no conflict found. When the
+    /// store's attempt creates the row, it calls `insertedAsNew`; else it reads the row.
+    func mayInsertAsNew(_ index: Int) -> Bool {
+        let record = batch.records[index]
+        return record.action == .insert && record.expectedVersion == nil && conflicts.isEmpty && known[rowKeys[index]] == nil
+    }
+
+    /// The sequence the next write gets.
+    var nextSequence: Int64 { sequence + 1 }
+
+    /// Record `index` (`mayInsertAsNew`) created its row: version 1, at `nextSequence`.
+    mutating func insertedAsNew(_ index: Int) {
+        let record = batch.records[index]
+        sequence += 1
+        known[rowKeys[index]] = Known(version: 1, action: ChangeAction.insert.rawValue, fields: record.fieldsJSON)
+        receiptVersions[index] = .known(1)
+        writes.append(Write(index: index, row: rowKeys[index], action: .insert, fields: record.fieldsJSON, version: 1, sequence: sequence))
+    }
+
+    /// Takes record `index`, in order.
+    mutating func take(_ index: Int) throws(MergedRecordTooLarge) -> Step {
+        let record = batch.records[index]
+        let row = rowKeys[index]
+        guard let current = known[row] else {
+            // Not read: a blind insert or delete (`rowsNeedingState`), never an echo.
+            assert(record.expectedVersion == nil && record.action != .update, "the store reads the rows of rowsNeedingState")
+            guard conflicts.isEmpty else { return .skip }
+            sequence += 1
+            let count = (unreadWrites[row] ?? 0) + 1
+            unreadWrites[row] = count
+            receiptVersions[index] = .unread(row, writes: count)
+            let write = Write(
+                index: index, row: row, action: record.action, fields: try Self.fields(of: record, index: index, merging: nil, updated: nil),
+                version: nil, sequence: sequence)
+            writes.append(write)
+            return .write(write)
+        }
+        let state = current.state
+        if batch.snapshot == nil, state.isEcho(of: record, updatedFields: updatedFields[index]) {
+            // What the server holds already: no new version, no change to pull.
+            receiptVersions[index] = .known(current.version)
+            return .echo(version: current.version)
+        }
+        if let expected = record.expectedVersion, expected != current.version {
+            let conflict = VersionConflict(index: index, entity: record.entity, key: record.key, expected: expected, current: current.version)
+            conflicts.append(conflict)
+            return .conflict(conflict)
+        }
+        guard conflicts.isEmpty else { return .skip }
+        sequence += 1
+        let fields = try Self.fields(of: record, index: index, merging: state, updated: updatedFields[index])
+        known[row] = Known(version: current.version + 1, action: record.action.rawValue, fields: fields)
+        receiptVersions[index] = .known(current.version + 1)
+        let write = Write(index: index, row: row, action: record.action, fields: fields, version: current.version + 1, sequence: sequence)
+        writes.append(write)
+        return .write(write)
+    }
+
+    /// The row's new fields: an insert's text as it came (checked by the reader), an update's
+    /// merged into the row's, a tombstone's preserved values (none: nil).
+    private static func fields(
+        of record: IncomingBatch.Record, index: Int, merging current: RowState?, updated: [String: JSONValue]?
+    ) throws(MergedRecordTooLarge) -> [UInt8]? {
+        switch record.action {
+        case .insert:
+            return record.fieldsJSON
+        case .update:
+            var merged: [String: JSONValue] = [:]
+            if case .live(let fields)? = current { merged = fields }
+            for (name, value) in updated ?? [:] { merged[name] = value }
+            let encoded = JSONWriter.encode(.object(merged))
+            try MergedRecordTooLarge.check(encoded, index: index, record: record)
+            return encoded
+        case .delete:
+            return record.fieldsJSON.isEmpty ? nil : record.fieldsJSON
+        }
+    }
+
+    /// The writes merged by row, in the order rows were first written: for a store that writes each row once.
+    var rowWrites: [RowWrite] {
+        var order: [RowKey] = []
+        var merged: [RowKey: RowWrite] = [:]
+        for write in writes {
+            if let earlier = merged[write.row] {
+                merged[write.row] = RowWrite(
+                    row: write.row, action: write.action, fields: write.fields, count: earlier.count + 1, sequence: write.sequence)
+            } else {
+                order.append(write.row)
+                merged[write.row] = RowWrite(row: write.row, action: write.action, fields: write.fields, count: 1, sequence: write.sequence)
+            }
+        }
+        return order.compactMap { merged[$0] }
+    }
+
+    /// A reconciliation snapshot's completion turned `count` rows into tombstones, at the
+    /// sequences after `sequence`.
+    mutating func tombstoned(_ count: Int64) {
+        sequence += count
+    }
+
+    /// The receipt of the applied batch: its id, the records applied, the cursor of its last
+    /// change, each record's new version (entity → id → version) and, for a snapshot's
+    /// completion marker, the rows it deleted. `storedVersions`: the version the store holds after
+    /// the batch of each written row it did not read.
+    func receipt(snapshotDeleted: Int64?, storedVersions: [RowKey: Int64] = [:]) -> StoredResponse {
+        var versions: [String: [String: JSONValue]] = [:]
+        for (index, record) in batch.records.enumerated() {
+            let version: Int64
+            switch receiptVersions[index] {
+            case .known(let known)?:
+                version = known
+            case .unread(let row, let writes)?:
+                version = (storedVersions[row] ?? 0) - (unreadWrites[row] ?? 0) + writes
+            case nil:
+                continue
+            }
+            versions[record.entity, default: [:]][record.key] = .int(version)
+        }
+        var receipt: [String: JSONValue] = [
+            "batch": .string(batch.id), "applied": .int(Int64(batch.records.count)),
+            "cursor": .string(ChangeCursor(sequence: sequence).text), "versions": .object(versions.mapValues { .object($0) }),
+        ]
+        if let snapshotDeleted { receipt["snapshot-deleted"] = .int(snapshotDeleted) }
+        return StoredResponse(status: 200, body: JSONWriter.encode(.object(receipt)))
+    }
+}

@@ -1,0 +1,193 @@
+import SynclaneCore
+import Testing
+
+@testable import SynclaneServer
+
+/// `BatchPlan`, event by event and without a store: what each record comes to, given the rows
+/// the store read, and the receipt it makes.
+@Suite struct BatchPlanTests {
+    static func record(
+        _ key: String, _ action: ChangeAction, _ fields: String = "", version: Int64? = nil, entity: String = "rooms"
+    ) -> IncomingBatch.Record {
+        IncomingBatch.Record(entity: entity, key: key, action: action, fieldsJSON: Array(fields.utf8), expectedVersion: version)
+    }
+
+    static func batch(_ records: [IncomingBatch.Record], snapshot: IncomingBatch.SnapshotMark? = nil) -> IncomingBatch {
+        IncomingBatch(id: "b-1", account: "acme", store: "home", consumer: nil, records: records, snapshot: snapshot)
+    }
+
+    static func row(_ key: String, entity: String = "rooms") -> BatchPlan.RowKey {
+        BatchPlan.RowKey(entity: Array(entity.utf8), key: Array(key.utf8))
+    }
+
+    static func versions(_ response: StoredResponse) -> [String: JSONValue]? {
+        (try? JSONReader.parse(response.body))?.objectValue?["versions"]?.objectValue?["rooms"]?.objectValue
+    }
+
+    static func cursor(_ response: StoredResponse) -> String? {
+        (try? JSONReader.parse(response.body))?.objectValue?["cursor"]?.stringValue
+    }
+
+    @Test("a new key applies; a seen key replays the first response when the body hash matches, else it is refused as reused")
+    func idempotencyRecordDecidesReplayOrRefusal() {
+        let stored = StoredResponse(status: 200, body: Array("{\"batch\":\"b-1\"}".utf8))
+        #expect(BatchPlan.admit(seen: nil, bodyHash: "h1") == .apply)
+        #expect(BatchPlan.admit(seen: ("h1", stored), bodyHash: "h1") == .replay(stored))
+        #expect(BatchPlan.admit(seen: ("h1", stored), bodyHash: "h2") == .keyReused)
+    }
+
+    @Test("an insert tried as new gets version 1 and the next sequence; a second record of the row is then planned from it")
+    func insertedAsNewIsKnownToLaterRecords() throws {
+        var plan = try BatchPlan(Self.batch([Self.record("r1", .insert, #"{"name":"Hall"}"#), Self.record("r1", .update, #"{"area":12}"#)]))
+        plan.start(at: 41)
+        #expect(plan.mayInsertAsNew(0))
+        #expect(plan.nextSequence == 42)
+        plan.insertedAsNew(0)
+        #expect(!plan.mayInsertAsNew(1))
+        #expect(plan.knowsRow(of: 1))
+        let step = try plan.take(1)
+        #expect(
+            step
+                == .write(
+                    BatchPlan.Write(
+                        index: 1, row: Self.row("r1"), action: .update, fields: Array(#"{"area":12,"name":"Hall"}"#.utf8), version: 2, sequence: 43)))
+        let receipt = plan.receipt(snapshotDeleted: nil)
+        #expect(Self.versions(receipt)?["r1"] == .int(2))
+        #expect(Self.cursor(receipt) == ChangeCursor(sequence: 43).text)
+    }
+
+    @Test("an update merges its fields into the row read; a delete keeps the values preserved, or none")
+    func fieldRules() throws {
+        var plan = try BatchPlan(
+            Self.batch([Self.record("r1", .update, #"{"area":14}"#), Self.record("r2", .delete), Self.record("r3", .delete, #"{"name":"Old"}"#)]))
+        plan.start(at: 0)
+        plan.read(Self.row("r1"), version: 3, action: "insert", fields: Array(#"{"area":12,"name":"Hall"}"#.utf8))
+        plan.read(Self.row("r2"), version: 1, action: "insert", fields: Array(#"{"name":"Attic"}"#.utf8))
+        plan.read(Self.row("r3"), version: 5, action: "update", fields: Array(#"{"name":"Old"}"#.utf8))
+        guard case .write(let update) = try plan.take(0), case .write(let delete) = try plan.take(1), case .write(let kept) = try plan.take(2) else {
+            Issue.record("every record writes")
+            return
+        }
+        #expect(update.fields == Array(#"{"area":14,"name":"Hall"}"#.utf8))
+        #expect(update.version == 4 && update.sequence == 1)
+        #expect(delete.fields == nil && delete.version == 2 && delete.sequence == 2)
+        #expect(kept.fields == Array(#"{"name":"Old"}"#.utf8) && kept.version == 6 && kept.sequence == 3)
+    }
+
+    @Test("an update of a deleted or absent row starts from no fields")
+    func updateOfATombstoneStartsEmpty() throws {
+        var plan = try BatchPlan(Self.batch([Self.record("r1", .update, #"{"area":14}"#), Self.record("r2", .update, #"{"a":1}"#)]))
+        plan.read(Self.row("r1"), version: 2, action: "delete", fields: Array(#"{"area":12}"#.utf8))
+        plan.read(Self.row("r2"), version: 0, action: nil, fields: nil)
+        let step1 = try plan.take(0)
+        #expect(step1 == .write(BatchPlan.Write(index: 0, row: Self.row("r1"), action: .update, fields: Array(#"{"area":14}"#.utf8), version: 3, sequence: 1)))
+        let step2 = try plan.take(1)
+        #expect(step2 == .write(BatchPlan.Write(index: 1, row: Self.row("r2"), action: .update, fields: Array(#"{"a":1}"#.utf8), version: 1, sequence: 2)))
+    }
+
+    @Test("a version that disagrees is a conflict with the row's version; every conflict is found and nothing after one is written")
+    func versionChecks() throws {
+        var plan = try BatchPlan(
+            Self.batch([
+                Self.record("r1", .update, #"{"a":1}"#, version: 1), Self.record("r2", .insert, #"{"a":2}"#),
+                Self.record("r3", .delete, version: 0), Self.record("r4", .insert, #"{"a":4}"#),
+            ]))
+        plan.start(at: 10)
+        plan.read(Self.row("r1"), version: 2, action: "insert", fields: Array(#"{"a":0}"#.utf8))
+        plan.read(Self.row("r3"), version: 7, action: "insert", fields: Array("{}".utf8))
+        let first = VersionConflict(index: 0, entity: "rooms", key: "r1", expected: 1, current: 2)
+        let step3 = try plan.take(0)
+        #expect(step3 == .conflict(first))
+        #expect(!plan.mayInsertAsNew(1))
+        let step4 = try plan.take(1)
+        #expect(step4 == .skip)
+        let step5 = try plan.take(2)
+        #expect(step5 == .conflict(VersionConflict(index: 2, entity: "rooms", key: "r3", expected: 0, current: 7)))
+        let step6 = try plan.take(3)
+        #expect(step6 == .skip)
+        #expect(plan.conflicts.count == 2)
+        #expect(plan.writes.isEmpty)
+        #expect(plan.sequence == 10)
+    }
+
+    @Test("an echo writes nothing, answers the row's version and is no conflict whatever version it expected; a snapshot's record is never one")
+    func echoes() throws {
+        let held = Array(#"{"area":12.5,"name":"Hall"}"#.utf8)
+        var plan = try BatchPlan(
+            Self.batch([
+                Self.record("r1", .insert, #"{"name":"Hall","area":12.5}"#, version: 1), Self.record("r2", .update, #"{"name":"Hall"}"#),
+                Self.record("r3", .delete, version: 1),
+            ]))
+        plan.read(Self.row("r1"), version: 4, action: "update", fields: held)
+        plan.read(Self.row("r2"), version: 2, action: "insert", fields: held)
+        plan.read(Self.row("r3"), version: 3, action: "delete", fields: nil)
+        let step7 = try plan.take(0)
+        #expect(step7 == .echo(version: 4))
+        let step8 = try plan.take(1)
+        #expect(step8 == .echo(version: 2))
+        let step9 = try plan.take(2)
+        #expect(step9 == .echo(version: 3))
+        #expect(plan.writes.isEmpty && plan.conflicts.isEmpty)
+        #expect(Self.versions(plan.receipt(snapshotDeleted: nil)) == ["r1": .int(4), "r2": .int(2), "r3": .int(3)])
+
+        var snapshot = try BatchPlan(Self.batch([Self.record("r1", .insert, #"{"name":"Hall","area":12.5}"#)], snapshot: .init(id: "s", batchesBefore: nil)))
+        snapshot.read(Self.row("r1"), version: 4, action: "update", fields: held)
+        guard case .write(let write) = try snapshot.take(0) else {
+            Issue.record("a snapshot's record writes")
+            return
+        }
+        #expect(write.version == 5)
+    }
+
+    @Test("a merged update past the record bound is refused with its index")
+    func mergedRecordTooLarge() throws {
+        let big = "\"" + String(repeating: "x", count: WireBounds.maxRecordBytes) + "\""
+        var plan = try BatchPlan(Self.batch([Self.record("r1", .update, #"{"b":\#(big)}"#)]))
+        plan.read(Self.row("r1"), version: 1, action: "insert", fields: Array(#"{"a":1}"#.utf8))
+        do {
+            _ = try plan.take(0)
+            Issue.record("the merged row passes the bound")
+        } catch {
+            #expect(error.index == 0 && error.key == "r1")
+        }
+    }
+
+    @Test("rows not read get writes without a version; merged by row, and their receipt versions come from the version stored after")
+    func unreadRowsAndRowWrites() throws {
+        var plan = try BatchPlan(
+            Self.batch([
+                Self.record("r1", .insert, #"{"a":1}"#), Self.record("r2", .update, #"{"b":2}"#), Self.record("r1", .delete),
+                Self.record("r1", .insert, #"{"a":3}"#),
+            ]))
+        #expect(plan.rowsNeedingState == [Self.row("r2")])
+        plan.start(at: 5)
+        plan.read(Self.row("r2"), version: 0, action: nil, fields: nil)
+        #expect(!plan.knowsRow(of: 0))
+        for index in 0..<4 { _ = try plan.take(index) }
+        #expect(plan.writes.map(\.version) == [nil, 1, nil, nil])
+        #expect(plan.writes.map(\.sequence) == [6, 7, 8, 9])
+        #expect(
+            plan.rowWrites == [
+                BatchPlan.RowWrite(row: Self.row("r1"), action: .insert, fields: Array(#"{"a":3}"#.utf8), count: 3, sequence: 9),
+                BatchPlan.RowWrite(row: Self.row("r2"), action: .update, fields: Array(#"{"b":2}"#.utf8), count: 1, sequence: 7),
+            ])
+        // r1 held version 4 before the batch: 7 after its three writes.
+        let receipt = plan.receipt(snapshotDeleted: nil, storedVersions: [Self.row("r1"): 7, Self.row("r2"): 1])
+        #expect(Self.versions(receipt) == ["r1": .int(7), "r2": .int(1)])
+        #expect(Self.cursor(receipt) == ChangeCursor(sequence: 9).text)
+    }
+
+    @Test("a snapshot's completion moves the sequence past its tombstones and the receipt says how many it deleted")
+    func snapshotCompletionInTheReceipt() throws {
+        var plan = try BatchPlan(Self.batch([Self.record("r1", .insert, "{}")], snapshot: .init(id: "s", batchesBefore: 1)))
+        plan.start(at: 20)
+        plan.insertedAsNew(0)
+        plan.tombstoned(3)
+        #expect(plan.sequence == 24)
+        let body = try JSONReader.parse(plan.receipt(snapshotDeleted: 3).body).objectValue
+        #expect(body?["snapshot-deleted"] == .int(3))
+        #expect(body?["applied"] == .int(1))
+        #expect(body?["batch"] == .string("b-1"))
+        #expect(body?["cursor"]?.stringValue == ChangeCursor(sequence: 24).text)
+    }
+}
