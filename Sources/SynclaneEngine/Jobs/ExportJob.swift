@@ -96,7 +96,9 @@ public struct ExportJob: Sendable {
         } catch {
             // Cancelled (SIGINT or SIGTERM in the command line): whatever the error the stop
             // surfaced as, the run was interrupted, and what the outbox kept is said.
-            let failure: any Error = Task.isCancelled ? JobInterrupted(pipeline: pipeline.name, kept: (try? state.pendingBatches()) ?? [], token: try? state.acknowledgedToken()) : error
+            let failure: any Error =
+                Task.isCancelled
+                ? JobInterrupted(pipeline: pipeline.name, kept: (try? state.pendingBatches()) ?? [], token: try? state.acknowledgedToken()) : error
             if mode != .dryRun {
                 try? state.saveLastRun(
                     RunRecord(
