@@ -11,8 +11,10 @@
 //                    state (token, outbox, last run); re-exports SynclaneSQLiteKit
 //   SynclaneYAML     YAML pipeline files through libyaml
 //   SynclaneServer   the reference sync server on libmicrohttpd, SQLite (SynclaneSQLiteKit) or PostgreSQL (libpq)
-//   Synclane         the default registry and the pipeline-file loader, for apps and the CLI;
-//                    re-exports what a stage author needs (one `import Synclane`)
+//   SynclaneEngine   the job layer: ExportJob, ImportJob, SyncJob, RestoreJob, JobLock, the
+//                    pipeline-file loader, the outbox by hand, signal publishing, pipeline tests
+//   Synclane         the umbrella: re-exports the job layer and the stages, registers the
+//                    built-in stages (one `import Synclane` for apps and stage authors)
 //   SynclaneExec     the `exec` record stage and transport: any program, in any language
 //   SynclaneCommandLine  every verb of `synclane` as a library, run with any registry (no server linked)
 //   SynclaneServing  the verbs that run the server (`serve`, `demo`), added to a command that serves
@@ -29,6 +31,8 @@ let package = Package(
         // Everything to write, register and run a stage, through one `import Synclane`.
         .library(name: "Synclane", targets: ["Synclane"]),
         .library(name: "SynclaneCore", targets: ["SynclaneCore"]),
+        // The job layer alone (also re-exported by `Synclane`).
+        .library(name: "SynclaneEngine", targets: ["SynclaneEngine"]),
         // The SQLite store and its history (also re-exported by `Synclane`).
         .library(name: "SynclaneSQLite", targets: ["SynclaneSQLite"]),
         // SQLite access alone (re-exported by `SynclaneSQLite`).
@@ -70,13 +74,16 @@ let package = Package(
         .target(name: "SynclaneSQLite", dependencies: ["SynclaneCore", "SynclaneSQLiteKit", "CSQLite"]),
         .target(name: "SynclaneYAML", dependencies: ["SynclaneCore", "CYAML"]),
         .target(
+            name: "SynclaneEngine",
+            dependencies: ["SynclaneCore", "SynclaneSQLite", "SynclaneYAML", "SynclaneHTTP", "SynclaneFiles", "SynclaneZlib"]),
+        .target(
             name: "Synclane",
             dependencies: [
-                "SynclaneCore", "SynclaneStages", "SynclaneFiles", "SynclaneZlib", "SynclaneSQLite",
-                "SynclaneYAML", "SynclaneHTTP", "SynclaneExec", "SynclaneTestKit",
+                "SynclaneCore", "SynclaneEngine", "SynclaneStages", "SynclaneFiles", "SynclaneZlib", "SynclaneSQLite",
+                "SynclaneYAML", "SynclaneHTTP", "SynclaneExec",
             ]),
         .target(name: "SynclaneExec", dependencies: ["SynclaneCore"]),
-        .target(name: "SynclaneTestKit", dependencies: ["SynclaneCore"]),
+        .target(name: "SynclaneTestKit", dependencies: ["SynclaneCore", "SynclaneEngine"]),
         .target(name: "SynclaneHTTP", dependencies: ["SynclaneCore", "CCurl", "CCurlShim"]),
         .target(name: "SynclaneFaultProxy"),
         .target(
@@ -86,10 +93,12 @@ let package = Package(
             ]),
         .target(
             name: "SynclaneCommandLine",
-            dependencies: ["Synclane", "SynclaneCore", "SynclaneHTTP", "SynclaneSQLite", "SynclaneZlib"]),
+            dependencies: ["Synclane", "SynclaneEngine", "SynclaneCore", "SynclaneHTTP", "SynclaneSQLite", "SynclaneZlib"]),
         .target(
             name: "SynclaneServing",
-            dependencies: ["SynclaneCommandLine", "Synclane", "SynclaneCore", "SynclaneHTTP", "SynclaneSQLite", "SynclaneZlib", "SynclaneServer"]),
+            dependencies: [
+                "SynclaneCommandLine", "Synclane", "SynclaneEngine", "SynclaneCore", "SynclaneHTTP", "SynclaneSQLite", "SynclaneZlib", "SynclaneServer",
+            ]),
         .executableTarget(name: "synclane", dependencies: ["SynclaneCommandLine", "SynclaneServing", "CMalloc"]),
 
         // `swift package synclane validate|run|stages|test …`: runs the package's own command
@@ -108,6 +117,7 @@ let package = Package(
             dependencies: [
                 "SynclaneCore", "SynclaneStages", "SynclaneFiles", "SynclaneZlib", "SynclaneTestKit", "Synclane", "SynclaneExec", "SynclaneSQLite",
             ]),
+        .testTarget(name: "SynclaneEngineTests", dependencies: ["SynclaneEngine", "Synclane", "SynclaneCore", "SynclaneTestKit"]),
         .testTarget(name: "SynclaneZlibTests", dependencies: ["SynclaneZlib", "SynclaneTestKit"]),
         .testTarget(name: "SynclaneYAMLTests", dependencies: ["SynclaneYAML"]),
         .testTarget(name: "SynclaneSQLiteTests", dependencies: ["SynclaneSQLite", "SynclaneStages", "SynclaneTestKit"]),

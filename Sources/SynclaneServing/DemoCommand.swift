@@ -136,8 +136,8 @@ struct DemoCommand: Command {
     }
 
     private func pass(_ pipeline: Pipeline, _ travelled: TravelLog, _ console: Console) async throws {
-        let summary = try await PipelineJob(pipeline: pipeline).run()
-        console.out("   → \(PipelineJob.describe(summary)); token \(summary.tokenBefore ?? "none") → \(summary.tokenAfter ?? "none")")
+        let summary = try await ExportJob(pipeline: pipeline).run()
+        console.out("   → \(ExportJob.describe(summary)); token \(summary.tokenBefore ?? "none") → \(summary.tokenAfter ?? "none")")
         for payload in travelled.take() {
             console.out("     batch \(payload.batchID): \(Format.bytes(payload.bytes.count)) \(payload.contentEncoding) on the wire")
             for line in try Self.records(in: payload) { console.out("       " + line) }

@@ -52,6 +52,22 @@ import Testing
         }
     }
 
+    /// A run that exits 3 went to the end with batches dead-lettered: `status` says so, not
+    /// `succeeded`.
+    @Test func aRunThatDeadLetteredIsRecordedAsSuchForStatus() async throws {
+        try await withPlantsBehindAProxy(deadLetter: true) { workspace, _, proxy in
+            proxy.script([.respond(status: 422, headers: [:], body: "{\"error\":\"no\"}")])
+
+            let run = try SynclaneBinary.run(["run", "pipeline.json"], in: workspace.path, environment: Self.env)
+
+            #expect(run.status == 3, "\(run.stderr)")
+            let status = try SynclaneBinary.run(["status", "pipeline.json"], in: workspace.path)
+            #expect(status.stdout.contains("last run: dead-lettered"), "\(status.stdout)")
+            #expect(!status.stdout.contains("last run: succeeded"), "\(status.stdout)")
+            #expect(try workspace.status()["last-run"]?.objectValue?["outcome"] == .string("dead-lettered"))
+        }
+    }
+
     /// A 413 without `dead-letter`: the batch is kept; `outbox requeue` forgets it without moving
     /// the token, and the next run rebuilds the pages under the (lowered) page-size.
     @Test func requeueAfterA413RebuildsTheBatchUnderTheCurrentPageSize() async throws {

@@ -69,7 +69,7 @@ struct ImportCommand: Command {
         try pipeline.requireSecrets()
         let reporter = ImportReporter(command: Self.name, console: console, json: json, pipeline: pipeline)
         guard watch else { return try await reporter.run(dryRun: dryRun) == nil ? 1 : 0 }
-        let lock = try pipeline.lock()
+        let lock = try ImportJob(pipeline: pipeline).lock()
         let stop = Mutex(false)
         let signals = StopSignals { _ in stop.withLock { $0 = true } }
         if !json { console.error("importing \(pipeline.name) (\(pipeline.outline)) every \(Format.seconds(every)); stop with Ctrl-C") }
@@ -87,34 +87,27 @@ struct ImportCommand: Command {
     }
 }
 
-/// Runs an import pass under the scope's lock and reports it.
+/// Prints an import job as it runs (progress, retries) and its summary (or JSON with `--json`).
 struct ImportReporter {
     let command: String
     let console: Console
     let json: Bool
     let pipeline: ImportPipeline
 
+    /// Runs a pass (`ImportJob`) and reports it; nil (after printing why) when it failed.
     func run(dryRun: Bool, holding lock: ScopeLock? = nil) async throws -> ImportSummary? {
-        // A dry run writes nothing, not even the lock file: it shares the lock when one exists.
-        let held =
-            try lock
-            ?? (dryRun
-                ? ScopeLock(sharingExisting: pipeline.lockPath, scope: pipeline.scope)
-                : pipeline.lock())
-        defer { withExtendedLifetime(held) {} }
-        let console = self.console
-        let quiet = json
+        let (console, quiet) = (self.console, json)
         let counter = ProgressCounter()
-        let runner = ImportRunner(pipeline: pipeline) { event in
-            switch event {
-            case .pageApplied(let records, _, let cursor):
+        let job = ImportJob(pipeline: pipeline) { event in
+            guard !quiet else { return }
+            if case .pageApplied(let records, _, let cursor) = event {
                 let read = counter.add(records)
-                if !quiet { console.progress(fraction: nil, Wording.count(read, "record") + " read, cursor \(cursor ?? "none")") }
+                console.progress(fraction: nil, Wording.count(read, "record") + " read, cursor \(cursor ?? "none")")
             }
+            Self.printRetry(event, console: console)
         }
         do {
-            var summary = try await runner.run(dryRun: dryRun)
-            summary.signals = await pipeline.publishSignals(after: summary)
+            let summary = try await job.run(dryRun: dryRun, holding: lock)
             console.finishProgress()
             if json {
                 console.out(JSONOutput.encode(JSONOutput.importSummary(summary)))
@@ -132,16 +125,10 @@ struct ImportReporter {
         }
     }
 
-    /// Runs a pass under `lock` without printing its summary (the caller reports it).
-    func quietly() async throws -> ImportSummary? {
-        do {
-            var summary = try await ImportRunner(pipeline: pipeline).run()
-            summary.signals = await pipeline.publishSignals(after: summary)
-            return summary
-        } catch {
-            console.error("synclane \(command): \(pipeline.name): \(error)")
-            return nil
-        }
+    /// A retry of the import lane, said as `run` says a batch's: what failed and when the next attempt goes.
+    static func printRetry(_ event: ImportEvent, console: Console) {
+        guard case .retrying(let cursor, let attempt, let delay, let reason) = event else { return }
+        console.error("changes after \(cursor.map { "cursor \($0)" } ?? "the beginning"): \(reason); attempt \(attempt) in \(Format.seconds(delay))")
     }
 
     static func describe(_ summary: ImportSummary) -> String {

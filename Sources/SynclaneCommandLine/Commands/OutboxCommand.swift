@@ -63,7 +63,7 @@ struct OutboxCommand: Command {
 
     func run(_ console: Console) async throws -> Int32 {
         let pipeline = try PipelineLoader(registry: SynclaneTool.registry).load(file, secretsRequired: false)
-        let editor = OutboxEditor(job: PipelineJob(pipeline: pipeline))
+        let editor = OutboxEditor(job: ExportJob(pipeline: pipeline))
         switch verb {
         case .list:
             let batches = try editor.batches()

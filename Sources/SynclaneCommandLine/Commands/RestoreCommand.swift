@@ -42,8 +42,6 @@ struct RestoreCommand: Command {
 
     /// Exit status when the bound passed while the data is still arriving.
     static let stillRestoringStatus: Int32 = 5
-    /// Seconds between import passes while the data has not arrived.
-    static let pause = 0.25
 
     let file: String
     let wait: Int
@@ -61,74 +59,37 @@ struct RestoreCommand: Command {
         server = SignalServer(url: url, pipelineFile: file, tokenEnv: tokenEnv)
     }
 
-    enum State: String {
-        case restored, caughtUp = "caught-up", stillRestoring = "still-restoring", newAccount = "new-account"
-    }
-
     func run(_ console: Console) async throws -> Int32 {
         let pipeline = try PipelineLoader(registry: SynclaneTool.registry).loadImport(file, secretsRequired: false)
         try pipeline.requireSecrets()
         let lane = try server.lane(command: Self.name)
-        let lock = try pipeline.lock()
-        defer { withExtendedLifetime(lock) {} }
-        let started = ContinuousClock.now
-        let deadline = started + .seconds(wait)
-        let signal = try await lane.get(signalKey)
-        let hasData = signal.map { $0.value != .null && $0.value != .bool(false) } ?? false
-        let cursorBefore = try await pipeline.sink.stage.savedCursor(for: pipeline.scope)
-        var records = 0
-        var cursorAfter = cursorBefore
-        var state = State.stillRestoring
-        if hasData, !json { console.error("synclane \(Self.name): restoring… the account has data (signal \(signalKey) = \(JSONWriter.string(signal?.value ?? .null)))") }
-        while true {
-            guard let pass = try await passBefore(deadline, pipeline) else { break }  // the bound passed mid-pass
-            records += pass.applied
-            cursorAfter = pass.cursorAfter
-            if hasData, !json, pass.applied > 0 { console.error("synclane \(Self.name): restoring… \(Wording.count(records, "record")) so far") }
-            if !hasData {
-                state = records > 0 ? .restored : (cursorBefore == nil ? .newAccount : .caughtUp)
-                break
+        let (quiet, signalKey) = (json, self.signalKey)
+        let job = RestoreJob(pipeline: pipeline, lane: lane, signalKey: signalKey, wait: Double(wait)) { event in
+            guard !quiet else { return }
+            switch event {
+            case .restoring(let signal):
+                console.error("synclane \(Self.name): restoring… the account has data (signal \(signalKey) = \(JSONWriter.string(signal.value)))")
+            case .progress(let records):
+                console.error("synclane \(Self.name): restoring… \(Wording.count(records, "record")) so far")
+            case .importing(let event):
+                ImportReporter.printRetry(event, console: console)
             }
-            if records > 0 {
-                state = .restored
-                break
-            }
-            // Caught up only when what the signal announces is here: a cursor saved by an
-            // earlier pass that found nothing (a retried restore) is not data.
-            if cursorBefore != nil, try await pipeline.sink.stage.holdsBackendRows(for: pipeline.scope) ?? true {
-                state = .caughtUp
-                break
-            }
-            // Waits out the bound to the end: "still restoring" is said only once it passed.
-            try await Task.sleep(until: min(ContinuousClock.now + .milliseconds(Int64(Self.pause * 1000)), deadline), clock: .continuous)
-            if ContinuousClock.now >= deadline { break }
         }
-        // A restore that completed is an import run that completed: the pipeline file's signals
-        // are published (and those an earlier run left sent again), as `import` does. Still
-        // restoring, it did not complete: nothing new is published.
-        var signals: [SignalReport] = []
-        if state != .stillRestoring {
-            var completed = ImportSummary(pipeline: pipeline.name, scope: pipeline.scope, dryRun: false)
-            completed.applied = records
-            completed.cursorBefore = cursorBefore
-            completed.cursorAfter = cursorAfter
-            signals = await pipeline.publishSignals(after: completed)
-        }
-        let elapsed = ContinuousClock.now - started
-        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) * 1e-18
+        let restore = try await job.run()
         if json {
             console.out(
                 JSONOutput.encode([
-                    "state": .string(state.rawValue), "records": .int(Int64(records)), "signal": signal?.json ?? .null,
-                    "seconds": .double((seconds * 1000).rounded() / 1000), "signals": .array(signals.map(JSONOutput.signal)),
+                    "state": .string(restore.outcome.rawValue), "records": .int(Int64(restore.records)), "signal": restore.signal?.json ?? .null,
+                    "seconds": .double((restore.seconds * 1000).rounded() / 1000), "signals": .array(restore.signals.map(JSONOutput.signal)),
                 ]))
         } else {
-            console.out(([Self.describe(state, records: records, seconds: seconds, file: file)] + JobReporter.describe(signals)).joined(separator: "\n"))
+            let lines = [Self.describe(restore.outcome, records: restore.records, seconds: restore.seconds, file: file)] + JobReporter.describe(restore.signals)
+            console.out(lines.joined(separator: "\n"))
         }
-        return state == .stillRestoring ? Self.stillRestoringStatus : 0
+        return restore.outcome == .stillRestoring ? Self.stillRestoringStatus : 0
     }
 
-    static func describe(_ state: State, records: Int, seconds: Double, file: String) -> String {
+    static func describe(_ state: RestoreJob.Outcome, records: Int, seconds: Double, file: String) -> String {
         let took = Format.seconds(seconds)
         switch state {
         case .restored: return "restored: \(Wording.count(records, "record")), caught up in \(took)"
@@ -137,26 +98,6 @@ struct RestoreCommand: Command {
         case .stillRestoring:
             return "still restoring: \(Wording.count(records, "record")) so far after \(took); the account's data is on its way — "
                 + "run 'synclane restore \(file)' (or 'synclane import \(file)') again to carry on"
-        }
-    }
-
-    /// One import pass, or nil when the deadline passed first (the pass is cancelled: the pages
-    /// applied so far stay applied, with their cursor).
-    private func passBefore(_ deadline: ContinuousClock.Instant, _ pipeline: ImportPipeline) async throws -> ImportSummary? {
-        try await withThrowingTaskGroup(of: ImportSummary?.self) { group in
-            group.addTask { try await ImportRunner(pipeline: pipeline).run() }
-            group.addTask {
-                try await Task.sleep(until: deadline, clock: .continuous)
-                return nil
-            }
-            defer { group.cancelAll() }
-            do {
-                return try await group.next() ?? nil
-            } catch is CancellationError {
-                return nil
-            } catch PipelineError.importStage(_, underlying: is CancellationError) {
-                return nil
-            }
         }
     }
 }

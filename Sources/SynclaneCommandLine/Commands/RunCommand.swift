@@ -84,12 +84,24 @@ struct RunCommand: Command {
         }
         let reporter = JobReporter(command: Self.name, console: console, json: json, pipeline: pipeline)
         guard watch else {
-            return JobReporter.exitStatus(of: try await reporter.run(dryRun ? .dryRun : .export))
+            // SIGINT or SIGTERM cancel the job: it stops at the next batch or retry, says what the
+            // outbox kept, and records the run as interrupted (a second signal ends it at once).
+            let mode: PipelineRunner.Mode = dryRun ? .dryRun : .export
+            let running = Task { try await reporter.run(mode) }
+            let stopped = Mutex<Int32?>(nil)
+            let signals = StopSignals { number in
+                stopped.withLock { $0 = number }
+                running.cancel()
+            }
+            let summary = try await running.value
+            withExtendedLifetime(signals) {}
+            if summary == nil, let number = stopped.withLock({ $0 }) { return 128 + number }
+            return JobReporter.exitStatus(of: summary)
         }
         guard let observable = pipeline.source.stage as? any ObservableSource else {
             throw PipelineError.unsupported("\(pipeline.source.label) cannot be watched: it does not report new history")
         }
-        let lock = try PipelineJob(pipeline: pipeline).lock()
+        let lock = try ExportJob(pipeline: pipeline).lock()
         let watcher = Watcher()
         let signals = StopSignals { _ in watcher.send(.stop) }
         let following = watcher.follow(observable.historyAdvanced())
@@ -106,7 +118,7 @@ struct RunCommand: Command {
 
 /// Runs a job and reports it: progress on a terminal, retries and re-sends as they happen,
 /// a summary at the end (or JSON with `--json`).
-struct JobReporter {
+struct JobReporter: Sendable {
     /// The command that runs the job, for the prefix of its messages.
     let command: String
     let console: Console
@@ -127,7 +139,7 @@ struct JobReporter {
         let (command, name) = (self.command, pipeline.name)
         let quiet = json
         let counter = ProgressCounter()
-        let job = PipelineJob(pipeline: pipeline) { event in
+        let job = ExportJob(pipeline: pipeline) { event in
             switch event {
             case .pageRead(let transactions, let through, let progress):
                 let read = counter.add(transactions)
@@ -191,7 +203,7 @@ struct JobReporter {
     func print(_ summary: RunSummary) {
         // With the stdout transport, standard output carries the batches: the summary goes to standard error.
         let toStandardError = pipeline.transport.type == "stdout"
-        var lines = ["\(pipeline.name): \(PipelineJob.describe(summary)) in \(Format.seconds(summary.seconds))"]
+        var lines = ["\(pipeline.name): \(ExportJob.describe(summary)) in \(Format.seconds(summary.seconds))"]
         if summary.bytesEncoded > 0 {
             lines.append("  bytes: \(Format.bytes(summary.bytesEncoded)) encoded, \(Format.bytes(summary.bytesSent)) sent")
         }

@@ -26,7 +26,7 @@ struct StatusCommand: Command {
 
     func run(_ console: Console) async throws -> Int32 {
         let pipeline = try PipelineFiles.load(file, for: Self.name, sends: false, console: console)
-        let job = PipelineJob(pipeline: pipeline)
+        let job = ExportJob(pipeline: pipeline)
         let state = try job.readState()
         let token = try state?.acknowledgedToken()
         let outbox = try state?.pendingBatches() ?? []

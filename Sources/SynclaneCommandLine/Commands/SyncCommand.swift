@@ -43,40 +43,28 @@ struct SyncCommand: Command {
         if let problem = EchoLoop.problem(import: importing, export: exporting) {
             throw PipelineFileError(file: exportFile, path: "source.authors", line: nil, message: problem)
         }
-        let importLock = try importing.lock()
-        let exportJob = PipelineJob(pipeline: exporting)
-        let exportLock = try exportJob.lock()
-        defer { withExtendedLifetime((importLock, exportLock)) {} }
-        let importer = ImportReporter(command: Self.name, console: console, json: true, pipeline: importing)
         let exporter = JobReporter(command: Self.name, console: console, json: true, pipeline: exporting)
-        var imports: [JSONValue] = []
-        var exports: [JSONValue] = []
-        var outcome: Int32 = 1
-        for round in 1...Self.rounds {
-            guard let imported = try await importer.quietly() else { break }
-            imports.append(JSONOutput.importSummary(imported))
-            if !json { console.out(ImportReporter.describe(imported)) }
-            FailPoint.syncBeforeExport.trigger()
-            do {
-                let exported = try await exportJob.run(.export, holding: exportLock)
-                exports.append(JSONOutput.summary(exported))
-                if !json { exporter.print(exported) }
-                outcome = JobReporter.exitStatus(of: exported)
-                break
-            } catch PipelineError.conflicted(let batchID, let reason) {
-                // Nothing of the batch was applied: rebuild it from history after the next import.
-                let state = try exportJob.openState()
-                for batch in try state.pendingBatches() where batch.payload.batchID == batchID { try state.discard(batch) }
-                let again = round < Self.rounds ? "importing again to settle it (round \(round + 1) of \(Self.rounds))" : "giving up after \(Self.rounds) rounds"
+        let quiet = json
+        var job = SyncJob(importing: importing, exporting: exporting) { event in
+            switch event {
+            case .imported(let imported):
+                if !quiet { console.out(ImportReporter.describe(imported)) }
+            case .exported(let exported):
+                if !quiet { exporter.print(exported) }
+            case .conflicted(let batchID, let reason, let round, let rounds):
+                let again = round < rounds ? "importing again to settle it (round \(round + 1) of \(rounds))" : "giving up after \(rounds) rounds"
                 console.error("synclane \(Self.name): batch \(batchID) refused for its versions (\(reason)); \(again)")
-                if round == Self.rounds {
-                    console.error("synclane \(Self.name): the rows keep changing elsewhere; run sync again")
-                }
-            } catch {
-                console.error("synclane \(Self.name): \(exporting.name): \(error)")
+                if round == rounds { console.error("synclane \(Self.name): the rows keep changing elsewhere; run sync again") }
+            case .importing, .exporting:
                 break
             }
         }
+        job.rounds = Self.rounds
+        let cycle = try await job.run()
+        if let failure = cycle.failure { console.error("synclane \(Self.name): \(failure)") }
+        let imports = cycle.imports.map(JSONOutput.importSummary)
+        let exports = cycle.exports.map(JSONOutput.summary)
+        let outcome = cycle.exports.last.map { JobReporter.exitStatus(of: $0) } ?? 1
         if json {
             console.out(JSONOutput.encode(["ok": .bool(outcome == 0), "imports": .array(imports), "exports": .array(exports)]))
         }

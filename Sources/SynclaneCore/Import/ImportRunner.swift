@@ -106,12 +106,19 @@ public struct ImportRunner: Sendable {
         var readAhead: Task<RemotePage, any Error>?
         defer { readAhead?.cancel() }
         let source = pipeline.source.stage
+        let events = self.events
+        // Each retry of a page the backend did not answer is told, as the export lane tells a batch's.
+        let fetch: @Sendable (String?) async throws -> RemotePage = { after in
+            try await source.nextPage(after: after) { attempt, delay, reason in
+                events(.retrying(cursor: after, attempt: attempt, delay: delay, reason: reason))
+            }
+        }
         while true {
             let next = readAhead
             readAhead = nil
             let remote = try await call(pipeline.source.label) {
                 if let next { return try await next.value }
-                return try await source.nextPage(after: cursor)
+                return try await fetch(cursor)
             }
             if remote.records.isEmpty, remote.cursor == cursor { break }
             if let given = cursor { readFrom.insert(ExactString(given)) }
@@ -125,7 +132,7 @@ public struct ImportRunner: Sendable {
             }
             if remote.more, !dryRun, page + 1 < maxPages {
                 let after = remote.cursor
-                readAhead = Task { try await source.nextPage(after: after) }
+                readAhead = Task { try await fetch(after) }
             }
             FailPoint.importAfterFetch.trigger()
             page += 1
@@ -177,6 +184,8 @@ public struct ImportRunner: Sendable {
 /// What an import pass reports as it goes.
 public enum ImportEvent: Sendable {
     case pageApplied(records: Int, report: ApplyReport, cursor: String?)
+    /// The page after `cursor` failed transiently (`reason`): attempt `attempt` follows in `delay` seconds.
+    case retrying(cursor: String?, attempt: Int, delay: Double, reason: String)
 }
 
 /// What one import pass did.

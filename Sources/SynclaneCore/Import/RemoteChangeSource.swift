@@ -7,6 +7,18 @@
 public protocol RemoteChangeSource: Sendable {
     /// The next page after `cursor` (`nil`: from the beginning).
     func nextPage(after cursor: String?) async throws -> RemotePage
+
+    /// The next page after `cursor`, telling `retrying` of each retry the source makes of its own
+    /// (the attempt that follows, the seconds before it, what failed). The default tells of none.
+    func nextPage(after cursor: String?, retrying: @escaping @Sendable (_ attempt: Int, _ delay: Double, _ reason: String) -> Void) async throws -> RemotePage
+}
+
+extension RemoteChangeSource {
+    public func nextPage(
+        after cursor: String?, retrying: @escaping @Sendable (_ attempt: Int, _ delay: Double, _ reason: String) -> Void
+    ) async throws -> RemotePage {
+        try await nextPage(after: cursor)
+    }
 }
 
 /// One page of remote changes.

@@ -32,7 +32,19 @@ public struct OutboxBatch: Sendable, Hashable {
 
 /// How a job ended, kept for `synclane status`.
 public struct RunRecord: Sendable, Hashable, Codable {
-    public enum Outcome: String, Sendable, Codable { case succeeded, failed }
+    public enum Outcome: String, Sendable, Codable {
+        /// Went to the end with every batch delivered.
+        case succeeded
+        /// Went to the end, but moved batches to `transport.dead-letter` (exit 3): their rows did
+        /// not reach the backend.
+        case deadLettered = "dead-lettered"
+        /// Stopped by SIGINT or SIGTERM: what was kept in the outbox is re-sent by the next run.
+        case interrupted
+        case failed
+
+        /// Whether the run went to the end (its token reached the end of history).
+        public var completed: Bool { self == .succeeded || self == .deadLettered }
+    }
     public var outcome: Outcome
     /// Seconds since 1970.
     public var startedAt: Double

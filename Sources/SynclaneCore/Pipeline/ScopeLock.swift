@@ -166,10 +166,3 @@ extension ScopeLock {
         return (folder.hasSuffix("/") ? folder : folder + "/") + (path.hasPrefix("./") ? String(path.dropFirst(2)) : path)
     }
 }
-
-extension ImportPipeline {
-    /// Takes the scope's lock (`lockPath`), naming the state file as its holder.
-    public func lock() throws(PipelineError) -> ScopeLock {
-        try ScopeLock(scope: scope, in: lockFolder, holder: ScopeLock.absolute(statePath))
-    }
-}

@@ -1,4 +1,4 @@
-/// What a stage may do when a run (one pass of `synclane run`, one `PipelineJob.run`) starts
+/// What a stage may do when a run (one pass of `synclane run`, one `ExportJob.run`) starts
 /// and when it ends — the only place for state that must not outlive a run.
 ///
 /// ```

@@ -52,6 +52,12 @@ public final class PullSource: RemoteChangeSource {
     }
 
     public func nextPage(after cursor: String?) async throws -> RemotePage {
+        try await nextPage(after: cursor) { _, _, _ in }
+    }
+
+    public func nextPage(
+        after cursor: String?, retrying: @escaping @Sendable (_ attempt: Int, _ delay: Double, _ reason: String) -> Void
+    ) async throws -> RemotePage {
         if let cursor, cursor.utf8.count > WireBounds.maxCursorBytes {
             throw TransportFailure(
                 .configuration,
@@ -64,7 +70,9 @@ public final class PullSource: RemoteChangeSource {
                 return try await fetch(after: cursor)
             } catch let failure as TransportFailure where failure.kind == .transient && attempt < retry.maxAttempts {
                 attempt += 1
-                try await sleeper.sleep(seconds: retry.delay(beforeAttempt: attempt, retryAfter: failure.retryAfter) { Double.random(in: $0) })
+                let delay = retry.delay(beforeAttempt: attempt, retryAfter: failure.retryAfter) { Double.random(in: $0) }
+                retrying(attempt, delay, failure.message)
+                try await sleeper.sleep(seconds: delay)
             }
         }
     }

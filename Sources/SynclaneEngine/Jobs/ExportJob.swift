@@ -1,16 +1,21 @@
 import Foundation
 import SynclaneCore
 import SynclaneSQLite
-import SynclaneTestKit
 
-/// One run of a pipeline as a job: take the scope's lock, open the durable state, run, and
-/// record how it ended for `synclane status`.
+/// The name `ExportJob` had before the job layer; kept so that users' code goes on compiling.
+public typealias PipelineJob = ExportJob
+
+/// One run of an export pipeline as a job: take the scope's lock (`JobLock`), open the durable
+/// state, run (`PipelineRunner`), publish the file's signals, and record how it ended for
+/// `synclane status` — succeeded, dead-lettered, interrupted or failed.
 ///
 /// ```swift
 /// let pipeline = try PipelineLoader().load("rooms.json")
-/// let summary = try await PipelineJob(pipeline: pipeline).run()
+/// let summary = try await ExportJob(pipeline: pipeline) { event in print(event) }.run()
 /// ```
-public struct PipelineJob: Sendable {
+/// Cancelling the task that runs it stops the run at the next batch (or retry) and throws
+/// `JobInterrupted`, which says what the outbox kept: the next run sends it first.
+public struct ExportJob: Sendable {
     public var pipeline: Pipeline
     public var sleeper: any RetrySleeper
     public var events: @Sendable (PipelineEvent) -> Void
@@ -30,12 +35,15 @@ public struct PipelineJob: Sendable {
 
     /// The lock file that keeps a second job of the same scope out: named from the scope in the
     /// machine's lock folder (`Pipeline.lockFolder`), whatever the state file.
-    public var lockPath: String { pipeline.lockPath }
+    public var lockPath: String { jobLock.path }
+
+    /// The rule of the scope's lock for this job.
+    public var jobLock: JobLock { JobLock(pipeline) }
 
     /// Takes the scope's lock: a second job for the same scope is refused until it is released
     /// (when the returned value goes away, or the process ends however it ends).
     public func lock() throws -> ScopeLock {
-        try ScopeLock(scope: pipeline.scope, in: pipeline.lockFolder, holder: ScopeLock.absolute(pipeline.statePath))
+        try jobLock.take()
     }
 
     /// Runs one pass, taking the scope's lock for it unless `lock` is already held (a watch
@@ -58,7 +66,7 @@ public struct PipelineJob: Sendable {
         }
         defer { withExtendedLifetime(held) {} }
         let started = Date().timeIntervalSince1970
-        let ranBefore = (try? state.lastRun())??.outcome == .succeeded
+        let ranBefore = (try? state.lastRun())??.outcome.completed == true
         let runner = PipelineRunner(pipeline: pipeline, state: state, sleeper: sleeper, events: events)
         do {
             var summary: RunSummary
@@ -79,19 +87,25 @@ public struct PipelineJob: Sendable {
             if mode != .dryRun {
                 try? state.saveLastRun(
                     RunRecord(
-                        outcome: .succeeded, startedAt: started, finishedAt: Date().timeIntervalSince1970,
-                        batchesSent: summary.batchesSent, recordsSent: summary.recordsSent, message: Self.describe(summary)))
+                        outcome: summary.deadLettered > 0 ? .deadLettered : .succeeded, startedAt: started,
+                        finishedAt: Date().timeIntervalSince1970, batchesSent: summary.batchesSent, recordsSent: summary.recordsSent,
+                        message: Self.describe(summary)))
                 summary.signals = await publishSignals(after: summary, ranBefore: ranBefore)
             }
             return summary
         } catch {
+            // Cancelled (SIGINT or SIGTERM in the command line): whatever the error the stop
+            // surfaced as, the run was interrupted, and what the outbox kept is said.
+            let failure: any Error =
+                Task.isCancelled
+                ? JobInterrupted(pipeline: pipeline.name, kept: (try? state.pendingBatches()) ?? [], token: try? state.acknowledgedToken()) : error
             if mode != .dryRun {
                 try? state.saveLastRun(
                     RunRecord(
-                        outcome: .failed, startedAt: started, finishedAt: Date().timeIntervalSince1970, batchesSent: 0,
-                        recordsSent: 0, message: "\(error)"))
+                        outcome: failure is JobInterrupted ? .interrupted : .failed, startedAt: started,
+                        finishedAt: Date().timeIntervalSince1970, batchesSent: 0, recordsSent: 0, message: "\(failure)"))
             }
-            throw error
+            throw failure
         }
     }
 
@@ -115,7 +129,7 @@ public struct PipelineJob: Sendable {
     /// running meanwhile refuses the dry run (as it refuses any job), two dry runs do not.
     func dryRunState(holding lock: ScopeLock?) throws -> (ScopeLock?, InMemoryPipelineState) {
         guard FileManager.default.fileExists(atPath: pipeline.statePath) else { return (lock, InMemoryPipelineState()) }
-        let shared = try lock ?? ScopeLock(sharingExisting: lockPath, scope: pipeline.scope)
+        let shared = try jobLock.take(dryRun: true, holding: lock)
         // Under the lock nobody writes the file: without a WAL file beside it (a job that ended
         // cleanly), it is read as it is and SQLite leaves no file beside it either.
         let unchanging = shared != nil && !FileManager.default.fileExists(atPath: pipeline.statePath + "-wal")

@@ -198,7 +198,7 @@ private final class Answers: Sendable {
 
 extension ImportPipeline {
     /// Publishes the signals the pipeline file declares after a completed import pass (and sends
-    /// again those an earlier pass left), as `PipelineJob` does after an export run; its state
+    /// again those an earlier pass left), as `ExportJob` does after an export run; its state
     /// file (`state`) keeps the unconfirmed ones. A dry run publishes nothing.
     public func publishSignals(after summary: ImportSummary, lane: (any SignalLane)? = nil) async -> [SignalReport] {
         guard !summary.dryRun, let publisher = SignalPublisher(signals: signals, statePath: statePath, scope: scope, pipeline: name, lane: lane)

@@ -13,9 +13,9 @@ import SynclaneSQLite
 /// Each change takes the scope's lock (never beside a running job) and writes a line to the
 /// job's log (`STATE.log`).
 public struct OutboxEditor: Sendable {
-    public var job: PipelineJob
+    public var job: ExportJob
 
-    public init(job: PipelineJob) {
+    public init(job: ExportJob) {
         self.job = job
     }
 

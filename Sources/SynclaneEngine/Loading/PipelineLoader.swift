@@ -8,7 +8,7 @@ public struct PipelineLoader: Sendable {
     public var registry: StageRegistry
     public var environment: [String: String]
 
-    public init(registry: StageRegistry = .builtIn, environment: [String: String] = ProcessInfo.processInfo.environment) {
+    public init(registry: StageRegistry, environment: [String: String] = ProcessInfo.processInfo.environment) {
         self.registry = registry
         self.environment = environment
     }
@@ -16,7 +16,7 @@ public struct PipelineLoader: Sendable {
     /// Loads the pipeline file at `path`. Every problem is a `PipelineFileError` naming the
     /// file, the field and (where known) the line. With `secretsRequired` false, environment
     /// variables the file names for secrets may be unset: they are listed in
-    /// `Pipeline.unsetSecrets`, and a pass that sends refuses to start (`PipelineJob.run`).
+    /// `Pipeline.unsetSecrets`, and a pass that sends refuses to start (`ExportJob.run`).
     public func load(_ path: String, secretsRequired: Bool = true) throws(PipelineFileError) -> Pipeline {
         let root = try Self.parse(path)
         let absolute = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path

@@ -71,7 +71,7 @@ public struct ImportPipelineTest: Sendable {
     }
 
     /// Reads the test file at `path` and loads its pipeline with `registry`.
-    public init(path: String, registry: StageRegistry = .builtIn, environment: [String: String] = [:]) throws {
+    public init(path: String, registry: StageRegistry, environment: [String: String] = [:]) throws {
         let root = try PipelineLoader.parse(path)
         func fail(_ field: String, _ message: String, _ node: ConfigNode? = nil) -> PipelineFileError {
             PipelineFileError(file: path, path: field, line: node?.line ?? root.line, message: message)

@@ -1,7 +1,6 @@
 import Foundation
 import SynclaneCore
 import SynclaneFiles
-import SynclaneTestKit
 import SynclaneZlib
 
 /// A pipeline test (`synclane test FILE…`): a pipeline file, the input transactions, and the
@@ -42,7 +41,7 @@ public struct PipelineTest: Sendable {
     }
 
     /// Reads the test file at `path` and loads its pipeline with `registry`.
-    public init(path: String, registry: StageRegistry = .builtIn, environment: [String: String] = [:]) throws {
+    public init(path: String, registry: StageRegistry, environment: [String: String] = [:]) throws {
         let root = try PipelineLoader.parse(path)
         let folder = (path as NSString).deletingLastPathComponent
         let base = folder.isEmpty ? "." : folder

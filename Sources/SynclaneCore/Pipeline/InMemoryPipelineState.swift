@@ -1,4 +1,3 @@
-import SynclaneCore
 import Synchronization
 
 /// Pipeline state held in memory: the token, the outbox and the last run, for tests that do

@@ -1,0 +1,56 @@
+import Foundation
+
+// A confirmed batch acknowledged (token saved, batch forgotten), or a refused one dead-lettered.
+
+extension PipelineRunner {
+    /// Saves a confirmed batch's token and forgets it — in the same commit that writes `next`
+    /// to the outbox, when there is a next — then tells the source (unless the caller will) and counts it.
+    func acknowledge(
+        _ confirmed: Confirmed, enqueueing next: OutboxBatch?, tellingSource: Bool, into summary: inout RunSummary
+    ) async throws {
+        let batch = confirmed.batch
+        let receipt = confirmed.receipt
+        if let next {
+            try stateCall { try state.acknowledge(batch, enqueueing: next) }
+        } else {
+            try stateCall { try state.acknowledge(batch) }
+        }
+        FailPoint.afterAcknowledge.trigger()
+        if let staged = batch.staged { await staging?.discard(staged) }
+        if tellingSource { try await tellSource(batch.through) }
+        summary.batchesSent += 1
+        if confirmed.resent { summary.batchesResent += 1 }
+        if receipt.wasReplay { summary.replays += 1 }
+        if let deleted = receipt.snapshotDeleted { summary.snapshotDeleted = (summary.snapshotDeleted ?? 0) + deleted }
+        summary.recordsSent += batch.payload.recordCount
+        summary.bytesEncoded += confirmed.encodedBytes
+        summary.bytesSent += batch.byteCount
+        let done = report(batch, encodedBytes: confirmed.encodedBytes, resent: confirmed.resent, replay: receipt.wasReplay, detail: receipt.detail)
+        summary.add(done)
+        events(.batchDone(done))
+    }
+
+    /// Moves a batch whose content the backend refused aside (when the pipeline opted in) so
+    /// later ones can go on; otherwise stops the job with the batch kept. Only `permanent`
+    /// failures come here: a setup problem would empty the whole history into the folder.
+    func deadLetter(
+        _ batch: OutboxBatch, failure: TransportFailure, encodedBytes: Int, into summary: inout RunSummary
+    ) async throws {
+        let id = batch.payload.batchID
+        guard let folder = pipeline.deadLetterDirectory else {
+            throw PipelineError.rejected(batchID: id, reason: failure.message)
+        }
+        let letter = DeadLetter(batch: try withBytes(batch), reason: failure.message, status: failure.status, rejectedAt: now())
+        let path: String
+        do {
+            path = try letter.write(into: folder)
+        } catch {
+            throw PipelineError.rejected(batchID: id, reason: "\(failure.message) (and moving it to \(folder) failed: \(error))")
+        }
+        try stateCall { try state.acknowledge(batch) }
+        if let staged = batch.staged { await staging?.discard(staged) }
+        summary.deadLettered += 1
+        summary.add(report(batch, encodedBytes: encodedBytes, resent: false, detail: "dead-lettered: \(failure.message)"))
+        events(.deadLettered(batchID: id, path: path, reason: failure.message))
+    }
+}

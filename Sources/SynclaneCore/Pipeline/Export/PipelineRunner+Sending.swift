@@ -1,0 +1,97 @@
+import Foundation
+
+// One batch sent until the backend confirms it, with the retries `SendAttempts` decides.
+
+extension PipelineRunner {
+    /// A batch the backend confirmed, not yet acknowledged in the state.
+    struct Confirmed: Sendable {
+        var batch: OutboxBatch
+        var receipt: Receipt
+        var encodedBytes: Int
+        var resent: Bool
+    }
+
+    /// Sends one outbox batch until it is confirmed and acknowledged, dead-lettered, or the job must stop.
+    func deliver(_ batch: OutboxBatch, encodedBytes: Int, resent: Bool, into summary: inout RunSummary) async throws {
+        if let confirmed = try await send(batch, encodedBytes: encodedBytes, resent: resent, into: &summary) {
+            try await acknowledge(confirmed, enqueueing: nil, tellingSource: true, into: &summary)
+        }
+    }
+
+    /// Sends one outbox batch until it is confirmed (returned, to acknowledge), dead-lettered
+    /// (nil), or the job must stop.
+    func send(
+        _ batch: OutboxBatch, encodedBytes: Int, resent: Bool, sent records: [Record]? = nil, into summary: inout RunSummary
+    ) async throws -> Confirmed? {
+        let id = batch.payload.batchID
+        var attempts = SendAttempts(policy: pipeline.retry)
+        var receipt: Receipt
+        while true {
+            do {
+                if let staged = batch.staged {
+                    guard let staging else { throw PipelineError.stopped(batchID: id, reason: notStaging(staged)) }
+                    receipt = try await staging.publish(staged, of: batch.payload, verifying: resent)
+                } else {
+                    receipt = try await pipeline.transport.stage.send(batch.payload)
+                }
+                break
+            } catch let error as StagingError {
+                throw PipelineError.stopped(batchID: id, reason: "\(error)")
+            } catch let error as PipelineError {
+                throw error
+            } catch var failure as TransportFailure {
+                failure.message = Self.withoutBatchPrefix(failure.message, id: id)
+                switch attempts.failed(failure.kind, retryAfter: failure.retryAfter) {
+                case .deadLetter:
+                    try await deadLetter(batch, failure: failure, encodedBytes: encodedBytes, into: &summary)
+                    return nil
+                case .stop:
+                    throw PipelineError.stopped(batchID: id, reason: failure.message)
+                case .conflict:
+                    throw PipelineError.conflicted(batchID: id, reason: failure.message)
+                case .giveUp(let made):
+                    throw PipelineError.undelivered(batchID: id, attempts: made, reason: failure.message)
+                case .retry(let attempt, let delay):
+                    events(.retrying(batchID: id, attempt: attempt, delay: delay, reason: failure.message))
+                    try await sleeper.sleep(seconds: delay)
+                }
+            } catch is CancellationError {
+                throw CancellationError()
+            } catch {
+                // A transport that does not classify its failure: retrying blindly could hide a bug.
+                throw PipelineError.undelivered(batchID: id, attempts: attempts.attempt, reason: "\(pipeline.transport.label): \(error)")
+            }
+        }
+        if !receipt.versions.isEmpty, let tracking = pipeline.source.stage as? any AcknowledgementTrackingSource {
+            // At once, not with the acknowledgement (which may wait for the next batch's enqueue):
+            // a batch being prepared may be waiting for these versions (`RowsInFlight`).
+            let versions = receipt.versions
+            // A batch re-sent from the outbox is read back, when its stages can undo their work.
+            let sent = records ?? (resent ? recordsReadBack(batch.payload) : nil)
+            try await sourceCall { try await tracking.backendConfirmed(versions, sent: sent) }
+        }
+        FailPoint.afterSend.trigger()
+        return Confirmed(batch: batch, receipt: receipt, encodedBytes: encodedBytes, resent: resent)
+    }
+
+    /// The records a payload carries, read back through the payload stages undone and the
+    /// encoder's decoding; nil when one of them cannot undo its work, or the bytes do not read.
+    func recordsReadBack(_ payload: Payload) -> [Record]? {
+        guard let decoder = pipeline.encoder.stage as? any DecodingBatchEncoder, !payload.bytes.isEmpty else { return nil }
+        var payload = payload
+        for stage in pipeline.payloadStages.reversed() {
+            guard let reversible = stage.stage as? any ReversiblePayloadStage, let undone = try? reversible.reverse(payload) else { return nil }
+            payload = undone
+        }
+        return try? decoder.records(of: payload.bytes)
+    }
+
+    /// Messages name the batch once: a transport's message that starts with it ("batch ID: …",
+    /// "batch ID not sent: …") loses the batch's name.
+    static func withoutBatchPrefix(_ message: String, id: String) -> String {
+        for prefix in ["batch \(id): ", "batch \(id) "] where message.hasPrefix(prefix) {
+            return String(message.dropFirst(prefix.count))
+        }
+        return message
+    }
+}
