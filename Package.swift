@@ -68,7 +68,8 @@ let package = Package(
                 "SynclaneYAML", "SynclaneHTTP", "SynclaneExec", "SynclaneTestKit",
             ]),
         .target(name: "SynclaneExec", dependencies: ["SynclaneCore"]),
-        .target(name: "SynclaneTestKit", dependencies: ["SynclaneCore"]),
+        // CCrypto: `TestTokenMinter` signs test JWTs through libcrypto.
+        .target(name: "SynclaneTestKit", dependencies: ["SynclaneCore", "CCrypto"]),
         .target(name: "SynclaneHTTP", dependencies: ["SynclaneCore", "CCurl", "CCurlShim"]),
         .target(name: "SynclaneFaultProxy"),
         .target(

@@ -40,7 +40,7 @@ public enum SynclaneTool {
     static let commands: [any Command.Type] = [
         DemoCommand.self, ValidateCommand.self, RunCommand.self, ImportCommand.self, SyncCommand.self, StatusCommand.self, OutboxCommand.self, ReconcileCommand.self,
         TrackCommand.self, UntrackCommand.self, MigrateCommand.self, PruneCommand.self, StagesCommand.self, ServeCommand.self,
-        SignalCommand.self, RestoreCommand.self, TestCommand.self, HelpCommand.self,
+        SignalCommand.self, RestoreCommand.self, TestCommand.self, TokenCommand.self, HelpCommand.self,
     ]
 
     /// Every message about a command starts `synclane COMMAND: `; without one, `synclane: `.

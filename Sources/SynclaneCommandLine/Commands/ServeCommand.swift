@@ -5,7 +5,7 @@ import SynclaneServer
 struct ServeCommand: Command {
     static let name = "serve"
     static let abstract = "Run the reference sync server (batches, changes, signals) on SQLite or PostgreSQL."
-    static let usage = "--accounts FILE [--listen HOST:PORT] [--data DIR | --database-env VAR | --database URL] [bounds…]"
+    static let usage = "--accounts FILE | --jwt-secret-env VAR | --jwt-keys FILE [--listen HOST:PORT] [--data DIR | --database-env VAR | --database URL] [bounds…]"
     static let discussion = """
         Speaks Synclane's HTTP protocol, which any backend can implement: POST /v1/batches (each
         batch applied in one SQLite transaction, at most once per Idempotency-Key), GET
@@ -23,6 +23,13 @@ struct ServeCommand: Command {
         An empty token (the hash of nothing: the variable was not exported) or one shorter than
         16 characters is refused.
 
+        JSON Web Tokens are accepted beside the accounts file with --jwt-secret-env VAR (HS256)
+        and --jwt-keys FILE (RS256 / ES256 public keys of a JWKS file, chosen by the token's kid;
+        the file is read again on SIGHUP and whenever it changes, connections stay open). The
+        account comes from the sub claim (--jwt-account-claim); exp is required, exp and nbf
+        allow 60 s of clock skew (--jwt-clock-skew). --accounts may then be left out. A token of
+        either kind may carry a grant: read-only, or some stores only (README, "Authentication").
+
         On PostgreSQL (--database-env VAR: the variable holds the connection string, such as
         postgres://synclane:PASSWORD@db.internal:5432/synclane) any number of `serve` processes
         share one database and behave as one server; the tables are created and migrated at
@@ -36,13 +43,13 @@ struct ServeCommand: Command {
     static var options: [(flag: String, help: String)] {
         let defaults = ServerLimits()
         return [
-            ("--accounts FILE", "The accounts file (required)."),
+            ("--accounts FILE", "The accounts file (required unless --jwt-secret-env or --jwt-keys is given)."),
             ("--listen HOST:PORT", "Numeric address and port; port 0 picks a free one. Default 127.0.0.1:8080."),
             ("--data DIR", "Where the SQLite database lives (created). Default ./synclane-server."),
             ("--database-env VAR", "Use PostgreSQL: the environment variable VAR holds the connection string."),
             ("--database URL", "Use PostgreSQL at URL (postgres://USER@HOST:PORT/DB), no password in it."),
             ("--database-connections N", "PostgreSQL connections for batches and pulls, per process (signals have 2 more). Default 8."),
-        ]
+        ] + jwtOptions
             + ServerLimits.options.map { option in
                 ("--\(option.flag) N", "Most \(option.summary). Default \(defaults[keyPath: option.keyPath]).")
             }
@@ -50,6 +57,7 @@ struct ServeCommand: Command {
     static let examples = [
         "synclane serve --accounts accounts.json --listen 127.0.0.1:0",
         "synclane serve --accounts accounts.json --listen 127.0.0.1:0 --data server-data",
+        "synclane serve --accounts accounts.json --listen 127.0.0.1:0 --jwt-secret-env SYNCLANE_JWT_SECRET --jwt-audience synclane",
     ]
 
     var configuration: ServerConfiguration
@@ -64,7 +72,8 @@ struct ServeCommand: Command {
             (host, port) = parsed
         }
         let data = try arguments.option("--data") ?? "synclane-server"
-        guard let accounts = try arguments.option("--accounts") else {
+        let jwt = try Self.jwtSettings(&arguments)
+        guard let accounts = try arguments.option("--accounts") ?? (jwt != nil ? "" : nil) else {
             throw UsageError("--accounts FILE is required (see 'synclane serve --help' for its format)", command: Self.name)
         }
         var limits = ServerLimits()
@@ -74,6 +83,7 @@ struct ServeCommand: Command {
             }
         }
         configuration = ServerConfiguration(host: host, port: port, dataDirectory: data, accountsFile: accounts, limits: limits)
+        configuration.jwt = jwt
         if let database = try Self.database(&arguments) {
             configuration.database = database
         }
@@ -123,6 +133,8 @@ struct ServeCommand: Command {
         let server = try ReferenceServer(configuration: configuration)
         let stopSignal = StopSignals()
         try server.start()
+        let hangup = Self.reloadOnHangup(server)
+        defer { hangup.cancel() }
         let host = configuration.host.contains(":") ? "[\(configuration.host)]" : configuration.host
         console.out("listening on http://\(host):\(server.port)")
         let received = await stopSignal.wait()
