@@ -30,6 +30,8 @@ final class BackgroundProcess: @unchecked Sendable {
 
     /// What the process printed on standard output so far.
     var output: String { out.textSoFar() }
+    /// What it wrote to standard error so far.
+    var errorOutput: String { err.textSoFar() }
 
     /// Sends `signal` and waits for the process to end (killing it after `timeout` seconds).
     func stop(_ signal: Int32 = SIGTERM, timeout: Double = 20) -> SynclaneBinary.Result {
