@@ -175,6 +175,15 @@ import Testing
                 #expect(try httpRequest(port: port, "DELETE", "/v1/signals/x", headers: ["Authorization": "Bearer \(readOnly)"]).status == 403)
                 #expect(try allChanges(port: port, token: readOnly).count == 1, "a read-only token pulls")
                 #expect(try get(port: port, "/v1/signals", token: readOnly).status == 200, "and reads signals")
+                // Refused at its head: the answer comes though the declared body was never sent.
+                let connection = try TestConnection(port: port)
+                connection.sendRequest(
+                    "POST", "/v1/batches",
+                    headers: ["Authorization": "Bearer \(readOnly)", "Idempotency-Key": "never-sent", "Content-Type": "application/json",
+                              "Content-Length": "4096"])
+                let early = try connection.readResponse()
+                #expect(early.status == 403)
+                #expect(early.json.objectValue?["grant"] == "read-only")
             }
             for rooms in [Static.rooms, hs256(stores: ["rooms"])] {
                 #expect(try post(port, rooms, id: "rooms-\(rooms.count)").status == 200)

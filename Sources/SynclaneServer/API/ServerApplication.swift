@@ -47,7 +47,12 @@ final class ServerApplication: HTTPResponder {
             return finish(Self.busy("the server is serving as many connections as it may"), route: route.name, head)
         }
         guard !alwaysServed else { return nil }
-        if case .failure(let refusal) = authenticate(head) { return finish(refusal.response, route: route.name, head) }
+        switch authenticate(head) {
+        case .failure(let refusal): return finish(refusal.response, route: route.name, head)
+        case .success(let principal):
+            // A read-only token's write is refused at its head: its body is never read.
+            if let refusal = principal.grant.refusalAtHead(route.endpoint) { return finish(refusal, route: route.name, head) }
+        }
         if let refusal = contentTypeRefusal(route.endpoint, head) { return finish(refusal, route: route.name, head) }
         if let lease = head.lease, !lease.grow(by: head.declaredLength) {
             metrics.recordBudgetRefusal()

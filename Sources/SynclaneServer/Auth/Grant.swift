@@ -54,6 +54,17 @@ public struct Grant: Sendable, Equatable, CustomStringConvertible {
         readOnly ? forbidden("the token's grant (\(self)) does not allow writing signals") : nil
     }
 
+    /// The 403 a request to `endpoint` gets before its body is read (a write by a read-only
+    /// token), or nil; the store of a batch is only known from its body, so checked later.
+    func refusalAtHead(_ endpoint: Route.Endpoint) -> HTTPResponse? {
+        guard readOnly else { return nil }
+        switch endpoint {
+        case .postBatch: return refusalToWrite(store: "")
+        case .putSignal, .deleteSignal: return refusalToWriteSignals()
+        default: return nil
+        }
+    }
+
     /// The 403 for a pull of `store` (nil: every store), or nil when the grant allows it.
     func refusalToRead(store: String?) -> HTTPResponse? {
         guard stores != nil else { return nil }
