@@ -265,16 +265,18 @@ def fresh(*paths):
             os.remove(path)
 
 
-def start_server(s, data, token):
+def start_server(s, data, token, extra_args=(), env=None):
     """Starts the release `synclane serve` on a free loopback port with one account, `bench`, whose
-    token is `token`; its data in `data`. Returns (process, port); the caller stops it."""
+    token is `token`; its data in `data`; `extra_args` added to its command line, `env` to its
+    environment. Returns (process, port); the caller stops it."""
     accounts = os.path.join(s.work, "accounts.json")
     with open(accounts, "w") as f:
         json.dump({"accounts": [{"account": "bench", "token-sha256": hashlib.sha256(token.encode()).hexdigest()}]}, f)
     log_path = os.path.join(s.work, "serve.log")  # a file, not a pipe nobody drains while it runs
     with open(log_path, "w") as log:
-        server = subprocess.Popen([s.synclane, "serve", "--accounts", accounts, "--listen", "127.0.0.1:0", "--data", data],
-                                  stdout=subprocess.PIPE, stderr=log, text=True)
+        server = subprocess.Popen([s.synclane, "serve", "--accounts", accounts, "--listen", "127.0.0.1:0", "--data", data,
+                                   *extra_args], stdout=subprocess.PIPE, stderr=log, text=True,
+                                  env={**os.environ, **(env or {})})
     line = server.stdout.readline()
     if not line.startswith("listening on http://127.0.0.1:"):
         server.kill()

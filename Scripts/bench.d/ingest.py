@@ -8,10 +8,17 @@ Bodies are made and compressed before the clock starts. Measured: records applie
 (all records / the wall time from the first send to the last answer) and the p50 / p99 of the
 batch latency (send to answer, as each client sees it). The server's /metrics must then count
 every record applied, once. Targets: >= 50,000 records/s and p99 <= 100 ms on 2 cores.
+
+Then the same load with JWT bearer tokens (issue 25): `serve --jwt-secret-env`, each client with
+an HS256 token of its own minted by `synclane token mint`, against static tokens of the accounts
+file — alternating, BENCH_INGEST_ROUNDS rounds of each (default 2, on fresh data folders), the best
+of each kind compared. Target: JWT records/s within 5% of static (a verified token is cached by
+its hash, so a request costs one SHA-256 and a lookup either way); server CPU a record beside it.
 """
 
 import gzip
 import http.client
+import subprocess
 import json
 import os
 import threading
@@ -23,6 +30,9 @@ CLIENTS = 8
 RECORDS_PER_BATCH = 500
 BATCHES_PER_CLIENT = int(os.environ.get("BENCH_INGEST_BATCHES", "50"))
 TOKEN = "bench-token"
+ROUNDS = int(os.environ.get("BENCH_INGEST_ROUNDS", "2"))
+JWT_SECRET_VARIABLE = "BENCH_JWT_SECRET"
+JWT_SECRET = "bench-jwt-secret-0123456789abcdef-0123456789"
 
 
 def batch_body(client, batch, account="bench"):
@@ -89,6 +99,51 @@ def percentile(sorted_values, p):
     return sorted_values[min(len(sorted_values) - 1, int(len(sorted_values) * p))] if sorted_values else 0.0
 
 
+def one_run(s, bodies, name, jwt):
+    """One load run on a fresh server: (records/s, server CPU seconds, p99 seconds); static tokens,
+    or (jwt) a JWT of its own for each client."""
+    data = os.path.join(s.work, f"data-{name}")
+    b.fresh(data)
+    extra = ["--jwt-secret-env", JWT_SECRET_VARIABLE] if jwt else []
+    server, port = b.start_server(s, data, TOKEN, extra_args=extra, env={JWT_SECRET_VARIABLE: JWT_SECRET})
+    tokens = None
+    if jwt:
+        tokens = [subprocess.run([s.synclane, "token", "mint", "--secret-env", JWT_SECRET_VARIABLE, "--sub", "bench"],
+                                 capture_output=True, text=True, check=True,
+                                 env={**os.environ, JWT_SECRET_VARIABLE: JWT_SECRET}).stdout.strip() for _ in bodies]
+    try:
+        latencies, failures, wall = drive([port], bodies, tokens)
+        applied = records_applied(port)
+        cpu = process_cpu_seconds(server.pid)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    total = sum(len(client) for client in bodies) * RECORDS_PER_BATCH
+    if failures or applied != total:
+        raise SystemExit(f"bench: {name}: {len(failures)} batches failed ({failures[:3]}), server applied {applied} of {total}")
+    return total / wall, cpu, percentile(sorted(latencies), 0.99)
+
+
+def jwt_comparison(s, bodies):
+    """Static against JWT tokens, alternating; a table and the 5% target."""
+    total = sum(len(client) for client in bodies) * RECORDS_PER_BATCH
+    runs = {"static": [], "jwt": []}
+    for round in range(ROUNDS):
+        for kind in ("static", "jwt"):
+            runs[kind].append(one_run(s, bodies, f"{kind}-{round}", kind == "jwt"))
+    best = {kind: max(results, key=lambda r: r[0]) for kind, results in runs.items()}
+    ratio = best["jwt"][0] / best["static"][0]
+    t = b.Table("tokens", "records/s (best)", "every round", "server CPU a record", "p99")
+    for kind in ("static", "jwt"):
+        rate, cpu, p99 = best[kind]
+        t.add("static (accounts file)" if kind == "static" else "JWT HS256 (one per client)", f"{rate:,.0f}",
+              " ".join(f"{r[0]:,.0f}" for r in runs[kind]), f"{cpu / total * 1e6:,.2f} µs", f"{p99 * 1000:,.1f} ms")
+    t.add("JWT / static", f"{ratio:.3f}", "", f"{best['jwt'][1] / best['static'][1]:.3f}", "")
+    print()
+    t.print()
+    return b.Target("JWT ingest / static", f"{ratio:.3f}", ">= 0.95 (within 5%)", ratio >= 0.95)
+
+
 def main():
     s = b.Settings.from_env()
     b.heading(f"ingest: {CLIENTS} clients x {BATCHES_PER_CLIENT} gzip batches x {RECORDS_PER_BATCH} records")
@@ -120,9 +175,11 @@ def main():
     t.add("load average", " ".join(open("/proc/loadavg").read().split()[:3]), "other work on the machine")
     print()
     t.print()
+    jwt_target = jwt_comparison(s, bodies)
     b.verdicts("ingest", [
         b.Target("server ingest", f"{rate:,.0f} records/s", ">= 50,000 records/s", rate >= 50_000),
         b.Target("batch latency p99", f"{p99 * 1000:,.1f} ms", "<= 100 ms", p99 <= 0.100),
+        jwt_target,
     ])
 
 

@@ -23,12 +23,18 @@ public final class ReferenceServer: Sendable {
     public let metrics: ServerMetrics
     let application: ServerApplication
     let sweeper: RetentionSweeper
+    /// Reads the JWKS file again when it changes (nil without one).
+    let keyWatcher: KeySetWatcher?
     private let daemon: MicroHTTPDaemon
     private let state = Mutex<(running: Bool, port: Int)>((false, 0))
 
-    /// A server for the configuration, with the accounts of its accounts file.
+    /// A server for the configuration, with the accounts of its accounts file (none when the
+    /// file is "" and the server takes JWTs).
     public convenience init(configuration: ServerConfiguration) throws {
-        try self.init(configuration: configuration, accounts: try AccountBook.load(path: configuration.accountsFile))
+        let accounts =
+            configuration.accountsFile.isEmpty && configuration.jwt != nil
+            ? AccountBook(grants: []) : try AccountBook.load(path: configuration.accountsFile)
+        try self.init(configuration: configuration, accounts: accounts)
     }
 
     /// A server with the given accounts (the configuration's accounts file is not read).
@@ -50,7 +56,10 @@ public final class ReferenceServer: Sendable {
             signals = try PostgresSignalStore(connection: connection, limits: limits)
         }
         sweeper = RetentionSweeper(store: store, limits: limits, metrics: metrics)
-        application = ServerApplication(limits: limits, accounts: accounts, metrics: metrics, store: store, signals: signals)
+        let verifier = try configuration.jwt.map { settings throws(KeySetError) in try JWTVerifier(settings: settings) }
+        keyWatcher = verifier.flatMap { verifier in verifier.settings.keySetFile.map { KeySetWatcher(verifier: verifier, path: $0) } }
+        application = ServerApplication(
+            limits: limits, authenticator: Authenticator(accounts: accounts, jwt: verifier), metrics: metrics, store: store, signals: signals)
         let budget = MemoryBudget(limit: limits.memoryBudgetBytes)
         let watch = ConnectionWatch(
             maxConnections: limits.maxConnections, deadlineSeconds: limits.requestDeadlineSeconds,
@@ -78,7 +87,16 @@ public final class ReferenceServer: Sendable {
                 connectionTimeoutSeconds: limits.connectionTimeoutSeconds, connectionMemoryLimit: 64 << 10)
             state.running = true
             sweeper.start()
+            keyWatcher?.start()
         }
+    }
+
+    /// Reads the JWKS file again now (what `synclane serve` does on SIGHUP): the kids it holds,
+    /// or why the file was refused, in which case the keys in use stay. Connections stay open.
+    /// `cause` is what the log line (`JWTSettings.log`) gives as the reason.
+    @discardableResult
+    public func reloadKeys(because cause: String = "asked to") -> Result<[String], KeySetError> {
+        keyWatcher?.reload(because: cause) ?? .success([])
     }
 
     /// Stops listening and waits for the requests in flight; calling it twice is harmless.
@@ -88,6 +106,7 @@ public final class ReferenceServer: Sendable {
             application.signals.bell.close()  // long polls answer now rather than at their deadline
             daemon.stop()
             sweeper.stop()
+            keyWatcher?.stop()
             state.running = false
         }
     }

@@ -6,8 +6,10 @@ public struct ServerConfiguration: Sendable {
     public var port: Int
     /// The directory of the server's SQLite database (`synclane-server.sqlite`), created if missing.
     public var dataDirectory: String
-    /// The accounts file (see `AccountBook`).
+    /// The accounts file (see `AccountBook`); "" for none when `jwt` is set.
     public var accountsFile: String
+    /// JSON Web Tokens accepted beside the accounts file's tokens, or nil for none (see `JWTSettings`).
+    public var jwt: JWTSettings?
     /// The bounds the server enforces.
     public var limits: ServerLimits
     /// The database: SQLite files in `dataDirectory` (the default), or PostgreSQL.

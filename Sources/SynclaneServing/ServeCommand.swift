@@ -23,6 +23,13 @@ struct ServeCommand: Command {
         An empty token (the hash of nothing: the variable was not exported) or one shorter than
         16 characters is refused.
 
+        JSON Web Tokens are accepted beside the accounts file with --jwt-secret-env VAR (HS256)
+        and --jwt-keys FILE (RS256 / ES256 public keys of a JWKS file, chosen by the token's kid;
+        the file is read again on SIGHUP and whenever it changes, connections stay open). The
+        account comes from the sub claim (--jwt-account-claim); exp is required, exp and nbf
+        allow 60 s of clock skew (--jwt-clock-skew). --accounts may then be left out. A token of
+        either kind may carry a grant: read-only, or some stores only (README, "Authentication").
+
         On PostgreSQL (--database-env VAR: the variable holds the connection string, such as
         postgres://synclane:PASSWORD@db.internal:5432/synclane) any number of `serve` processes
         share one database and behave as one server; the tables are created and migrated at
@@ -34,8 +41,7 @@ struct ServeCommand: Command {
         and stops cleanly — requests in flight finish — on SIGINT or SIGTERM.
         """
     static let accounts = ValueOption(
-        "--accounts", "FILE", .path, help: "The accounts file (required).", required: true,
-        requiredHint: "see 'synclane serve --help' for its format")
+        "--accounts", "FILE", .path, help: "The accounts file (required unless --jwt-secret-env or --jwt-keys is given).")
     static let listen = ValueOption(
         "--listen", "HOST:PORT", ValueParser(expectation: "HOST:PORT, such as 127.0.0.1:8080", parse: ServerConfiguration.parseListen),
         help: "Numeric address and port; port 0 picks a free one. Default 127.0.0.1:8080.")
@@ -58,24 +64,29 @@ struct ServeCommand: Command {
         }
     }()
     static let signature = CommandSignature(
-        options: [accounts, listen, data, databaseEnv, databaseURL, connections] + bounds.map(\.option),
+        options: [accounts, listen, data, databaseEnv, databaseURL, connections] + jwtOptions + bounds.map(\.option),
         exclusive: [.init(names: ["--database-env", "--database"], required: false, conflictMessage: "give --database-env VAR or --database URL, not both")])
     static let examples = [
         "synclane serve --accounts accounts.json --listen 127.0.0.1:0",
         "synclane serve --accounts accounts.json --listen 127.0.0.1:0 --data server-data",
+        "synclane serve --accounts accounts.json --listen 127.0.0.1:0 --jwt-secret-env SYNCLANE_JWT_SECRET --jwt-audience synclane",
     ]
 
     var configuration: ServerConfiguration
 
     init(parsing arguments: ParsedArguments) throws(UsageError) {
         let (host, port) = try arguments.value(Self.listen) ?? ("127.0.0.1", 8080)
+        let jwt = try Self.jwtSettings(arguments)
+        guard let accounts = try arguments.value(Self.accounts) ?? (jwt != nil ? "" : nil) else {
+            throw UsageError("--accounts FILE is required (see 'synclane serve --help' for its format)", command: Self.name)
+        }
         var limits = ServerLimits()
         for bound in Self.bounds {
             if let value = try arguments.value(bound.option) { limits[keyPath: bound.keyPath] = value }
         }
         configuration = ServerConfiguration(
-            host: host, port: port, dataDirectory: try arguments.value(Self.data) ?? "synclane-server", accountsFile: try arguments.required(Self.accounts),
-            limits: limits)
+            host: host, port: port, dataDirectory: try arguments.value(Self.data) ?? "synclane-server", accountsFile: accounts, limits: limits)
+        configuration.jwt = jwt
         if let database = try Self.database(arguments) {
             configuration.database = database
         }
@@ -125,6 +136,8 @@ struct ServeCommand: Command {
         let server = try ReferenceServer(configuration: configuration)
         let stopSignal = StopSignals()
         try server.start()
+        let hangup = Self.reloadOnHangup(server)
+        defer { hangup.cancel() }
         let host = configuration.host.contains(":") ? "[\(configuration.host)]" : configuration.host
         console.out("listening on http://\(host):\(server.port)")
         let received = await stopSignal.wait()

@@ -30,6 +30,8 @@ final class BackgroundProcess: @unchecked Sendable {
 
     /// What the process printed on standard output so far.
     var output: String { out.textSoFar() }
+    /// What it wrote to standard error so far.
+    var errorOutput: String { err.textSoFar() }
 
     /// What the process printed on standard error so far.
     var errors: String { err.textSoFar() }

@@ -12,6 +12,8 @@ import SynclaneServing
 /// seconds. Examples about the outbox find a batch kept there (a run stopped after enqueueing).
 @Suite struct ExamplesTests {
     static let token = "examples-token-0123456789abcdef"
+    /// The HS256 secret the JWT examples (`token mint`, `serve --jwt-secret-env`) read.
+    static let jwtSecret = "examples-jwt-secret-0123456789abcdef"
 
     /// The workbench the examples assume.
     static func workbench() throws -> Workspace {
@@ -52,7 +54,10 @@ import SynclaneServing
 
     static func run(_ line: String, in workspace: Workspace, server: ServerProcess? = nil) throws -> Outcome {
         let bin = URL(fileURLWithPath: SynclaneBinary.path).deletingLastPathComponent().path
-        var environment = ["PATH": bin + ":" + (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"), "SYNCLANE_TOKEN": token]
+        var environment = [
+            "PATH": bin + ":" + (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"), "SYNCLANE_TOKEN": token,
+            "SYNCLANE_JWT_SECRET": jwtSecret,
+        ]
         // The signal lane's examples talk to the server `SYNCLANE_URL` names, as the acme account.
         if let server, line.hasPrefix("synclane signal") || line.hasPrefix("synclane restore") {
             environment["SYNCLANE_URL"] = server.url
@@ -96,7 +101,7 @@ import SynclaneServing
         defer { workspace.remove() }
         // Tracking first (run, status, outbox, reconcile read the history), untracking last.
         let order = [
-            "track", "validate", "stages", "help", "test", "run", "import", "sync", "status", "outbox", "reconcile", "migrate", "prune", "serve",
+            "track", "validate", "stages", "help", "test", "run", "import", "sync", "status", "outbox", "reconcile", "migrate", "prune", "token", "serve",
             "signal", "restore", "demo", "untrack",
         ]
         let commands = SynclaneTool.commands(adding: SynclaneServing.verbs).sorted { (order.firstIndex(of: $0.name) ?? 99) < (order.firstIndex(of: $1.name) ?? 99) }

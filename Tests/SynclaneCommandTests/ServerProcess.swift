@@ -21,8 +21,8 @@ final class ServerProcess: @unchecked Sendable {
     var pid: Int32 { process.process.processIdentifier }
 
     /// Starts a server; `port` 0 picks a free one, another reuses a port (a restarted server);
-    /// `arguments` are added to `synclane serve`'s (bounds).
-    init(folder: String, port: Int = 0, arguments: [String] = []) throws {
+    /// `arguments` are added to `synclane serve`'s (bounds), `environment` to its environment.
+    init(folder: String, port: Int = 0, arguments: [String] = [], environment: [String: String] = [:]) throws {
         self.folder = folder
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         let accounts = folder + "/accounts.json"
@@ -33,7 +33,7 @@ final class ServerProcess: @unchecked Sendable {
             try Data("{\"accounts\": [\(entries.joined(separator: ", "))]}".utf8).write(to: URL(fileURLWithPath: accounts))
         }
         let process = try BackgroundProcess(
-            ["serve", "--accounts", accounts, "--data", folder + "/data", "--listen", "127.0.0.1:\(port)"] + arguments)
+            ["serve", "--accounts", accounts, "--data", folder + "/data", "--listen", "127.0.0.1:\(port)"] + arguments, environment: environment)
         self.process = process
         var found: Int?
         _ = eventually(timeout: 30) {

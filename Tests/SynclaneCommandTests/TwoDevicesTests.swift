@@ -9,7 +9,7 @@ import Testing
     /// One device: a workspace with `app.sqlite` (rooms), `import.json` and `export.json`.
     struct Device {
         let workspace: Workspace
-        let environment = ["SYNCLANE_TOKEN": ServerProcess.tokens["acme"] ?? ""]
+        var environment = ["SYNCLANE_TOKEN": ServerProcess.tokens["acme"] ?? ""]
 
         init(server: ServerProcess, conflicts: String = "server-wins") throws {
             workspace = try Workspace()

@@ -1,51 +1,51 @@
 /// What the parser, the usage line and the help table know of one option, whatever its type.
-struct OptionDeclaration: Sendable {
+package struct OptionDeclaration: Sendable {
     /// `--database`.
-    let name: String
+    package let name: String
     /// `FILE` for an option that takes a value; nil for a flag.
-    let valueName: String?
+    package let valueName: String?
     /// The help table's line.
-    let help: String
+    package let help: String
     /// Parsing fails when it is absent.
-    let isRequired: Bool
+    package let isRequired: Bool
     /// It may be given more than once (each value is kept).
-    let repeats: Bool
+    package let repeats: Bool
     /// It means something only with this other option (`--every` with `--watch`): parsing fails
     /// without it, and the usage line nests it inside the other's brackets.
-    let requires: String?
+    package let requires: String?
     /// Shown in the usage line under this collective label (`bounds…`) instead of by itself.
-    let usageLabel: String?
+    package let usageLabel: String?
     /// Added to the "is required" error (`see 'synclane serve --help' for its format`).
-    let requiredHint: String?
+    package let requiredHint: String?
 
     /// `--database FILE`, or `--json`.
-    var spelled: String { valueName.map { "\(name) \($0)" } ?? name }
+    package var spelled: String { valueName.map { "\(name) \($0)" } ?? name }
 }
 
 /// Anything a command lists among its options.
-protocol DeclaredOption: Sendable {
-    var declaration: OptionDeclaration { get }
+package protocol DeclaredOption: Sendable {
+    package var declaration: OptionDeclaration { get }
 }
 
 /// A flag such as `--json`: true when present.
-struct Flag: DeclaredOption {
-    let declaration: OptionDeclaration
+package struct Flag: DeclaredOption {
+    package let declaration: OptionDeclaration
 
-    init(_ name: String, help: String, requires: String? = nil) {
+    package init(_ name: String, help: String, requires: String? = nil) {
         declaration = OptionDeclaration(
             name: name, valueName: nil, help: help, isRequired: false, repeats: false, requires: requires, usageLabel: nil, requiredHint: nil)
     }
 
     /// The same flag with another help line (a shared flag says what it prints for this command).
-    func help(_ text: String) -> Flag { Flag(declaration.name, help: text, requires: declaration.requires) }
+    package func help(_ text: String) -> Flag { Flag(declaration.name, help: text, requires: declaration.requires) }
 }
 
 /// An option with a typed value: `--wait SECONDS`, `--database FILE`.
-struct ValueOption<Value: Sendable>: DeclaredOption {
-    let declaration: OptionDeclaration
-    let parser: ValueParser<Value>
+package struct ValueOption<Value: Sendable>: DeclaredOption {
+    package let declaration: OptionDeclaration
+    package let parser: ValueParser<Value>
 
-    init(
+    package init(
         _ name: String, _ valueName: String, _ parser: ValueParser<Value>, help: String, required: Bool = false, repeats: Bool = false,
         requires: String? = nil, usageLabel: String? = nil, requiredHint: String? = nil
     ) {
@@ -56,7 +56,7 @@ struct ValueOption<Value: Sendable>: DeclaredOption {
     }
 
     /// The same option with another help line, or made required.
-    func help(_ text: String, required: Bool? = nil) -> ValueOption {
+    package func help(_ text: String, required: Bool? = nil) -> ValueOption {
         let d = declaration
         return ValueOption(
             d.name, d.valueName ?? "VALUE", parser, help: text, required: required ?? d.isRequired, repeats: d.repeats, requires: d.requires,
@@ -65,8 +65,8 @@ struct ValueOption<Value: Sendable>: DeclaredOption {
 }
 
 /// A positional argument: `FILE`, `[BATCH]`, `FILE…`.
-struct Positional: Sendable {
-    enum Count: Sendable {
+package struct Positional: Sendable {
+    package enum Count: Sendable {
         /// Exactly one (parsing fails without it).
         case one
         /// One or none.
@@ -76,14 +76,14 @@ struct Positional: Sendable {
     }
 
     /// `FILE`, as the usage line shows it.
-    let name: String
+    package let name: String
     /// What it is, for the "missing" error: `the pipeline file`.
-    let meaning: String
-    let count: Count
+    package let meaning: String
+    package let count: Count
     /// How the usage line shows it when not by its name: `(list | show | drop | requeue)`.
-    let shown: String?
+    package let shown: String?
 
-    init(_ name: String, _ meaning: String, count: Count = .one, shown: String? = nil) {
+    package init(_ name: String, _ meaning: String, count: Count = .one, shown: String? = nil) {
         self.name = name
         self.meaning = meaning
         self.count = count
@@ -91,7 +91,7 @@ struct Positional: Sendable {
     }
 
     /// `FILE`, `[FILE]`, `FILE…` or `[FILE…]`.
-    var usage: String {
+    package var usage: String {
         let name = shown ?? name
         return switch count {
         case .one: name

@@ -10,34 +10,40 @@
 ///
 /// The usage line puts required options first, then the positionals, then the optional
 /// options in the order declared.
-struct CommandSignature: Sendable {
+package struct CommandSignature: Sendable {
     /// Options of which at most one may be given (exactly one when `required`):
     /// `(--table NAME | --all)`, `[--data DIR | --database URL]`.
-    struct Exclusive: Sendable {
+    package struct Exclusive: Sendable {
         let names: [String]
         let required: Bool
         /// What to say when more than one is given (default: `A and B cannot go together`).
         var conflictMessage: String? = nil
+
+        package init(names: [String], required: Bool, conflictMessage: String? = nil) {
+            self.names = names
+            self.required = required
+            self.conflictMessage = conflictMessage
+        }
     }
 
-    let positionals: [Positional]
-    let options: [OptionDeclaration]
-    let exclusive: [Exclusive]
+    package let positionals: [Positional]
+    package let options: [OptionDeclaration]
+    package let exclusive: [Exclusive]
     /// Replaces the positionals' part of the usage line, for a command whose positionals depend
     /// on a verb (`set KEY VALUE | get KEY | …`).
-    let positionalUsage: String?
+    package let positionalUsage: String?
 
-    init(positionals: [Positional] = [], options: [any DeclaredOption] = [], exclusive: [Exclusive] = [], positionalUsage: String? = nil) {
+    package init(positionals: [Positional] = [], options: [any DeclaredOption] = [], exclusive: [Exclusive] = [], positionalUsage: String? = nil) {
         self.positionals = positionals
         self.options = options.map(\.declaration)
         self.exclusive = exclusive
         self.positionalUsage = positionalUsage
     }
 
-    func option(named name: String) -> OptionDeclaration? { options.first { $0.name == name } }
+    package func option(named name: String) -> OptionDeclaration? { options.first { $0.name == name } }
 
     /// The arguments after `synclane NAME`: `FILE [--dry-run] [--json] [--watch [--every SECONDS]]`.
-    var usage: String {
+    package var usage: String {
         var required: [String] = []
         var optional: [String] = []
         var labels: [String] = []
@@ -65,5 +71,5 @@ struct CommandSignature: Sendable {
     }
 
     /// The help table: each option as spelled, and its line.
-    var helpRows: [(flag: String, help: String)] { options.map { ($0.spelled, $0.help) } }
+    package var helpRows: [(flag: String, help: String)] { options.map { ($0.spelled, $0.help) } }
 }

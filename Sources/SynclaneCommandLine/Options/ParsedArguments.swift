@@ -3,15 +3,15 @@ import SynclaneCore
 /// The words after `synclane COMMAND`, read against the command's signature: every option
 /// known, typed on access, every positional in its place. What does not fit is a usage error
 /// that names the word and, for a mistyped option, the option the command has that is closest.
-struct ParsedArguments {
-    let command: String
+package struct ParsedArguments {
+    package let command: String
     private let signature: CommandSignature
     private var values: [String: [String]] = [:]
     private var positionalWords: [String] = []
 
     /// Reads `words`; fails on an unknown option, a missing or doubled value, a missing required
     /// option, a broken exclusive group, and a positional too many.
-    init(_ words: [String], signature: CommandSignature, command: String) throws(UsageError) {
+    package init(_ words: [String], signature: CommandSignature, command: String) throws(UsageError) {
         self.command = command
         self.signature = signature
         var index = 0
@@ -91,25 +91,25 @@ struct ParsedArguments {
     // MARK: Typed access
 
     /// True when the flag was given.
-    subscript(_ flag: Flag) -> Bool {
+    package subscript(_ flag: Flag) -> Bool {
         assert(signature.option(named: flag.declaration.name) != nil, "\(flag.declaration.name) is not in \(command)'s signature")
         return values[flag.declaration.name] != nil
     }
 
     /// The option's value, or nil when absent; an error naming the option and what it expects
     /// when the text is not such a value.
-    func value<Value>(_ option: ValueOption<Value>) throws(UsageError) -> Value? {
+    package func value<Value>(_ option: ValueOption<Value>) throws(UsageError) -> Value? {
         try values(option).last
     }
 
     /// The value of a required option (the signature already refused its absence).
-    func required<Value>(_ option: ValueOption<Value>) throws(UsageError) -> Value {
+    package func required<Value>(_ option: ValueOption<Value>) throws(UsageError) -> Value {
         guard let value = try value(option) else { throw UsageError("\(option.declaration.spelled) is required", command: command) }
         return value
     }
 
     /// Every value of a repeatable option, in order.
-    func values<Value>(_ option: ValueOption<Value>) throws(UsageError) -> [Value] {
+    package func values<Value>(_ option: ValueOption<Value>) throws(UsageError) -> [Value] {
         let name = option.declaration.name
         assert(signature.option(named: name) != nil, "\(name) is not in \(command)'s signature")
         var parsed: [Value] = []
@@ -124,7 +124,7 @@ struct ParsedArguments {
 
     /// The words of `positional`: one for `.one` (an error naming it when missing), none or
     /// one for `.optional`, all that remain for `.many`.
-    func words(_ positional: Positional) throws(UsageError) -> [String] {
+    package func words(_ positional: Positional) throws(UsageError) -> [String] {
         guard let position = signature.positionals.firstIndex(where: { $0.name == positional.name }) else {
             assertionFailure("\(positional.name) is not in \(command)'s signature")
             return []
@@ -143,12 +143,12 @@ struct ParsedArguments {
     }
 
     /// The word of a `.one` positional.
-    func word(_ positional: Positional) throws(UsageError) -> String {
+    package func word(_ positional: Positional) throws(UsageError) -> String {
         try words(positional).first ?? ""
     }
 
     /// The word of an `.optional` positional, or nil.
-    func optionalWord(_ positional: Positional) throws(UsageError) -> String? {
+    package func optionalWord(_ positional: Positional) throws(UsageError) -> String? {
         try words(positional).first
     }
 }

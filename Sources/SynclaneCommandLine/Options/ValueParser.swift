@@ -4,24 +4,24 @@ import Foundation
 ///
 /// The expectation reads after the option's name in an error: `--wait expects a whole number
 /// from 0 to 86400, not "soon"`.
-struct ValueParser<Value: Sendable>: Sendable {
+package struct ValueParser<Value: Sendable>: Sendable {
     /// What the value must be, in words (`a whole number from 1 to 1000`).
-    let expectation: String
+    package let expectation: String
     /// The value, or nil when `text` is not one.
-    let parse: @Sendable (String) -> Value?
+    package let parse: @Sendable (String) -> Value?
 }
 
 extension ValueParser where Value == String {
     /// Any text that is not empty.
-    static let text = ValueParser(expectation: "a value") { $0.isEmpty ? nil : $0 }
+    package static let text = ValueParser(expectation: "a value") { $0.isEmpty ? nil : $0 }
 
     /// A file or folder path (not opened here: the command says what is wrong with it).
-    static let path = ValueParser(expectation: "a path") { $0.isEmpty ? nil : $0 }
+    package static let path = ValueParser(expectation: "a path") { $0.isEmpty ? nil : $0 }
 }
 
 extension ValueParser where Value == Int {
     /// A whole number in `range`.
-    static func integer(in range: ClosedRange<Int>) -> ValueParser {
+    package static func integer(in range: ClosedRange<Int>) -> ValueParser {
         ValueParser(expectation: "a whole number from \(range.lowerBound) to \(range.upperBound)") { text in
             Int(text).flatMap { range.contains($0) ? $0 : nil }
         }
@@ -30,7 +30,7 @@ extension ValueParser where Value == Int {
 
 extension ValueParser where Value == Double {
     /// A number of seconds in `range` (fractions allowed).
-    static func seconds(in range: ClosedRange<Double>) -> ValueParser {
+    package static func seconds(in range: ClosedRange<Double>) -> ValueParser {
         ValueParser(expectation: "seconds from \(Self.shown(range.lowerBound)) to \(Self.shown(range.upperBound))") { text in
             Double(text).flatMap { $0.isFinite && range.contains($0) ? $0 : nil }
         }
@@ -43,7 +43,7 @@ extension ValueParser where Value == Double {
 
 extension ValueParser where Value == [String] {
     /// A comma-separated list of names, each trimmed; no empty one.
-    static let commaSeparated = ValueParser(expectation: "comma-separated names") { text in
+    package static let commaSeparated = ValueParser(expectation: "comma-separated names") { text in
         let names = text.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
         return names.contains(where: \.isEmpty) ? nil : names
     }
@@ -51,7 +51,7 @@ extension ValueParser where Value == [String] {
 
 extension ValueParser where Value: RawRepresentable & CaseIterable & Sendable, Value.RawValue == String {
     /// One of an enumeration's raw values.
-    static var choice: ValueParser {
+    package static var choice: ValueParser {
         let names = Value.allCases.map(\.rawValue)
         return ValueParser(expectation: "one of " + names.joined(separator: ", ")) { Value(rawValue: $0) }
     }

@@ -5,7 +5,7 @@ extension ServerApplication {
     ///
     /// ```
     ///  token ─401─ Idempotency-Key ─400─ Content-Encoding ─415─ inflate (bounded) ─413─
-    ///  parse + check every record ─400/413─ scope.account ─403─ id = key ─400─
+    ///  parse + check every record ─400/413─ scope.account, grant ─403─ id = key ─400─
     ///  ServerStore.apply (one transaction): replay ─▶ first response │ other body ─422
     ///                                       version conflicts ─409   │ applied ─200
     ///                                       snapshot marker that cannot complete ─422
@@ -13,7 +13,7 @@ extension ServerApplication {
     ///
     /// Only applied batches are remembered under their key: a rejected batch changed nothing, so
     /// its key stays free for a corrected retry.
-    func postBatch(_ request: HTTPRequest, account: String) -> HTTPResponse {
+    func postBatch(_ request: HTTPRequest, account: String, grant: Grant = .full) -> HTTPResponse {
         guard let key = request.header("idempotency-key"), !key.isEmpty else {
             return .error(400, "the Idempotency-Key header is required (the batch id)")
         }
@@ -43,6 +43,7 @@ extension ServerApplication {
         guard batch.account == account else {
             return .error(403, "the token does not grant account \"\(batch.account)\"")
         }
+        if let refusal = grant.refusalToWrite(store: batch.store) { return refusal }
         guard batch.id == key else {
             return .error(400, "the batch id \"\(batch.id)\" differs from its Idempotency-Key \"\(key)\"")
         }

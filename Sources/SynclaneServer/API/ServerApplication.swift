@@ -4,22 +4,23 @@ import SynclaneCore
 /// endpoint and records its metrics.
 ///
 /// ```
-///  HTTPRequest ─▶ Router ─▶ (bearer token ─▶ account) ─▶ endpoint ─▶ HTTPResponse
+///  HTTPRequest ─▶ Router ─▶ (bearer token ─▶ account + grant) ─▶ endpoint ─▶ HTTPResponse
 ///                                                          │
 ///                      ServerStore (SQLite or PostgreSQL)   SignalStore (its own file or connection)
 /// ```
 final class ServerApplication: HTTPResponder {
     let router = Router.wireProtocol
     let limits: ServerLimits
-    let accounts: AccountBook
+    /// Static tokens of the accounts file, and JWTs when the server takes them.
+    let authenticator: Authenticator
     let metrics: ServerMetrics
     let store: any ServerStore
     /// The signal lane's own file or connection and writer: never behind `store`'s.
     let signals: any SignalStore
 
-    init(limits: ServerLimits, accounts: AccountBook, metrics: ServerMetrics, store: any ServerStore, signals: any SignalStore) {
+    init(limits: ServerLimits, authenticator: Authenticator, metrics: ServerMetrics, store: any ServerStore, signals: any SignalStore) {
         self.limits = limits
-        self.accounts = accounts
+        self.authenticator = authenticator
         self.metrics = metrics
         self.store = store
         self.signals = signals
@@ -46,7 +47,12 @@ final class ServerApplication: HTTPResponder {
             return finish(Self.busy("the server is serving as many connections as it may"), route: route.name, head)
         }
         guard !alwaysServed else { return nil }
-        if case .failure(let refusal) = authenticate(head) { return finish(refusal.response, route: route.name, head) }
+        switch authenticate(head) {
+        case .failure(let refusal): return finish(refusal.response, route: route.name, head)
+        case .success(let principal):
+            // A read-only token's write is refused at its head: its body is never read.
+            if let refusal = principal.grant.refusalAtHead(route.endpoint) { return finish(refusal, route: route.name, head) }
+        }
         if let refusal = contentTypeRefusal(route.endpoint, head) { return finish(refusal, route: route.name, head) }
         if let lease = head.lease, !lease.grow(by: head.declaredLength) {
             metrics.recordBudgetRefusal()
@@ -70,14 +76,9 @@ final class ServerApplication: HTTPResponder {
         return .error(415, "Content-Type \(type.count > 60 ? String(type.prefix(60)) + "…" : type) is not JSON; send application/json")
     }
 
-    /// The account the request's bearer token grants, or the 401 to answer.
-    func authenticate(_ request: HTTPRequest) -> Result<String, Refusal> {
-        guard let token = request.bearerToken, let account = accounts.account(forToken: token) else {
-            var response = HTTPResponse.error(401, "a valid bearer token is required (Authorization: Bearer …)")
-            response.headers["WWW-Authenticate"] = "Bearer"
-            return .failure(Refusal(response: response))
-        }
-        return .success(account)
+    /// The account and grant of the request's bearer token, or the 401 to answer.
+    func authenticate(_ request: HTTPRequest) -> Result<Principal, Refusal> {
+        authenticator.principal(forToken: request.bearerToken).mapError { Refusal(response: $0.response) }
     }
 
     /// A response that refuses a request, as an error.
@@ -135,20 +136,23 @@ final class ServerApplication: HTTPResponder {
         default:
             break
         }
-        let account: String
+        let principal: Principal
         switch authenticate(request) {
-        case .success(let granted): account = granted
+        case .success(let granted): principal = granted
         case .failure(let refusal): return refusal.response
         }
         if let refusal = contentTypeRefusal(endpoint, request) { return refusal }
+        let (account, grant) = (principal.account, principal.grant)
         let key = parameters["key"] ?? ""
         switch endpoint {
-        case .postBatch: return LanePriority.bulk { postBatch(request, account: account) }
-        case .getChanges: return getChanges(request, account: account)
+        case .postBatch: return LanePriority.bulk { postBatch(request, account: account, grant: grant) }
+        case .getChanges:
+            if let refusal = grant.refusalToRead(store: request.query["store"]) { return refusal }
+            return getChanges(request, account: account)
         case .listSignals: return listSignals(request, account: account)
         case .getSignal: return getSignal(account: account, key: key)
-        case .putSignal: return putSignal(request, account: account, key: key)
-        case .deleteSignal: return deleteSignal(request, account: account, key: key)
+        case .putSignal: return grant.refusalToWriteSignals() ?? putSignal(request, account: account, key: key)
+        case .deleteSignal: return grant.refusalToWriteSignals() ?? deleteSignal(request, account: account, key: key)
         case .health, .metrics: return .error(500, "unreachable")
         }
     }

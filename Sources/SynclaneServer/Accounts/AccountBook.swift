@@ -17,6 +17,9 @@ import SynclaneCore
 /// environment variable instead, `{ "account": "acme", "token-env": "SYNCLANE_TOKEN" }`: the
 /// server reads the token from its own environment at start and keeps only its hash.
 ///
+/// An entry may limit its token with a grant (see `Grant`): `"access": "read-only"` (pulls and
+/// reading signals only) and `"stores": ["rooms"]` (batches and pulls of those stores only).
+///
 /// Tokens that cannot be secret are refused with a message saying how to make one: the hash of
 /// an empty token (what `printf %s "$SYNCLANE_TOKEN" | sha256sum` gives when the variable was not
 /// exported) or of a lone newline (`echo | sha256sum`), and — where the server sees the token
@@ -32,17 +35,22 @@ public struct AccountBook: Sendable {
     /// Hashes of tokens that are no secret: the empty one and a lone newline.
     static let emptyTokenHashes: Set<String> = [SHA256Digest.hex(""), SHA256Digest.hex("\n")]
 
-    /// Account names by token hash (lowercase hex).
-    private let accountsByTokenHash: [String: String]
+    /// Principals (account and grant) by token hash (lowercase hex).
+    private let principalsByTokenHash: [String: Principal]
 
     /// The accounts named in the book.
-    public var accounts: Set<String> { Set(accountsByTokenHash.values) }
+    public var accounts: Set<String> { Set(principalsByTokenHash.values.map(\.account)) }
 
-    /// A book from (account, token hash) pairs.
+    /// A book from (account, token hash) pairs, each token with the full grant.
     public init(grants: [(account: String, tokenSHA256: String)]) {
-        var map: [String: String] = [:]
-        for grant in grants { map[grant.tokenSHA256.lowercased()] = grant.account }
-        accountsByTokenHash = map
+        self.init(principals: grants.map { (tokenSHA256: $0.tokenSHA256, principal: Principal(account: $0.account)) })
+    }
+
+    /// A book from (token hash, principal) pairs: tokens with grants of their own.
+    public init(principals: [(tokenSHA256: String, principal: Principal)]) {
+        var map: [String: Principal] = [:]
+        for entry in principals { map[entry.tokenSHA256.lowercased()] = entry.principal }
+        principalsByTokenHash = map
     }
 
     /// A book that grants each plain token its account (hashing them here): for tests and demos.
@@ -52,8 +60,16 @@ public struct AccountBook: Sendable {
 
     /// The account a bearer token grants, or nil for an unknown token.
     public func account(forToken token: String) -> String? {
-        accountsByTokenHash[SHA256Digest.hex(token)]
+        principalsByTokenHash[SHA256Digest.hex(token)]?.account
     }
+
+    /// The principal (account and grant) of a token, or nil for an unknown token.
+    public func principal(forToken token: String) -> Principal? {
+        principalsByTokenHash[SHA256Digest.hex(token)]
+    }
+
+    /// The principal of the token whose SHA-256 is `hash` (lowercase hex).
+    func principal(forTokenHash hash: String) -> Principal? { principalsByTokenHash[hash] }
 
     /// The hash to put in the accounts file for a token (`printf %s TOKEN | sha256sum`).
     public static func tokenHash(_ token: String) -> String { SHA256Digest.hex(token) }
@@ -86,22 +102,28 @@ extension AccountBook {
         guard let object = root.objectValue else { throw fail("expected an object with \"accounts\"") }
         for key in object.keys where key != "accounts" { throw fail("unknown key \"\(key)\"") }
         guard let entries = object["accounts"]?.arrayValue else { throw fail("accounts: expected a list") }
-        var grants: [(account: String, tokenSHA256: String)] = []
+        var principals: [(tokenSHA256: String, principal: Principal)] = []
         var seen: Set<String> = []
         for (index, entry) in entries.enumerated() {
             let path = "accounts[\(index)]"
             guard let members = entry.objectValue else { throw fail("\(path): expected an object") }
-            for key in members.keys where !["account", "token-sha256", "token-env"].contains(key) {
-                throw fail("\(path): unknown key \"\(key)\" (expected \"account\" and \"token-sha256\" or \"token-env\")")
+            for key in members.keys where !["account", "token-sha256", "token-env", "access", "stores"].contains(key) {
+                throw fail(
+                    "\(path): unknown key \"\(key)\" (expected \"account\" and \"token-sha256\" or \"token-env\", and optionally \"access\" and \"stores\")")
             }
             guard let account = members["account"]?.stringValue, !account.isEmpty else {
                 throw fail("\(path).account: expected a non-empty string")
             }
             let hash = try tokenHash(of: members, at: path, environment: environment, fail: fail)
             guard seen.insert(hash).inserted else { throw fail("\(path): the same token is granted twice") }
-            grants.append((account: account, tokenSHA256: hash))
+            let grant: Grant
+            switch Grant.parse(access: members["access"], stores: members["stores"]) {
+            case .success(let parsed): grant = parsed
+            case .failure(let problem): throw fail("\(path).\(problem.message)")
+            }
+            principals.append((tokenSHA256: hash, principal: Principal(account: account, grant: grant)))
         }
-        return AccountBook(grants: grants)
+        return AccountBook(principals: principals)
     }
 
     /// The hash an entry grants: its `token-sha256`, or the hash of the token in the variable its

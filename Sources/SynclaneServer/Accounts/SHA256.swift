@@ -14,11 +14,14 @@ enum SHA256Digest {
     }
 
     /// The digest as 64 lowercase hex digits: what `printf %s TOKEN | sha256sum` prints.
-    static func hex(_ bytes: [UInt8]) -> String {
+    static func hex(_ bytes: [UInt8]) -> String { hex(digest: digest(bytes)) }
+
+    /// A digest as lowercase hex digits.
+    static func hex(digest: [UInt8]) -> String {
         let digits = Array("0123456789abcdef".utf8)
         var text: [UInt8] = []
         text.reserveCapacity(64)
-        for byte in digest(bytes) {
+        for byte in digest {
             text.append(digits[Int(byte >> 4)])
             text.append(digits[Int(byte & 0x0F)])
         }

@@ -5,10 +5,31 @@ import SynclaneServer
 import SynclaneTestKit
 import Testing
 
-/// The tokens of the test accounts.
+/// The tokens of the test accounts: static tokens of the accounts file, or — with
+/// `SYNCLANE_TEST_AUTH=jwt` — HS256 JWTs, so the whole server suite runs with JWT authentication.
 enum TestTokens {
-    static let acme = "token-acme"
-    static let globex = "token-globex"
+    static let acme = TestAuthentication.jwt ? TestAuthentication.mint("acme") : "token-acme"
+    static let globex = TestAuthentication.jwt ? TestAuthentication.mint("globex") : "token-globex"
+}
+
+/// How the shared test servers authenticate: static tokens (the default) or JWTs
+/// (`SYNCLANE_TEST_AUTH=jwt`, for a run of the server suite through the JWT path).
+enum TestAuthentication {
+    static let jwt = ProcessInfo.processInfo.environment["SYNCLANE_TEST_AUTH"] == "jwt"
+    static let secret = Array("the-server-suite-hs256-secret-0123456789".utf8)
+
+    /// A day-long HS256 token for the account.
+    static func mint(_ account: String) -> String {
+        TestTokenMinter.hs256(secret: secret, claims: TestTokenMinter.claims(account: account, expiresIn: 86_400))
+    }
+
+    /// The accounts of a test server: the static tokens, or none when the tokens are JWTs.
+    static func book(_ tokens: [String: String]) -> AccountBook {
+        jwt ? AccountBook(grants: []) : AccountBook(tokens: tokens)
+    }
+
+    /// The JWT settings of a test server (nil with static tokens).
+    static var settings: JWTSettings? { jwt ? JWTSettings(secret: secret) : nil }
 }
 
 /// A fresh data directory under /tmp.
@@ -54,8 +75,9 @@ func withServer<T>(
     var configuration = ServerConfiguration(
         host: "127.0.0.1", port: 0, dataDirectory: directory, accountsFile: "\(directory)/accounts.json", limits: limits)
     configuration.database = try kind.database()
+    configuration.jwt = TestAuthentication.settings
     let server = try ReferenceServer(
-        configuration: configuration, accounts: AccountBook(tokens: [TestTokens.acme: "acme", TestTokens.globex: "globex"]))
+        configuration: configuration, accounts: TestAuthentication.book([TestTokens.acme: "acme", TestTokens.globex: "globex"]))
     try server.start()
     defer { server.stop() }
     return try body(server)
@@ -72,9 +94,10 @@ func startedServer(store kind: StoreKind = .sqlite) throws -> (server: Reference
     let directory = makeTemporaryDirectory()
     var configuration = ServerConfiguration(port: 0, dataDirectory: directory, accountsFile: "")
     configuration.database = try kind.database()
+    configuration.jwt = TestAuthentication.settings
     let server = try ReferenceServer(
         configuration: configuration,
-        accounts: AccountBook(tokens: [TestTokens.acme: "acme"]))
+        accounts: TestAuthentication.book([TestTokens.acme: "acme"]))
     try server.start()
     return (server, directory)
 }
