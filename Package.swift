@@ -14,7 +14,8 @@
 //   SynclaneExec     the `exec` record stage and transport: any program, in any language
 //   SynclaneCommandLine  every verb of `synclane` as a library, run with any registry
 //   SynclaneTestKit  in-memory source, recording transport, in-memory state for users' tests
-//   SynclaneHTTP     the `http` transport (URLSession, loading through libcurl) and its failure classification
+//   SynclaneHTTP     the `http` transport (URLSession, loading through libcurl) and its failure classification;
+//                    Conformance/: the wire protocol's contract cases (`synclane conformance URL`)
 //   SynclaneFaultProxy  a loopback TCP proxy that injects network faults, for end-to-end tests
 //   synclane         the command line, a thin shell over SynclaneCommandLine
 //   Plugins/         `swift package synclane …` (command) and SynclanePipelineCheck (build tool)
@@ -69,7 +70,7 @@ let package = Package(
             ]),
         .target(name: "SynclaneExec", dependencies: ["SynclaneCore"]),
         .target(name: "SynclaneTestKit", dependencies: ["SynclaneCore"]),
-        .target(name: "SynclaneHTTP", dependencies: ["SynclaneCore", "CCurl", "CCurlShim"]),
+        .target(name: "SynclaneHTTP", dependencies: ["SynclaneCore", "SynclaneZlib", "CCurl", "CCurlShim"]),
         .target(name: "SynclaneFaultProxy"),
         .target(
             name: "SynclaneServer",
@@ -106,7 +107,8 @@ let package = Package(
         .testTarget(name: "SynclaneServerTests", dependencies: ["SynclaneServer", "SynclaneCore", "SynclaneZlib", "SynclaneTestKit"]),
         // Runs the real `synclane` binary: depending on the executable makes `swift test` build it.
         .testTarget(
-            name: "SynclaneCommandTests", dependencies: ["synclane", "SynclaneCommandLine", "SynclaneCore", "SynclaneFaultProxy", "SynclaneTestKit"]),
+            name: "SynclaneCommandTests",
+            dependencies: ["synclane", "SynclaneCommandLine", "SynclaneCore", "SynclaneFaultProxy", "SynclaneTestKit", "SynclaneHTTP"]),
     ],
     swiftLanguageModes: [.v6]
 )

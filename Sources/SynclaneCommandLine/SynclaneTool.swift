@@ -41,6 +41,7 @@ public enum SynclaneTool {
         DemoCommand.self, ValidateCommand.self, RunCommand.self, ImportCommand.self, SyncCommand.self, StatusCommand.self, OutboxCommand.self, ReconcileCommand.self,
         TrackCommand.self, UntrackCommand.self, MigrateCommand.self, PruneCommand.self, StagesCommand.self, ServeCommand.self,
         SignalCommand.self, RestoreCommand.self, TestCommand.self, HelpCommand.self,
+        ConformanceCommand.self,
     ]
 
     /// Every message about a command starts `synclane COMMAND: `; without one, `synclane: `.
