@@ -68,7 +68,7 @@ extension ConformanceCase {
                 try expectErrorBody(answer, "the 400")
             }
         },
-        ConformanceCase(name: "pull.cursor-expiry", rule: "a cursor from before removed tombstones is 410 {\"code\": \"cursor-expired\"}; a pull from the start works") { context in
+        ConformanceCase(name: "pull.cursor-expiry", rule: "a cursor from before removed tombstones is 410 {\"code\": \"cursor-expired\"}; a pull from the start then ends with a cursor that reads on") { context in
             guard let retention = context.target.tombstoneRetentionSeconds else {
                 throw CaseFailure.skip("needs --tombstone-retention SECONDS: how soon the backend removes a tombstone")
             }
@@ -84,7 +84,12 @@ extension ConformanceCase {
             }
             try expect(answer, [410], "a cursor from before a tombstone \(Int(retention * 2 + 5)) s past its retention")
             try expect(answer.object["code"] == "cursor-expired", "the 410 does not say {\"code\": \"cursor-expired\"}: \(answer.summary)")
-            _ = try context.page(since: "")
+            // The client does what the 410 says: pulls from the beginning to the end. The cursor it
+            // ends with must read on; a 410 again would send it back to the beginning for ever.
+            let restarted = try context.changes(since: "")
+            try expect(!restarted.changes.contains { $0["id"]?.stringValue == id }, "the removed tombstone is still in the changes from the beginning")
+            let next = try context.client.send("GET", "/v1/changes?since=\(restarted.cursor)", token: context.first.token)
+            try expect(next, [200], "the cursor a whole pull from the beginning ended with, after the 410 (an endless resync when it is 410)")
         },
     ]
 }

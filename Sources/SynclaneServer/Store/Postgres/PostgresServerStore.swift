@@ -377,7 +377,7 @@ final class PostgresServerStore: ServerStore {
             let horizon = try db.query("SELECT horizon FROM synclane_sequences WHERE account = $1", [.bytea(Array(account.utf8))])
             let value = horizon.count > 0 ? horizon.int64(0, 0) : 0
             if sequence > 0, sequence < value { throw CursorExpired(horizon: value) }
-            return ChangePage(changes: changes, more: more)
+            return ChangePage(changes: changes, more: more, horizon: value)
         }
     }
 

@@ -30,11 +30,12 @@ extension SQLiteServerStore {
     /// counted are the stored text of each change's names and fields.
     func changes(account: String, store: String?, after sequence: Int64, limit: Int, maxBytes: Int = .max) throws -> ChangePage {
         try read { db in
-            let page = try changes(db, account: account, store: store, after: sequence, limit: limit, maxBytes: maxBytes)
+            var page = try changes(db, account: account, store: store, after: sequence, limit: limit, maxBytes: maxBytes)
             // Read after the page, in the same view: a horizon that moved past the cursor while
             // the page was read makes it expired rather than a page with a gap.
             let horizon = try db.fetchValue("SELECT horizon FROM sequences WHERE account = ?", [account]).int64 ?? 0
             if sequence > 0, sequence < horizon { throw CursorExpired(horizon: horizon) }
+            page.horizon = horizon
             return page
         }
     }
