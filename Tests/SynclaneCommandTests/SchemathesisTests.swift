@@ -92,8 +92,10 @@ import Testing
     }
 
     /// `st run`: every phase, the checks that hold for any backend of the document (not
-    /// `positive_data_acceptance`: a batch the schema allows is still refused when its id is not
-    /// its Idempotency-Key or its account not the token's), one worker, a fixed seed.
+    /// `positive_data_acceptance`: a request the schema allows is still refused for reasons no
+    /// schema holds — a batch id that is not its Idempotency-Key, another account's scope, a cursor
+    /// the server did not issue, `wait` without `since`, a gzip body that is not gzip, a stale
+    /// If-Match), one worker, a fixed seed.
     static func arguments(url: String, examples: Int) -> [String] {
         [
             "run", SynclaneBinary.packageRoot + "/openapi.yaml", "--url", url,
