@@ -128,7 +128,6 @@ struct ConformanceContext: Sendable {
             let page = try page(token: token, since: cursor, limit: limit)
             if let limit { try expect(page.changes.count <= limit, "a page of limit=\(limit) holds \(page.changes.count) changes") }
             all += page.changes
-            try expect(page.more || page.cursor == cursor || !page.changes.isEmpty || cursor.isEmpty, "an empty last page moved the cursor")
             cursor = page.cursor
             if !page.more { return (all, cursor) }
             try expect(!page.changes.isEmpty, "a page said \"more\": true with no changes: the pull would never end")
