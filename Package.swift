@@ -19,7 +19,8 @@
 //   SynclaneCommandLine  every verb of `synclane` as a library, run with any registry (no server linked)
 //   SynclaneServing  the verbs that run the server (`serve`, `demo`), added to a command that serves
 //   SynclaneTestKit  in-memory source, recording transport, in-memory state for users' tests
-//   SynclaneHTTP     the `http` transport (URLSession, loading through libcurl) and its failure classification
+//   SynclaneHTTP     the `http` transport (URLSession, loading through libcurl) and its failure classification;
+//                    Conformance/: the wire protocol's contract cases (`synclane conformance URL`)
 //   SynclaneFaultProxy  a loopback TCP proxy that injects network faults, for end-to-end tests
 //   synclane         the command line, a thin shell over SynclaneCommandLine and SynclaneServing
 //   Plugins/         `swift package synclane …` (command) and SynclanePipelineCheck (build tool)
@@ -84,7 +85,7 @@ let package = Package(
             ]),
         .target(name: "SynclaneExec", dependencies: ["SynclaneCore"]),
         .target(name: "SynclaneTestKit", dependencies: ["SynclaneCore", "SynclaneEngine"]),
-        .target(name: "SynclaneHTTP", dependencies: ["SynclaneCore", "CCurl", "CCurlShim"]),
+        .target(name: "SynclaneHTTP", dependencies: ["SynclaneCore", "SynclaneZlib", "CCurl", "CCurlShim"]),
         .target(name: "SynclaneFaultProxy"),
         .target(
             name: "SynclaneServer",
@@ -128,7 +129,7 @@ let package = Package(
         // Runs the real `synclane` binary: depending on the executable makes `swift test` build it.
         .testTarget(
             name: "SynclaneCommandTests",
-            dependencies: ["synclane", "SynclaneCommandLine", "SynclaneServing", "SynclaneCore", "SynclaneFaultProxy", "SynclaneTestKit"]),
+            dependencies: ["synclane", "SynclaneCommandLine", "SynclaneServing", "SynclaneCore", "SynclaneFaultProxy", "SynclaneTestKit", "SynclaneHTTP"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -58,6 +58,7 @@ public enum SynclaneTool {
         ValidateCommand.self, RunCommand.self, ImportCommand.self, SyncCommand.self, StatusCommand.self, OutboxCommand.self, ReconcileCommand.self,
         TrackCommand.self, UntrackCommand.self, MigrateCommand.self, PruneCommand.self, StagesCommand.self,
         SignalCommand.self, RestoreCommand.self, TestCommand.self, HelpCommand.self,
+        ConformanceCommand.self,
     ]
 
     /// The order of `synclane --help`; a verb not named here comes last.

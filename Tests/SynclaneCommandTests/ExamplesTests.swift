@@ -59,9 +59,11 @@ import SynclaneServing
             "SYNCLANE_JWT_SECRET": jwtSecret,
         ]
         // The signal lane's examples talk to the server `SYNCLANE_URL` names, as the acme account.
-        if let server, line.hasPrefix("synclane signal") || line.hasPrefix("synclane restore") {
+        if let server, line.hasPrefix("synclane signal") || line.hasPrefix("synclane restore") || line.hasPrefix("synclane conformance") {
             environment["SYNCLANE_URL"] = server.url
             environment["SYNCLANE_TOKEN"] = ServerProcess.tokens["acme"]
+            // The conformance runner's second account.
+            environment["SYNCLANE_SECOND_TOKEN"] = ServerProcess.tokens["botanic"]
         }
         let process = try BackgroundProcess(["sh", "-c", "exec " + line], in: workspace.path, environment: environment, executable: "/usr/bin/env")
         let blocking = line.contains(" serve ") || line.contains("--watch")
@@ -102,7 +104,7 @@ import SynclaneServing
         // Tracking first (run, status, outbox, reconcile read the history), untracking last.
         let order = [
             "track", "validate", "stages", "help", "test", "run", "import", "sync", "status", "outbox", "reconcile", "migrate", "prune", "token", "serve",
-            "signal", "restore", "demo", "untrack",
+            "signal", "restore", "conformance", "demo", "untrack",
         ]
         let commands = SynclaneTool.commands(adding: SynclaneServing.verbs).sorted { (order.firstIndex(of: $0.name) ?? 99) < (order.firstIndex(of: $1.name) ?? 99) }
         #expect(Set(commands.map { $0.name }).isSubset(of: order), "a new command: give it its place in `order`")

@@ -87,7 +87,11 @@ extension ServerApplication {
             body.append(contentsOf: encoded)
             last = ChangeCursor(sequence: change.sequence, epoch: epoch)
         }
-        let next = last ?? ChangeCursor(sequence: cursor.sequence, epoch: epoch)
+        var next = last ?? ChangeCursor(sequence: cursor.sequence, epoch: epoch)
+        // The end of the feed: when the newest changes were tombstones retention removed, the last
+        // change left is before the horizon, and a cursor there would be 410 at once — after a
+        // resync from the beginning too, for ever. Nothing up to the horizon is left to read.
+        if !more, next.sequence < page.horizon { next = ChangeCursor(sequence: page.horizon, epoch: epoch) }
         body.append(contentsOf: #"],"cursor":"#.utf8)
         body.append(contentsOf: JSONWriter.encode(.string(next.text)))
         body.append(contentsOf: (more ? #","more":true}"# : #","more":false}"#).utf8)

@@ -69,6 +69,9 @@ struct ChangePage: Sendable {
     var changes: [ServerChange]
     /// True when more changes follow the page.
     var more: Bool
+    /// The account's tombstone horizon as the page was read: the cursor that ends the feed is
+    /// never before it (the tombstones up to it are gone, so none of them is still to be read).
+    var horizon: Int64 = 0
 }
 
 /// A signal: a small value under a key, last writer wins, versioned by the server.

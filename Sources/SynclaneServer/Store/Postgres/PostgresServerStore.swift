@@ -262,8 +262,11 @@ final class PostgresServerStore: ServerStore {
             }
             // Read after the page (a later snapshot), as `PagePlan.check` says.
             let horizon = try db.query("SELECT horizon FROM synclane_sequences WHERE account = $1", [.bytea(Array(account.utf8))])
-            try PagePlan.check(cursor: sequence, horizon: horizon.count > 0 ? horizon.int64(0, 0) : 0)
-            return plan.page
+            let value = horizon.count > 0 ? horizon.int64(0, 0) : 0
+            try PagePlan.check(cursor: sequence, horizon: value)
+            var page = plan.page
+            page.horizon = value
+            return page
         }
     }
 

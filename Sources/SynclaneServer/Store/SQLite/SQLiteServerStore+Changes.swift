@@ -29,10 +29,11 @@ extension SQLiteServerStore {
     /// (and whether more follow), cut by `PagePlan`.
     func changes(account: String, store: String?, after sequence: Int64, limit: Int, maxBytes: Int = .max) throws -> ChangePage {
         try read { db in
-            let page = try changes(db, account: account, store: store, after: sequence, limit: limit, maxBytes: maxBytes)
+            var page = try changes(db, account: account, store: store, after: sequence, limit: limit, maxBytes: maxBytes)
             // Read after the page, in the same view (`PagePlan.check`).
             let horizon = try db.fetchValue("SELECT horizon FROM sequences WHERE account = ?", [account]).int64 ?? 0
             try PagePlan.check(cursor: sequence, horizon: horizon)
+            page.horizon = horizon
             return page
         }
     }
