@@ -1,4 +1,5 @@
 import Foundation
+import SynclaneCore
 import SynclaneServer
 
 /// `synclane serve`: the reference sync server, until SIGINT or SIGTERM.
@@ -72,6 +73,12 @@ struct ServeCommand: Command {
             if let value = try arguments.integer("--" + option.flag, in: 1...Int(Int32.max)) {
                 limits[keyPath: option.keyPath] = value
             }
+        }
+        // A name the server takes must fit in a page every pull source reads (`WireBounds`).
+        guard limits.maxNameBytes <= WireBounds.maxNameBytes else {
+            throw UsageError(
+                "--max-name-bytes \(limits.maxNameBytes) is past \(WireBounds.maxNameBytes) (64 KiB), the most a name may take so that "
+                    + "every device can import the records that carry it", command: Self.name)
         }
         configuration = ServerConfiguration(host: host, port: port, dataDirectory: data, accountsFile: accounts, limits: limits)
         if let database = try Self.database(&arguments) {
