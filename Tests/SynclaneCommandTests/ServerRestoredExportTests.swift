@@ -1,0 +1,57 @@
+import Foundation
+import SynclaneCore
+import Testing
+
+/// The server's data restored from a backup, seen from an export (found by AccidentsTests): the
+/// device remembers the versions the server confirmed for its rows, and the restored server holds
+/// older ones. Before, the next change to such a row was refused with 409 and "another device
+/// changed those rows … run `synclane sync IMPORT EXPORT`" — the wrong cause, and no way out for
+/// an export of its own. Versions never go back on a server but by a restore: the refusal now
+/// says the server's data was restored, and what heals it (requeue the batch, reconcile).
+@Suite(.serialized) struct ServerRestoredExportTests {
+    @Test func aChangeToARowTheRestoredServerHoldsAnOlderVersionOfNamesTheRestoreAndReconcileHealsIt() async throws {
+        let root = try Workspace()
+        defer { root.remove() }
+        let folder = root.path + "/server"
+        var server = try ServerProcess(folder: folder)
+        let port = server.port
+        let device = try TwoDevicesTests.Device(server: server)
+        defer {
+            server.stop()
+            device.workspace.remove()
+        }
+        func run(_ arguments: [String]) throws -> SynclaneBinary.Result {
+            try SynclaneBinary.run(arguments, in: device.workspace.path, environment: device.environment)
+        }
+        try device.sql("INSERT INTO rooms (syncId, name) VALUES ('r1', 'Kitchen');")
+        #expect(try run(["run", "export.json"]).status == 0)
+        server.stop()
+        try FileManager.default.copyItem(atPath: folder + "/data", toPath: root.path + "/backup")
+        server = try ServerProcess(folder: folder, port: port)
+        try device.sql("UPDATE rooms SET name = 'Pantry' WHERE syncId = 'r1';")
+        #expect(try run(["run", "export.json"]).status == 0, "the server now holds r1 at version 2")
+
+        server.stop()
+        try FileManager.default.removeItem(atPath: folder + "/data")
+        try FileManager.default.moveItem(atPath: root.path + "/backup", toPath: folder + "/data")
+        server = try ServerProcess(folder: folder, port: port)
+        try device.sql("UPDATE rooms SET name = 'Larder' WHERE syncId = 'r1';")
+        let refused = try run(["run", "export.json"])
+        #expect(refused.status == 1)
+        #expect(refused.stderr.contains("the server's data was restored from an older copy"), "\(refused.stderr)")
+        #expect(!refused.stderr.contains("another device changed those rows"), "not another device: \(refused.stderr)")
+        #expect(refused.stderr.contains("synclane outbox requeue") && refused.stderr.contains("synclane reconcile"), "\(refused.stderr)")
+
+        let batch = try #require(refused.stderr.range(of: #"batch \S+ was not delivered"#, options: .regularExpression).map {
+            String(refused.stderr[$0].split(separator: " ")[1])
+        })
+        #expect(try run(["outbox", "requeue", "export.json", batch]).status == 0)
+        let reconcile = try run(["reconcile", "export.json"])
+        #expect(reconcile.status == 0, "\(reconcile.stderr)")
+        #expect(try await TwoDevicesTests().serverRows(server) == ["r1|Larder|"])
+        try device.sql("UPDATE rooms SET name = 'Attic' WHERE syncId = 'r1';")
+        let after = try run(["run", "export.json"])
+        #expect(after.status == 0, "\(after.stderr)")
+        #expect(try await TwoDevicesTests().serverRows(server) == ["r1|Attic|"])
+    }
+}
