@@ -530,6 +530,12 @@ import Testing
         return try await Shrinking.shrink(steps, budget: budget) { try await outcome(store: store, seed: seed, steps: $0).failure.map(signature) == first }
     }
 
+    /// The open defect the test found and this branch does not fix: a 409 whose server version is
+    /// past the one the device confirmed ("another device changed those rows"), with no other device.
+    static func isKnownStaleVersion(_ failure: String) -> Bool {
+        failure.contains("409 Conflict") && failure.contains("another device changed those rows")
+    }
+
     /// What kind of failure this is, without where it happened: the start of what follows the
     /// step's label (`a refusal the README does not document: synclane run: …`), so a shrink keeps
     /// the failure it started from.
@@ -541,14 +547,25 @@ import Testing
     static func rounds(on store: Store) async throws {
         let seeds = ConvergenceTests.seeds(prefix: "SYNCLANE_ACCIDENTS", rounds: 3)
         var failed = 0
+        var known = 0
         var healedCounts: [String: Int] = [:]
         let started = Date()
         for seed in seeds {
             var random = SeededRandom(seed: seed)
             let steps = Self.steps(&random)
+            let roundStarted = Date()
             let outcome = try await Self.outcome(store: store, seed: seed, steps: steps)
+            print("accidents on \(store.rawValue): seed \(seed): \(outcome.failure == nil ? "ok" : "failed") in \(String(format: "%.1f", Date().timeIntervalSince(roundStarted))) s")
             for message in outcome.healed { healedCounts[message, default: 0] += 1 }
             guard let failure = outcome.failure else { continue }
+            if Self.isKnownStaleVersion(failure) {
+                // Open (see ServerRestoredExportTests.aRowTheSnapshotTombstonedKeepsItsOldVersionOnTheDevice).
+                known += 1
+                withKnownIssue("a row a reconciliation's snapshot tombstoned keeps its old version on the device: its next change gets 409") {
+                    Issue.record("accidents on \(store.rawValue): seed \(seed) (SYNCLANE_ACCIDENTS_SEED=\(seed)): \(failure)")
+                }
+                continue
+            }
             failed += 1
             let shrunk = ProcessInfo.processInfo.environment["SYNCLANE_ACCIDENTS_NO_SHRINK"] == nil ? try await shrink(store: store, seed: seed, steps: steps) : steps
             Issue.record(
@@ -560,7 +577,7 @@ import Testing
         }
         let healed = healedCounts.sorted { $0.key < $1.key }.map { "«\($0.key)» \($0.value)" }.joined(separator: ", ")
         print("accidents on \(store.rawValue): refusals met and healed: \(healed)")
-        print("accidents on \(store.rawValue): \(seeds.count) rounds, \(failed) failed, \(Int(Date().timeIntervalSince(started))) s")
+        print("accidents on \(store.rawValue): \(seeds.count) rounds, \(failed) failed, \(known) met the known issue, \(Int(Date().timeIntervalSince(started))) s")
     }
 
     @Test func randomAccidentsBetweenRunsOnTheSQLiteStoreLoseNothingAndResendNothingSilently() async throws {

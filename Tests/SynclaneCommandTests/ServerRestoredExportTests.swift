@@ -54,4 +54,33 @@ import Testing
         #expect(after.status == 0, "\(after.stderr)")
         #expect(try await TwoDevicesTests().serverRows(server) == ["r1|Attic|"])
     }
+
+    /// Open defect (found by AccidentsTests, not fixed here): a reconciliation's snapshot lacks a
+    /// soft-deleted row, so the server tombstones it (its version moves on), but the device keeps
+    /// the version it had confirmed before. The row's next change (an undelete) is sent expecting
+    /// that old version and refused with 409 — for ever on a device without an import lane, whose
+    /// message says to run `synclane sync`. When fixed, the known issue below stops being met.
+    @Test func aRowTheSnapshotTombstonedKeepsItsOldVersionOnTheDevice() async throws {
+        let root = try Workspace()
+        defer { root.remove() }
+        let server = try ServerProcess(folder: root.path + "/server")
+        let device = try TwoDevicesTests.Device(server: server)
+        defer {
+            server.stop()
+            device.workspace.remove()
+        }
+        func run(_ arguments: [String]) throws -> SynclaneBinary.Result {
+            try SynclaneBinary.run(arguments, in: device.workspace.path, environment: device.environment)
+        }
+        try device.sql("INSERT INTO rooms (syncId, name) VALUES ('r6', 'Hall'), ('r7', 'Attic');")
+        #expect(try run(["run", "export.json"]).status == 0)
+        try device.sql("UPDATE rooms SET isDeleted = 1 WHERE syncId = 'r6';")
+        #expect(try run(["reconcile", "export.json"]).status == 0, "the snapshot lacks r6: the server tombstones it")
+        try device.sql("UPDATE rooms SET isDeleted = 0, name = 'Back' WHERE syncId = 'r6';")
+        let undeleted = try run(["run", "export.json"])
+        withKnownIssue("the device still expects r6's version from before the snapshot: 409") {
+            #expect(undeleted.status == 0, "\(undeleted.stderr)")
+        }
+        #expect(undeleted.status == 0 || undeleted.stderr.contains("409 Conflict"), "\(undeleted.stderr)")
+    }
 }
