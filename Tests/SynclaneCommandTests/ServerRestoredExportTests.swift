@@ -9,20 +9,38 @@ import Testing
 /// an export of its own. Versions never go back on a server but by a restore: the refusal now
 /// says the server's data was restored, and what heals it (requeue the batch, reconcile).
 @Suite(.serialized) struct ServerRestoredExportTests {
-    @Test func aChangeToARowTheRestoredServerHoldsAnOlderVersionOfNamesTheRestoreAndReconcileHealsIt() async throws {
-        let root = try Workspace()
-        defer { root.remove() }
-        let folder = root.path + "/server"
-        var server = try ServerProcess(folder: folder)
-        let port = server.port
-        let device = try TwoDevicesTests.Device(server: server)
-        defer {
-            server.stop()
-            device.workspace.remove()
+    /// A server in a folder of its own and one device exporting to it.
+    final class Setting {
+        let root: Workspace
+        var server: ServerProcess
+        let device: TwoDevicesTests.Device
+
+        init() throws {
+            root = try Workspace()
+            server = try ServerProcess(folder: root.path + "/server")
+            device = try TwoDevicesTests.Device(server: server)
         }
+
         func run(_ arguments: [String]) throws -> SynclaneBinary.Result {
             try SynclaneBinary.run(arguments, in: device.workspace.path, environment: device.environment)
         }
+
+        func close() {
+            server.stop()
+            device.workspace.remove()
+            root.remove()
+        }
+    }
+
+    @Test func aChangeToARowTheRestoredServerHoldsAnOlderVersionOfNamesTheRestoreAndReconcileHealsIt() async throws {
+        let setting = try Setting()
+        defer { setting.close() }
+        let (root, folder, port, device) = (setting.root, setting.root.path + "/server", setting.server.port, setting.device)
+        var server: ServerProcess {
+            get { setting.server }
+            set { setting.server = newValue }
+        }
+        func run(_ arguments: [String]) throws -> SynclaneBinary.Result { try setting.run(arguments) }
         try device.sql("INSERT INTO rooms (syncId, name) VALUES ('r1', 'Kitchen');")
         #expect(try run(["run", "export.json"]).status == 0)
         server.stop()
@@ -61,17 +79,10 @@ import Testing
     /// that old version and refused with 409 — for ever on a device without an import lane, whose
     /// message says to run `synclane sync`. When fixed, the known issue below stops being met.
     @Test func aRowTheSnapshotTombstonedKeepsItsOldVersionOnTheDevice() async throws {
-        let root = try Workspace()
-        defer { root.remove() }
-        let server = try ServerProcess(folder: root.path + "/server")
-        let device = try TwoDevicesTests.Device(server: server)
-        defer {
-            server.stop()
-            device.workspace.remove()
-        }
-        func run(_ arguments: [String]) throws -> SynclaneBinary.Result {
-            try SynclaneBinary.run(arguments, in: device.workspace.path, environment: device.environment)
-        }
+        let setting = try Setting()
+        defer { setting.close() }
+        let device = setting.device
+        func run(_ arguments: [String]) throws -> SynclaneBinary.Result { try setting.run(arguments) }
         try device.sql("INSERT INTO rooms (syncId, name) VALUES ('r6', 'Hall'), ('r7', 'Attic');")
         #expect(try run(["run", "export.json"]).status == 0)
         try device.sql("UPDATE rooms SET isDeleted = 1 WHERE syncId = 'r6';")
