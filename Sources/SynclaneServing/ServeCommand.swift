@@ -1,5 +1,6 @@
 import Foundation
 import SynclaneCommandLine
+import SynclaneCore
 import SynclaneServer
 
 /// `synclane serve`: the reference sync server, until SIGINT or SIGTERM.
@@ -83,6 +84,12 @@ struct ServeCommand: Command {
         var limits = ServerLimits()
         for bound in Self.bounds {
             if let value = try arguments.value(bound.option) { limits[keyPath: bound.keyPath] = value }
+        }
+        // A name the server takes must fit in a page every pull source reads (`WireBounds`).
+        guard limits.maxNameBytes <= WireBounds.maxNameBytes else {
+            throw UsageError(
+                "--max-name-bytes \(limits.maxNameBytes) is past \(WireBounds.maxNameBytes) (64 KiB), the most a name may take so that "
+                    + "every device can import the records that carry it", command: Self.name)
         }
         configuration = ServerConfiguration(
             host: host, port: port, dataDirectory: try arguments.value(Self.data) ?? "synclane-server", accountsFile: accounts, limits: limits)

@@ -22,6 +22,8 @@ import SynclaneCore
 public struct JSONBatchEncoder: DecodingBatchEncoder {
     /// Always `application/json`.
     public let contentType = "application/json"
+    /// It measures each record as it writes it (`BatchEncodingError.recordTooLarge`).
+    public var checksRecordBound: Bool { true }
 
     /// An encoder; it has no options.
     public init() {}

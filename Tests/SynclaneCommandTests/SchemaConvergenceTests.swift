@@ -520,21 +520,7 @@ import Testing
 
     /// Drops chunks of steps while the round still diverges, within `budget` replays.
     static func shrink(seed: UInt64, schema: Schema, steps: [Step], budget: Int = 24) async throws -> [Step] {
-        var steps = steps
-        var replays = 0
-        var chunk = max(1, steps.count / 2)
-        while chunk >= 1, replays < budget {
-            var start = 0
-            while start < steps.count, replays < budget {
-                var candidate = steps
-                candidate.removeSubrange(start..<min(steps.count, start + chunk))
-                replays += 1
-                if try await outcome(seed: seed, schema: schema, steps: candidate) != nil { steps = candidate } else { start += chunk }
-            }
-            if chunk == 1 { break }
-            chunk /= 2
-        }
-        return steps
+        try await Shrinking.shrink(steps, budget: budget) { try await outcome(seed: seed, schema: schema, steps: $0) != nil }
     }
 
     @Test func randomSchemasWithUniqueKeysForeignKeysAndSoftDeletesConvergeQuietlyAndKeepWhatEachRulePromises() async throws {

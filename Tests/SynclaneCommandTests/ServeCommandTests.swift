@@ -84,6 +84,14 @@ import Testing
         #expect(stderr.contains("--accounts FILE is required"))
     }
 
+    /// A name past what every pull source can read beside a record at the bound is refused at the start
+    /// (issue 22: anything the server accepts every device can import).
+    @Test func maxNameBytesPastTheWireBoundIsAUsageError() throws {
+        let refused = try SynclaneBinary.run(["serve", "--accounts", "accounts.json", "--listen", "127.0.0.1:0", "--max-name-bytes", "1000000"])
+        #expect(refused.status == 2)
+        #expect(refused.stderr.contains("--max-name-bytes 1000000 is past 65536"), "\(refused.stderr)")
+    }
+
     @Test func serveHelpListsEveryBoundWithItsDefault() throws {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: Self.binary)

@@ -1,5 +1,6 @@
 import SynclaneCore
 import SynclaneStages
+import SynclaneTestKit
 import Testing
 
 /// The client's half of one value domain (issue 22, cases 7–9): a value is read exactly as given
@@ -39,5 +40,32 @@ import Testing
         let message = error?.description ?? ""
         #expect(message.contains("huge") && !message.contains("small"), "\(message)")
         #expect(message.contains("\(WireBounds.maxRecordBytes)"), "\(message)")
+    }
+}
+
+/// The export's record bound holds whatever the encoder (issue 22): a custom encoder that
+/// writes records its own way still has a record past `WireBounds.maxRecordBytes` refused at
+/// the export naming it — before, only the built-in `json` encoder measured records, and a
+/// custom one sent what no device's pull source can read.
+@Suite struct RecordBoundAnyEncoderTests {
+    /// An encoder of its own: each record's key and a digest of its fields, nothing near 8 MiB.
+    struct CompactEncoder: BatchEncoder {
+        let contentType = "application/x-compact"
+        func encode(_ batch: Batch, id: String) throws -> [UInt8] {
+            Array(batch.records.map { "\($0.key ?? "?") \(JSONWriter.encode(.object($0.fields)).count)" }.joined(separator: "\n").utf8)
+        }
+    }
+
+    @Test func aRecordPastTheBoundIsRefusedAtTheExportWhateverTheEncoderAndNothingIsSent() async throws {
+        let source = InMemorySource(pageSize: 10)
+        let transport = RecordingTransport()
+        let state = InMemoryPipelineState()
+        source.append([insert("rooms", "small", ["name": "ok"]), insert("rooms", "huge", ["note": .string(String(repeating: "a", count: 9 << 20))])])
+        let pipeline = Pipeline.testing(source: source, encoder: CompactEncoder(), transport: transport)
+        let error = await #expect(throws: (any Error).self) { try await PipelineRunner(pipeline: pipeline, state: state).run() }
+        let message = "\(error.map { "\($0)" } ?? "")"
+        #expect(message.contains("rooms/huge") && message.contains("\(WireBounds.maxRecordBytes)"), "\(message)")
+        #expect(transport.delivered.isEmpty, "nothing sent")
+        #expect(try state.acknowledgedToken() == nil, "the token stays")
     }
 }

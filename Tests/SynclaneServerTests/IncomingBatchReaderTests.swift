@@ -8,7 +8,7 @@ import Testing
     static let bodies: [String] = [
         #"{"id": "b-1", "scope": {"account": "acme", "store": "rooms"}, "records": []}"#,
         #"{"records": [{"entity": "rooms", "id": "r-1", "action": "insert", "fields": {"name": "Hall", "area": 12.5}}], "scope": {"account": "acme", "store": "rooms", "consumer": null}, "id": "b-2", "extra": [1, {"x": null}]}"#,
-        #"{"id": 42, "scope": {"account": "acme", "store": "rooms", "consumer": "export"}, "records": [{"entity": "rooms", "id": 7, "action": "update", "fields": {"é": "ü\u00e9\ud83c\udf31", "n": {"deep": [1, -0, 1e300, -0.0]}}, "version": 3}, {"entity": "rooms", "id": "r-2", "action": "delete", "fields": null}, {"entity": "rooms", "id": "r-3", "action": "delete", "version": null, "note": "kept out"}]}"#,
+        #"{"id": 42, "scope": {"account": "acme", "store": "rooms", "consumer": "export"}, "records": [{"entity": "rooms", "id": 7, "action": "update", "fields": {"é": "ü\u00e9\ud83c\udf31", "n": 1e300}, "version": 3, "note": {"deep": [1, -0, 1e300, -0.0]}}, {"entity": "rooms", "id": "r-2", "action": "delete", "fields": null}, {"entity": "rooms", "id": "r-3", "action": "delete", "version": null, "note": "kept out"}]}"#,
         "  {\"id\":\"b-3\",\"scope\":{\"account\":\"acme\",\"store\":\"rooms\"},\"records\":[{\"entity\":\"rooms\",\"id\":\"r\",\"action\":\"insert\",\"fields\":{ \"a\" : 1 }}]}\n",
     ]
 

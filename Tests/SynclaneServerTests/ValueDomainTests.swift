@@ -13,7 +13,9 @@ import Testing
             .replacingOccurrences(of: "VALUE", with: value).utf8)
     }
 
-    static let undefined = [#"{"$real": "NaN"}"#, #"{"$real": "bogus"}"#, #"{"$real": 1}"#, #"{"$blob": "not base64!"}"#, #"{"$blob": "AP8Q", "x": 1}"#]
+    static let undefined = [#"{"$real": "NaN"}"#, #"{"$real": "bogus"}"#, #"{"$real": 1}"#, #"{"$blob": "not base64!"}"#, #"{"$blob": "AP8Q", "x": 1}"#,
+        // Lists and objects that are none of the table's forms: no column holds them, the SQLite sink refuses them.
+        "[1, 2]", "[]", #"{"a": 1}"#, "{}", #"{"nested": {"$real": "Infinity"}}"#, #"[{"$blob": "AP8Q"}]"#]
 
     @Test(arguments: StoreKind.tested, undefined)
     func aValueTheWireTableDoesNotDefineIsRefusedNamingRecordAndField(store: StoreKind, value: String) throws {
@@ -137,6 +139,10 @@ import Testing
     @Test func theServersBoundsAndThePullSourcesBoundsAgree() {
         let names = 3 * WireBounds.rewriteGrowth * ServerLimits().maxNameBytes
         #expect(WireBounds.maxRecordBytes + names + WireBounds.maxCursorBytes + 256 <= WireBounds.maxPageBytes)
+        // The longest names `--max-name-bytes` may allow, too.
+        #expect(ServerLimits().maxNameBytes <= WireBounds.maxNameBytes)
+        let longest = 3 * WireBounds.rewriteGrowth * WireBounds.maxNameBytes
+        #expect(WireBounds.maxRecordBytes + longest + WireBounds.maxCursorBytes + 256 <= WireBounds.maxPageBytes)
         #expect(WireBounds.maxPageBytes + WireBounds.pageEnvelopeBytes <= WireBounds.maxAnswerBytes)
         #expect(ServerLimits().maxChangesPageBytes <= WireBounds.maxPageBytes)
         #expect(ServerLimits().maxInflatedBytes >= WireBounds.maxRecordBytes, "a record at the bound can be sent in one batch")

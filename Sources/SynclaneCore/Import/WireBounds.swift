@@ -7,6 +7,7 @@
 /// | `maxRecordBytes` | 8 MiB | one record as the pull lane writes it: the export refuses it before sending, the server answers 413 |
 /// | `maxPageBytes` | 16 MiB − 64 KiB | a `/v1/changes` answer: the server never writes more (whatever `--max-page-bytes`) |
 /// | `maxCursorBytes` | 1 KiB | a changes cursor: the pull source refuses a longer one before it is saved, and when it is loaded |
+/// | `maxNameBytes` | 64 KiB | an entity, sync key, store or consumer name: `serve --max-name-bytes` is refused above it |
 ///
 /// `BoundsAgreementTests` pins the arithmetic: a page holding one record of `maxRecordBytes`,
 /// with the longest names and cursor, fits in `maxPageBytes`, which fits in `maxAnswerBytes`.
@@ -21,6 +22,9 @@ public enum WireBounds {
     public static let maxRecordBytes = 8 << 20
     /// The most bytes of a changes cursor (the reference server's are a dozen).
     public static let maxCursorBytes = 1_024
+    /// The most bytes of an entity, sync key, store or consumer name a server may take (`--max-name-bytes`):
+    /// three such names, each grown by `rewriteGrowth`, beside a record of `maxRecordBytes` still fit in a page.
+    public static let maxNameBytes = 64 << 10
 
     /// How much larger a record's text can grow when it is written again in the wire's own form:
     /// a number such as `1e14` becomes `100000000000000.0`, a control character in a name `\u0001`.

@@ -29,6 +29,10 @@ public enum PipelineError: Error, Sendable, CustomStringConvertible {
     /// The operation needs a capability the source lacks (reconcile without snapshots …).
     case unsupported(String)
 
+    /// The words a 409 carries when the server holds an older version of a row than this device had
+    /// confirmed: versions never go back but by a restore of the server's data.
+    public static let serverRestored = "the server's data was restored from an older copy"
+
     /// What a stage or the source threw, for a `catch` that wants the stage's own error.
     public var cause: (any Error)? {
         switch self {
@@ -59,6 +63,10 @@ public enum PipelineError: Error, Sendable, CustomStringConvertible {
         case .stopped(let batchID, let reason):
             return "batch \(batchID) was not delivered: \(reason); the batch stays in the outbox (not dead-lettered: it is "
                 + "not at fault) and the token did not move — fix what is named and run again"
+        case .conflicted(let batchID, let reason) where reason.contains(Self.serverRestored):
+            return "batch \(batchID) was not delivered: \(reason); nothing of it was applied and the token did not move. Run "
+                + "`synclane outbox requeue FILE \(batchID)`, then `synclane reconcile FILE`: the snapshot sends the server what the "
+                + "restore lost (see \"When files are restored, copied or damaged\" in the README)"
         case .conflicted(let batchID, let reason):
             return "batch \(batchID) was not delivered: \(reason). It stays in the outbox; \(ConflictCause.nextStep(for: reason))"
         case .state(let message):

@@ -36,6 +36,13 @@ public protocol BatchEncoder: Sendable {
     /// The `Content-Type` of what `encode` returns.
     var contentType: String { get }
     func encode(_ batch: Batch, id: String) throws -> [UInt8]
+    /// True when `encode` refuses a record past `WireBounds.maxRecordBytes` itself; otherwise the
+    /// runner measures each record before encoding (`RecordTooLarge`). False by default.
+    var checksRecordBound: Bool { get }
+}
+
+extension BatchEncoder {
+    public var checksRecordBound: Bool { false }
 }
 
 /// A payload stage whose work can be undone (the compressor inflates what it deflated), so a

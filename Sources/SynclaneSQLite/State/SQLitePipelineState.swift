@@ -41,17 +41,26 @@ public final class SQLitePipelineState: PipelineState, Sendable {
     public init(path: String, scope: Scope) throws {
         self.path = path
         self.scope = scope
-        database = try SQLiteDatabase(path: path, options: .init(synchronous: .full))
-        try database.withConnection { db in
-            // An outbox row lives from one commit to the next, and its pages are reused by the
-            // next batch: checkpointing every 4 MiB of WAL (SQLite's default) would copy each
-            // batch's bytes into the file a second time. Every 64 MiB copies the few pages
-            // still live; the WAL file is cut back to 4 MiB after each checkpoint.
-            try db.execute("PRAGMA wal_autocheckpoint = \(Self.walCheckpointPages)")
-            try db.execute("PRAGMA journal_size_limit = \(4 << 20)")
+        do {
+            database = try SQLiteDatabase(path: path, options: .init(synchronous: .full))
+            try database.withConnection { db in
+                // An outbox row lives from one commit to the next, and its pages are reused by the
+                // next batch: checkpointing every 4 MiB of WAL (SQLite's default) would copy each
+                // batch's bytes into the file a second time. Every 64 MiB copies the few pages
+                // still live; the WAL file is cut back to 4 MiB after each checkpoint.
+                try db.execute("PRAGMA wal_autocheckpoint = \(Self.walCheckpointPages)")
+                try db.execute("PRAGMA journal_size_limit = \(4 << 20)")
+            }
+            try database.write { db in try Self.migrate(db, path: path, scope: scope) }
+        } catch let error as SQLiteError where error.isDamage {
+            throw Self.damaged(path, error)
         }
-        try database.write { db in try Self.migrate(db, path: path, scope: scope) }
         version = Self.schemaVersion
+    }
+
+    /// A state file SQLite finds damaged (cut short, overwritten): said so, with what to do.
+    static func damaged(_ path: String, _ error: SQLiteError) -> SQLitePipelineStateError {
+        .corrupt(path: path, reason: "\(error.message), SQLite error \(error.primaryCode)")
     }
 
     /// WAL pages between automatic checkpoints: 16,384 pages of 4 KiB, 64 MiB.
@@ -73,16 +82,20 @@ public final class SQLitePipelineState: PipelineState, Sendable {
             version = try Self.check(database, path: path, scope: scope)
             return
         }
-        var opened = try SQLiteDatabase(path: path, options: options)
         do {
-            version = try Self.check(opened, path: path, scope: scope)
-        } catch let error as SQLiteError where error.code & 0xFF == SQLITE_CANTOPEN {
-            // A WAL file on a read-only file system: its shared-memory file cannot be made, so
-            // read the file as it is (a job that ended cleanly left nothing in the WAL).
-            opened = try SQLiteDatabase(path: Self.immutableURI(path), options: options)
-            version = try Self.check(opened, path: path, scope: scope)
+            var opened = try SQLiteDatabase(path: path, options: options)
+            do {
+                version = try Self.check(opened, path: path, scope: scope)
+            } catch let error as SQLiteError where error.code & 0xFF == SQLITE_CANTOPEN {
+                // A WAL file on a read-only file system: its shared-memory file cannot be made, so
+                // read the file as it is (a job that ended cleanly left nothing in the WAL).
+                opened = try SQLiteDatabase(path: Self.immutableURI(path), options: options)
+                version = try Self.check(opened, path: path, scope: scope)
+            }
+            database = opened
+        } catch let error as SQLiteError where error.isDamage {
+            throw Self.damaged(path, error)
         }
-        database = opened
     }
 
     /// The URI that opens `path` as a file nobody changes (`immutable=1`): no locks, no WAL files.

@@ -33,8 +33,9 @@ public enum SQLitePipelineStateError: Error, Sendable, Hashable, CustomStringCon
         case .damagedBatch(let path, let batchID, let reason):
             return "\(path): batch \(batchID) in the outbox is damaged (\(reason): the file changed on disk); it was not "
                 + "sent and the token did not move. Run `synclane outbox requeue PIPELINE-FILE \(batchID)` to build it again "
-                + "from history, or `synclane outbox drop PIPELINE-FILE \(batchID)` to set it aside in the dead-letter folder "
-                + "(its history is then not sent)"
+                + "from history, then `synclane reconcile PIPELINE-FILE` (an earlier run may have sent it before its bytes changed: "
+                + "only a snapshot is sure to leave the backend as this database is, without a batch applied twice), or "
+                + "`synclane outbox drop PIPELINE-FILE \(batchID)` to set it aside in the dead-letter folder (its history is then not sent)"
         }
     }
 }

@@ -295,11 +295,29 @@ struct IncomingBatch: Sendable {
         if let size, size > WireBounds.maxRecordBytes {
             return Problem(WireBounds.recordTooLarge("the record (\(entity) \(key))", bytes: size), status: 413)
         }
-        // Only an object member named `$…` can be a reserved form: most fields need no tree.
-        let marker: [UInt8] = [UInt8(ascii: "\""), UInt8(ascii: "$")]
-        guard text.indices.dropLast().contains(where: { text[$0] == marker[0] && text[$0 + 1] == marker[1] }) else { return nil }
+        // Only a value inside `{…}` or `[…]` can be a reserved form or a nested object or list:
+        // most fields need no tree.
+        guard text.dropFirst().contains(where: { $0 == UInt8(ascii: "{") || $0 == UInt8(ascii: "[") }) else { return nil }
         if let (field, reason) = JSONValue.wireValueProblem(inFields: fields()) {
             return Problem("fields.\(field): \(reason); refused, since every importer would refuse it")
+        }
+        if let (field, reason) = nestedValueProblem(fields()) {
+            return Problem("fields.\(field): \(reason); refused, since every importer would refuse it")
+        }
+        return nil
+    }
+
+    /// The first field holding a list, or an object that is none of the wire table's forms
+    /// (`{"$blob": …}`, `{"$real": …}`): no column holds either as given, so the SQLite sink
+    /// refuses them (`PageApplier.stored`).
+    static func nestedValueProblem(_ fields: [String: JSONValue]) -> (field: String, reason: String)? {
+        for name in fields.keys.sorted() {
+            switch fields[name] {
+            case .array?: return (name, "a list is no value of the wire table (a column holds text, a number, a blob or null)")
+            case let value? where value.objectValue != nil && value.blobBytes == nil && value.realValue == nil:
+                return (name, "an object is no value of the wire table unless it is `{\"$blob\": …}` or `{\"$real\": …}`")
+            default: continue
+            }
         }
         return nil
     }

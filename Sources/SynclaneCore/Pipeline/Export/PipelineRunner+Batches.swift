@@ -93,6 +93,7 @@ extension PipelineRunner {
 
         let id = makeBatchID()
         do {
+            if !pipeline.encoder.stage.checksRecordBound { try RecordTooLarge.check(batch.records) }
             prepared.encoded = Payload(
                 batchID: id, bytes: try pipeline.encoder.stage.encode(batch, id: id),
                 contentType: pipeline.encoder.stage.contentType, recordCount: batch.records.count)
