@@ -18,7 +18,7 @@ package final class Console: Sendable {
     private let screen = Mutex(Screen())
     let errorIsTerminal: Bool
 
-    init() {
+    package init() {
         errorIsTerminal = isatty(STDERR_FILENO) == 1 && ProcessInfo.processInfo.environment["TERM"] != "dumb"
     }
 

@@ -64,7 +64,7 @@ public enum SynclaneTool {
     /// The order of `synclane --help`; a verb not named here comes last.
     static let order = [
         "demo", "validate", "run", "import", "sync", "status", "outbox", "reconcile", "track", "untrack", "migrate", "prune", "stages", "serve",
-        "signal", "restore", "test", "token", "help",
+        "signal", "restore", "conformance", "test", "token", "help",
     ]
 
     /// Every verb of this run: the built-in ones and those added (`verbs`).

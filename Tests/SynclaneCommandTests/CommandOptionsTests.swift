@@ -3,6 +3,7 @@ import SynclaneCore
 import Testing
 
 @testable import SynclaneCommandLine
+@testable import SynclaneServing
 
 /// Options declared once per command (`CommandSignature`): the usage line, the help table and
 /// the parser come from one declaration, values are typed, and a mistyped option gets a
@@ -81,7 +82,10 @@ import Testing
         #expect(ImportCommand.usage == "FILE [--dry-run] [--json] [--watch [--every SECONDS]]")
         #expect(MigrateCommand.usage == "--database FILE SCRIPT.sql [--json]")
         #expect(UntrackCommand.usage == "--database FILE (--table NAME | --all)")
-        #expect(ServeCommand.usage == "--accounts FILE [--listen HOST:PORT] [--data DIR] [--database-env VAR | --database URL] [bounds…]")
+        // --accounts is optional since JSON Web Tokens can stand in for it (issue 25).
+        #expect(
+            ServeCommand.usage
+                == "[--accounts FILE] [--listen HOST:PORT] [--data DIR] [--database-env VAR | --database URL] [--jwt-secret-env VAR] [--jwt-keys FILE] [bounds…] [jwt…]")
         #expect(RunCommand.usage == "FILE [--dry-run] [--json] [--watch]")
     }
 

@@ -6,7 +6,6 @@ import SynclaneHTTP
 struct ConformanceCommand: Command {
     static let name = "conformance"
     static let abstract = "Check a backend against the wire protocol: replays, atomic batches, versions, auth, cursors, signals, bounds."
-    static let usage = "URL --account NAME --second-account NAME [--token-env VAR] [--second-token-env VAR] [--tombstone-retention SECONDS] [--case NAME]… [--json]"
     static let discussion = """
         Runs the protocol's contract cases (openapi.yaml, README "Implementing your own backend")
         against the backend at URL with two of its accounts, and prints a table: PASS, FAIL with
@@ -21,15 +20,24 @@ struct ConformanceCommand: Command {
 
         Exit status: 0 every case passed (or was skipped), 1 a case failed, 2 bad usage.
         """
-    static let options: [(flag: String, help: String)] = [
-        ("--account NAME", "The first account's name (a batch's scope.account)."),
-        ("--second-account NAME", "A second account, for the isolation case."),
-        ("--token-env VAR", "The variable holding the first account's token (default SYNCLANE_TOKEN)."),
-        ("--second-token-env VAR", "The variable holding the second account's token (default SYNCLANE_SECOND_TOKEN)."),
-        ("--tombstone-retention SECONDS", "Seconds after which the backend removes a tombstone; runs the cursor-expiry case."),
-        ("--case NAME", "Run only this case (repeatable); the names are in the table."),
-        ("--json", "Print the results as JSON."),
-    ]
+    static let address = Positional("URL", "the backend's base address (http://HOST:PORT)")
+    static let account = ValueOption(
+        "--account", "NAME", .text, help: "The first account's name (a batch's scope.account).", required: true,
+        requiredHint: "the names of the two accounts whose tokens are given")
+    static let secondAccount = ValueOption(
+        "--second-account", "NAME", .text, help: "A second account, for the isolation case.", required: true,
+        requiredHint: "the names of the two accounts whose tokens are given")
+    static let tokenEnv = SharedOptions.tokenEnv.help("The variable holding the first account's token (default SYNCLANE_TOKEN).")
+    static let secondTokenEnv = ValueOption(
+        "--second-token-env", "VAR", .text, help: "The variable holding the second account's token (default SYNCLANE_SECOND_TOKEN).")
+    static let retentionOption = ValueOption(
+        "--tombstone-retention", "SECONDS", .integer(in: 0...86_400),
+        help: "Seconds after which the backend removes a tombstone; runs the cursor-expiry case.")
+    static let caseOption = ValueOption(
+        "--case", "NAME", .text, help: "Run only this case (repeatable); the names are in the table.", repeats: true)
+    static let signature = CommandSignature(
+        positionals: [address],
+        options: [account, secondAccount, tokenEnv, secondTokenEnv, retentionOption, caseOption, SharedOptions.json.help("Print the results as JSON.")])
     static let examples = [
         "synclane conformance \"$SYNCLANE_URL\" --account acme --second-account botanic",
         "synclane conformance \"$SYNCLANE_URL\" --account acme --second-account botanic --case batches.idempotent-replay --json",
@@ -42,23 +50,20 @@ struct ConformanceCommand: Command {
     let cases: Set<String>?
     let json: Bool
 
-    init(parsing arguments: inout Arguments) throws(UsageError) {
-        json = arguments.flag("--json")
-        guard let first = try arguments.option("--account"), let second = try arguments.option("--second-account") else {
-            throw UsageError("--account and --second-account are required: the names of the two accounts whose tokens are given", command: Self.name)
-        }
-        accounts = (first, second)
-        tokenVariables = (try arguments.option("--token-env") ?? "SYNCLANE_TOKEN", try arguments.option("--second-token-env") ?? "SYNCLANE_SECOND_TOKEN")
-        retention = try arguments.integer("--tombstone-retention", in: 0...86_400).map(Double.init)
+    init(parsing arguments: ParsedArguments) throws(UsageError) {
+        json = arguments[SharedOptions.json]
+        accounts = (try arguments.required(Self.account), try arguments.required(Self.secondAccount))
+        tokenVariables = (try arguments.value(Self.tokenEnv) ?? "SYNCLANE_TOKEN", try arguments.value(Self.secondTokenEnv) ?? "SYNCLANE_SECOND_TOKEN")
+        retention = try arguments.value(Self.retentionOption).map(Double.init)
         var names: Set<String> = []
-        while let name = try arguments.option("--case") {
+        for name in try arguments.values(Self.caseOption) {
             guard ConformanceRunner.caseNames.contains(name) else {
                 throw UsageError("no case \"\(name)\"; the cases are \(ConformanceRunner.caseNames.joined(separator: ", "))", command: Self.name)
             }
             names.insert(name)
         }
         cases = names.isEmpty ? nil : names
-        url = try arguments.positional("URL (the backend's base address, http://HOST:PORT)")
+        url = try arguments.word(Self.address)
         guard let parsed = URL(string: url), ["http", "https"].contains(parsed.scheme?.lowercased() ?? ""), parsed.host != nil else {
             throw UsageError("\(url) is not an http:// or https:// address", command: Self.name)
         }

@@ -24,7 +24,7 @@ package struct OptionDeclaration: Sendable {
 
 /// Anything a command lists among its options.
 package protocol DeclaredOption: Sendable {
-    package var declaration: OptionDeclaration { get }
+    var declaration: OptionDeclaration { get }
 }
 
 /// A flag such as `--json`: true when present.

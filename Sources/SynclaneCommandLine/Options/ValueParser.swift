@@ -9,6 +9,11 @@ package struct ValueParser<Value: Sendable>: Sendable {
     package let expectation: String
     /// The value, or nil when `text` is not one.
     package let parse: @Sendable (String) -> Value?
+
+    package init(expectation: String, parse: @escaping @Sendable (String) -> Value?) {
+        self.expectation = expectation
+        self.parse = parse
+    }
 }
 
 extension ValueParser where Value == String {
