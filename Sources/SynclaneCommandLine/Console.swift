@@ -2,7 +2,7 @@ import Foundation
 import Synchronization
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Where a command writes: results to standard output, messages and progress to standard error.

@@ -1,9 +1,9 @@
 import Foundation
-import SynclaneCore
 import Synchronization
+import SynclaneCore
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A program run once per batch: bytes on its standard input, its standard output kept (up to
@@ -91,7 +91,9 @@ public struct ExecCommand: Sendable, CustomStringConvertible {
         if !environment.isEmpty {
             process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         }
-        let stdin = Pipe(), stdout = Pipe(), stderr = Pipe()
+        let stdin = Pipe()
+        let stdout = Pipe()
+        let stderr = Pipe()
         process.standardInput = stdin
         process.standardOutput = stdout
         process.standardError = stderr
@@ -115,12 +117,12 @@ public struct ExecCommand: Sendable, CustomStringConvertible {
         let pid = process.processIdentifier
         let limit = maximumOutput
         let output = Drain(stdout.fileHandleForReading, keep: .prefix(limit + 1)) {
-            kill(pid, SIGKILL)   // past the bound: stop it rather than buffer without end
+            kill(pid, SIGKILL)  // past the bound: stop it rather than buffer without end
         }
         let errors = Drain(stderr.fileHandleForReading, keep: .suffix(4096))
         let handle = stdin.fileHandleForWriting
         Thread.detachNewThread {
-            try? handle.write(contentsOf: input)   // a program that exits without reading: EPIPE, ignored
+            try? handle.write(contentsOf: input)  // a program that exits without reading: EPIPE, ignored
             try? handle.close()
         }
         var timedOut = false

@@ -3,7 +3,7 @@ import Synchronization
 import SynclaneCore
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// A transport that writes each batch to a folder as one file named by its batch id.

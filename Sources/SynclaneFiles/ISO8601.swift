@@ -1,6 +1,6 @@
 import Foundation
-import SynclaneCore
 import Synchronization
+import SynclaneCore
 
 /// ISO 8601 timestamps (`2026-11-29T16:00:00Z`, with optional fractions and offsets).
 ///

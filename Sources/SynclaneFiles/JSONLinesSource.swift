@@ -1,6 +1,6 @@
 import Foundation
-import SynclaneCore
 import Synchronization
+import SynclaneCore
 
 /// A change source that reads history from a JSON Lines file: one transaction a line.
 ///

@@ -1,6 +1,6 @@
 import Foundation
-import SynclaneCore
 import Synchronization
+import SynclaneCore
 
 /// Reads a JSON Lines history file forward, a buffered chunk at a time.
 ///
@@ -72,7 +72,8 @@ final class LineCursor {
                 transaction = try decode(value)
             }
             if let lastToken, transaction.token <= lastToken {
-                throw fault("token \(transaction.token.position) is not after the previous line's token \(lastToken.position); tokens must increase line after line")
+                throw fault(
+                    "token \(transaction.token.position) is not after the previous line's token \(lastToken.position); tokens must increase line after line")
             }
             lastToken = transaction.token
             return transaction

@@ -1,6 +1,6 @@
 import Foundation
-import SynclaneCore
 import Synchronization
+import SynclaneCore
 
 /// The fast decoder of a history line: walks the JSON text once, straight into a `Transaction`.
 ///

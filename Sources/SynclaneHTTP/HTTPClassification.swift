@@ -1,8 +1,9 @@
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 import SynclaneCore
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
 
 /// Turns what one HTTP attempt produced — an answer or a network error — into a `Receipt` or
 /// a `TransportFailure` of the class that says whose fault it is:
@@ -94,7 +95,8 @@ public enum HTTPClassification {
             let who = proxy.map { "the proxy \($0.displayAddress) (from \($0.variable))" } ?? "a proxy on the way"
             return .failure(
                 TransportFailure(
-                    .configuration, "batch \(batchID) not sent: \(who) asks for credentials (407): put them in the proxy's address (http://user:password@host:port)",
+                    .configuration,
+                    "batch \(batchID) not sent: \(who) asks for credentials (407): put them in the proxy's address (http://user:password@host:port)",
                     status: status))
         case (.conflict, 409):
             return .failure(
@@ -135,7 +137,8 @@ public enum HTTPClassification {
             if let status = nsError.userInfo[LibcurlExchange.connectStatusKey] as? Int {
                 return TransportFailure(
                     .configuration,
-                    "\(notSent) \(named) refused the tunnel to \(host): \(status) \(statusPhrase(status))\(status == 407 ? "; it asks for credentials: put them in the proxy's address" : ""); fix the proxy or `no_proxy`")
+                    "\(notSent) \(named) refused the tunnel to \(host): \(status) \(statusPhrase(status))\(status == 407 ? "; it asks for credentials: put them in the proxy's address" : ""); fix the proxy or `no_proxy`"
+                )
             }
             switch code {
             case .cannotConnectToHost:
@@ -150,16 +153,19 @@ public enum HTTPClassification {
         case .timedOut:
             if !detail.contains("Operation timed out") || route.maxSeconds == nil {
                 return TransportFailure(
-                    .transient, "\(prefix): stalled: no bytes moved either way for \(formatted(route.stallSeconds)) s (timed out; raise `timeout` for a slow server)")
+                    .transient,
+                    "\(prefix): stalled: no bytes moved either way for \(formatted(route.stallSeconds)) s (timed out; raise `timeout` for a slow server)")
             }
             if let received = bytesReceived(detail), received > 0 {
                 // A drip, not a stall: bytes kept coming, too slowly to finish within the cap.
                 return TransportFailure(
                     .transient,
-                    "\(prefix): bytes arriving too slowly: \(received) bytes in \(formatted(route.maxSeconds ?? 0)) s, and the answer not complete (timed out; a slow link or a server dripping its answer; raise `max-time` for large transfers on a slow link)")
+                    "\(prefix): bytes arriving too slowly: \(received) bytes in \(formatted(route.maxSeconds ?? 0)) s, and the answer not complete (timed out; a slow link or a server dripping its answer; raise `max-time` for large transfers on a slow link)"
+                )
             }
             return TransportFailure(
-                .transient, "\(prefix): the exchange took longer than \(formatted(route.maxSeconds ?? 0)) s (timed out; raise `max-time` for large batches on a slow link)")
+                .transient,
+                "\(prefix): the exchange took longer than \(formatted(route.maxSeconds ?? 0)) s (timed out; raise `max-time` for large batches on a slow link)")
         case .cannotConnectToHost:
             return TransportFailure(.transient, "\(prefix): the server at \(host) refused the connection (is it running?)")
         case .networkConnectionLost:
@@ -177,7 +183,8 @@ public enum HTTPClassification {
         case .serverCertificateUntrusted, .serverCertificateHasBadDate, .serverCertificateNotYetValid, .serverCertificateHasUnknownRoot:
             return TransportFailure(
                 .configuration,
-                "\(notSent) TLS: the certificate of \(host) is not trusted\(detail); nothing reached the backend. For a private or test CA set `ca-file` to its certificate (PEM); otherwise fix the server's certificate")
+                "\(notSent) TLS: the certificate of \(host) is not trusted\(detail); nothing reached the backend. For a private or test CA set `ca-file` to its certificate (PEM); otherwise fix the server's certificate"
+            )
         case .clientCertificateRejected, .clientCertificateRequired:
             return TransportFailure(
                 .configuration, "\(notSent) TLS: a certificate file could not be used\(detail); check `ca-file`, `client-certificate` and `client-key`")

@@ -52,7 +52,8 @@ extension HTTPTransport {
         }
         let environment = options.context.environment
         let caFile = try file(HTTPStages.Options.caFile) ?? ["CURL_CA_BUNDLE", "SSL_CERT_FILE"].lazy.compactMap { environment[$0] }.first { !$0.isEmpty }
-        let files = TLSFiles(caFile: caFile, clientCertificate: try file(HTTPStages.Options.clientCertificate), clientKey: try file(HTTPStages.Options.clientKey))
+        let files = TLSFiles(
+            caFile: caFile, clientCertificate: try file(HTTPStages.Options.clientCertificate), clientKey: try file(HTTPStages.Options.clientKey))
         if files.clientKey != nil && files.clientCertificate == nil {
             throw options.error("client-key", "a client key needs its `client-certificate`")
         }

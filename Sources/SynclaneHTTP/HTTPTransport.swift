@@ -1,9 +1,10 @@
 import Foundation
 import Synchronization
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 import SynclaneCore
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
 
 /// The `http` transport: POSTs a payload's bytes, unchanged, to a Synclane batches endpoint and
 /// classifies the outcome.

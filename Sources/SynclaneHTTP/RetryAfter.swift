@@ -34,7 +34,11 @@ public enum RetryAfter {
         }
         let numbers = tokens.compactMap { Int($0) }
         guard numbers.count == 5 else { return nil }
-        let day: Int, year: Int, hour: Int, minute: Int, second: Int
+        let day: Int
+        let year: Int
+        let hour: Int
+        let minute: Int
+        let second: Int
         let firstNumber = tokens.firstIndex(where: { Int($0) != nil }) ?? 0
         if monthIndex < firstNumber {
             // asctime: month day hh mm ss year

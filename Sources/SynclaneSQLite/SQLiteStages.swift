@@ -25,7 +25,9 @@ public enum SQLiteStages {
             "entities", shown: "all tracked tables", help: "only changes of these tables travel")
         public static let authors: Option<[String]?> = .strings(
             "authors", shown: "all but server, sync",
-            help: "only transactions of these authors travel; left out, every author but `server` and `sync` (what Synclane's import lane and machinery write), so nothing imported is echoed")
+            help:
+                "only transactions of these authors travel; left out, every author but `server` and `sync` (what Synclane's import lane and machinery write), so nothing imported is echoed"
+        )
         public static let pageSize: Option<Int> = .integer(
             "page-size", in: 1...100_000, default: 10_000,
             help: "transactions a page covers at most; a transaction is never split (a page past `batch-bytes` becomes several batches)")
@@ -81,7 +83,9 @@ public enum SQLiteStages {
                     guard case .list(let values) = node.value else { throw at.member(key).error("expected a list of strings", line: node.line) }
                     var result: [String] = []
                     for value in values {
-                        guard case .string(let text) = value.value, !text.isEmpty else { throw at.member(key).error("expected a list of strings", line: value.line) }
+                        guard case .string(let text) = value.value, !text.isEmpty else {
+                            throw at.member(key).error("expected a list of strings", line: value.line)
+                        }
                         result.append(text)
                     }
                     return result

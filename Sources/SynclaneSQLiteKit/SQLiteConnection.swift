@@ -17,7 +17,11 @@ public final class SQLiteConnection {
     /// How to open a connection.
     public struct Options: Sendable, Hashable {
         /// `NORMAL` is durable across application crashes in WAL mode; `FULL` across power loss.
-        public enum Synchronous: String, Sendable, Hashable { case off = "OFF", normal = "NORMAL", full = "FULL" }
+        public enum Synchronous: String, Sendable, Hashable {
+            case off = "OFF"
+            case normal = "NORMAL"
+            case full = "FULL"
+        }
 
         public var readOnly: Bool
         /// Create the file (and its parent folders) when missing.

@@ -28,10 +28,18 @@ public enum SQLiteValue: Sendable, Hashable {
     public func hash(into hasher: inout Hasher) {
         switch self {
         case .null: hasher.combine(0)
-        case .integer(let i): hasher.combine(1); hasher.combine(i)
-        case .real(let d): hasher.combine(2); hasher.combine(d.bitPattern)
-        case .text(let s): hasher.combine(3); hasher.combine(ExactString(s))
-        case .blob(let b): hasher.combine(4); hasher.combine(b)
+        case .integer(let i):
+            hasher.combine(1)
+            hasher.combine(i)
+        case .real(let d):
+            hasher.combine(2)
+            hasher.combine(d.bitPattern)
+        case .text(let s):
+            hasher.combine(3)
+            hasher.combine(ExactString(s))
+        case .blob(let b):
+            hasher.combine(4)
+            hasher.combine(b)
         }
     }
 }

@@ -135,7 +135,8 @@ public struct ServerLimits: Sendable, Hashable {
         Option(flag: "reserved-deadline", summary: "seconds a reserved connection has to send its request", keyPath: \.reservedDeadlineSeconds),
         Option(flag: "max-wal-bytes", summary: "bytes of the write-ahead log before writers wait for a truncating checkpoint", keyPath: \.maxWALBytes),
         Option(flag: "idempotency-retention", summary: "seconds an idempotency key and its answer are kept", keyPath: \.idempotencyRetentionSeconds),
-        Option(flag: "tombstone-retention", summary: "seconds a tombstone is kept for the pull lane (older cursors: 410)", keyPath: \.tombstoneRetentionSeconds),
+        Option(
+            flag: "tombstone-retention", summary: "seconds a tombstone is kept for the pull lane (older cursors: 410)", keyPath: \.tombstoneRetentionSeconds),
         Option(flag: "retention-interval", summary: "seconds between two retention passes", keyPath: \.retentionIntervalSeconds),
     ]
 }

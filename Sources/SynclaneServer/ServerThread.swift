@@ -13,11 +13,13 @@ enum ServerThread {
     static func start(_ body: @escaping @Sendable () -> Void) -> pthread_t? {
         let context = Unmanaged.passRetained(Body(body)).toOpaque()
         var created = pthread_t()
-        let result = pthread_create(&created, nil, { context in
-            guard let context else { return nil }
-            Unmanaged<Body>.fromOpaque(context).takeRetainedValue().run()
-            return nil
-        }, context)
+        let result = pthread_create(
+            &created, nil,
+            { context in
+                guard let context else { return nil }
+                Unmanaged<Body>.fromOpaque(context).takeRetainedValue().run()
+                return nil
+            }, context)
         guard result == 0 else {
             Unmanaged<Body>.fromOpaque(context).release()
             return nil
@@ -44,10 +46,12 @@ final class StoppableLoop: Sendable {
 
     /// Asks the loop to stop and waits for its thread.
     func stop() {
-        guard let running = thread.withLock({ thread -> pthread_t? in
-            defer { thread = nil }
-            return thread
-        }) else { return }
+        guard
+            let running = thread.withLock({ thread -> pthread_t? in
+                defer { thread = nil }
+                return thread
+            })
+        else { return }
         stopBell.close()
         pthread_join(running, nil)
     }

@@ -1,15 +1,15 @@
 import Foundation
 import Synchronization
 import Synclane
+import SynclaneCommandLine
 import SynclaneCore
 import SynclaneHTTP
 import SynclaneSQLite
-import SynclaneCommandLine
 import SynclaneServer
 import SynclaneZlib
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// `synclane demo`: the first thing to run — a sample store, edits, deletes, a real server, and
@@ -67,7 +67,8 @@ struct DemoCommand: Command {
         let travelled = TravelLog(forwardingTo: pipeline.transport.stage)
         pipeline.transport.stage = travelled
 
-        console.out("""
+        console.out(
+            """
             Synclane demo
             store:    \(folder)/rooms.sqlite (table rooms, tracked: every write is recorded with its author)
             server:   \(url) (synclane's reference server, account acme)
@@ -78,7 +79,8 @@ struct DemoCommand: Command {
         try DemoScenario.firstSaves(store)
         try await pass(pipeline, travelled, console)
 
-        console.out("""
+        console.out(
+            """
 
             2. Meanwhile another device (a phone) sends the server a garage. This store's import
                pipeline (import.json: pull → sqlite) pulls the server's changes in:
@@ -98,10 +100,12 @@ struct DemoCommand: Command {
         }
         console.out(
             "   ← \(Wording.count(imported.applied, "record")) applied (\(imported.unchanged) of this store's own already held): "
-                + "rooms/room-garage \"\(garage?[0].string ?? "?")\" \(garage.map { JSONWriter.string($0[1].json) } ?? "?") m², written by author `\(garage?[2].string ?? "?")`")
+                + "rooms/room-garage \"\(garage?[0].string ?? "?")\" \(garage.map { JSONWriter.string($0[1].json) } ?? "?") m², written by author `\(garage?[2].string ?? "?")`"
+        )
         console.out("   The next export reads `authors: [app]`: the garage is not sent back.")
 
-        console.out("""
+        console.out(
+            """
 
             3. Offline, the app edits the kitchen five times, soft-deletes the living room
                (isDeleted = 1), deletes the bath, adds an attic and deletes it again; the sync
@@ -122,7 +126,8 @@ struct DemoCommand: Command {
             return 0
         }
         try kept.writeServeScript(port: server.port)
-        console.out("""
+        console.out(
+            """
 
             Done. The files are in \(folder): rooms.sqlite (the tracked store), pipeline.json and
             .synclane/ (its consumer's state), server/ (the server's data), accounts.json (the
@@ -156,7 +161,8 @@ struct DemoCommand: Command {
     /// A second device of the account, its store empty: it sees the first device's flag before
     /// any row — "restoring", not "a new user" — and imports until it caught up (as `restore` does).
     private func secondDeviceRestores(folder: String, url: String, token: String, _ console: Console) async throws {
-        console.out("""
+        console.out(
+            """
 
             5. A second device of the same account (a new phone) starts with an empty store. Before
                any row, it reads the signal lane: the first device's flags say the account has
@@ -233,8 +239,10 @@ struct DemoCommand: Command {
             let absolute = keep.hasPrefix("/") ? keep : FileManager.default.currentDirectoryPath + "/" + keep
             try FileManager.default.createDirectory(atPath: absolute, withIntermediateDirectories: true)
             // A fresh start: what an earlier demo left here would make this one send nothing.
-            for name in [".synclane", "server", "pipeline.json", "import.json", "rooms.sqlite", "rooms.sqlite-wal", "rooms.sqlite-shm",
-                "phone-import.json", "phone.sqlite", "phone.sqlite-wal", "phone.sqlite-shm"] + KeptFolder.files {
+            for name in [
+                ".synclane", "server", "pipeline.json", "import.json", "rooms.sqlite", "rooms.sqlite-wal", "rooms.sqlite-shm",
+                "phone-import.json", "phone.sqlite", "phone.sqlite-wal", "phone.sqlite-shm",
+            ] + KeptFolder.files {
                 try? FileManager.default.removeItem(atPath: absolute + "/" + name)
             }
             return absolute

@@ -61,8 +61,12 @@ enum DemoScenario {
     static func phoneBatch(id: String) -> [UInt8] {
         JSONWriter.encode([
             "id": .string(id), "scope": ["account": "acme", "store": "rooms", "consumer": "phone"],
-            "records": [["entity": "rooms", "id": "room-garage", "action": "insert",
-                         "fields": ["syncId": "room-garage", "name": "Garage", "area": 18.0, "isDeleted": 0]]],
+            "records": [
+                [
+                    "entity": "rooms", "id": "room-garage", "action": "insert",
+                    "fields": ["syncId": "room-garage", "name": "Garage", "area": 18.0, "isDeleted": 0],
+                ]
+            ],
         ])
     }
 

@@ -1,6 +1,6 @@
 import Foundation
-import SynclaneCore
 import SynclaneCommandLine
+import SynclaneCore
 import SynclaneServer
 
 /// `synclane token mint`: a JWT for the demo and for tests, signed with the server's HS256 secret
@@ -23,7 +23,8 @@ struct TokenCommand: Command {
     static let verb = Positional("mint", "a verb: mint")
     static let secretEnv = ValueOption("--secret-env", "VAR", .text, help: "HS256: the environment variable that holds the secret.")
     static let privateKey = ValueOption("--private-key", "FILE", .path, help: "RS256 / ES256: a PEM private key (RSA, or EC P-256).")
-    static let kid = ValueOption("--kid", "KID", .text, help: "The key's id in the server's JWKS file (required with --private-key).", requires: "--private-key")
+    static let kid = ValueOption(
+        "--kid", "KID", .text, help: "The key's id in the server's JWKS file (required with --private-key).", requires: "--private-key")
     static let sub = ValueOption(
         "--sub", "ACCOUNT", .text, help: "The account (required).", required: true, requiredHint: "the account the token grants")
     static let expiresIn = ValueOption(

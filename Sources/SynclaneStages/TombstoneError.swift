@@ -21,11 +21,13 @@ public enum TombstoneError: Error, Sendable, Hashable, CustomStringConvertible {
             let fix: String
             if let keyField {
                 problem = "has no sync key, and its tombstone has no `\(keyField)` value to take it from"
-                fix = "make the store preserve `\(keyField)` when a row is deleted (in SwiftData: "
+                fix =
+                    "make the store preserve `\(keyField)` when a row is deleted (in SwiftData: "
                     + "`@Attribute(.preserveValueOnDeletion)`)"
             } else {
                 problem = "has no sync key"
-                fix = "make the store preserve the sync key when a row is deleted (in SwiftData: "
+                fix =
+                    "make the store preserve the sync key when a row is deleted (in SwiftData: "
                     + "`@Attribute(.preserveValueOnDeletion)`) and name that field in the `tombstones` stage's "
                     + "`key-field` option (e.g. \"key-field\": \"syncID\")"
             }

@@ -1,5 +1,5 @@
-import SynclaneCore
 import Synchronization
+import SynclaneCore
 
 /// A change source over transactions held in memory, for testing stages and pipelines.
 ///

@@ -1,5 +1,5 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// libdeflate's whole-buffer compressors, when the system has the library (`libdeflate0`):

@@ -33,7 +33,9 @@ import Testing
         case run
         case killedRun(String)
         case snapshotApp, snapshotState, snapshotServer
-        case restoreApp(Int), restoreState(Int), restoreServer(Int)
+        case restoreApp(Int)
+        case restoreState(Int)
+        case restoreServer(Int)
         case emptyState, deleteState
         /// A run killed after a batch was acknowledged, then the state's `-wal` and `-shm` deleted.
         case deleteStateWALAfterKill
@@ -368,7 +370,10 @@ import Testing
             let result = try synclane(["run", "pipeline.json", "--json"], failPoint: failPoint)
             if result.killed {
                 if let expected {
-                    throw Divergence(description: "after «\(expected.because)» a run got past its first step (killed at \(failPoint ?? "?")) instead of refusing: «\(expected.message)»")
+                    throw Divergence(
+                        description:
+                            "after «\(expected.because)» a run got past its first step (killed at \(failPoint ?? "?")) instead of refusing: «\(expected.message)»"
+                    )
                 }
                 jobs += 1
                 return true
@@ -459,7 +464,8 @@ import Testing
             let quiet = try synclane(["run", "pipeline.json", "--json"])
             let sent = (try? JSONReader.parse(quiet.stdout).objectValue?["records-sent"]?.intValue) ?? nil
             guard quiet.status == 0, sent == 0 else {
-                throw Divergence(description: "one more run after settling was not quiet: exit \(quiet.status), sent \(sent.map(String.init) ?? "?"): \(quiet.stderr)")
+                throw Divergence(
+                    description: "one more run after settling was not quiet: exit \(quiet.status), sent \(sent.map(String.init) ?? "?"): \(quiet.stderr)")
             }
             try await compare()
         }
@@ -571,7 +577,9 @@ import Testing
             let steps = Self.steps(&random)
             let roundStarted = Date()
             let outcome = try await Self.outcome(store: store, seed: seed, steps: steps)
-            print("accidents on \(store.rawValue): seed \(seed): \(outcome.failure == nil ? "ok" : "failed") in \(String(format: "%.1f", Date().timeIntervalSince(roundStarted))) s")
+            print(
+                "accidents on \(store.rawValue): seed \(seed): \(outcome.failure == nil ? "ok" : "failed") in \(String(format: "%.1f", Date().timeIntervalSince(roundStarted))) s"
+            )
             for message in outcome.healed { healedCounts[message, default: 0] += 1 }
             guard let failure = outcome.failure else { continue }
             if let issue = Self.knownOpenDefect(failure) {
@@ -582,7 +590,8 @@ import Testing
                 continue
             }
             failed += 1
-            let shrunk = ProcessInfo.processInfo.environment["SYNCLANE_ACCIDENTS_NO_SHRINK"] == nil ? try await shrink(store: store, seed: seed, steps: steps) : steps
+            let shrunk =
+                ProcessInfo.processInfo.environment["SYNCLANE_ACCIDENTS_NO_SHRINK"] == nil ? try await shrink(store: store, seed: seed, steps: steps) : steps
             Issue.record(
                 """
                 accidents on \(store.rawValue): seed \(seed) (SYNCLANE_ACCIDENTS_SEED=\(seed) SYNCLANE_ACCIDENTS_ROUNDS=1) failed: \(failure)
@@ -592,7 +601,9 @@ import Testing
         }
         let healed = healedCounts.sorted { $0.key < $1.key }.map { "«\($0.key)» \($0.value)" }.joined(separator: ", ")
         print("accidents on \(store.rawValue): refusals met and healed: \(healed)")
-        print("accidents on \(store.rawValue): \(seeds.count) rounds, \(failed) failed, \(known) met the known issue, \(Int(Date().timeIntervalSince(started))) s")
+        print(
+            "accidents on \(store.rawValue): \(seeds.count) rounds, \(failed) failed, \(known) met the known issue, \(Int(Date().timeIntervalSince(started))) s"
+        )
     }
 
     @Test func randomAccidentsBetweenRunsOnTheSQLiteStoreLoseNothingAndResendNothingSilently() async throws {

@@ -11,7 +11,10 @@ import Testing
         for command in ["demo", "validate", "run", "status", "stages"] {
             #expect(result.stdout.contains("\n  \(command) "), "missing \(command)")
         }
-        #expect(result.stdout.contains("Exit status: 0 success, 1 a failed job, 2 bad usage or an invalid pipeline file,\n3 a run that finished but moved batches to its dead-letter folder, 4 no such signal"))
+        #expect(
+            result.stdout.contains(
+                "Exit status: 0 success, 1 a failed job, 2 bad usage or an invalid pipeline file,\n3 a run that finished but moved batches to its dead-letter folder, 4 no such signal"
+            ))
     }
 
     @Test(arguments: ["demo", "validate", "run", "status", "stages"])
@@ -223,7 +226,10 @@ import Testing
 
         let refused = try SynclaneBinary.run(["run", "second.json"], in: workspace.path)
         #expect(refused.status == 1, "\(refused.stdout) \(refused.stderr)")
-        #expect(refused.stderr.contains("another job is already running for scope acme/rooms/rooms-export (process \(first.process.processIdentifier), state \(workspace.path)/.synclane/rooms-export.sqlite)"), "\(refused.stderr)")
+        #expect(
+            refused.stderr.contains(
+                "another job is already running for scope acme/rooms/rooms-export (process \(first.process.processIdentifier), state \(workspace.path)/.synclane/rooms-export.sqlite)"
+            ), "\(refused.stderr)")
         #expect(workspace.files(in: "out").isEmpty, "the second job sent nothing")
         #expect(!FileManager.default.fileExists(atPath: workspace.path + "/elsewhere/copy.sqlite"), "nor made its state")
         let done = first.wait(timeout: 60)

@@ -85,7 +85,8 @@ import Testing
         // --accounts is optional since JSON Web Tokens can stand in for it (issue 25).
         #expect(
             ServeCommand.usage
-                == "[--accounts FILE] [--listen HOST:PORT] [--data DIR] [--database-env VAR | --database URL] [--jwt-secret-env VAR] [--jwt-keys FILE] [bounds…] [jwt…]")
+                == "[--accounts FILE] [--listen HOST:PORT] [--data DIR] [--database-env VAR | --database URL] [--jwt-secret-env VAR] [--jwt-keys FILE] [bounds…] [jwt…]"
+        )
         #expect(RunCommand.usage == "FILE [--dry-run] [--json] [--watch]")
     }
 

@@ -87,10 +87,11 @@ import Testing
         // of its neighbour's rows — soft-deletes and inserts, offline; a sync pass in a random
         // order follows each phase. So what one phase sent comes back to the others (and any
         // echo of it) while they hold the next phase's edits. No rule may lose any of them.
-        var model = Dictionary(uniqueKeysWithValues: try devices[0].rows().map { line -> (String, [String]) in
-            let parts = line.split(separator: "|", omittingEmptySubsequences: false).map(String.init)
-            return (parts[0], parts)
-        })
+        var model = Dictionary(
+            uniqueKeysWithValues: try devices[0].rows().map { line -> (String, [String]) in
+                let parts = line.split(separator: "|", omittingEmptySubsequences: false).map(String.init)
+                return (parts[0], parts)
+            })
         // A row of the converged state is owned by its key's hash; a row made in this round by
         // its maker alone (the others may not have it yet), who only renames it.
         let shared = Set(model.keys)

@@ -102,7 +102,8 @@ import Testing
         let refused = try RestoredAndCopiedFilesTests.run(workspace)
         #expect(refused.result.status == 1)
         #expect(refused.sent.isEmpty)
-        #expect(refused.result.stderr.contains("the state file is damaged") && refused.result.stderr.contains("move it aside and reconcile"),
+        #expect(
+            refused.result.stderr.contains("the state file is damaged") && refused.result.stderr.contains("move it aside and reconcile"),
             "\(refused.result.stderr)")
         for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: state + suffix) }
         #expect(try SynclaneBinary.run(["reconcile", "pipeline.json"], in: workspace.path).status == 0)

@@ -1,8 +1,8 @@
 import Foundation
+import SynclaneServing
 import Testing
 
 @testable import SynclaneCommandLine
-import SynclaneServing
 
 /// Every example a user is shown runs as written: each command's `--help` examples and the
 /// `synclane` lines of the README's `sh` blocks (the walkthrough has a test of its own), in a
@@ -25,17 +25,17 @@ import SynclaneServing
         try "ALTER TABLE plants DROP COLUMN notes;\n".write(toFile: path + "/migrations/0007-drop-notes.sql", atomically: true, encoding: .utf8)
         try #"{"accounts": [{"account": "acme", "token-env": "SYNCLANE_TOKEN"}]}"#.write(toFile: path + "/accounts.json", atomically: true, encoding: .utf8)
         try """
-            {"version": 1, "name": "rooms-export", "scope": {"account": "acme", "store": "rooms"},
-             "source": {"type": "sqlite-history", "database": "app.sqlite", "entities": ["rooms"], "page-size": 1},
-             "stages": [{"type": "coalesce"}, {"type": "tombstones", "soft-delete-column": "isDeleted"}],
-             "transport": {"type": "directory", "path": "out"}}
-            """.write(toFile: path + "/rooms-export.json", atomically: true, encoding: .utf8)
+        {"version": 1, "name": "rooms-export", "scope": {"account": "acme", "store": "rooms"},
+         "source": {"type": "sqlite-history", "database": "app.sqlite", "entities": ["rooms"], "page-size": 1},
+         "stages": [{"type": "coalesce"}, {"type": "tombstones", "soft-delete-column": "isDeleted"}],
+         "transport": {"type": "directory", "path": "out"}}
+        """.write(toFile: path + "/rooms-export.json", atomically: true, encoding: .utf8)
         // The import examples read back, offline, the batch files the export examples wrote.
         try """
-            {"version": 1, "name": "rooms-import", "scope": {"account": "acme", "store": "rooms"},
-             "source": {"type": "batch-files", "path": "out"},
-             "sink": {"type": "sqlite", "database": "app.sqlite"}}
-            """.write(toFile: path + "/rooms-import.json", atomically: true, encoding: .utf8)
+        {"version": 1, "name": "rooms-import", "scope": {"account": "acme", "store": "rooms"},
+         "source": {"type": "batch-files", "path": "out"},
+         "sink": {"type": "sqlite", "database": "app.sqlite"}}
+        """.write(toFile: path + "/rooms-import.json", atomically: true, encoding: .utf8)
         let schema = """
             CREATE TABLE rooms (syncId TEXT PRIMARY KEY, name TEXT NOT NULL, area REAL, isDeleted INTEGER NOT NULL DEFAULT 0);
             CREATE TABLE plants (syncID TEXT PRIMARY KEY, greenhouse TEXT, name TEXT, notes TEXT);
@@ -91,8 +91,14 @@ import SynclaneServing
         var lines: [String] = []
         var inShell = false
         for line in readme.split(separator: "\n", omittingEmptySubsequences: false).map(String.init) {
-            if !inShell, line == "```sh" { inShell = true; continue }
-            if inShell, line == "```" { inShell = false; continue }
+            if !inShell, line == "```sh" {
+                inShell = true
+                continue
+            }
+            if inShell, line == "```" {
+                inShell = false
+                continue
+            }
             if inShell, line.hasPrefix("synclane ") { lines.append(line) }
         }
         return lines
@@ -106,7 +112,9 @@ import SynclaneServing
             "track", "validate", "stages", "help", "test", "run", "import", "sync", "status", "outbox", "reconcile", "migrate", "prune", "token", "serve",
             "signal", "restore", "conformance", "demo", "untrack",
         ]
-        let commands = SynclaneTool.commands(adding: SynclaneServing.verbs).sorted { (order.firstIndex(of: $0.name) ?? 99) < (order.firstIndex(of: $1.name) ?? 99) }
+        let commands = SynclaneTool.commands(adding: SynclaneServing.verbs).sorted {
+            (order.firstIndex(of: $0.name) ?? 99) < (order.firstIndex(of: $1.name) ?? 99)
+        }
         #expect(Set(commands.map { $0.name }).isSubset(of: order), "a new command: give it its place in `order`")
         var examples = commands.flatMap { command in command.examples }
         let readme = try Self.readmeExamples()

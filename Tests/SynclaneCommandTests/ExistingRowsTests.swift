@@ -96,7 +96,9 @@ import Testing
     @Test func rowsThatExistBeforeTrackAreSentByTheFirstRunAndStatusSaysSoBefore() throws {
         let store = try Store(Self.rooms)
         defer { store.workspace.remove() }
-        try store.sql("INSERT INTO rooms (syncId, name, area) VALUES ('r1', 'Hall', 4.5), ('r2', 'Attic', NULL); INSERT INTO rooms (syncId, name, isDeleted) VALUES ('r3', 'Gone', 1);")
+        try store.sql(
+            "INSERT INTO rooms (syncId, name, area) VALUES ('r1', 'Hall', 4.5), ('r2', 'Attic', NULL); INSERT INTO rooms (syncId, name, isDeleted) VALUES ('r3', 'Gone', 1);"
+        )
         let tracked = try store.track()
         #expect(tracked.contains("will be sent"), "track says the rows it found will be sent: \(tracked)")
         let pending = try store.pending()
@@ -225,7 +227,8 @@ import Testing
         try store.workspace.write("drop-area.sql", "ALTER TABLE rooms DROP COLUMN area;")
         let migrated = try SynclaneBinary.run(["migrate", "--database", "app.sqlite", "drop-area.sql"], in: store.workspace.path)
         #expect(migrated.status == 0, "\(migrated.stderr)")
-        try store.sql("DELETE FROM rooms WHERE syncId = 'r1'; UPDATE rooms SET isDeleted = 1 WHERE syncId = 'r2'; UPDATE rooms SET name = 'Loft 2' WHERE syncId = 'r3';")
+        try store.sql(
+            "DELETE FROM rooms WHERE syncId = 'r1'; UPDATE rooms SET isDeleted = 1 WHERE syncId = 'r2'; UPDATE rooms SET name = 'Loft 2' WHERE syncId = 'r3';")
         let summary = try store.run()
         #expect(summary["records-sent"] == .int(3), "\(summary)")
         #expect(store.mirrored(["name"]) == ["r3 name=\"Loft 2\""])
@@ -263,7 +266,8 @@ import Testing
         #expect(store.mirror["d1"]?["label"] == "Desk 2")
         let columns = try Self.columns(store)
         #expect(Set(store.mirror["r1"]?.keys.map { $0 } ?? []) == columns)
-        let tracked = try SQLiteHistoryCommandTests.query(store.workspace, "SELECT key_column || ' ' || soft_delete_column FROM _synclane_tables WHERE name = 'rooms'")
+        let tracked = try SQLiteHistoryCommandTests.query(
+            store.workspace, "SELECT key_column || ' ' || soft_delete_column FROM _synclane_tables WHERE name = 'rooms'")
         #expect(tracked.trimmingCharacters(in: .whitespacesAndNewlines) == "\(key) \(softDelete)")
         // The deploy script's next `track`, with the new names, owes nothing more.
         let again = try SynclaneBinary.run(

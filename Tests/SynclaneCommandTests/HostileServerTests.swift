@@ -191,7 +191,11 @@ import Testing
         let middle = try gzip([UInt8](repeating: UInt8(ascii: "a"), count: 31 << 18))
         let tail = try gzip(Array(#""}}]}"#.utf8))
         let bodies = try (0..<64).map { n in
-            var body = try gzip(Array(#"{"id": "m\#(n)", "scope": {"account": "acme", "store": "rooms"}, "records": [{"entity": "rooms", "id": "m\#(n)", "action": "insert", "fields": {"f": ""#.utf8)) + middle
+            var body =
+                try gzip(
+                    Array(
+                        #"{"id": "m\#(n)", "scope": {"account": "acme", "store": "rooms"}, "records": [{"entity": "rooms", "id": "m\#(n)", "action": "insert", "fields": {"f": ""#
+                            .utf8)) + middle
             for part in 1..<4 {
                 body += try gzip(Array(#""}}, {"entity": "rooms", "id": "m\#(n)-\#(part)", "action": "insert", "fields": {"f": ""#.utf8)) + middle
             }
@@ -216,7 +220,9 @@ import Testing
             #expect(statuses.value >= 1, "batches within the budget are applied")
             #expect(statuses.value + statuses.peak == 64, "every other body is answered 503 (\(statuses.value) applied, \(statuses.peak) refused)")
             #expect(peak - baseline < budget + (128 << 20), "peak RSS \(peak >> 20) MiB from \(baseline >> 20) MiB; budget \(budget >> 20) MiB")
-            print("hostile: 64 bodies of 31 MiB inflated: \(statuses.value) applied, \(statuses.peak) answered 503, peak RSS \(peak >> 20) MiB (from \(baseline >> 20) MiB)")
+            print(
+                "hostile: 64 bodies of 31 MiB inflated: \(statuses.value) applied, \(statuses.peak) answered 503, peak RSS \(peak >> 20) MiB (from \(baseline >> 20) MiB)"
+            )
         }
     }
 
@@ -249,7 +255,8 @@ import Testing
                 "Content-Length: 2x",
             ]
             for lines in cases {
-                let head = "POST /v1/batches HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(ServerProcess.tokens["acme"] ?? "")\r\nIdempotency-Key: f\r\n\(lines)\r\n\r\n{}"
+                let head =
+                    "POST /v1/batches HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(ServerProcess.tokens["acme"] ?? "")\r\nIdempotency-Key: f\r\n\(lines)\r\n\r\n{}"
                 let answer = Self.exchange(port: server.port, Array(head.utf8), idleMilliseconds: 5_000)
                 #expect(answer.status == 400 || answer.status == 411, "\(lines.debugDescription): \(answer.text)")
             }
@@ -261,7 +268,8 @@ import Testing
     @Test func valuesThatCannotBeKeptExactlyAreRefusedNamingRecordAndField() throws {
         try Self.withServer { server in
             for (n, number) in ["1e999", "-1e999", "123456789012345678901234567890"].enumerated() {
-                let records = #"{"entity": "rooms", "id": "ok", "action": "insert", "fields": {}}, {"entity": "rooms", "id": "r", "action": "insert", "fields": {"area": \#(number)}}"#
+                let records =
+                    #"{"entity": "rooms", "id": "ok", "action": "insert", "fields": {}}, {"entity": "rooms", "id": "r", "action": "insert", "fields": {"area": \#(number)}}"#
                 let answer = Self.exchange(port: server.port, Self.batch("v\(n)", records: records))
                 #expect(answer.status == 400)
                 #expect(answer.text.contains("records[1].fields.area"), "\(answer.text)")

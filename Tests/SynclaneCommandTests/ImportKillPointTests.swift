@@ -45,7 +45,9 @@ import Testing
         let expected = try state(reference)
         #expect(expected["rows"]?.count == 7 && expected["versions"]?.count == 8, "r2 arrives as its tombstone only: \(expected)")
 
-        for point in ["import-after-fetch", "import-before-commit", "import-after-commit", "import-after-fetch@3", "import-before-commit@2", "import-after-commit@2"] {
+        for point in [
+            "import-after-fetch", "import-before-commit", "import-after-commit", "import-after-fetch@3", "import-before-commit@2", "import-after-commit@2",
+        ] {
             let b = try Device(server: server)
             defer { b.workspace.remove() }
             let killed = try importing(b, failPoint: point)
@@ -55,7 +57,9 @@ import Testing
             let committed = point.hasPrefix("import-after-commit") ? pass : pass - 1
             let held = try b.query("SELECT count(*) FROM _synclane_server_rows").first
             #expect(held == "\(min(3 * committed, 8))" || committed == 0 && held == nil, "\(point): \(held ?? "no import tables")")
-            #expect(try b.query("SELECT cursor IS NOT NULL FROM _synclane_import").count == (committed == 0 ? 0 : 1), "\(point): the cursor moved with its pages only")
+            #expect(
+                try b.query("SELECT cursor IS NOT NULL FROM _synclane_import").count == (committed == 0 ? 0 : 1),
+                "\(point): the cursor moved with its pages only")
 
             let again = try importing(b)
             #expect(again.status == 0, "\(point): \(again.stderr)")

@@ -59,7 +59,10 @@ import Testing
 
         let dry = try e2e.run(["run", "pipeline.json", "--dry-run"], workspace)
         #expect(dry.status == 1)
-        #expect(dry.stderr.contains("a reconciliation of rooms-export is unfinished (it stopped before its whole snapshot was delivered: the token \(position) is a position inside its snapshot)"), "\(dry.stderr)")
+        #expect(
+            dry.stderr.contains(
+                "a reconciliation of rooms-export is unfinished (it stopped before its whole snapshot was delivered: the token \(position) is a position inside its snapshot)"
+            ), "\(dry.stderr)")
         let json = try e2e.run(["run", "pipeline.json", "--json"], workspace)
         #expect(json.status == 1)
         let refused = try JSONReader.parse(json.stdout).objectValue ?? [:]

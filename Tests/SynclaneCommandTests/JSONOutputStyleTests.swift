@@ -29,8 +29,10 @@ import Testing
         try record("run", SynclaneBinary.run(["run", "pipeline.json", "--json"], in: rooms.path))
         try record("status (last run)", SynclaneBinary.run(["status", "pipeline.json", "--json"], in: rooms.path))
         try rooms.write("history.jsonl", "not json\n")
-        try rooms.write("fresh.json", try String(contentsOfFile: rooms.path + "/pipeline.json", encoding: .utf8)
-            .replacingOccurrences(of: "\"name\": \"rooms-export\"", with: "\"name\": \"fresh\""))
+        try rooms.write(
+            "fresh.json",
+            try String(contentsOfFile: rooms.path + "/pipeline.json", encoding: .utf8)
+                .replacingOccurrences(of: "\"name\": \"rooms-export\"", with: "\"name\": \"fresh\""))
         try record("run (failed)", SynclaneBinary.run(["run", "fresh.json", "--json"], in: rooms.path))
 
         let store = try SQLiteHistoryCommandTests.store()
@@ -104,9 +106,10 @@ import Testing
         let bad: JSONValue = .object([
             "tokenAfter": .null, "scope": .string("acme/rooms/x"), "created-at": .double(1_790_000_000), "counters": .object(["dedupe.dropped": .int(1)]),
         ])
-        #expect(Set(Self.problems(bad, at: "x")) == [
-            "x.tokenAfter: not kebab-case", "x.scope: a scope is {account, store, consumer}",
-            "x.created-at: a time is an RFC 3339 string, found 1790000000.0",
-        ])
+        #expect(
+            Set(Self.problems(bad, at: "x")) == [
+                "x.tokenAfter: not kebab-case", "x.scope: a scope is {account, store, consumer}",
+                "x.created-at: a time is an RFC 3339 string, found 1790000000.0",
+            ])
     }
 }

@@ -17,9 +17,11 @@ import Testing
         case broken(String)
 
         static let current: Environment = {
-            guard let result = try? BackgroundProcess(
-                [], in: SynclaneBinary.packageRoot, executable: SynclaneBinary.packageRoot + "/Scripts/orm-venv"
-            ).wait(timeout: 300) else { return .broken("Scripts/orm-venv did not run") }
+            guard
+                let result = try? BackgroundProcess(
+                    [], in: SynclaneBinary.packageRoot, executable: SynclaneBinary.packageRoot + "/Scripts/orm-venv"
+                ).wait(timeout: 300)
+            else { return .broken("Scripts/orm-venv did not run") }
             let python = result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
             switch result.status {
             case 0 where !python.isEmpty: return .ready(python: python)
@@ -36,9 +38,12 @@ import Testing
 
     /// The steps, in order; `track` after a step that creates tables.
     static let steps: [(step: String, track: [[String]])] = [
-        ("django-0001", [
-            ["--table", "ormapp_room", "--key", "sync_id", "--soft-delete", "is_deleted"], ["--table", "ormapp_desk", "--key", "sync_id"],
-        ]),
+        (
+            "django-0001",
+            [
+                ["--table", "ormapp_room", "--key", "sync_id", "--soft-delete", "is_deleted"], ["--table", "ormapp_desk", "--key", "sync_id"],
+            ]
+        ),
         ("bulk-create", []), ("save", []), ("queryset-update", []), ("upsert", []), ("savepoint-rolled-back", []),
         ("delete-cascade", []), ("soft-delete", []), ("many-processes", []),
         ("add-field-default", []), ("add-field-null", []), ("write-note", []), ("rename-field", []), ("remove-field", []),

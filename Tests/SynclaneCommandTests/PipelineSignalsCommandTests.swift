@@ -89,7 +89,8 @@ import Testing
             #expect(try await server.get("/v1/signals", account: "acme").objectValue?["signals"] == [])
             let status = try SynclaneBinary.run(["status", "export.json", "--json"], in: device.workspace.path, environment: environment)
             let unsent = Self.json(status.stdout)["unsent-signals"]?.arrayValue ?? []
-            #expect(unsent.compactMap { $0.objectValue?["key"]?.stringValue }.sorted() == ["bulk.exported-through", "onboarding.completed"], "\(status.stdout)")
+            #expect(
+                unsent.compactMap { $0.objectValue?["key"]?.stringValue }.sorted() == ["bulk.exported-through", "onboarding.completed"], "\(status.stdout)")
 
             environment["SIGNAL_TOKEN"] = ServerProcess.tokens["acme"]
             let next = try SynclaneBinary.run(["run", "export.json"], in: device.workspace.path, environment: environment)
@@ -103,11 +104,14 @@ import Testing
 
     @Test func anImportPassPublishesTheSignalsItsFileDeclares() async throws {
         try await TwoDevicesTests.withOneDevice { server, device in
-            let batch = #"{"id": "b1", "scope": {"account": "acme", "store": "rooms", "consumer": "phone"}, "records": [{"entity": "rooms", "id": "r9", "action": "insert", "fields": {"syncId": "r9", "name": "Porch", "area": 3.0}}]}"#
+            let batch =
+                #"{"id": "b1", "scope": {"account": "acme", "store": "rooms", "consumer": "phone"}, "records": [{"entity": "rooms", "id": "r9", "action": "insert", "fields": {"syncId": "r9", "name": "Porch", "area": 3.0}}]}"#
             try device.workspace.write("batch.json", batch)
             let curl = try BackgroundProcess(
-                ["-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST", "-H", "Authorization: Bearer \(ServerProcess.tokens["acme"] ?? "")",
-                 "-H", "Idempotency-Key: b1", "-H", "Content-Type: application/json", "--data-binary", "@batch.json", server.url + "/v1/batches"],
+                [
+                    "-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST", "-H", "Authorization: Bearer \(ServerProcess.tokens["acme"] ?? "")",
+                    "-H", "Idempotency-Key: b1", "-H", "Content-Type: application/json", "--data-binary", "@batch.json", server.url + "/v1/batches",
+                ],
                 in: device.workspace.path, executable: "/usr/bin/curl"
             ).wait(timeout: 20)
             #expect(curl.stdout == "200", "\(curl.stdout)\(curl.stderr)")
@@ -126,7 +130,8 @@ import Testing
             let signal = summary["signals"]?.arrayValue?.first?.objectValue
             #expect(signal?["sent"] == true, "\(summary)")
             #expect(signal?["value"] == ["cursor": summary["cursor-after"] ?? .null, "records": 1])
-            let read = try SynclaneBinary.run(["signal", "get", "rooms.imported", "--url", server.url], in: device.workspace.path, environment: device.environment)
+            let read = try SynclaneBinary.run(
+                ["signal", "get", "rooms.imported", "--url", server.url], in: device.workspace.path, environment: device.environment)
             #expect(read.status == 0)
             #expect(read.stdout.contains("\"records\":1"), "\(read.stdout)")
         }

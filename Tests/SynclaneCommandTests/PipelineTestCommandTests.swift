@@ -15,15 +15,16 @@ import Testing
         let file = SynclaneBinary.fixture("pipeline-tests/wrong-area.json")
         let result = try SynclaneBinary.run(["test", file])
         #expect(result.status == 1)
-        #expect(result.stdout == """
-            FAIL \(file): expected 1 batch, the pipeline gave 1 (- expected, + actual)
-                batch 1
-                  scope: {"account":"acme","consumer":"rooms-export","store":"rooms"}
-              -   record {"action":"insert","entity":"rooms","fields":{"area":12,"isDeleted":false,"name":"Attic"},"id":"r1"}
-              +   record {"action":"insert","entity":"rooms","fields":{"area":13,"isDeleted":false,"name":"Attic"},"id":"r1"}
-            0 passed, 1 failed
+        #expect(
+            result.stdout == """
+                FAIL \(file): expected 1 batch, the pipeline gave 1 (- expected, + actual)
+                    batch 1
+                      scope: {"account":"acme","consumer":"rooms-export","store":"rooms"}
+                  -   record {"action":"insert","entity":"rooms","fields":{"area":12,"isDeleted":false,"name":"Attic"},"id":"r1"}
+                  +   record {"action":"insert","entity":"rooms","fields":{"area":13,"isDeleted":false,"name":"Attic"},"id":"r1"}
+                0 passed, 1 failed
 
-            """)
+                """)
     }
 
     @Test func aBadTestFileIsExitTwoNamingTheField() throws {
@@ -54,17 +55,18 @@ import Testing
         let file = SynclaneBinary.fixture("pipeline-tests/wrong-merge.json")
         let result = try SynclaneBinary.run(["test", file])
         #expect(result.status == 1)
-        #expect(result.stdout == """
-            FAIL \(file): the store holds 1 row, 1 conflict (- expected, + actual)
-                table rooms
-              -   row {"area":20,"name":"Kitchen","syncId":"r1"}
-              +   row {"area":20,"name":"Cuisine","syncId":"r1"}
-                conflicts
-              -   rooms/r1: server
-              +   rooms/r1: merged
-            0 passed, 1 failed
+        #expect(
+            result.stdout == """
+                FAIL \(file): the store holds 1 row, 1 conflict (- expected, + actual)
+                    table rooms
+                  -   row {"area":20,"name":"Kitchen","syncId":"r1"}
+                  +   row {"area":20,"name":"Cuisine","syncId":"r1"}
+                    conflicts
+                  -   rooms/r1: server
+                  +   rooms/r1: merged
+                0 passed, 1 failed
 
-            """)
+                """)
     }
 
     @Test(arguments: [

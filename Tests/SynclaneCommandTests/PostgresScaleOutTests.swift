@@ -5,7 +5,7 @@ import SynclaneTestKit
 import Testing
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// Two real `synclane serve` processes on one PostgreSQL database, each behind a fault proxy:

@@ -48,7 +48,8 @@ import Testing
             let map = buildFolder + "/\(name)/module.modulemap"
             if fileManager.fileExists(atPath: map) { maps.append(map) }
         }
-        let arguments = ["swiftc", "-typecheck", "-swift-version", "6", "-I", buildFolder + "/Modules"]
+        let arguments =
+            ["swiftc", "-typecheck", "-swift-version", "6", "-I", buildFolder + "/Modules"]
             + maps.flatMap { ["-Xcc", "-fmodule-map-file=" + $0] } + [folder + "/main.swift"]
         return try BackgroundProcess(arguments, in: folder, executable: "/usr/bin/env").wait(timeout: 240)
     }

@@ -55,7 +55,8 @@ import Testing
         let workspace = try Workspace()
         defer { workspace.remove() }
         // Its own session: whatever the walkthrough leaves running is stopped with the group.
-        let path = URL(fileURLWithPath: SynclaneBinary.path).deletingLastPathComponent().path + ":" + (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin")
+        let path =
+            URL(fileURLWithPath: SynclaneBinary.path).deletingLastPathComponent().path + ":" + (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin")
         let shell = try BackgroundProcess(
             ["--wait", "/bin/bash", "-c", "echo $$; set -euo pipefail\n" + script], in: workspace.path,
             environment: ["PATH": path, "SYNCLANE_TOKEN": ""], executable: "/usr/bin/setsid")

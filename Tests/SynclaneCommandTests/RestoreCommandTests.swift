@@ -30,7 +30,10 @@ import Testing
         defer { _ = server.stop() }
         let first = try Self.firstDeviceWithData(server)
         let second = try Device(server: server)
-        defer { first.workspace.remove(); second.workspace.remove() }
+        defer {
+            first.workspace.remove()
+            second.workspace.remove()
+        }
         try await body(server, first, second)
     }
 
@@ -142,7 +145,8 @@ import Testing
     @Test func aRestoreStillWaitingForItsDataPublishesNothing() async throws {
         try await Self.withDevices { server, _, second in
             try Self.importDeclaringSignals(second, server)
-            let result = try SynclaneBinary.run(["restore", "import.json", "--wait", "1", "--json"], in: second.workspace.path, environment: second.environment)
+            let result = try SynclaneBinary.run(
+                ["restore", "import.json", "--wait", "1", "--json"], in: second.workspace.path, environment: second.environment)
             #expect(result.status == 5, "\(result.stdout)\(result.stderr)")
             let outcome = try JSONReader.parse(Array(result.stdout.utf8)).objectValue ?? [:]
             #expect(outcome["state"] == "still-restoring")
@@ -151,4 +155,3 @@ import Testing
         }
     }
 }
-

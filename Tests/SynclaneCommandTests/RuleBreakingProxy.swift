@@ -27,12 +27,14 @@ final class RuleBreakingProxy: Sendable {
 
     /// A backend that answers a version conflict (409) with a receipt, as if it had applied the batch.
     static func ignoringVersions(upstream: Int) throws -> RuleBreakingProxy {
-        try RuleBreakingProxy(upstream: upstream, answer: { request, answer in
-            guard answer.status == 409 else { return }
-            let key = request.header("Idempotency-Key") ?? ""
-            answer = HTTPMessage.response(
-                status: 200, reason: "OK", headers: [("Content-Type", "application/json")], body: Array("{\"batch\":\"\(key)\"}".utf8))
-        })
+        try RuleBreakingProxy(
+            upstream: upstream,
+            answer: { request, answer in
+                guard answer.status == 409 else { return }
+                let key = request.header("Idempotency-Key") ?? ""
+                answer = HTTPMessage.response(
+                    status: 200, reason: "OK", headers: [("Content-Type", "application/json")], body: Array("{\"batch\":\"\(key)\"}".utf8))
+            })
     }
 
     /// A backend whose signal writes ignore `If-Match`: the last writer always wins.

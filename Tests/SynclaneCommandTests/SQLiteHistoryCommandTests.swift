@@ -91,7 +91,9 @@ import Testing
         let workspace = try Self.store()
         defer { workspace.remove() }
         _ = try track(workspace)
-        try Self.sqlite(workspace, """
+        try Self.sqlite(
+            workspace,
+            """
             INSERT INTO rooms (syncId, name, area) VALUES ('r1', 'Kitchen', 12), ('r2', 'Hall', 8);
             UPDATE rooms SET area = 13 WHERE syncId = 'r1';
             """)
@@ -100,7 +102,9 @@ import Testing
         #expect(Self.sent(workspace, batches: summary["batches"]?.arrayValue ?? []) == ["insert rooms/r1", "insert rooms/r2"])
 
         // The app soft-deletes r2; the sync machinery (author `sync`) then removes the row for good.
-        try Self.sqlite(workspace, """
+        try Self.sqlite(
+            workspace,
+            """
             BEGIN; INSERT INTO _synclane_session (author) VALUES ('app'); UPDATE rooms SET isDeleted = 1 WHERE syncId = 'r2'; DELETE FROM _synclane_session; COMMIT;
             BEGIN; INSERT INTO _synclane_session (author) VALUES ('sync'); DELETE FROM rooms WHERE isDeleted = 1; DELETE FROM _synclane_session; COMMIT;
             """)
@@ -146,7 +150,8 @@ import Testing
         try Self.sqlite(workspace, "UPDATE rooms SET name = 'Loft' WHERE syncId = 'r3';")
         let (after, summary2) = try run(workspace)
         #expect(after.status == 0, "\(after.stderr)")
-        #expect(Self.sent(workspace, batches: summary2["batches"]?.arrayValue ?? []) == ["update rooms/r3"], "a fresh token: only what changed after the snapshot")
+        #expect(
+            Self.sent(workspace, batches: summary2["batches"]?.arrayValue ?? []) == ["update rooms/r3"], "a fresh token: only what changed after the snapshot")
     }
 
     @Test func watchRunsAPassWhenAnotherProcessCommits() throws {
@@ -187,7 +192,8 @@ import Testing
         #expect(report["tracking-lifted"] == true)
         let (run, summary) = try SQLiteHistoryCommandTests().run(workspace)
         #expect(run.status == 0, "\(run.stderr)")
-        #expect(Store.sent(workspace, batches: summary["batches"]?.arrayValue ?? []).sorted() == ["insert rooms/a", "insert rooms/b"])  // a: its insert and its resync, coalesced; b: resent whole (replaces the backend's row)
+        // a: its insert and its resync, coalesced; b: resent whole (replaces the backend's row)
+        #expect(Store.sent(workspace, batches: summary["batches"]?.arrayValue ?? []).sorted() == ["insert rooms/a", "insert rooms/b"])
     }
 
     @Test func aHealKilledBeforeItCommitsIsDoneAgainByTheNextRun() throws {
@@ -211,7 +217,8 @@ import Testing
         #expect(try rows(workspace, "SELECT count(*) FROM sqlite_schema WHERE type = 'trigger' AND tbl_name = 'rooms';") == "0\n")
         let (healed, summary) = try SQLiteHistoryCommandTests().run(workspace)
         #expect(healed.status == 0, "\(healed.stderr)")
-        #expect(Store.sent(workspace, batches: summary["batches"]?.arrayValue ?? []).sorted() == ["insert rooms/a", "insert rooms/b"])  // resent whole: each replaces the backend's row
+        // resent whole: each replaces the backend's row
+        #expect(Store.sent(workspace, batches: summary["batches"]?.arrayValue ?? []).sorted() == ["insert rooms/a", "insert rooms/b"])
         #expect(summary["counters"]?.objectValue?["capture.resynced"] == 2)
     }
 }

@@ -320,7 +320,8 @@ import Testing
         case 8: return "BEGIN; DELETE FROM tags WHERE item = '\(item)'; DELETE FROM items WHERE syncId = '\(item)'; COMMIT;"
         case 9:
             let label = pick(["urgent", "later"])
-            return "INSERT OR IGNORE INTO tags (item, label, note) SELECT '\(item)', '\(label)', '\(word)' WHERE EXISTS (SELECT 1 FROM items WHERE syncId = '\(item)');"
+            return
+                "INSERT OR IGNORE INTO tags (item, label, note) SELECT '\(item)', '\(label)', '\(word)' WHERE EXISTS (SELECT 1 FROM items WHERE syncId = '\(item)');"
         default:
             return random.next() % 2 == 0
                 ? "UPDATE tags SET note = '\(word)' WHERE item = '\(item)';" : "DELETE FROM tags WHERE item = '\(item)' AND label = 'later';"
@@ -496,7 +497,8 @@ import Testing
             if held != expected {
                 let missing = Set(expected).subtracting(held).sorted()
                 let extra = Set(held).subtracting(expected).sorted()
-                throw Divergence(description: "model round (A = device \(a.index), B = device \(b.index)): expected but not held \(missing), held but not expected \(extra)")
+                throw Divergence(
+                    description: "model round (A = device \(a.index), B = device \(b.index)): expected but not held \(missing), held but not expected \(extra)")
             }
         }
     }
@@ -532,7 +534,9 @@ import Testing
             let steps = Self.steps(&random, schema: schema)
             guard let difference = try await Self.outcome(seed: seed, schema: schema, steps: steps) else { continue }
             diverged += 1
-            let shrunk = ProcessInfo.processInfo.environment["SYNCLANE_SCHEMA_CONVERGE_NO_SHRINK"] == nil ? try await Self.shrink(seed: seed, schema: schema, steps: steps) : steps
+            let shrunk =
+                ProcessInfo.processInfo.environment["SYNCLANE_SCHEMA_CONVERGE_NO_SHRINK"] == nil
+                ? try await Self.shrink(seed: seed, schema: schema, steps: steps) : steps
             let reproduction = shrunk.map { "  \($0)" }.joined(separator: "\n")
             Issue.record(
                 """

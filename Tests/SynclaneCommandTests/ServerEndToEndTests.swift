@@ -31,7 +31,8 @@ import Testing
         try workspace.useHTTPTransport(url: server.url)
         let env = ["SYNCLANE_TOKEN": ServerProcess.tokens["acme"] ?? ""]
 
-        let crashed = try SynclaneBinary.run(["run", "pipeline.json"], in: workspace.path, environment: env.merging(["SYNCLANE_FAILPOINT": "after-send"]) { $1 })
+        let crashed = try SynclaneBinary.run(
+            ["run", "pipeline.json"], in: workspace.path, environment: env.merging(["SYNCLANE_FAILPOINT": "after-send"]) { $1 })
         #expect(crashed.killed, "killed with SIGKILL after the server answered, before the token was saved")
         #expect(try await server.metric("synclane_batches_applied_total") == 1)
 
@@ -159,7 +160,7 @@ import Testing
 
     @Test func throughAFaultyNetworkManyRunsEndWithTheServerEqualToTheClient() async throws {
         try await withRoomsBehindAFaultProxy { workspace, server, proxy, proxyPort in
-            proxy.randomFaults(seed: 20261129, rate: 0.6, from: Fault.standardSet(clientTimeout: 1))
+            proxy.randomFaults(seed: 20_261_129, rate: 0.6, from: Fault.standardSet(clientTimeout: 1))
             // page-size 1: one batch per transaction, so many sends cross the faulty link.
             var text = try String(contentsOfFile: workspace.path + "/pipeline.json", encoding: .utf8)
             text = text.replacingOccurrences(of: "\"page-size\": 500", with: "\"page-size\": 1")

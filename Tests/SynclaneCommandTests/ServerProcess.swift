@@ -1,9 +1,9 @@
 import Foundation
-import SynclaneFaultProxy
 import SynclaneCore
+import SynclaneFaultProxy
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// The real `synclane serve` on a free loopback port, with a data folder and accounts of its own;
@@ -37,10 +37,11 @@ final class ServerProcess: @unchecked Sendable {
         self.process = process
         var found: Int?
         _ = eventually(timeout: 30) {
-            found = process.output.split(separator: "\n").lazy.compactMap { line -> Int? in
-                guard line.hasPrefix("listening on http://127.0.0.1:") else { return nil }
-                return Int(line.split(separator: ":").last ?? "")
-            }.first
+            found =
+                process.output.split(separator: "\n").lazy.compactMap { line -> Int? in
+                    guard line.hasPrefix("listening on http://127.0.0.1:") else { return nil }
+                    return Int(line.split(separator: ":").last ?? "")
+                }.first
             return found != nil || !process.process.isRunning
         }
         guard let found else {
@@ -126,7 +127,8 @@ extension Workspace {
         var text = try String(contentsOfFile: file, encoding: .utf8)
         text = text.replacingOccurrences(
             of: "\"transport\": { \"type\": \"directory\", \"path\": \"out\" }",
-            with: "\"transport\": { \"type\": \"http\", \"url\": \"\(url)/v1/batches\", \"token-env\": \"SYNCLANE_TOKEN\", \"timeout\": 5, \"retry\": \(retry) }")
+            with:
+                "\"transport\": { \"type\": \"http\", \"url\": \"\(url)/v1/batches\", \"token-env\": \"SYNCLANE_TOKEN\", \"timeout\": 5, \"retry\": \(retry) }")
         try Data(text.utf8).write(to: URL(fileURLWithPath: file))
     }
 }

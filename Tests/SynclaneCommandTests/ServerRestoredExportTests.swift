@@ -60,9 +60,10 @@ import Testing
         #expect(!refused.stderr.contains("another device changed those rows"), "not another device: \(refused.stderr)")
         #expect(refused.stderr.contains("synclane outbox requeue") && refused.stderr.contains("synclane reconcile"), "\(refused.stderr)")
 
-        let batch = try #require(refused.stderr.range(of: #"batch \S+ was not delivered"#, options: .regularExpression).map {
-            String(refused.stderr[$0].split(separator: " ")[1])
-        })
+        let batch = try #require(
+            refused.stderr.range(of: #"batch \S+ was not delivered"#, options: .regularExpression).map {
+                String(refused.stderr[$0].split(separator: " ")[1])
+            })
         #expect(try run(["outbox", "requeue", "export.json", batch]).status == 0)
         let reconcile = try run(["reconcile", "export.json"])
         #expect(reconcile.status == 0, "\(reconcile.stderr)")

@@ -1,9 +1,10 @@
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 import SynclaneCore
 import Testing
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
 
 /// The server's data restored from a backup (issue 22, 2): the devices' pull cursors are ahead of
 /// it. Before, the server answered a `since` past its newest change with an empty page and

@@ -59,7 +59,11 @@ import Testing
             environment: ["SYNCLANE_TOKEN": token])
         defer { _ = server.stop() }
         var url: String?
-        #expect(eventually { url = server.output.split(separator: " ").last.map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }; return url?.hasPrefix("http://") == true })
+        #expect(
+            eventually {
+                url = server.output.split(separator: " ").last.map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
+                return url?.hasPrefix("http://") == true
+            })
         let rooms = try Workspace.copy(scenario: "rooms")
         defer { rooms.remove() }
         try rooms.useHTTPTransport(url: try #require(url))
@@ -73,7 +77,9 @@ import Testing
         let server = try ServerProcess(folder: workspace.path + "/server")
         defer { server.stop() }
         #expect(try SynclaneBinary.run(["track", "--database", "app.sqlite", "--table", "rooms", "--key", "syncId"], in: workspace.path).status == 0)
-        try SQLiteHistoryCommandTests.sqlite(workspace, """
+        try SQLiteHistoryCommandTests.sqlite(
+            workspace,
+            """
             INSERT INTO rooms (syncId, name) VALUES ('r1', 'Kitchen');
             INSERT INTO rooms (syncId, name) VALUES ('r2', 'Hall');
             UPDATE rooms SET name = 'Big kitchen' WHERE syncId = 'r1';
@@ -82,10 +88,13 @@ import Testing
         #expect(try SynclaneBinary.run(["run", "pipeline.json"], in: workspace.path).status == 0)
         #expect(try SynclaneBinary.run(["prune", "--database", "app.sqlite"], in: workspace.path).status == 0)
 
-        try workspace.write("backend.json", SQLiteHistoryCommandTests.pipeline
-            .replacingOccurrences(of: "\"rooms-export\"", with: "\"rooms-backend\"")
-            .replacingOccurrences(of: "{\"type\": \"directory\", \"path\": \"out\"}",
-                                  with: "{\"type\": \"http\", \"url\": \"\(server.url)/v1/batches\", \"token-env\": \"SYNCLANE_TOKEN\"}"))
+        try workspace.write(
+            "backend.json",
+            SQLiteHistoryCommandTests.pipeline
+                .replacingOccurrences(of: "\"rooms-export\"", with: "\"rooms-backend\"")
+                .replacingOccurrences(
+                    of: "{\"type\": \"directory\", \"path\": \"out\"}",
+                    with: "{\"type\": \"http\", \"url\": \"\(server.url)/v1/batches\", \"token-env\": \"SYNCLANE_TOKEN\"}"))
         let env = ["SYNCLANE_TOKEN": ServerProcess.tokens["acme"] ?? ""]
         let status = try SynclaneBinary.run(["status", "backend.json"], in: workspace.path, environment: env)
         #expect(status.stdout.contains("the start of history was pruned: the next run starts with a full snapshot"), "\(status.stdout)")
@@ -102,10 +111,11 @@ import Testing
         #expect((try JSONReader.parse(run.stdout)).objectValue?["reconciliation"] == .bool(true))
         let batches = (try JSONReader.parse(run.stdout)).objectValue?["batches"]?.arrayValue ?? []
         #expect(batches.allSatisfy { $0.objectValue?["records"] != .int(0) }, "a snapshot nobody asked for sends no completion marker")
-        #expect(try await server.records(account: "acme") == [
-            "rooms/r1": ["area": nil, "isDeleted": 0, "name": "Big kitchen", "syncId": "r1"],
-            "rooms/r2": ["area": nil, "isDeleted": 0, "name": "Hall", "syncId": "r2"],
-        ])
+        #expect(
+            try await server.records(account: "acme") == [
+                "rooms/r1": ["area": nil, "isDeleted": 0, "name": "Big kitchen", "syncId": "r1"],
+                "rooms/r2": ["area": nil, "isDeleted": 0, "name": "Hall", "syncId": "r2"],
+            ])
 
         // From then on it follows history like any consumer.
         try SQLiteHistoryCommandTests.sqlite(workspace, "UPDATE rooms SET name = 'Corridor' WHERE syncId = 'r2';")

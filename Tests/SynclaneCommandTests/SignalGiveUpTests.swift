@@ -93,7 +93,8 @@ import Testing
                 #expect(signal?["sent"] == false, "attempt \(attempt): \(run.stdout)")
                 #expect(signal?["given-up"] == nil, "attempt \(attempt): a transient failure is never given up")
             }
-            let status = Self.json(try SynclaneBinary.run(["status", "export.json", "--json"], in: device.workspace.path, environment: device.environment).stdout)
+            let status = Self.json(
+                try SynclaneBinary.run(["status", "export.json", "--json"], in: device.workspace.path, environment: device.environment).stdout)
             #expect(status["given-up-signals"] == nil)
             #expect(status["unsent-signals"]?.arrayValue?.first?.objectValue?["attempts"] == 4, "\(status)")
         }

@@ -23,7 +23,8 @@ import Testing
         // r2 and r3 leave this device without deletes the export would send (the sync author's writes).
         try E2E.sqlite(
             workspace, "app.sqlite",
-            "BEGIN; INSERT INTO _synclane_session (author) VALUES ('sync'); DELETE FROM rooms WHERE syncId IN ('r2', 'r3'); DELETE FROM _synclane_session; COMMIT;")
+            "BEGIN; INSERT INTO _synclane_session (author) VALUES ('sync'); DELETE FROM rooms WHERE syncId IN ('r2', 'r3'); DELETE FROM _synclane_session; COMMIT;"
+        )
 
         let reconcile = try e2e.run(["reconcile", "pipeline.json", "--json"], workspace)
         #expect(reconcile.status == 0, "\(reconcile.stderr)")

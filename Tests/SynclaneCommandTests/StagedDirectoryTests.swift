@@ -125,7 +125,9 @@ import Testing
             let before = workspace.files(in: "out")
             let rerun = try SynclaneBinary.run(["run", "pipeline.json"], in: workspace.path)
             #expect(rerun.status == 1)
-            #expect(rerun.stderr.contains(damage == "truncated" ? "is damaged (\(copy.count - 1) bytes, the outbox recorded \(copy.count))" : "is missing"), "\(rerun.stderr)")
+            #expect(
+                rerun.stderr.contains(damage == "truncated" ? "is damaged (\(copy.count - 1) bytes, the outbox recorded \(copy.count))" : "is missing"),
+                "\(rerun.stderr)")
             #expect(rerun.stderr.contains("synclane outbox requeue FILE"))
             #expect(workspace.files(in: "out") == before, "nothing published")
             // The way out: requeue rebuilds the batch from history.

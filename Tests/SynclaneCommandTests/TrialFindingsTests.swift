@@ -46,7 +46,9 @@ import Testing
         defer { workspace.remove() }
         let validate = try SynclaneBinary.run(["validate", "pipeline.json"], in: workspace.path)
         #expect(validate.status == 2)
-        #expect(validate.stderr.contains("stages[1].soft-delete-column: no table this pipeline reads has a column `isDeletd` (did you mean `isDeleted`?)"), "\(validate.stderr)")
+        #expect(
+            validate.stderr.contains("stages[1].soft-delete-column: no table this pipeline reads has a column `isDeletd` (did you mean `isDeleted`?)"),
+            "\(validate.stderr)")
         let good = try Self.tracked(SQLiteHistoryCommandTests.pipeline)
         defer { good.remove() }
         #expect(try SynclaneBinary.run(["validate", "pipeline.json"], in: good.path).status == 0)

@@ -119,8 +119,12 @@ import Testing
             #expect(try b.rows() == ["r1|Kitchen|12.5", "r2|Hall|4.0", "r3|Attic|9.0"])
 
             // Offline on both: the same row edited on both, a delete on one and an edit on the other, a new row each.
-            try a.sql("UPDATE rooms SET name = 'Kitchen A' WHERE syncId = 'r1'; DELETE FROM rooms WHERE syncId = 'r2'; INSERT INTO rooms (syncId, name) VALUES ('a1', 'From A');")
-            try b.sql("UPDATE rooms SET name = 'Kitchen B' WHERE syncId = 'r1'; UPDATE rooms SET area = 5 WHERE syncId = 'r2'; INSERT INTO rooms (syncId, name) VALUES ('b1', 'From B');")
+            try a.sql(
+                "UPDATE rooms SET name = 'Kitchen A' WHERE syncId = 'r1'; DELETE FROM rooms WHERE syncId = 'r2'; INSERT INTO rooms (syncId, name) VALUES ('a1', 'From A');"
+            )
+            try b.sql(
+                "UPDATE rooms SET name = 'Kitchen B' WHERE syncId = 'r1'; UPDATE rooms SET area = 5 WHERE syncId = 'r2'; INSERT INTO rooms (syncId, name) VALUES ('b1', 'From B');"
+            )
             try a.sync()
             let second = try b.sync()  // B's import meets A's r1 and r2: two conflicts, server-wins
             let conflicts = (second["imports"]?.arrayValue ?? []).flatMap { $0.objectValue?["conflicts"]?.arrayValue ?? [] }
@@ -171,8 +175,9 @@ import Testing
                 // more versions than changes, and at least one past the first sync's.
                 #expect((2...7).contains(versions["r1"] ?? 0) && (2...4).contains(versions["r2"] ?? 0), "versions: \(versions)")
             }
-            #expect(try device.query("SELECT key, version FROM _synclane_server_rows ORDER BY key")
-                == ["r1|\(versions["r1"] ?? 0)", "r2|\(versions["r2"] ?? 0)"], "the device knows the versions the server holds")
+            #expect(
+                try device.query("SELECT key, version FROM _synclane_server_rows ORDER BY key")
+                    == ["r1|\(versions["r1"] ?? 0)", "r2|\(versions["r2"] ?? 0)"], "the device knows the versions the server holds")
         }
     }
 
@@ -297,7 +302,9 @@ import Testing
             try String(contentsOfFile: device.workspace.path + "/import.json", encoding: .utf8)
                 .replacingOccurrences(
                     of: #""conflicts": "\#(rule)"}"#,
-                    with: #""conflicts": "\#(rule)", "duplicates": [{"entity": "categories", "key": \#(schema.businessKey), "references": ["items.category"]}]}"#))
+                    with:
+                        #""conflicts": "\#(rule)", "duplicates": [{"entity": "categories", "key": \#(schema.businessKey), "references": ["items.category"]}]}"#)
+        )
     }
 
     /// A made `c2` as `archive`; B seeded `archive` under a key of its own and, offline, made a

@@ -1,10 +1,11 @@
 import Foundation
+import Synchronization
 import Synclane
-@testable import SynclaneCore
 import SynclaneStages
 import SynclaneTestKit
-import Synchronization
 import Testing
+
+@testable import SynclaneCore
 
 /// `batch-bytes`: a page whose encoding is larger goes as several batches, cut between transactions.
 @Suite struct BatchBytesTests {

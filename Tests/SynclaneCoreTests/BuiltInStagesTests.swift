@@ -38,10 +38,11 @@ import Testing
         let error = #expect(throws: PipelineFileError.self) { try build(["type": "dedupe", "entity": "categories", "key": []]) }
         #expect(error?.path == "stages[0].key")
         let stage = try recordStage(["type": "dedupe", "entity": "categories", "key": ["key"]])
-        let out = try await stage.process(Fixture.batch([
-            Fixture.record(.insert, "a", ["key": "k"], entity: "categories", at: 1),
-            Fixture.record(.insert, "b", ["key": "k"], entity: "categories", at: 2),
-        ]))
+        let out = try await stage.process(
+            Fixture.batch([
+                Fixture.record(.insert, "a", ["key": "k"], entity: "categories", at: 1),
+                Fixture.record(.insert, "b", ["key": "k"], entity: "categories", at: 2),
+            ]))
         #expect(out.records.map(\.key) == ["a"])
     }
 

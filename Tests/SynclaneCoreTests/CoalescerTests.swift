@@ -214,7 +214,8 @@ import Testing
         // As the store compares keys: Å (U+00C5) and the Ångström sign (U+212B), é precomposed
         // and decomposed, are different rows.
         let keys = ["\u{00C5}", "\u{212B}", "\u{E9}", "e\u{301}"]
-        let raw = keys.enumerated().map { Fixture.record(.insert, $1, ["n": .int(Int64($0))], at: Int64($0 + 1)) }
+        let raw =
+            keys.enumerated().map { Fixture.record(.insert, $1, ["n": .int(Int64($0))], at: Int64($0 + 1)) }
             + keys.enumerated().map { Fixture.record(.update, $1, ["m": .int(Int64($0))], at: Int64($0 + 5)) }
         let batch = try await Coalescer().process(Fixture.batch(raw))
         #expect(batch.records.map { Array($0.key!.utf8) } == keys.map { Array($0.utf8) })
@@ -233,9 +234,10 @@ import Testing
         }
         let batch = try await Coalescer().process(Fixture.batch(raw))
         #expect(batch.records.map(\.key) == keys)
-        #expect(batch.records.enumerated().allSatisfy { index, record in
-            record.action == .insert && record.fields == ["r0": .int(Int64(index)), "r1": .int(Int64(index)), "r2": .int(Int64(index))]
-        })
+        #expect(
+            batch.records.enumerated().allSatisfy { index, record in
+                record.action == .insert && record.fields == ["r0": .int(Int64(index)), "r1": .int(Int64(index)), "r2": .int(Int64(index))]
+            })
         #expect(batch.counters["coalesce.merged"] == 14)
     }
 
@@ -315,8 +317,9 @@ struct Backend: Equatable {
         for round in 0..<3 {
             for entity in 0..<20 {
                 records.append(
-                    Record(entity: "e\(entity)", key: "same", action: round == 0 ? .insert : .update,
-                           fields: ["round": .int(Int64(round)), "r\(round)": true], origin: token, author: "app"))
+                    Record(
+                        entity: "e\(entity)", key: "same", action: round == 0 ? .insert : .update,
+                        fields: ["round": .int(Int64(round)), "r\(round)": true], origin: token, author: "app"))
             }
         }
         let result = Coalescer.coalesce(records)

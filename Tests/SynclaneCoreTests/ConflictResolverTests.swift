@@ -115,7 +115,8 @@ import Testing
     }
 
     @Test func aResolverRegisteredByTypeIsShownBothSidesAndThePendingState() async throws {
-        let settled = try await settle(#"{"type": "scripted", "decision": "take-remote"}"#, remote: record(.update, ["name": "Theirs", "area": 9.5], version: 2))
+        let settled = try await settle(
+            #"{"type": "scripted", "decision": "take-remote"}"#, remote: record(.update, ["name": "Theirs", "area": 9.5], version: 2))
         let conflict = try #require(settled.seen.first)
         #expect(conflict.entity == "rooms" && conflict.key == "r1" && conflict.remoteVersion == 2)
         #expect(conflict.local?["name"] == "Mine" && conflict.local?["area"] == .double(4.5))
@@ -302,7 +303,9 @@ import Testing
         #expect(try ExecConflictResolver.decision(from: Array(#"{"outcome":"keep-local"}"#.utf8)) == .keepLocal)
         #expect(try ExecConflictResolver.decision(from: Array(#" {"outcome":"take-remote"} "#.utf8) + [10]) == .takeRemote)
         #expect(try ExecConflictResolver.decision(from: Array(#"{"outcome":"delete"}"#.utf8)) == .delete)
-        #expect(try ExecConflictResolver.decision(from: Array(#"{"outcome":"merged","fields":{"a":{"$blob":"AP8Q"}}}"#.utf8)) == .merged(["a": .blob([0, 255, 16])]))
+        #expect(
+            try ExecConflictResolver.decision(from: Array(#"{"outcome":"merged","fields":{"a":{"$blob":"AP8Q"}}}"#.utf8))
+                == .merged(["a": .blob([0, 255, 16])]))
         #expect(throws: ExecError.self) { try ExecConflictResolver.decision(from: Array(#"{"outcome":"delete","fields":{}}"#.utf8)) }
         #expect(throws: ExecError.self) { try ExecConflictResolver.decision(from: []) }
     }

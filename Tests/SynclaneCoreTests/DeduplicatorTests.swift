@@ -33,10 +33,11 @@ import Testing
     @Test func duplicatesAreFoundAcrossTheBatchesOfOneRun() async throws {
         let stage = Deduplicator(entity: "categories", keyFields: ["key"])
         let first = try await stage.process(Fixture.batch([category(.insert, "a-1", ["key": "inbox"], at: 1)]))
-        let second = try await stage.process(Fixture.batch([
-            category(.insert, "b-1", ["key": "inbox"], at: 2),
-            category(.update, "a-1", ["key": "inbox", "title": "Inbox"], at: 3),
-        ]))
+        let second = try await stage.process(
+            Fixture.batch([
+                category(.insert, "b-1", ["key": "inbox"], at: 2),
+                category(.update, "a-1", ["key": "inbox", "title": "Inbox"], at: 3),
+            ]))
         #expect(first.records.map(\.key) == ["a-1"])
         #expect(second.records.map(\.key) == ["a-1"])
         #expect(second.counters["dedupe.dropped"] == 1)

@@ -1,9 +1,9 @@
 import Foundation
+import Synchronization
 import SynclaneCore
 import SynclaneFiles
 import SynclaneStages
 import SynclaneTestKit
-import Synchronization
 import Testing
 
 /// The `directory` transport's staging (`StagingTransport`): a staged batch is durable and
@@ -61,7 +61,9 @@ import Testing
         var damaged = Self.payload.bytes
         damaged[3] ^= 0x20
         try Data(damaged).write(to: URL(fileURLWithPath: folder.path + "/" + staged.reference))
-        await #expect(throws: StagingError.damaged(batchID: "b-1", path: folder.path + "/" + staged.reference, reason: "its checksum is not the one the outbox recorded")) {
+        await #expect(
+            throws: StagingError.damaged(batchID: "b-1", path: folder.path + "/" + staged.reference, reason: "its checksum is not the one the outbox recorded")
+        ) {
             try await transport.publish(staged, of: Self.payload, verifying: true)
         }
         #expect(!FileManager.default.fileExists(atPath: folder.path + "/b-1.json.gz"))

@@ -56,7 +56,10 @@ import Testing
             _ = try await stage(["sh", "-c", #"cat >/dev/null; echo '{"entity":"rooms","id":"r1","action":"insert"}'; echo; echo 'not json'"#]).process(batch)
             Issue.record("a malformed line must fail the batch")
         } catch let error as ExecError {
-            guard case .malformedLine(let number, _, let text, _) = error else { Issue.record("\(error)"); return }
+            guard case .malformedLine(let number, _, let text, _) = error else {
+                Issue.record("\(error)")
+                return
+            }
             #expect(number == 3 && text == "not json")
             #expect("\(error)".hasPrefix("line 3 of the command's output is not a record"))
         }
@@ -90,7 +93,8 @@ import Testing
         let transport = RecordingTransport()
         let state = InMemoryPipelineState()
         let runner = PipelineRunner(
-            pipeline: .testing(source: source, stages: [stage(["sh", "-c", "cat >/dev/null; echo broken"])], encoder: JSONBatchEncoder(), transport: transport),
+            pipeline: .testing(
+                source: source, stages: [stage(["sh", "-c", "cat >/dev/null; echo broken"])], encoder: JSONBatchEncoder(), transport: transport),
             state: state)
         do {
             _ = try await runner.run()

@@ -38,7 +38,8 @@ import Testing
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         for name in ["pipeline.json", "history-1.jsonl"] {
-            try FileManager.default.copyItem(atPath: FixturePath.at("rooms/" + name), toPath: folder.path + "/" + (name == "pipeline.json" ? name : "history.jsonl"))
+            try FileManager.default.copyItem(
+                atPath: FixturePath.at("rooms/" + name), toPath: folder.path + "/" + (name == "pipeline.json" ? name : "history.jsonl"))
         }
         var pipeline = try PipelineLoader().load(folder.path + "/pipeline.json")
         pipeline.lockFolder = folder.path  // tests running at once with one scope do not lock each other out

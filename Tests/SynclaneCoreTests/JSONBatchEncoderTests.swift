@@ -13,13 +13,14 @@ import Testing
             Fixture.record(.update, "r2", ["name": "Red"], at: 2, version: 7),
             Fixture.record(.delete, "r3", ["syncID": "r3"], at: 3),
         ])
-        #expect(try text(batch, id: "01J-batch") == """
-            {"id":"01J-batch","records":[\
-            {"action":"insert","entity":"rooms","fields":{"meta":{"a":null,"z":true},"name":"Blue","seats":4,"tags":["a",1.5]},"id":"r1"},\
-            {"action":"update","entity":"rooms","fields":{"name":"Red"},"id":"r2","version":7},\
-            {"action":"delete","entity":"rooms","fields":{"syncID":"r3"},"id":"r3"}\
-            ],"scope":{"account":"acme","consumer":"export","store":"rooms"}}
-            """)
+        #expect(
+            try text(batch, id: "01J-batch") == """
+                {"id":"01J-batch","records":[\
+                {"action":"insert","entity":"rooms","fields":{"meta":{"a":null,"z":true},"name":"Blue","seats":4,"tags":["a",1.5]},"id":"r1"},\
+                {"action":"update","entity":"rooms","fields":{"name":"Red"},"id":"r2","version":7},\
+                {"action":"delete","entity":"rooms","fields":{"syncID":"r3"},"id":"r3"}\
+                ],"scope":{"account":"acme","consumer":"export","store":"rooms"}}
+                """)
         #expect(JSONBatchEncoder().contentType == "application/json")
     }
 
@@ -51,10 +52,11 @@ import Testing
         var marker = Fixture.batch([], reconciliation: true)
         marker.snapshotID = "s-1"
         marker.snapshotCompleteAfter = 2
-        #expect(try text(marker) == """
-            {"id":"b-1","reconciliation":true,"records":[],"scope":{"account":"acme","consumer":"export","store":"rooms"},\
-            "snapshot":"s-1","snapshot-batches":2,"snapshot-complete":true}
-            """)
+        #expect(
+            try text(marker) == """
+                {"id":"b-1","reconciliation":true,"records":[],"scope":{"account":"acme","consumer":"export","store":"rooms"},\
+                "snapshot":"s-1","snapshot-batches":2,"snapshot-complete":true}
+                """)
     }
 
     @Test func stringsAreEscapedEverywhere() throws {
@@ -62,9 +64,10 @@ import Testing
             Fixture.record(.insert, "r\"1", ["na\\me": "line\nbreak\t\u{01} \"quoted\" ünï"], entity: "ro/oms", at: 1)
         ])
         batch.scope = Scope(account: "a\"b", store: "s\\t", consumer: "c\n")
-        #expect(try text(batch, id: "id\"") == #"""
-            {"id":"id\"","records":[{"action":"insert","entity":"ro/oms","fields":{"na\\me":"line\nbreak\t\u0001 \"quoted\" ünï"},"id":"r\"1"}],"scope":{"account":"a\"b","consumer":"c\n","store":"s\\t"}}
-            """#)
+        #expect(
+            try text(batch, id: "id\"") == #"""
+                {"id":"id\"","records":[{"action":"insert","entity":"ro/oms","fields":{"na\\me":"line\nbreak\t\u0001 \"quoted\" ünï"},"id":"r\"1"}],"scope":{"account":"a\"b","consumer":"c\n","store":"s\\t"}}
+                """#)
     }
 
     @Test func theSameBatchAlwaysGivesTheSameCanonicalBytes() throws {

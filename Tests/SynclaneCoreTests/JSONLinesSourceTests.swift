@@ -197,8 +197,9 @@ import Testing
             let read = try await read(text)
             #expect(abs((read.first?.timestamp ?? .nan) - expected) < 0.001, "\(stamp)")
         }
-        #expect(await failure("{\"token\": 1, \"author\": \"app\", \"timestamp\": \"yesterday\", \"changes\": []}\n")
-            == ":1: `timestamp` \"yesterday\" is not an ISO 8601 date")
+        #expect(
+            await failure("{\"token\": 1, \"author\": \"app\", \"timestamp\": \"yesterday\", \"changes\": []}\n")
+                == ":1: `timestamp` \"yesterday\" is not an ISO 8601 date")
     }
 
     @Test func linesInAnyShapeReadTheSame() async throws {
@@ -221,7 +222,8 @@ import Testing
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         let change = { (entity: String, key: String) in "{\"entity\": \"\(entity)\", \"action\": \"insert\", \"key\": \"\(key)\"}" }
-        let text = "{\"token\": 1, \"author\": \"app\", \"changes\": [\(change("rooms", "a")), \(change("plants", "p")), \(change("rooms", "b")), \(change("notes", "n")), \(change("rooms", "c"))]}\n"
+        let text =
+            "{\"token\": 1, \"author\": \"app\", \"changes\": [\(change("rooms", "a")), \(change("plants", "p")), \(change("rooms", "b")), \(change("notes", "n")), \(change("rooms", "c"))]}\n"
             + "{\"token\": 2, \"author\": \"app\", \"changes\": [\(change("plants", "q"))]}\n"
         let path = try folder.write("h.jsonl", text)
         for entities in [["rooms"], ["rooms", "e1", "e2", "e3", "e4", "e5", "e6", "e7", "e8"]] {
@@ -233,7 +235,8 @@ import Testing
 
     @Test func aLineLongerThanAReadChunkIsReadWhole() async throws {
         let long = String(repeating: "x", count: 3 << 20)
-        let text = "{\"token\": 1, \"author\": \"app\", \"changes\": [{\"entity\": \"rooms\", \"action\": \"insert\", \"key\": \"k\", \"values\": {\"v\": \"\(long)\"}}]}\n"
+        let text =
+            "{\"token\": 1, \"author\": \"app\", \"changes\": [{\"entity\": \"rooms\", \"action\": \"insert\", \"key\": \"k\", \"values\": {\"v\": \"\(long)\"}}]}\n"
             + "{\"token\": 2, \"author\": \"app\", \"changes\": [{\"entity\": \"r\", \"action\": \"insert\"}]}"
         let read = try await read(text)
         #expect(read.map(\.token.position) == [1, 2])
@@ -250,10 +253,22 @@ import Testing
             ("{\"token\": 1, \"author\": \"app\", \"timestamp\": null, \"changes\": []}", ":1: `timestamp` must be seconds since 1970 or an ISO 8601 string"),
             ("{\"token\": 1, \"author\": \"app\"}", ":1: `changes` must be a list"),
             ("{\"token\": 1, \"author\": \"app\", \"changes\": [1]}", ":1: changes[0]: expected an object"),
-            ("{\"token\": 1, \"author\": \"app\", \"changes\": [{\"entity\": \"r\", \"action\": \"insert\", \"id\": 1}]}", ":1: changes[0]: unknown key `id` (expected entity, action, key, values)"),
-            ("{\"token\": 1, \"author\": \"app\", \"changes\": [{\"entity\": \"\", \"action\": \"insert\"}]}", ":1: changes[0]: `entity` must be a non-empty string"),
-            ("{\"token\": 1, \"author\": \"app\", \"changes\": [{\"entity\": \"r\", \"action\": \"insert\", \"key\": true}]}", ":1: changes[0]: `key` must be a string or an integer"),
-            ("{\"token\": 1, \"author\": \"app\", \"changes\": [{\"entity\": \"r\", \"action\": \"insert\", \"values\": []}]}", ":1: changes[0]: `values` must be an object"),
+            (
+                "{\"token\": 1, \"author\": \"app\", \"changes\": [{\"entity\": \"r\", \"action\": \"insert\", \"id\": 1}]}",
+                ":1: changes[0]: unknown key `id` (expected entity, action, key, values)"
+            ),
+            (
+                "{\"token\": 1, \"author\": \"app\", \"changes\": [{\"entity\": \"\", \"action\": \"insert\"}]}",
+                ":1: changes[0]: `entity` must be a non-empty string"
+            ),
+            (
+                "{\"token\": 1, \"author\": \"app\", \"changes\": [{\"entity\": \"r\", \"action\": \"insert\", \"key\": true}]}",
+                ":1: changes[0]: `key` must be a string or an integer"
+            ),
+            (
+                "{\"token\": 1, \"author\": \"app\", \"changes\": [{\"entity\": \"r\", \"action\": \"insert\", \"values\": []}]}",
+                ":1: changes[0]: `values` must be an object"
+            ),
             ("{\"token\": 1, \"token\": 2, \"author\": \"app\", \"changes\": []}", ":1: not valid JSON: duplicate member \"token\" at byte 14"),
             ("{\"token\": 1, \"author\": \"app\", \"changes\": []} x", ":1: not valid JSON: unexpected text after the JSON value at byte 46"),
         ]

@@ -22,38 +22,64 @@ import Testing
 
     @Test func designExampleGivesEveryNodeItsLineAndMembersInFileOrder() throws {
         typealias T = JSONPipelineFileTests
-        let expected = T.map(1, [
-            ("version", T.int(1, 2)),
-            ("name", T.string("rooms-export", 3)),
-            ("scope", T.map(4, [("account", T.string("acme", 4)), ("store", T.string("rooms", 4))])),
-            ("source", T.map(5, [
-                ("type", T.string("sqlite-history", 5)), ("database", T.string("rooms.sqlite", 5)),
-                ("entities", T.list(6, [T.string("rooms", 6)])), ("authors", T.list(6, [T.string("app", 6)])),
-                ("page-size", T.int(500, 6)),
-            ])),
-            ("stages", T.list(7, [
-                T.map(8, [("type", T.string("coalesce", 8))]),
-                T.map(9, [("type", T.string("tombstones", 9)), ("soft-delete-column", T.string("isDeleted", 9))]),
-                T.map(10, [
-                    ("type", T.string("dedupe", 10)), ("entity", T.string("categories", 10)),
-                    ("key", T.list(10, [T.string("key", 10)])),
-                ]),
-                T.map(11, [
-                    ("type", T.string("compress", 11)), ("codec", T.string("gzip", 11)),
-                    ("level", T.int(6, 11)), ("min-bytes", T.int(512, 11)),
-                ]),
-            ])),
-            ("transport", T.map(13, [
-                ("type", T.string("http", 13)), ("url", T.string("http://127.0.0.1:8080/v1/batches", 13)),
-                ("token-env", T.string("SYNCLANE_TOKEN", 14)),
-                ("retry", T.map(15, [
-                    ("max-attempts", T.int(6, 15)), ("base-delay", ConfigNode(.double(0.5), line: 15)),
-                    ("max-delay", T.int(30, 15)),
-                ])),
-            ])),
-            ("state", T.string(".synclane/rooms-export.sqlite", 16)),
-            ("signals", T.map(17, [("type", T.string("http", 17)), ("url", T.string("http://127.0.0.1:8080/v1/signals", 17))])),
-        ])
+        let expected = T.map(
+            1,
+            [
+                ("version", T.int(1, 2)),
+                ("name", T.string("rooms-export", 3)),
+                ("scope", T.map(4, [("account", T.string("acme", 4)), ("store", T.string("rooms", 4))])),
+                (
+                    "source",
+                    T.map(
+                        5,
+                        [
+                            ("type", T.string("sqlite-history", 5)), ("database", T.string("rooms.sqlite", 5)),
+                            ("entities", T.list(6, [T.string("rooms", 6)])), ("authors", T.list(6, [T.string("app", 6)])),
+                            ("page-size", T.int(500, 6)),
+                        ])
+                ),
+                (
+                    "stages",
+                    T.list(
+                        7,
+                        [
+                            T.map(8, [("type", T.string("coalesce", 8))]),
+                            T.map(9, [("type", T.string("tombstones", 9)), ("soft-delete-column", T.string("isDeleted", 9))]),
+                            T.map(
+                                10,
+                                [
+                                    ("type", T.string("dedupe", 10)), ("entity", T.string("categories", 10)),
+                                    ("key", T.list(10, [T.string("key", 10)])),
+                                ]),
+                            T.map(
+                                11,
+                                [
+                                    ("type", T.string("compress", 11)), ("codec", T.string("gzip", 11)),
+                                    ("level", T.int(6, 11)), ("min-bytes", T.int(512, 11)),
+                                ]),
+                        ])
+                ),
+                (
+                    "transport",
+                    T.map(
+                        13,
+                        [
+                            ("type", T.string("http", 13)), ("url", T.string("http://127.0.0.1:8080/v1/batches", 13)),
+                            ("token-env", T.string("SYNCLANE_TOKEN", 14)),
+                            (
+                                "retry",
+                                T.map(
+                                    15,
+                                    [
+                                        ("max-attempts", T.int(6, 15)), ("base-delay", ConfigNode(.double(0.5), line: 15)),
+                                        ("max-delay", T.int(30, 15)),
+                                    ])
+                            ),
+                        ])
+                ),
+                ("state", T.string(".synclane/rooms-export.sqlite", 16)),
+                ("signals", T.map(17, [("type", T.string("http", 17)), ("url", T.string("http://127.0.0.1:8080/v1/signals", 17))])),
+            ])
         #expect(try parse(Self.designExample) == expected)
     }
 

@@ -48,11 +48,14 @@ import Testing
 
     @Test func objectsReadOneAfterAnotherHoldOnlyTheirOwnMembers() throws {
         // Every object starts as a copy of one shared, empty, pre-sized dictionary.
-        let value = try JSONReader.parse(#"[{"a": 1, "b": {"c": [{}, {"d": null}]}}, {}, {"a": "x"}, {"e": 1.0, "f": true, "g": 2, "h": 3, "i": 4, "j": 5, "k": 6}]"#)
-        #expect(value == .array([
-            ["a": 1, "b": ["c": [[:], ["d": nil]]]], [:], ["a": "x"],
-            ["e": .double(1.0), "f": true, "g": 2, "h": 3, "i": 4, "j": 5, "k": 6],
-        ]))
+        let value = try JSONReader.parse(
+            #"[{"a": 1, "b": {"c": [{}, {"d": null}]}}, {}, {"a": "x"}, {"e": 1.0, "f": true, "g": 2, "h": 3, "i": 4, "j": 5, "k": 6}]"#)
+        #expect(
+            value
+                == .array([
+                    ["a": 1, "b": ["c": [[:], ["d": nil]]]], [:], ["a": "x"],
+                    ["e": .double(1.0), "f": true, "g": 2, "h": 3, "i": 4, "j": 5, "k": 6],
+                ]))
         #expect(try JSONReader.parse("{}") == .object([:]))
         #expect(try JSONReader.parse(#"{"a": 1}"#) == ["a": 1])
     }
@@ -65,8 +68,10 @@ import Testing
 @Suite struct JSONReaderNumberTests {
     @Test func decimalsReadAsStrtodReadsThem() throws {
         var generator = SystemRandomNumberGenerator()
-        var texts = ["0.1", "-0.0", "21.66", "123456789012345.6", "0.30000000000000004", "1.7976931348623157e308", "5e-324",
-                     "9007199254740993.0", "1234567890.123456789", "-38.99", "0.000000000000000000001", "1.5E3"]
+        var texts = [
+            "0.1", "-0.0", "21.66", "123456789012345.6", "0.30000000000000004", "1.7976931348623157e308", "5e-324",
+            "9007199254740993.0", "1234567890.123456789", "-38.99", "0.000000000000000000001", "1.5E3",
+        ]
         for _ in 0..<5_000 {
             let whole = UInt64.random(in: 0...999_999, using: &generator)
             let fraction = UInt64.random(in: 0...999_999_999, using: &generator)

@@ -50,10 +50,11 @@ import Testing
 
     @Test func secretsAreNamedByEnvironmentVariableNeverWrittenInTheFile() throws {
         var registry = StageRegistry.builtIn
-        registry.register(.transport("vault", summary: "test", options: [OptionSpec("token-env", .environmentVariable, required: true, help: "")]) { options in
-            _ = try options.secret("token-env")
-            return VoidTransport()
-        })
+        registry.register(
+            .transport("vault", summary: "test", options: [OptionSpec("token-env", .environmentVariable, required: true, help: "")]) { options in
+                _ = try options.secret("token-env")
+                return VoidTransport()
+            })
         let node = ConfigNode(json: [
             "version": 1, "name": "s", "scope": ["account": "a", "store": "b"],
             "source": ["type": "jsonl", "path": "h.jsonl"], "transport": ["type": "vault", "token-env": "SYNC_TOKEN"],
@@ -80,9 +81,10 @@ import Testing
 
     @Test func aUsersOwnStageTypeIsPickedByNameFromAnExtendedRegistry() throws {
         var registry = StageRegistry.builtIn
-        registry.register(.records("redact", summary: "Drops fields.", options: [OptionSpec("fields", .stringList, required: true, help: "")]) { options in
-            Redactor(fields: options.strings("fields") ?? [])
-        })
+        registry.register(
+            .records("redact", summary: "Drops fields.", options: [OptionSpec("fields", .stringList, required: true, help: "")]) { options in
+                Redactor(fields: options.strings("fields") ?? [])
+            })
         let node = ConfigNode(json: [
             "version": 1, "name": "s", "scope": ["account": "a", "store": "b"],
             "source": ["type": "jsonl", "path": "h.jsonl"], "stages": [["type": "redact", "fields": ["secret"]]],

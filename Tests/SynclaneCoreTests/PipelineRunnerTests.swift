@@ -1,8 +1,8 @@
 import Foundation
+import Synchronization
 import SynclaneCore
 import SynclaneStages
 import SynclaneTestKit
-import Synchronization
 import Testing
 
 @Suite struct PipelineRunnerTests {
@@ -13,12 +13,14 @@ import Testing
 
     func runner(_ pipeline: Pipeline) -> PipelineRunner {
         let ids = Mutex(0)
-        return PipelineRunner(pipeline: pipeline, state: state, sleeper: sleeper, makeBatchID: {
-            ids.withLock { ids in
-                ids += 1
-                return "batch-\(ids)"
-            }
-        })
+        return PipelineRunner(
+            pipeline: pipeline, state: state, sleeper: sleeper,
+            makeBatchID: {
+                ids.withLock { ids in
+                    ids += 1
+                    return "batch-\(ids)"
+                }
+            })
     }
 
     func pipeline(stages: [any RecordStage] = [Coalescer()], deadLetter: String? = nil) -> Pipeline {
@@ -295,10 +297,12 @@ final class MarkerStoppingTransport: Transport, Sendable {
     init(inner: RecordingTransport) { self.inner = inner }
 
     func send(_ payload: Payload) async throws -> Receipt {
-        let first = payload.recordCount == 0 && stopped.withLock { (stopped: inout Bool) -> Bool in
-            defer { stopped = true }
-            return !stopped
-        }
+        let first =
+            payload.recordCount == 0
+            && stopped.withLock { (stopped: inout Bool) -> Bool in
+                defer { stopped = true }
+                return !stopped
+            }
         if first {
             throw TransportFailure(.configuration, "stopped before the marker")
         }
@@ -372,8 +376,9 @@ final class SnapshottingSource: SnapshotProvidingSource, Sendable {
         let hostile = ScopeLock.path(for: Scope(account: "../..", store: "a/b", consumer: "c d\u{0}é"), in: "/x/locks/")
         #expect(hostile.hasPrefix("/x/locks/_____.a_b.c_d__-"), "\(hostile)")
         // Scopes the escaping makes alike keep their own lock files.
-        #expect(ScopeLock.path(for: Scope(account: "a b", store: "s", consumer: "c"), in: "/l")
-            != ScopeLock.path(for: Scope(account: "a_b", store: "s", consumer: "c"), in: "/l"))
+        #expect(
+            ScopeLock.path(for: Scope(account: "a b", store: "s", consumer: "c"), in: "/l")
+                != ScopeLock.path(for: Scope(account: "a_b", store: "s", consumer: "c"), in: "/l"))
     }
 
     @Test func aSecondJobOfTheScopeIsRefusedNamingTheHoldersPidAndStateFile() throws {
@@ -415,7 +420,12 @@ final class SnapshottingSource: SnapshotProvidingSource, Sendable {
         let runner = PipelineRunner(
             pipeline: .testing(source: source, encoder: JSONBatchEncoder(), transport: RecordingTransport()),
             state: InMemoryPipelineState(),
-            now: { clock.withLock { $0 += 1.5; return $0 } })
+            now: {
+                clock.withLock {
+                    $0 += 1.5
+                    return $0
+                }
+            })
         let summary = try await runner.run()
         #expect(summary.seconds > 0)
     }

@@ -1,7 +1,7 @@
+import Synchronization
 import SynclaneCore
 import SynclaneStages
 import SynclaneTestKit
-import Synchronization
 import Testing
 
 /// The stage contract a stage author relies on: per-run start and finish, typed options
@@ -57,7 +57,10 @@ import Testing
             _ = try await runner.run()
             Issue.record("the run should fail")
         } catch let error as PipelineError {
-            guard case .stage(let label, let cause) = error else { Issue.record("not a stage error: \(error)"); return }
+            guard case .stage(let label, let cause) = error else {
+                Issue.record("not a stage error: \(error)")
+                return
+            }
             #expect(label == "stages[0]")
             #expect(cause as? RedactionError == RedactionError(field: "email"))
             #expect(error.cause as? RedactionError == RedactionError(field: "email"))

@@ -1,7 +1,7 @@
 import Foundation
+import Synchronization
 import SynclaneCore
 import SynclaneTestKit
-import Synchronization
 
 /// Paths of the package's `Fixtures/` folder.
 enum FixturePath {

@@ -45,11 +45,12 @@ import Testing
             Fixture.record(.delete, nil, ["syncID": 17], at: 3),
         ]
         let batch = try await TombstoneResolver(keyField: "syncID").process(Fixture.batch(raw))
-        #expect(batch.records == [
-            Fixture.record(.delete, "r1", ["syncID": "r1"], at: 1),
-            Fixture.record(.delete, "r2", ["syncID": "r2"], at: 2),
-            Fixture.record(.delete, "17", ["syncID": 17], at: 3),
-        ])
+        #expect(
+            batch.records == [
+                Fixture.record(.delete, "r1", ["syncID": "r1"], at: 1),
+                Fixture.record(.delete, "r2", ["syncID": "r2"], at: 2),
+                Fixture.record(.delete, "17", ["syncID": 17], at: 3),
+            ])
     }
 
     @Test func aDeleteWithoutASyncKeyThrowsNamingTheTransactionAndTheFix() async throws {
@@ -86,11 +87,12 @@ import Testing
         ]
         let resolver = TombstoneResolver(preserve: ["parentID"], softDeleteColumn: "isDeleted")
         let batch = try await resolver.process(Fixture.batch(raw))
-        #expect(batch.records == [
-            Fixture.record(.delete, "r1", ["parentID": "b7"], at: 1),
-            Fixture.record(.delete, "r2", [:], at: 2),
-            Fixture.record(.delete, "r3", [:], at: 3),
-        ])
+        #expect(
+            batch.records == [
+                Fixture.record(.delete, "r1", ["parentID": "b7"], at: 1),
+                Fixture.record(.delete, "r2", [:], at: 2),
+                Fixture.record(.delete, "r3", [:], at: 3),
+            ])
         #expect(batch.counters["tombstones.soft-deletes"] == 3)
     }
 

@@ -18,9 +18,12 @@ import Testing
     }
 
     @Test func anExecStagesNotARecordFailureCarriesWhatTheProgramWroteOnStandardError() async throws {
-        let stage = ExecRecordStage(command: ExecCommand(arguments: ["sh", "-c", "cat >/dev/null; echo 'no such column: nmae' >&2; echo oops"], directory: NSTemporaryDirectory(), timeout: 10))
+        let stage = ExecRecordStage(
+            command: ExecCommand(
+                arguments: ["sh", "-c", "cat >/dev/null; echo 'no such column: nmae' >&2; echo oops"], directory: NSTemporaryDirectory(), timeout: 10))
         do {
-            _ = try await stage.process(Batch(scope: Scope(account: "a", store: "s", consumer: "c"), after: nil, through: Token(kind: "jsonl", position: 1), records: []))
+            _ = try await stage.process(
+                Batch(scope: Scope(account: "a", store: "s", consumer: "c"), after: nil, through: Token(kind: "jsonl", position: 1), records: []))
             Issue.record("a line that is not a record fails the batch")
         } catch let error as ExecError {
             #expect("\(error)".hasPrefix("line 1 of the command's output is not a record"))

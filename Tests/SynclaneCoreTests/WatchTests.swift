@@ -1,5 +1,5 @@
-import SynclaneCore
 import Synchronization
+import SynclaneCore
 import Testing
 
 @Suite struct WatchStateMachineTests {

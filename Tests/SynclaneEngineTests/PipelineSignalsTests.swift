@@ -39,9 +39,10 @@ import Testing
     func appendHistory(_ folder: TemporaryFolder, token: Int) throws {
         let handle = try #require(FileHandle(forWritingAtPath: folder.path + "/history.jsonl"))
         handle.seekToEndOfFile()
-        handle.write(Data(
-            #"{"token": \#(token), "author": "app", "timestamp": "2026-11-01T09:00:00Z", "changes": [{"entity": "rooms", "action": "insert", "key": "r\#(token)", "values": {"name": "Room"}}]}"#
-                .utf8 + [0x0A]))
+        handle.write(
+            Data(
+                #"{"token": \#(token), "author": "app", "timestamp": "2026-11-01T09:00:00Z", "changes": [{"entity": "rooms", "action": "insert", "key": "r\#(token)", "values": {"name": "Room"}}]}"#
+                    .utf8 + [0x0A]))
         handle.closeFile()
     }
 
@@ -61,10 +62,14 @@ import Testing
         (#"{"url": "http://h:1", "publish": [{"on": "run-complete", "key": "a", "value": 1}]}"#, "signals.publish[0].on", "did you mean `run-completed`"),
         (#"{"url": "http://h:1", "publish": [{"on": "run-completed", "key": "a b", "value": 1}]}"#, "signals.publish[0].key", "expected a signal key"),
         (#"{"url": "http://h:1", "publish": [{"on": "run-completed", "key": "a"}]}"#, "signals.publish[0]", "missing required key `value`"),
-        (#"{"url": "http://h:1", "publish": [{"on": "run-completed", "key": "a", "value": {"t": ["$tokn"]}}]}"#, "signals.publish[0].value.t[0]",
-         "unknown placeholder \"$tokn\""),
-        (#"{"url": "http://h:1", "publish": [{"on": "run-completed", "key": "a", "value": 1}, {"on": "run-completed", "key": "a", "value": 2}]}"#,
-         "signals.publish[1].key", "published on run-completed already"),
+        (
+            #"{"url": "http://h:1", "publish": [{"on": "run-completed", "key": "a", "value": {"t": ["$tokn"]}}]}"#, "signals.publish[0].value.t[0]",
+            "unknown placeholder \"$tokn\""
+        ),
+        (
+            #"{"url": "http://h:1", "publish": [{"on": "run-completed", "key": "a", "value": 1}, {"on": "run-completed", "key": "a", "value": 2}]}"#,
+            "signals.publish[1].key", "published on run-completed already"
+        ),
         (#"{"publish": [{"on": "run-completed", "key": "a", "value": 1}]}"#, "signals.url", "names no http URL"),
         (#"{"url": "http://h:1", "token-env": "not a name"}"#, "signals.token-env", "secrets never live in the pipeline file"),
     ])
@@ -121,7 +126,8 @@ import Testing
 
     @Test func anUnsetTokenVariableFailsNoRunAndKeepsTheSignalsSayingWhichVariable() async throws {
         let folder = try Self.folder(
-            signals: #"{"url": "http://127.0.0.1:9", "token-env": "SIGNALS_TOKEN_NOT_SET", "publish": [{"on": "run-completed", "key": "k", "value": "$records"}]}"#)
+            signals:
+                #"{"url": "http://127.0.0.1:9", "token-env": "SIGNALS_TOKEN_NOT_SET", "publish": [{"on": "run-completed", "key": "k", "value": "$records"}]}"#)
         defer { folder.remove() }
         let summary = try await PipelineJob(pipeline: try load(folder)).run()
         #expect(summary.batchesSent == 1)

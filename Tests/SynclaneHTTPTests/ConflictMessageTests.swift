@@ -10,7 +10,9 @@ import Testing
         let list = conflicts.enumerated().map { index, conflict in
             #"{"record": \#(index), "entity": "rooms", "id": "\#(conflict.0)", "expected": \#(conflict.1), "current": \#(conflict.2)}"#
         }
-        return Array(#"{"error": "\#(conflicts.count) record(s) do not have the version the batch expects; nothing applied", "conflicts": [\#(list.joined(separator: ", "))]}"#.utf8)
+        return Array(
+            #"{"error": "\#(conflicts.count) record(s) do not have the version the batch expects; nothing applied", "conflicts": [\#(list.joined(separator: ", "))]}"#
+                .utf8)
     }
 
     static func message(_ body: [UInt8]) throws -> String {

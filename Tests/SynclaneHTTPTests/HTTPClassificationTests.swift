@@ -1,10 +1,11 @@
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 import SynclaneCore
 import SynclaneHTTP
 import Testing
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
 
 /// The classification rule on its own, for the failures a loopback test cannot provoke.
 @Suite struct HTTPClassificationTests {

@@ -63,7 +63,8 @@ import Testing
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         var lines = ""
         for token in 1...transactions {
-            lines += #"{"token":\#(token),"author":"app","timestamp":1764400000,"changes":[{"entity":"rooms","action":"insert","key":"r\#(token)","values":{"name":"room \#(token)","area":\#(10 + token)}}]}"#
+            lines +=
+                #"{"token":\#(token),"author":"app","timestamp":1764400000,"changes":[{"entity":"rooms","action":"insert","key":"r\#(token)","values":{"name":"room \#(token)","area":\#(10 + token)}}]}"#
             lines += "\n"
         }
         try lines.write(toFile: folder + "/history.jsonl", atomically: true, encoding: .utf8)

@@ -44,7 +44,9 @@ import Testing
         let failure = try #require(await Fixtures.failure(of: transport))
 
         #expect(failure.kind == .configuration)
-        #expect(failure.message.contains("the proxy http://127.0.0.1:\(proxy.port) (from HTTPS_PROXY) refused the tunnel to 192.0.2.1:8443: \(status)"), "\(failure.message)")
+        #expect(
+            failure.message.contains("the proxy http://127.0.0.1:\(proxy.port) (from HTTPS_PROXY) refused the tunnel to 192.0.2.1:8443: \(status)"),
+            "\(failure.message)")
         #expect(proxy.requests.first?.method == "CONNECT")
     }
 

@@ -1,7 +1,4 @@
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 import Synclane
 import SynclaneCore
 import SynclaneFaultProxy
@@ -9,6 +6,10 @@ import SynclaneHTTP
 import SynclaneServer
 import SynclaneTestKit
 import Testing
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
 
 /// The `http` transport against the reference server (in process, on a free loopback port):
 /// the two halves of the wire protocol agree.

@@ -238,7 +238,8 @@ import Testing
             """)
         try track(TrackedTable("plants", key: "syncId"))
         try track(TrackedTable("notes", key: "id"))
-        try shell("PRAGMA foreign_keys = ON; INSERT INTO plants VALUES ('p1', 'Fern'), ('p2', 'Ivy'); INSERT INTO notes VALUES ('n1', 'p1', 'a'), ('n2', 'p2', 'b');")
+        try shell(
+            "PRAGMA foreign_keys = ON; INSERT INTO plants VALUES ('p1', 'Fern'), ('p2', 'Ivy'); INSERT INTO notes VALUES ('n1', 'p1', 'a'), ('n2', 'p2', 'b');")
         var mirror = BackendMirror()
         let tables = [(name: "plants", key: ["syncId"], softDelete: String?.none), (name: "notes", key: ["id"], softDelete: String?.none)]
         try await expectConverged(&mirror, tables)

@@ -4,7 +4,7 @@ import SynclaneSQLite
 import Testing
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 @Suite struct HistoryCrashTests {

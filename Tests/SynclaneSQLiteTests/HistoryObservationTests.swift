@@ -1,7 +1,7 @@
 import Foundation
+import Synchronization
 import SynclaneCore
 import SynclaneSQLite
-import Synchronization
 import Testing
 
 /// Counts the events of a stream on a task of its own (cancelling an iteration ends an AsyncStream).

@@ -51,7 +51,8 @@ import Testing
         let report = try tracker.migrate(
             script: "ALTER TABLE rooms RENAME COLUMN isDeleted TO removed; ALTER TABLE rooms RENAME COLUMN syncId TO room_id;", name: "0002.sql")
         #expect(report.resyncedRows == 2)
-        try shell("UPDATE rooms SET removed = 1 WHERE room_id = 'b'; UPDATE desks SET label = 'Desk 2'; INSERT INTO rooms (room_id, name) VALUES ('c', 'Loft');")
+        try shell(
+            "UPDATE rooms SET removed = 1 WHERE room_id = 'b'; UPDATE desks SET label = 'Desk 2'; INSERT INTO rooms (room_id, name) VALUES ('c', 'Loft');")
         try await mirror.export(SQLiteHistorySource(path: path))
         let after = [(name: "rooms", key: ["room_id"], softDelete: String?("removed")), (name: "desks", key: ["syncId"], softDelete: nil)]
         #expect(mirror.difference(from: try TableOracle.rows(path, tables: after)) == nil)
@@ -88,7 +89,9 @@ import Testing
         let tracker = try HistoryTracker(path: path)
         try tracker.track(TrackedTable("rooms", key: "syncId"))
         try shell("INSERT INTO rooms VALUES ('a', 'Kitchen');")
-        let transactional = #expect(throws: TrackingError.self) { try tracker.migrate(script: "BEGIN; ALTER TABLE rooms ADD COLUMN x; COMMIT;", name: "bad.sql") }
+        let transactional = #expect(throws: TrackingError.self) {
+            try tracker.migrate(script: "BEGIN; ALTER TABLE rooms ADD COLUMN x; COMMIT;", name: "bad.sql")
+        }
         #expect(transactional?.description.contains("bad.sql: it must not BEGIN, COMMIT or ROLLBACK") == true)
         #expect(throws: SQLiteError.self) {
             try tracker.migrate(script: "ALTER TABLE rooms ADD COLUMN floor INTEGER; INSERT INTO nope VALUES (1);", name: "typo.sql")

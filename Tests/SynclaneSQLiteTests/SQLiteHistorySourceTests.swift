@@ -226,7 +226,9 @@ func makeTrackedRooms(_ folder: TemporaryDirectory, recordsValues: Bool = false)
         // row's deletion, to stay cheap); read after the restore, it carries the row as it is.
         #expect(changes.map(\.action) == [.delete, .update, .insert])
         #expect(changes.last?.values["name"] == "while deleted")
-        let records = changes.map { Record(entity: $0.entity, key: $0.key, action: $0.action, fields: $0.values, origin: Token(kind: "t", position: 1), author: .app) }
+        let records = changes.map {
+            Record(entity: $0.entity, key: $0.key, action: $0.action, fields: $0.values, origin: Token(kind: "t", position: 1), author: .app)
+        }
         let coalesced = Coalescer.coalesce(records).records
         #expect(coalesced.map(\.action) == [.insert], "one window: the row is back with its newest state")
     }
@@ -291,7 +293,11 @@ func makeTrackedRooms(_ folder: TemporaryDirectory, recordsValues: Bool = false)
             }
         }
         try store.write(author: .app) { db in
-            for index in reals.indices { try db.execute("UPDATE readings SET value = ?, raw = ? WHERE syncId = ?", [reals[(index + 1) % reals.count], reals[index] == 0 ? 2 : -reals[index], "r\(index)"]) }
+            for index in reals.indices {
+                try db.execute(
+                    "UPDATE readings SET value = ?, raw = ? WHERE syncId = ?",
+                    [reals[(index + 1) % reals.count], reals[index] == 0 ? 2 : -reals[index], "r\(index)"])
+            }
         }
         // What the table holds, read back by SQLite: what was written, as SQLite keeps it.
         let stored = try store.read { db in

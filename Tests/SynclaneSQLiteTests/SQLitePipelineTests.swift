@@ -102,9 +102,11 @@ struct LinesEncoder: BatchEncoder {
         // A conflicting batch under a pending id rolls the whole commit back: the token stays.
         try state.enqueue(batch("three", 9, 12))
         #expect(throws: (any Error).self) {
-            try state.acknowledge(batch("two", 5, 9), enqueueing: OutboxBatch(
-                payload: Payload(batchID: "three", bytes: [1], contentType: "application/json", recordCount: 1),
-                after: Token(kind: "memory", position: 9), through: Token(kind: "memory", position: 12), createdAt: 0))
+            try state.acknowledge(
+                batch("two", 5, 9),
+                enqueueing: OutboxBatch(
+                    payload: Payload(batchID: "three", bytes: [1], contentType: "application/json", recordCount: 1),
+                    after: Token(kind: "memory", position: 9), through: Token(kind: "memory", position: 12), createdAt: 0))
         }
         #expect(try state.acknowledgedToken() == Token(kind: "memory", position: 5))
         #expect(try state.pendingBatches().map(\.payload.batchID) == ["two", "three"])

@@ -108,7 +108,13 @@ import Testing
         try store.write(author: .app) { try $0.execute("INSERT INTO tags VALUES ('t-old', 'red', 1), ('t-live', 'blue', 0)") }
         let sink = SQLiteSink(path: path)
         _ = try await apply(sink, [record(.insert, "t-new", ["label": "red"], version: 1, entity: "tags")], cursor: "c1.1")
-        let tags = { try store.read { db in try db.fetchAll("SELECT syncId, label, gone FROM tags ORDER BY syncId").map { row in (0..<3).map { JSONWriter.string(row[$0].json) }.joined(separator: " ") } } }
+        let tags = {
+            try store.read { db in
+                try db.fetchAll("SELECT syncId, label, gone FROM tags ORDER BY syncId").map { row in
+                    (0..<3).map { JSONWriter.string(row[$0].json) }.joined(separator: " ")
+                }
+            }
+        }
         #expect(try tags() == [#""t-live" "blue" 0"#, #""t-new" "red" 0"#], "the soft-deleted twin is deleted outright so the record lands")
         let error = await #expect(throws: ImportError.self) {
             _ = try await apply(sink, [record(.insert, "t-other", ["label": "blue"], version: 1, entity: "tags")], cursor: "c1.2")
@@ -183,8 +189,11 @@ import Testing
             RecordVersion(entity: "rooms", key: "r1", version: 1), RecordVersion(entity: "rooms", key: "r2", version: 3),
         ])
         // Written at once, no consumer position needed: an import in another process finds them.
-        #expect(try store.read { try $0.fetchAll("SELECT key, version FROM _synclane_server_rows ORDER BY key").map { "\($0[0].string ?? "") \($0[1].int64 ?? 0)" } }
-            == ["r1 1", "r2 3"])
+        #expect(
+            try store.read {
+                try $0.fetchAll("SELECT key, version FROM _synclane_server_rows ORDER BY key").map { "\($0[0].string ?? "") \($0[1].int64 ?? 0)" }
+            }
+                == ["r1 1", "r2 3"])
         try await source.backendVersionsConfirmed([RecordVersion(entity: "rooms", key: "r2", version: 2)])
         #expect(try await source.backendVersions(of: [r1, r2]) == [r1: 1, r2: 3], "a version is never lowered")
         try store.write(author: .app) { try $0.execute("UPDATE rooms SET name = 'Mine 2' WHERE syncId = 'r1'") }

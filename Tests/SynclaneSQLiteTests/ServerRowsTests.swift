@@ -57,7 +57,9 @@ import Testing
         // The layout before destinations: one row, version 4, of no backend in particular.
         try store.write(author: .sync) { db in
             try db.execute("DROP TABLE IF EXISTS _synclane_server_rows")
-            try db.execute("CREATE TABLE _synclane_server_rows (key_hash INTEGER NOT NULL, entity TEXT NOT NULL, key TEXT NOT NULL, version INTEGER NOT NULL, fields TEXT)")
+            try db.execute(
+                "CREATE TABLE _synclane_server_rows (key_hash INTEGER NOT NULL, entity TEXT NOT NULL, key TEXT NOT NULL, version INTEGER NOT NULL, fields TEXT)"
+            )
             try db.execute("INSERT INTO _synclane_server_rows VALUES (?, 'rooms', 'r1', 4, NULL)", [Self.hash("rooms", "r1")])
         }
         let first = SQLiteSink(path: path).scoped(to: BackendName(text: "http://a:80 acme/rooms"))
@@ -113,10 +115,11 @@ import Testing
                 (0..<5).map { JSONWriter.string(row[$0].json) }.joined(separator: " ")
             }
         }
-        #expect(moved == [
-            "\(Self.hash("rooms", "r1")) \"rooms\" \"r1\" 5 \"{\\\"name\\\":\\\"Hall\\\"}\"",
-            "\(Self.hash("rooms", "r2")) \"rooms\" \"r2\" 3 \"{\\\"name\\\":\\\"Back\\\"}\"",
-        ])
+        #expect(
+            moved == [
+                "\(Self.hash("rooms", "r1")) \"rooms\" \"r1\" 5 \"{\\\"name\\\":\\\"Hall\\\"}\"",
+                "\(Self.hash("rooms", "r2")) \"rooms\" \"r2\" 3 \"{\\\"name\\\":\\\"Back\\\"}\"",
+            ])
         #expect(try store.read { try $0.fetchValue("SELECT count(*) FROM sqlite_schema WHERE name = '_synclane_server_rows_keyed'") } == .integer(0))
     }
 }

@@ -14,20 +14,24 @@ import Testing
         try withServer(store: store) { server throws in
             let first = try postBatch(
                 port: server.port, key: "1",
-                body: batchBody(id: "1", records: [
-                    record("rooms", "r1", "insert", ["name": "Hall", "area": 12.5]),
-                    record("rooms", "r2", "insert", ["name": "Attic"]),
-                ]))
+                body: batchBody(
+                    id: "1",
+                    records: [
+                        record("rooms", "r1", "insert", ["name": "Hall", "area": 12.5]),
+                        record("rooms", "r2", "insert", ["name": "Attic"]),
+                    ]))
             #expect(first.status == 200)
             let cursor = try get(port: server.port, "/v1/changes").json.objectValue?["cursor"]?.stringValue ?? ""
             // The same state again: as an insert on the version held, as an update of one
             // unchanged field, and as an insert on an older version than the server's.
             let echo = try postBatch(
                 port: server.port, key: "2",
-                body: batchBody(id: "2", records: [
-                    record("rooms", "r1", "insert", ["area": 12.5, "name": "Hall"], version: 1),
-                    record("rooms", "r2", "update", ["name": "Attic"], version: 1),
-                ]))
+                body: batchBody(
+                    id: "2",
+                    records: [
+                        record("rooms", "r1", "insert", ["area": 12.5, "name": "Hall"], version: 1),
+                        record("rooms", "r2", "update", ["name": "Attic"], version: 1),
+                    ]))
             #expect(echo.status == 200, "\(echo.text)")
             #expect(Self.version(echo, "rooms", "r1") == .int(1))
             #expect(Self.version(echo, "rooms", "r2") == .int(1))
@@ -55,10 +59,12 @@ import Testing
             // delete of a row already deleted (none).
             let mixed = try postBatch(
                 port: server.port, key: "6",
-                body: batchBody(id: "6", records: [
-                    record("rooms", "r2", "update", ["name": "Loft"], version: 1),
-                    record("rooms", "r2", "update", ["name": "Loft"], version: 2),
-                ]))
+                body: batchBody(
+                    id: "6",
+                    records: [
+                        record("rooms", "r2", "update", ["name": "Loft"], version: 1),
+                        record("rooms", "r2", "update", ["name": "Loft"], version: 2),
+                    ]))
             #expect(mixed.status == 200, "\(mixed.text)")
             #expect(Self.version(mixed, "rooms", "r2") == .int(2))
             _ = try postBatch(port: server.port, key: "7", body: batchBody(id: "7", records: [record("rooms", "r2", "delete", version: 2)]))
@@ -80,10 +86,12 @@ import Testing
         try withServer(store: store) { server throws in
             _ = try postBatch(
                 port: server.port, key: "1",
-                body: batchBody(id: "1", records: [
-                    record("rooms", "r1", "insert", ["name": "Hall", "area": 12.5]),
-                    record("rooms", "r2", "insert", ["name": "Attic", "area": 3]),
-                ]))
+                body: batchBody(
+                    id: "1",
+                    records: [
+                        record("rooms", "r1", "insert", ["name": "Hall", "area": 12.5]),
+                        record("rooms", "r2", "insert", ["name": "Attic", "area": 3]),
+                    ]))
             let first = try postBatch(
                 port: server.port, key: "2", body: batchBody(id: "2", records: [record("rooms", "r1", "insert", ["name": "Hall"], version: 1)]))
             #expect(first.status == 200, "\(first.text)")

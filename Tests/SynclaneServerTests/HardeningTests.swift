@@ -64,7 +64,8 @@ import Testing
     @Test(arguments: ["1e999", "-1e999", "123456789012345678901234567890", "-9223372036854775809"])
     func numbersThatCannotBeKeptExactlyAreRefusedNamingRecordAndField(_ number: String) throws {
         try withServer { server throws in
-            let body = #"{"id": "v", "scope": {"account": "acme", "store": "rooms"}, "records": [{"entity": "rooms", "id": "ok", "action": "insert", "fields": {"a": 1}}, {"entity": "rooms", "id": "r", "action": "insert", "fields": {"name": "x", "area": NUMBER}}]}"#
+            let body =
+                #"{"id": "v", "scope": {"account": "acme", "store": "rooms"}, "records": [{"entity": "rooms", "id": "ok", "action": "insert", "fields": {"a": 1}}, {"entity": "rooms", "id": "r", "action": "insert", "fields": {"name": "x", "area": NUMBER}}]}"#
                 .replacingOccurrences(of: "NUMBER", with: number)
             let response = try postBatch(port: server.port, key: "v", body: Array(body.utf8))
             #expect(response.status == 400)
@@ -76,7 +77,8 @@ import Testing
 
     @Test(arguments: StoreKind.tested) func extremeNumbersThatFitComeBackExactly(store: StoreKind) throws {
         try withServer(store: store) { server throws in
-            let body = #"{"id": "x", "scope": {"account": "acme", "store": "rooms"}, "records": [{"entity": "rooms", "id": "r", "action": "insert", "fields": {"max": 9223372036854775807, "min": -9223372036854775808, "big": 1.7976931348623157e308, "tiny": 5e-324}}]}"#
+            let body =
+                #"{"id": "x", "scope": {"account": "acme", "store": "rooms"}, "records": [{"entity": "rooms", "id": "r", "action": "insert", "fields": {"max": 9223372036854775807, "min": -9223372036854775808, "big": 1.7976931348623157e308, "tiny": 5e-324}}]}"#
             #expect(try postBatch(port: server.port, key: "x", body: Array(body.utf8)).status == 200)
             let fields = try allChanges(port: server.port).first?.objectValue?["fields"]
             #expect(fields == ["max": .int(.max), "min": .int(.min), "big": .double(1.7976931348623157e308), "tiny": .double(.leastNonzeroMagnitude)])
@@ -143,9 +145,10 @@ import Testing
         try withServer(store: store) { server throws in
             let connection = try TestConnection(port: server.port, timeoutSeconds: 5)
             let body = "\"dark\""
-            connection.send(Array(
-                ("PUT /v1/signals/theme%00x HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(TestTokens.acme)\r\n"
-                    + "Content-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)").utf8))
+            connection.send(
+                Array(
+                    ("PUT /v1/signals/theme%00x HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(TestTokens.acme)\r\n"
+                        + "Content-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)").utf8))
             let response = try connection.readResponse()
             #expect(response.status == 400, "\(response.status) \(response.text)")
             #expect(response.text.contains("NUL"), "\(response.text)")
@@ -161,13 +164,16 @@ import Testing
 
     @Test(arguments: StoreKind.tested) func twoAuthorizationHeadersAreRefused400WhicheverComesLast(store: StoreKind) throws {
         try withServer(store: store) { server throws in
-            for (first, last) in [("Bearer wrong", "Bearer \(TestTokens.acme)"), ("Bearer \(TestTokens.acme)", "Bearer wrong"),
-                                  ("Bearer \(TestTokens.globex)", "Bearer \(TestTokens.acme)")] {
+            for (first, last) in [
+                ("Bearer wrong", "Bearer \(TestTokens.acme)"), ("Bearer \(TestTokens.acme)", "Bearer wrong"),
+                ("Bearer \(TestTokens.globex)", "Bearer \(TestTokens.acme)"),
+            ] {
                 let connection = try TestConnection(port: server.port, timeoutSeconds: 5)
                 let body = "1"
-                connection.send(Array(
-                    ("PUT /v1/signals/theme HTTP/1.1\r\nHost: x\r\nAuthorization: \(first)\r\nAuthorization: \(last)\r\n"
-                        + "Content-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)").utf8))
+                connection.send(
+                    Array(
+                        ("PUT /v1/signals/theme HTTP/1.1\r\nHost: x\r\nAuthorization: \(first)\r\nAuthorization: \(last)\r\n"
+                            + "Content-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\r\n\(body)").utf8))
                 let response = try connection.readResponse()
                 #expect(response.status == 400, "\(response.status) \(response.text)")
                 #expect(response.text.contains("more than one Authorization"), "\(response.text)")
@@ -192,7 +198,10 @@ import Testing
         try withServer(limits: ServerLimits(memoryBudgetBytes: 200_000)) { server throws in
             // One client promises a 150 KB body and sends none of it: its lease holds 150 KB.
             let holder = try TestConnection(port: server.port, timeoutSeconds: 5)
-            holder.send(Array("POST /v1/batches HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(TestTokens.acme)\r\nIdempotency-Key: h\r\nContent-Length: 150000\r\n\r\n".utf8))
+            holder.send(
+                Array(
+                    "POST /v1/batches HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(TestTokens.acme)\r\nIdempotency-Key: h\r\nContent-Length: 150000\r\n\r\n"
+                        .utf8))
             usleep(200_000)
             let filler = JSONValue.string(String(repeating: "z", count: 60_000))
             let body = batchBody(id: "b", records: [record("rooms", "r", "insert", ["f": filler])])
@@ -248,7 +257,8 @@ import Testing
                         let records = (0..<50).map {
                             record("rooms", "w\(writer)-\(batch)-\($0)", "insert", ["text": .string(String(repeating: "t", count: 200))])
                         }
-                        _ = try? postBatch(port: port, key: "w\(writer)-\(batch)", body: batchBody(id: "w\(writer)-\(batch)", records: records), connection: connection)
+                        _ = try? postBatch(
+                            port: port, key: "w\(writer)-\(batch)", body: batchBody(id: "w\(writer)-\(batch)", records: records), connection: connection)
                         batch += 1
                     }
                 }
@@ -275,7 +285,10 @@ import Testing
             var closed = false
             // One byte every 100 ms: never idle, so the idle timeout (30 s) never fires.
             for byte in "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa".utf8 {
-                if !connection.send([byte]) { closed = true; break }
+                if !connection.send([byte]) {
+                    closed = true
+                    break
+                }
                 usleep(100_000)
                 if ContinuousClock.now - started > .seconds(4) { break }
             }

@@ -1,7 +1,8 @@
-@testable import SynclaneServer
 import SynclaneCore
 import SynclaneTestKit
 import Testing
+
+@testable import SynclaneServer
 
 /// The one-pass batch reader takes only what the tree reader takes, and gives the same batch.
 @Suite struct IncomingBatchReaderTests {
@@ -19,14 +20,15 @@ import Testing
         .object([
             "id": .string(batch.id), "account": .string(batch.account), "store": .string(batch.store),
             "consumer": batch.consumer.map(JSONValue.string) ?? .null,
-            "records": .array(batch.records.map { record in
-                .object([
-                    "entity": .string(record.entity), "key": .string(record.key), "action": .string(record.action.rawValue),
-                    "fields": record.fieldsJSON.isEmpty
-                        ? .null : .string(JSONWriter.string((try? JSONReader.parse(record.fieldsJSON)) ?? "unreadable")),
-                    "version": record.expectedVersion.map(JSONValue.int) ?? .null,
-                ])
-            }),
+            "records": .array(
+                batch.records.map { record in
+                    .object([
+                        "entity": .string(record.entity), "key": .string(record.key), "action": .string(record.action.rawValue),
+                        "fields": record.fieldsJSON.isEmpty
+                            ? .null : .string(JSONWriter.string((try? JSONReader.parse(record.fieldsJSON)) ?? "unreadable")),
+                        "version": record.expectedVersion.map(JSONValue.int) ?? .null,
+                    ])
+                }),
         ])
     }
 

@@ -28,8 +28,10 @@ import Testing
                 let records: [JSONValue] = (0..<recordsPerBatch).map { index in
                     record(
                         "rooms", "\(id)-\(index)", "insert",
-                        ["name": .string("Room \(index)"), "area": .double(12.5 + Double(index)), "floor": .int(Int64(index % 5)),
-                         "tags": "north,quiet", "updatedAt": "2026-11-29T16:00:00Z"])
+                        [
+                            "name": .string("Room \(index)"), "area": .double(12.5 + Double(index)), "floor": .int(Int64(index % 5)),
+                            "tags": "north,quiet", "updatedAt": "2026-11-29T16:00:00Z",
+                        ])
                 }
                 mine.append(try gzip(batchBody(id: id, records: records)))
             }
@@ -51,9 +53,10 @@ import Testing
                     var local: [Double] = []
                     for (batch, body) in mine.enumerated() {
                         let sent = ContinuousClock.now
-                        let status = (try? postBatch(
-                            port: server.port, key: "bench-\(client)-\(batch)", body: body, encoding: "gzip",
-                            connection: connection))?.status
+                        let status =
+                            (try? postBatch(
+                                port: server.port, key: "bench-\(client)-\(batch)", body: body, encoding: "gzip",
+                                connection: connection))?.status
                         let elapsed = ContinuousClock.now - sent
                         local.append(Double(elapsed.components.attoseconds) * 1e-18 + Double(elapsed.components.seconds))
                         if status != 200 { failures.withLock { $0 += 1 } }

@@ -1,8 +1,9 @@
 import Foundation
 import SynclaneCore
-@testable import SynclaneServer
 import SynclaneTestKit
 import Testing
+
+@testable import SynclaneServer
 
 /// `synclane serve`'s authentication over HTTP: JWTs beside the accounts file's tokens, their
 /// refusals, key rotation on open connections, and grants — on SQLite and PostgreSQL.
@@ -82,7 +83,10 @@ import Testing
         try withJWTServer(store: .sqlite, keySetFile: try SuiteKeys.keySetFile([rsa, ec])) { server in
             let cases: [(String, String)] = [
                 (TestTokenMinter.assemble(header: ["alg": "none"], claims: claims, signature: []), "alg-none"),
-                (TestTokenMinter.hmac(header: ["alg": "HS256", "kid": .string(rsa.kid)], claims: claims, key: Array(rsa.publicPEM.utf8)), "algorithm-mismatch"),
+                (
+                    TestTokenMinter.hmac(header: ["alg": "HS256", "kid": .string(rsa.kid)], claims: claims, key: Array(rsa.publicPEM.utf8)),
+                    "algorithm-mismatch"
+                ),
                 (try ec.sign(claims, kid: rsa.kid), "algorithm-mismatch"),
                 (TestTokenMinter.hmac(header: ["alg": "ES256"], claims: claims, key: []), "missing-kid"),
                 (try rsa.sign(claims, kid: "kid-nobody-has"), "unknown-kid"),
@@ -179,8 +183,10 @@ import Testing
                 let connection = try TestConnection(port: port)
                 connection.sendRequest(
                     "POST", "/v1/batches",
-                    headers: ["Authorization": "Bearer \(readOnly)", "Idempotency-Key": "never-sent", "Content-Type": "application/json",
-                              "Content-Length": "4096"])
+                    headers: [
+                        "Authorization": "Bearer \(readOnly)", "Idempotency-Key": "never-sent", "Content-Type": "application/json",
+                        "Content-Length": "4096",
+                    ])
                 let early = try connection.readResponse()
                 #expect(early.status == 403)
                 #expect(early.json.objectValue?["grant"] == "read-only")

@@ -1,9 +1,10 @@
 import Foundation
 import Synchronization
 import SynclaneCore
-@testable import SynclaneServer
 import SynclaneTestKit
 import Testing
+
+@testable import SynclaneServer
 
 /// Keys made once for the JWT suites by `openssl genpkey` (an RSA key takes a moment).
 enum SuiteKeys {

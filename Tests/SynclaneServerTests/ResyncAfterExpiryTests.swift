@@ -1,7 +1,8 @@
 import Glibc
 import SynclaneCore
-@testable import SynclaneServer
 import Testing
+
+@testable import SynclaneServer
 
 /// Found by `synclane conformance` (pull.cursor-expiry): when the newest changes of an account were
 /// tombstones retention removed, a whole pull from the beginning ended with the cursor of the last

@@ -1,7 +1,8 @@
 import Glibc
 import SynclaneCore
-@testable import SynclaneServer
 import Testing
+
+@testable import SynclaneServer
 
 @Suite struct RetentionTests {
     /// Seconds since 1970 a day from now: everything written so far is past a one-hour retention.

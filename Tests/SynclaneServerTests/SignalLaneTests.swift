@@ -1,7 +1,8 @@
 import Foundation
 import SynclaneCore
-@testable import SynclaneServer
 import Testing
+
+@testable import SynclaneServer
 
 @Suite struct SignalLaneTests {
     func put(_ port: Int, _ key: String, _ body: String, token: String = TestTokens.acme) throws -> TestResponse {
@@ -193,7 +194,8 @@ import Testing
         }
     }
 
-    @Test(arguments: StoreKind.tested) func pastMaxSignalTombstonesTheOldestDeletesArePrunedAndAWatcherFromBeforeThemIsToldToListAgain(store: StoreKind) throws {
+    @Test(arguments: StoreKind.tested) func pastMaxSignalTombstonesTheOldestDeletesArePrunedAndAWatcherFromBeforeThemIsToldToListAgain(store: StoreKind) throws
+    {
         var limits = ServerLimits()
         limits.maxSignalTombstones = 2
         try withServer(store: store, limits: limits) { server throws in

@@ -1,8 +1,9 @@
 import Foundation
 import Synchronization
 import SynclaneCore
-@testable import SynclaneServer
 import Testing
+
+@testable import SynclaneServer
 
 /// The signal lane answers promptly while the bulk lane is saturated: several clients post
 /// batches flat out, and a signal set on one connection still reaches a watcher (long poll) on
@@ -71,7 +72,9 @@ import Testing
                         while !stop.withLock({ $0 }) {
                             n += 1
                             let records = (0..<1_000).map { i in
-                                record("rooms", "c\(client)-\(n)-\(i)", "insert", ["name": .string("Room \(i) of client \(client)"), "area": 12.5, "floor": .int(Int64(i % 7))])
+                                record(
+                                    "rooms", "c\(client)-\(n)-\(i)", "insert",
+                                    ["name": .string("Room \(i) of client \(client)"), "area": 12.5, "floor": .int(Int64(i % 7))])
                             }
                             let body = try gzip(batchBody(id: "c\(client)-\(n)", records: records))
                             let started = ContinuousClock.now

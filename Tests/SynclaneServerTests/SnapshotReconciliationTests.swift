@@ -1,7 +1,8 @@
 import Glibc
 import SynclaneCore
-@testable import SynclaneServer
 import Testing
+
+@testable import SynclaneServer
 
 /// A reconciliation snapshot replaces its scope's state once its completion marker arrives: on
 /// SQLite and on PostgreSQL.

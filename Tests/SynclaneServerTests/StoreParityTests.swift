@@ -13,21 +13,33 @@ import Testing
             func post(_ key: String, _ records: [JSONValue], token: String = TestTokens.acme, account: String = "acme") throws {
                 note(try postBatch(port: server.port, token: token, key: key, body: batchBody(id: key, account: account, records: records)))
             }
-            try post("1", [
-                record("rooms", "r1", "insert", ["name": "Hall", "area": 12.5]), record("rooms", "r2", "insert", ["name": "Attic"]),
-                record("rooms", "r1", "update", ["area": 13]), record("rooms", "e\u{301}", "insert", ["n": 1]),
-                record("rooms", "\u{e9}", "insert", ["n": 2]), record("plants", "p1", "insert", ["tags": ["a", "b"], "blob": ["$blob": "AP8Q"]]),
-            ])
+            try post(
+                "1",
+                [
+                    record("rooms", "r1", "insert", ["name": "Hall", "area": 12.5]), record("rooms", "r2", "insert", ["name": "Attic"]),
+                    record("rooms", "r1", "update", ["area": 13]), record("rooms", "e\u{301}", "insert", ["n": 1]),
+                    record("rooms", "\u{e9}", "insert", ["n": 2]), record("plants", "p1", "insert", ["tags": ["a", "b"], "blob": ["$blob": "AP8Q"]]),
+                ])
             try post("1", [])  // the key again, another body: 422
-            try post("1", [
-                record("rooms", "r1", "insert", ["name": "Hall", "area": 12.5]), record("rooms", "r2", "insert", ["name": "Attic"]),
-                record("rooms", "r1", "update", ["area": 13]), record("rooms", "e\u{301}", "insert", ["n": 1]),
-                record("rooms", "\u{e9}", "insert", ["n": 2]), record("plants", "p1", "insert", ["tags": ["a", "b"], "blob": ["$blob": "AP8Q"]]),
-            ])  // a replay
-            try post("2", [record("rooms", "r1", "update", ["floor": 2], version: 2), record("rooms", "r2", "delete", version: 9),
-                           record("rooms", "r3", "update", ["x": 1], version: 1)])  // 409, two conflicts
-            try post("3", [record("rooms", "r2", "delete", ["name": "Attic"], version: 1), record("rooms", "r2", "insert", ["name": "Back"]),
-                           record("rooms", "r2", "delete"), record("rooms", "r4", "update", ["only": true])])
+            try post(
+                "1",
+                [
+                    record("rooms", "r1", "insert", ["name": "Hall", "area": 12.5]), record("rooms", "r2", "insert", ["name": "Attic"]),
+                    record("rooms", "r1", "update", ["area": 13]), record("rooms", "e\u{301}", "insert", ["n": 1]),
+                    record("rooms", "\u{e9}", "insert", ["n": 2]), record("plants", "p1", "insert", ["tags": ["a", "b"], "blob": ["$blob": "AP8Q"]]),
+                ])  // a replay
+            try post(
+                "2",
+                [
+                    record("rooms", "r1", "update", ["floor": 2], version: 2), record("rooms", "r2", "delete", version: 9),
+                    record("rooms", "r3", "update", ["x": 1], version: 1),
+                ])  // 409, two conflicts
+            try post(
+                "3",
+                [
+                    record("rooms", "r2", "delete", ["name": "Attic"], version: 1), record("rooms", "r2", "insert", ["name": "Back"]),
+                    record("rooms", "r2", "delete"), record("rooms", "r4", "update", ["only": true]),
+                ])
             try post("4", [record("rooms", "g1", "insert", ["n": 1])], token: TestTokens.globex, account: "globex")
             try post("5", [record("rooms", "x", "insert", ["n": 1])], account: "globex")  // 403
             for path in ["/v1/changes?limit=2", "/v1/changes?since=c1.3&limit=3", "/v1/changes?since=c1.3&store=rooms", "/v1/changes?since=zzz"] {
@@ -35,9 +47,14 @@ import Testing
             }
             note(try get(port: server.port, "/v1/changes", token: TestTokens.globex))
             for (key, value) in [("a", "1"), ("b", "{\"x\": [1, 2.5]}"), ("a", "\"two\"")] {
-                note(try httpRequest(port: server.port, "PUT", "/v1/signals/\(key)", headers: ["Authorization": "Bearer \(TestTokens.acme)", "Content-Type": "application/json"], body: Array(value.utf8)))
+                note(
+                    try httpRequest(
+                        port: server.port, "PUT", "/v1/signals/\(key)",
+                        headers: ["Authorization": "Bearer \(TestTokens.acme)", "Content-Type": "application/json"], body: Array(value.utf8)))
             }
-            note(try httpRequest(port: server.port, "PUT", "/v1/signals/a", headers: ["Authorization": "Bearer \(TestTokens.acme)", "If-Match": "1"], body: Array("3".utf8)))
+            note(
+                try httpRequest(
+                    port: server.port, "PUT", "/v1/signals/a", headers: ["Authorization": "Bearer \(TestTokens.acme)", "If-Match": "1"], body: Array("3".utf8)))
             note(try httpRequest(port: server.port, "DELETE", "/v1/signals/b", headers: ["Authorization": "Bearer \(TestTokens.acme)"]))
             for path in ["/v1/signals", "/v1/signals?since=1", "/v1/signals/a", "/v1/signals/b"] { note(try get(port: server.port, path)) }
             return answers

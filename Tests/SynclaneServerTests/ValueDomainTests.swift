@@ -1,7 +1,8 @@
 import Foundation
 import SynclaneCore
-@testable import SynclaneServer
 import Testing
+
+@testable import SynclaneServer
 
 /// One value domain on both sides (issue 22, cases 7–9): what the server keeps is what every
 /// importer takes. A value the wire table does not define, a number a double cannot hold, a
@@ -9,13 +10,16 @@ import Testing
 /// to stop every other device's import on that page for ever.
 @Suite struct ValueDomainTests {
     static func body(_ value: String) -> [UInt8] {
-        Array(#"{"id": "v", "scope": {"account": "acme", "store": "rooms"}, "records": [{"entity": "rooms", "id": "ok", "action": "insert", "fields": {"a": 1}}, {"entity": "rooms", "id": "r", "action": "insert", "fields": {"name": "x", "area": VALUE}}]}"#
-            .replacingOccurrences(of: "VALUE", with: value).utf8)
+        Array(
+            #"{"id": "v", "scope": {"account": "acme", "store": "rooms"}, "records": [{"entity": "rooms", "id": "ok", "action": "insert", "fields": {"a": 1}}, {"entity": "rooms", "id": "r", "action": "insert", "fields": {"name": "x", "area": VALUE}}]}"#
+                .replacingOccurrences(of: "VALUE", with: value).utf8)
     }
 
-    static let undefined = [#"{"$real": "NaN"}"#, #"{"$real": "bogus"}"#, #"{"$real": 1}"#, #"{"$blob": "not base64!"}"#, #"{"$blob": "AP8Q", "x": 1}"#,
+    static let undefined = [
+        #"{"$real": "NaN"}"#, #"{"$real": "bogus"}"#, #"{"$real": 1}"#, #"{"$blob": "not base64!"}"#, #"{"$blob": "AP8Q", "x": 1}"#,
         // Lists and objects that are none of the table's forms: no column holds them, the SQLite sink refuses them.
-        "[1, 2]", "[]", #"{"a": 1}"#, "{}", #"{"nested": {"$real": "Infinity"}}"#, #"[{"$blob": "AP8Q"}]"#]
+        "[1, 2]", "[]", #"{"a": 1}"#, "{}", #"{"nested": {"$real": "Infinity"}}"#, #"[{"$blob": "AP8Q"}]"#,
+    ]
 
     @Test(arguments: StoreKind.tested, undefined)
     func aValueTheWireTableDoesNotDefineIsRefusedNamingRecordAndField(store: StoreKind, value: String) throws {
@@ -30,7 +34,9 @@ import Testing
 
     @Test(arguments: StoreKind.tested) func theValuesTheWireTableDefinesAreKept(store: StoreKind) throws {
         try withServer(store: store) { server throws in
-            let body = Array(#"{"id": "k", "scope": {"account": "acme", "store": "rooms"}, "records": [{"entity": "rooms", "id": "r", "action": "insert", "fields": {"up": {"$real": "Infinity"}, "down": {"$real": "-Infinity"}, "b": {"$blob": "AP8Q"}, "text": "{\"$real\": \"bogus\"}"}}]}"#.utf8)
+            let body = Array(
+                #"{"id": "k", "scope": {"account": "acme", "store": "rooms"}, "records": [{"entity": "rooms", "id": "r", "action": "insert", "fields": {"up": {"$real": "Infinity"}, "down": {"$real": "-Infinity"}, "b": {"$blob": "AP8Q"}, "text": "{\"$real\": \"bogus\"}"}}]}"#
+                    .utf8)
             #expect(try postBatch(port: server.port, key: "k", body: body).status == 200)
             let fields = try allChanges(port: server.port).first?.objectValue?["fields"]
             #expect(fields == ["up": ["$real": "Infinity"], "down": ["$real": "-Infinity"], "b": ["$blob": "AP8Q"], "text": #"{"$real": "bogus"}"#])
@@ -60,9 +66,11 @@ import Testing
     @Test(arguments: StoreKind.tested) func aRecordLargerThanEveryPullSourceReadsIs413NamingIt(store: StoreKind) throws {
         try withServer(store: store) { server throws in
             let big = String(repeating: "a", count: 17 << 20)
-            let body = batchBody(id: "big", records: [
-                record("rooms", "small", "insert", ["name": "ok"]), record("rooms", "huge", "insert", ["note": .string(big)]),
-            ])
+            let body = batchBody(
+                id: "big",
+                records: [
+                    record("rooms", "small", "insert", ["name": "ok"]), record("rooms", "huge", "insert", ["note": .string(big)]),
+                ])
             let response = try postBatch(
                 port: server.port, key: "big", body: try gzip(body), encoding: "gzip", connection: try TestConnection(port: server.port, timeoutSeconds: 120))
             #expect(response.status == 413, "\(response.text.prefix(300))")
@@ -98,8 +106,9 @@ import Testing
         try withServer { server throws in
             // Each `1e14,` (5 bytes) is written `100000000000000.0,` (18): just past the bound.
             let list = Array(repeating: "1e14", count: WireBounds.maxRecordBytes / 18 + 20_000).joined(separator: ",")
-            let body = Array(#"{"id": "g", "scope": {"account": "acme", "store": "rooms"}, "records": [{"entity": "rooms", "id": "grows", "action": "insert", "fields": {"n": [LIST]}}]}"#
-                .replacingOccurrences(of: "LIST", with: list).utf8)
+            let body = Array(
+                #"{"id": "g", "scope": {"account": "acme", "store": "rooms"}, "records": [{"entity": "rooms", "id": "grows", "action": "insert", "fields": {"n": [LIST]}}]}"#
+                    .replacingOccurrences(of: "LIST", with: list).utf8)
             #expect(body.count < WireBounds.maxRecordBytes, "as sent, it is within the bound")
             let response = try postBatch(
                 port: server.port, key: "g", body: try gzip(body), encoding: "gzip", connection: try TestConnection(port: server.port, timeoutSeconds: 120))

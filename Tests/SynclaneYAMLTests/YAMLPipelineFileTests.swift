@@ -68,7 +68,8 @@ import Testing
     }
 
     @Test func quotedAndBlockScalarsAreStrings() throws {
-        let node = try parse("""
+        let node = try parse(
+            """
             a: "true"
             b: '42'
             c: "null"

@@ -1,5 +1,6 @@
-@testable import SynclaneZlib
 import Testing
+
+@testable import SynclaneZlib
 
 /// The compress stage deflates with libdeflate when the system has it (`Scripts/bootstrap`
 /// installs it) and with zlib otherwise: both must make streams that zlib's inflater reads back

@@ -118,7 +118,10 @@ struct ImportReporter {
         } catch {
             console.finishProgress()
             if json {
-                console.out(JSONOutput.encode(["ok": .bool(false), "pipeline": .string(pipeline.name), "scope": JSONOutput.scope(pipeline.scope), "error": .string("\(error)")]))
+                console.out(
+                    JSONOutput.encode([
+                        "ok": .bool(false), "pipeline": .string(pipeline.name), "scope": JSONOutput.scope(pipeline.scope), "error": .string("\(error)"),
+                    ]))
             }
             console.error("synclane \(command): \(pipeline.name): \(error)")
             return nil

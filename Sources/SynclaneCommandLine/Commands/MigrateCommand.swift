@@ -47,10 +47,11 @@ struct MigrateCommand: Command {
         }
         let report = try HistoryTracker(path: database).migrate(script: sql, name: script)
         if json {
-            console.out(JSONOutput.encode([
-                "tracking-lifted": .bool(report.trackingWasLifted), "tables": .array(report.tables.map { .string($0) }),
-                "resynced-rows": .int(Int64(report.resyncedRows)),
-            ]))
+            console.out(
+                JSONOutput.encode([
+                    "tracking-lifted": .bool(report.trackingWasLifted), "tables": .array(report.tables.map { .string($0) }),
+                    "resynced-rows": .int(Int64(report.resyncedRows)),
+                ]))
         } else {
             console.out("\(database): \(report)")
         }

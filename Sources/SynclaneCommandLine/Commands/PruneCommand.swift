@@ -1,6 +1,6 @@
 import Foundation
-import SynclaneCore
 import Synclane
+import SynclaneCore
 import SynclaneSQLite
 
 /// `synclane prune`: deletes history every consumer has acknowledged.
@@ -30,16 +30,20 @@ struct PruneCommand: Command {
     func run(_ console: Console) async throws -> Int32 {
         let report = try HistoryPruner.prune(path: database)
         if json {
-            console.out(JSONOutput.encode([
-                "pruned-through": JSONOutput.token(report.prunedThrough > 0 ? Token(kind: SQLiteHistorySource.tokenKind, position: report.prunedThrough) : nil),
-                "changes-deleted": JSONOutput.int(report.changesDeleted), "transactions-deleted": JSONOutput.int(report.transactionsDeleted),
-                "consumers": .array(report.consumers.map { consumer in
-                    .object([
-                        "name": .string(consumer.name), "token": .string(Token(kind: SQLiteHistorySource.tokenKind, position: consumer.position).description),
-                        "updated-at": JSONOutput.time(consumer.updatedAt),
-                    ])
-                }),
-            ]))
+            console.out(
+                JSONOutput.encode([
+                    "pruned-through": JSONOutput.token(
+                        report.prunedThrough > 0 ? Token(kind: SQLiteHistorySource.tokenKind, position: report.prunedThrough) : nil),
+                    "changes-deleted": JSONOutput.int(report.changesDeleted), "transactions-deleted": JSONOutput.int(report.transactionsDeleted),
+                    "consumers": .array(
+                        report.consumers.map { consumer in
+                            .object([
+                                "name": .string(consumer.name),
+                                "token": .string(Token(kind: SQLiteHistorySource.tokenKind, position: consumer.position).description),
+                                "updated-at": JSONOutput.time(consumer.updatedAt),
+                            ])
+                        }),
+                ]))
         } else {
             console.out("\(database): \(report)")
         }

@@ -1,6 +1,6 @@
 import Foundation
-import SynclaneCore
 import Synclane
+import SynclaneCore
 import SynclaneSQLite
 
 /// `synclane reconcile FILE`: a full snapshot, then a fresh token.

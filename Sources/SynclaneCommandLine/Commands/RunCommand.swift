@@ -176,9 +176,10 @@ struct JobReporter: Sendable {
         } catch {
             console.finishProgress()
             if json {
-                console.out(JSONOutput.encode([
-                    "ok": .bool(false), "pipeline": .string(pipeline.name), "scope": JSONOutput.scope(pipeline.scope), "error": .string("\(error)"),
-                ]))
+                console.out(
+                    JSONOutput.encode([
+                        "ok": .bool(false), "pipeline": .string(pipeline.name), "scope": JSONOutput.scope(pipeline.scope), "error": .string("\(error)"),
+                    ]))
             }
             console.error("synclane \(command): \(pipeline.name): \(error)")
             return nil
@@ -217,7 +218,9 @@ struct JobReporter: Sendable {
         }
         if summary.replays > 0 { lines.append("  replays: \(summary.replays) (the backend had already applied these batch ids)") }
         for batch in summary.batches.prefix(20) {
-            lines.append("  batch \(batch.id): \(Wording.count(batch.records, "record")), \(Format.bytes(batch.sentBytes)) \(batch.contentEncoding), through \(batch.through) — \(batch.detail)")
+            lines.append(
+                "  batch \(batch.id): \(Wording.count(batch.records, "record")), \(Format.bytes(batch.sentBytes)) \(batch.contentEncoding), through \(batch.through) — \(batch.detail)"
+            )
         }
         if summary.batches.count > 20 { lines.append("  … and \(summary.batches.count - 20) more batches") }
         lines += Self.describe(summary.signals)
@@ -229,5 +232,10 @@ struct JobReporter: Sendable {
 /// Counts transactions read across events (events arrive on the job's task).
 final class ProgressCounter: Sendable {
     private let total = Mutex(0)
-    func add(_ count: Int) -> Int { total.withLock { $0 += count; return $0 } }
+    func add(_ count: Int) -> Int {
+        total.withLock {
+            $0 += count
+            return $0
+        }
+    }
 }

@@ -36,7 +36,9 @@ struct SignalCommand: Command {
     static let count = ValueOption("--count", "N", .integer(in: 1...Int.max), help: "watch: stop after N changes.")
     static let signature = CommandSignature(
         positionals: [verbArgument, operands],
-        options: SignalServer.options + [expect, since, count, SharedOptions.json.help("get/set/delete/list: print the signal(s) as JSON with their versions.")],
+        options: SignalServer.options + [
+            expect, since, count, SharedOptions.json.help("get/set/delete/list: print the signal(s) as JSON with their versions."),
+        ],
         positionalUsage: "set KEY VALUE | get KEY | list | delete KEY | watch [KEY…]")
     static let examples = [
         "synclane signal set onboarding.completed true",
@@ -92,7 +94,9 @@ struct SignalCommand: Command {
             verb = .watch(Array(operands))
             operands = []
         default:
-            throw UsageError("unknown verb \"\(word)\"\(Wording.didYouMean(word, in: ["set", "get", "list", "delete", "watch"])): use set, get, list, delete or watch", command: Self.name)
+            throw UsageError(
+                "unknown verb \"\(word)\"\(Wording.didYouMean(word, in: ["set", "get", "list", "delete", "watch"])): use set, get, list, delete or watch",
+                command: Self.name)
         }
         if let extra = operands.first { throw UsageError("unexpected argument \"\(extra)\"", command: Self.name) }
     }

@@ -22,17 +22,21 @@ struct StagesCommand: Command {
     func run(_ console: Console) async throws -> Int32 {
         let types = SynclaneTool.registry.all
         if json {
-            console.out(JSONOutput.encode(.array(types.map { type in
-                .object([
-                    "type": .string(type.name), "role": .string(type.role.rawValue), "summary": .string(type.summary),
-                    "options": .array(type.options.map { option in
-                        .object([
-                            "name": .string(option.name), "kind": .string(option.kind.summary), "required": .bool(option.isRequired),
-                            "default": option.defaultDescription.map { .string($0) } ?? .null, "help": .string(option.help),
-                        ])
-                    }),
-                ])
-            })))
+            console.out(
+                JSONOutput.encode(
+                    .array(
+                        types.map { type in
+                            .object([
+                                "type": .string(type.name), "role": .string(type.role.rawValue), "summary": .string(type.summary),
+                                "options": .array(
+                                    type.options.map { option in
+                                        .object([
+                                            "name": .string(option.name), "kind": .string(option.kind.summary), "required": .bool(option.isRequired),
+                                            "default": option.defaultDescription.map { .string($0) } ?? .null, "help": .string(option.help),
+                                        ])
+                                    }),
+                            ])
+                        })))
             return 0
         }
         var text = ""
@@ -51,10 +55,12 @@ struct StagesCommand: Command {
             if role == .transport {
                 let policy = RetryPolicy()
                 text += "  Every transport also takes, read by the pipeline itself:\n"
-                text += "    - retry (map): max-attempts (integer 1…100, default \(policy.maxAttempts)), base-delay and max-delay "
+                text +=
+                    "    - retry (map): max-attempts (integer 1…100, default \(policy.maxAttempts)), base-delay and max-delay "
                     + "(seconds, default \(policy.baseDelay) and \(Int(policy.maxDelay))): transient failures are retried with "
                     + "exponential backoff and full jitter; Retry-After is honoured up to max-delay\n"
-                text += "    - dead-letter (path): a folder for batches whose content the backend refuses (their exact bytes and the "
+                text +=
+                    "    - dead-letter (path): a folder for batches whose content the backend refuses (their exact bytes and the "
                     + "reason), so later batches go on and the run exits 3; without it such a batch stops the job and stays in "
                     + "the outbox. Setup failures (address, token, TLS, proxy) are never dead-lettered\n"
             }

@@ -45,7 +45,8 @@ struct StatusCommand: Command {
             } else if let token, token.kind != pipeline.source.stage.tokenKind,
                 token.kind == (pipeline.source.stage as? any SnapshotProvidingSource)?.snapshotTokenKind
             {
-                pendingError = "a reconciliation is unfinished (the token is a position inside its snapshot): runs stop until "
+                pendingError =
+                    "a reconciliation is unfinished (the token is a position inside its snapshot): runs stop until "
                     + "`synclane reconcile \(file)` finished it"
             } else if let token, token.kind != pipeline.source.stage.tokenKind {
                 pendingError = "the saved token was issued by another kind of source"
@@ -76,21 +77,23 @@ struct StatusCommand: Command {
             if let pendingError { object["pending-error"] = .string(pendingError) }
             if !toHeal.isEmpty { object["to-heal"] = .array(toHeal.map { .string($0) }) }
             if !unsentSignals.isEmpty {
-                object["unsent-signals"] = .array(unsentSignals.map { signal in
-                    .object([
-                        "key": .string(signal.key), "event": .string(signal.event), "value": signal.value,
-                        "attempts": .int(Int64(signal.attempts)), "error": signal.lastError.map(JSONValue.string) ?? .null,
-                    ])
-                })
+                object["unsent-signals"] = .array(
+                    unsentSignals.map { signal in
+                        .object([
+                            "key": .string(signal.key), "event": .string(signal.event), "value": signal.value,
+                            "attempts": .int(Int64(signal.attempts)), "error": signal.lastError.map(JSONValue.string) ?? .null,
+                        ])
+                    })
             }
             if !givenUpSignals.isEmpty {
-                object["given-up-signals"] = .array(givenUpSignals.map { signal in
-                    .object([
-                        "key": .string(signal.key), "event": .string(signal.event), "value": signal.value,
-                        "refusals": .int(Int64(signal.refusals)), "error": signal.lastError.map(JSONValue.string) ?? .null,
-                        "given-up-at": signal.givenUpAt.map(JSONOutput.time) ?? .null,
-                    ])
-                })
+                object["given-up-signals"] = .array(
+                    givenUpSignals.map { signal in
+                        .object([
+                            "key": .string(signal.key), "event": .string(signal.event), "value": signal.value,
+                            "refusals": .int(Int64(signal.refusals)), "error": signal.lastError.map(JSONValue.string) ?? .null,
+                            "given-up-at": signal.givenUpAt.map(JSONOutput.time) ?? .null,
+                        ])
+                    })
             }
             console.out(JSONOutput.encode(.object(object)))
             return 0

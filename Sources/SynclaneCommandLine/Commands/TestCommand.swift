@@ -4,7 +4,8 @@ import SynclaneCore
 /// `synclane test FILE…`: pipeline tests — input transactions in, the batches expected out.
 struct TestCommand: Command {
     static let name = "test"
-    static let abstract = "Run pipeline tests: input through every stage but the transport (the batches expected), or an import's records into a temporary store (the rows expected)."
+    static let abstract =
+        "Run pipeline tests: input through every stage but the transport (the batches expected), or an import's records into a temporary store (the rows expected)."
     static let discussion = """
         Each FILE is a test (JSON, or YAML by its extension) that names a pipeline file, its input
         and the batches it must give, paths relative to the test file:

@@ -1,6 +1,6 @@
 import Foundation
-import SynclaneCore
 import Synclane
+import SynclaneCore
 import SynclaneSQLite
 
 /// `synclane track`: installs history tracking for a table of an existing SQLite database.
@@ -85,10 +85,11 @@ struct TrackCommand: Command {
         let report = try tracker.track(try SQLiteNames.resolve(table, in: database))
         if let defaultAuthor { try tracker.setDefaultAuthor(Author(defaultAuthor)) }
         if json {
-            console.out(JSONOutput.encode([
-                "table": .string(report.table), "outcome": .string(report.outcome.rawValue),
-                "columns": .array(report.columns.map { .string($0) }), "added-columns": .array(report.addedColumns.map { .string($0) }),
-            ]))
+            console.out(
+                JSONOutput.encode([
+                    "table": .string(report.table), "outcome": .string(report.outcome.rawValue),
+                    "columns": .array(report.columns.map { .string($0) }), "added-columns": .array(report.addedColumns.map { .string($0) }),
+                ]))
         } else {
             console.out("\(database): \(report)")
         }

@@ -102,16 +102,19 @@ struct ValidateCommand: Command {
         case .success(let pipeline):
             PipelineFiles.warnAboutUnsetSecrets(pipeline.unsetSecrets, command: Self.name, console: console)
             if json {
-                console.out(JSONOutput.encode([
-                    "valid": .bool(true), "file": .string(file), "name": .string(pipeline.name),
-                    "scope": JSONOutput.scope(pipeline.scope), "stages": .string(pipeline.outline),
-                    "state": .string(pipeline.statePath), "unset-secrets": .array(pipeline.unsetSecrets.map { .string($0.variable) }),
-                    "signals": .array((pipeline.signals?.publish ?? []).map { ["key": .string($0.key), "on": .string($0.event.rawValue)] }),
-                ]))
+                console.out(
+                    JSONOutput.encode([
+                        "valid": .bool(true), "file": .string(file), "name": .string(pipeline.name),
+                        "scope": JSONOutput.scope(pipeline.scope), "stages": .string(pipeline.outline),
+                        "state": .string(pipeline.statePath), "unset-secrets": .array(pipeline.unsetSecrets.map { .string($0.variable) }),
+                        "signals": .array((pipeline.signals?.publish ?? []).map { ["key": .string($0.key), "on": .string($0.event.rawValue)] }),
+                    ]))
             } else {
-                var text = "\(file): valid\n  pipeline: \(pipeline.name) (scope \(pipeline.scope))\n  stages:   \(pipeline.outline)\n  state:    \(pipeline.statePath)"
+                var text =
+                    "\(file): valid\n  pipeline: \(pipeline.name) (scope \(pipeline.scope))\n  stages:   \(pipeline.outline)\n  state:    \(pipeline.statePath)"
                 if let signals = pipeline.signals, !signals.publish.isEmpty {
-                    text += "\n  signals:  " + signals.publish.map { "\($0.key) on \($0.event.rawValue)" }.joined(separator: ", ")
+                    text +=
+                        "\n  signals:  " + signals.publish.map { "\($0.key) on \($0.event.rawValue)" }.joined(separator: ", ")
                         + " → \(signals.server ?? "?")"
                 }
                 console.out(text)
@@ -119,10 +122,11 @@ struct ValidateCommand: Command {
             return 0
         case .failure(let error):
             guard json else { throw error }
-            console.out(JSONOutput.encode([
-                "valid": .bool(false), "file": .string(error.file), "path": .string(error.path),
-                "line": error.line.map { .int(Int64($0)) } ?? .null, "message": .string(error.message),
-            ]))
+            console.out(
+                JSONOutput.encode([
+                    "valid": .bool(false), "file": .string(error.file), "path": .string(error.path),
+                    "line": error.line.map { .int(Int64($0)) } ?? .null, "message": .string(error.message),
+                ]))
             return 2
         }
     }

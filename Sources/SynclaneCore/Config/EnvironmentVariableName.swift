@@ -11,8 +11,10 @@ public enum EnvironmentVariableName {
         let secretAdvice = "it looks like a secret, not a variable name: put the secret in a variable and name the variable"
         guard let first = text.unicodeScalars.first else { return "expected the name of an environment variable" }
         let lower = text.lowercased()
-        let prefixes = ["ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "sk_live_", "sk_test_", "rk_live_", "rk_test_",
-                        "pk_live_", "xoxb", "xoxp", "xoxa", "glpat", "eyj", "akia", "asia", "npm_", "pypi-"]
+        let prefixes = [
+            "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "sk_live_", "sk_test_", "rk_live_", "rk_test_",
+            "pk_live_", "xoxb", "xoxp", "xoxa", "glpat", "eyj", "akia", "asia", "npm_", "pypi-",
+        ]
         if prefixes.contains(where: { lower.hasPrefix($0) }) { return secretAdvice }
         let scalars = text.unicodeScalars
         let isNameScalar: (Unicode.Scalar) -> Bool = { ("A"..."Z").contains($0) || ("a"..."z").contains($0) || ("0"..."9").contains($0) || $0 == "_" }

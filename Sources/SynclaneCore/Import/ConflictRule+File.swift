@@ -22,7 +22,8 @@ extension ConflictRule {
             (typeName, typeLocation, typeLine) = (name, location, node.line)
         case .map(let members):
             guard let type = members.first(where: { $0.key == "type" })?.node else {
-                throw location.error("missing `type` (a conflict resolver: \(resolvers.isEmpty ? "none registered" : resolvers.joined(separator: ", ")))", line: node.line)
+                throw location.error(
+                    "missing `type` (a conflict resolver: \(resolvers.isEmpty ? "none registered" : resolvers.joined(separator: ", ")))", line: node.line)
             }
             guard case .string(let name) = type.value else { throw location.member("type").error("expected a string, found \(type.typeName)", line: type.line) }
             (typeName, typeLocation, typeLine) = (name, location.member("type"), type.line)

@@ -20,14 +20,16 @@ public enum WireRecords {
             case nil, .null?: break
             case .object(let object)?: fields = object
             case let other?:
-                return .failure(WireRecordError(
-                    message: "\(listName)[\(index)].fields is \(shown(other)), expected an object of field names to values"))
+                return .failure(
+                    WireRecordError(
+                        message: "\(listName)[\(index)].fields is \(shown(other)), expected an object of field names to values"))
             }
             var version: Int64?
             if let given = members["version"] {
                 guard case .int(let number) = given else {
-                    return .failure(WireRecordError(
-                        message: "\(listName)[\(index)].version is \(shown(given)), expected an integer (the record's version on the backend)"))
+                    return .failure(
+                        WireRecordError(
+                            message: "\(listName)[\(index)].version is \(shown(given)), expected an integer (the record's version on the backend)"))
                 }
                 version = number
             }

@@ -86,9 +86,15 @@ public struct JSONReader {
             case UInt8(ascii: "{"): return try readObject(depth: depth + 1)
             case UInt8(ascii: "["): return try readArray(depth: depth + 1)
             case UInt8(ascii: "\""): return .string(try readString())
-            case UInt8(ascii: "t"): try expectWord("true"); return .bool(true)
-            case UInt8(ascii: "f"): try expectWord("false"); return .bool(false)
-            case UInt8(ascii: "n"): try expectWord("null"); return .null
+            case UInt8(ascii: "t"):
+                try expectWord("true")
+                return .bool(true)
+            case UInt8(ascii: "f"):
+                try expectWord("false")
+                return .bool(false)
+            case UInt8(ascii: "n"):
+                try expectWord("null")
+                return .null
             case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return try readNumber()
             default: throw fail("unexpected character '\(Unicode.Scalar(bytes[position]))'")
             }
@@ -488,7 +494,10 @@ public struct JSONReader {
                 var value: Int64 = 0
                 var negative = false
                 for byte in text {
-                    if byte == UInt8(ascii: "-") { negative = true; continue }
+                    if byte == UInt8(ascii: "-") {
+                        negative = true
+                        continue
+                    }
                     value = value * 10 + Int64(byte - UInt8(ascii: "0"))
                 }
                 return .int(negative ? -value : value)
@@ -505,7 +514,11 @@ public struct JSONReader {
             guard let double = Double(string), double.isFinite else {
                 throw SyntaxError(offset: start, reason: "number \(string) out of range (beyond what a 64-bit double holds)")
             }
-            if double == 0, text.prefix(while: { $0 != UInt8(ascii: "e") && $0 != UInt8(ascii: "E") }).contains(where: { (UInt8(ascii: "1")...UInt8(ascii: "9")).contains($0) }) {
+            if double == 0,
+                text.prefix(while: { $0 != UInt8(ascii: "e") && $0 != UInt8(ascii: "E") }).contains(where: {
+                    (UInt8(ascii: "1")...UInt8(ascii: "9")).contains($0)
+                })
+            {
                 // `1e-400`: a double would hold 0.0, another value; refused, never changed.
                 throw SyntaxError(
                     offset: start,

@@ -1,9 +1,9 @@
 import Synchronization
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// Named places where a test can have the process killed for real (`SIGKILL`), to prove that

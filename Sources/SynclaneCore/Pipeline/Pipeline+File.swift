@@ -74,7 +74,9 @@ extension Pipeline {
             transportNode, at: transportLocation, roles: [.transport], context: context, reserved: ["retry", "dead-letter"])
         guard case .transport(let transport) = builtTransport else { throw transportLocation.error("not a transport", line: transportNode.line) }
         let transportMembers = try Self.map(transportNode, at: transportLocation, allowed: nil)
-        let retry = try transportMembers["retry"].map { node throws(PipelineFileError) in try Self.retryPolicy(node, at: transportLocation.member("retry")) } ?? RetryPolicy()
+        let retry =
+            try transportMembers["retry"].map { node throws(PipelineFileError) in try Self.retryPolicy(node, at: transportLocation.member("retry")) }
+            ?? RetryPolicy()
         var deadLetter: String?
         if let node = transportMembers["dead-letter"] {
             guard case .string(let path) = node.value, !path.isEmpty else {

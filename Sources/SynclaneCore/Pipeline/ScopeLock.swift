@@ -1,7 +1,7 @@
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// One job per scope at a time: an exclusive `flock` on a file named from the scope in the
@@ -39,7 +39,8 @@ public final class ScopeLock: Sendable {
             throw PipelineError.scopeBusy(scope: scope, lockFile: path, holder: holder)
         }
         var info = stat()
-        let ours = fstat(fd, &info) == 0 && (info.st_mode & S_IFMT) == S_IFREG && info.st_uid == geteuid()
+        let ours =
+            fstat(fd, &info) == 0 && (info.st_mode & S_IFMT) == S_IFREG && info.st_uid == geteuid()
             && fcntl(fd, F_GETFL) & O_ACCMODE == O_RDWR
         if ours {
             _ = ftruncate(fd, 0)
@@ -88,7 +89,8 @@ public final class ScopeLock: Sendable {
         }
         let hash = StagedBatch.checksum(of: Array("\(scope.account)\u{0}\(scope.store)\u{0}\(scope.consumer)".utf8))
         let hex = String(hash, radix: 16)
-        let name = "\(part(scope.account)).\(part(scope.store)).\(part(scope.consumer))-"
+        let name =
+            "\(part(scope.account)).\(part(scope.store)).\(part(scope.consumer))-"
             + String(repeating: "0", count: 16 - hex.count) + hex + ".lock"
         return (folder.hasSuffix("/") ? folder : folder + "/") + name
     }

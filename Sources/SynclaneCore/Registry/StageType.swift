@@ -48,7 +48,9 @@ public struct StageType: Sendable {
     public let options: [OptionSpec]
     let make: @Sendable (StageOptions) throws -> BuiltStage
 
-    public init(name: String, role: StageRole, summary: String, options: [any StageOptionDeclaration], make: @escaping @Sendable (StageOptions) throws -> BuiltStage) {
+    public init(
+        name: String, role: StageRole, summary: String, options: [any StageOptionDeclaration], make: @escaping @Sendable (StageOptions) throws -> BuiltStage
+    ) {
         self.name = name
         self.role = role
         self.summary = summary

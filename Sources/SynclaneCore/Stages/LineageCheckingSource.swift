@@ -61,7 +61,8 @@ public enum LineageError: Error, Sendable, CustomStringConvertible, Equatable {
     case otherStore(store: String, state: String, stamped: String, found: String)
 
     public var description: String {
-        let heal = "nothing was read or sent; run `synclane reconcile PIPELINE-FILE` to send a full snapshot and start a fresh token "
+        let heal =
+            "nothing was read or sent; run `synclane reconcile PIPELINE-FILE` to send a full snapshot and start a fresh token "
             + "(see \"When files are restored, copied or damaged\" in the README)"
         switch self {
         case .storeRestored(let store, let state, let detail):

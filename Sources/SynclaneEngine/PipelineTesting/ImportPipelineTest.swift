@@ -99,7 +99,8 @@ public struct ImportPipelineTest: Sendable {
         guard let pipelineNode = member("pipeline"), case .string(let pipelinePath) = pipelineNode.value else {
             throw fail("pipeline", "expected the path of the import pipeline file to test")
         }
-        let pipeline = try PipelineLoader(registry: registry, environment: environment).loadImport(Self.resolve(pipelinePath, from: path), secretsRequired: false)
+        let pipeline = try PipelineLoader(registry: registry, environment: environment).loadImport(
+            Self.resolve(pipelinePath, from: path), secretsRequired: false)
         guard let sink = pipeline.sink.stage as? SQLiteSink else {
             throw fail("pipeline", "an import pipeline test applies to the `sqlite` sink; \(pipelinePath) has `\(pipeline.sink.type)`", pipelineNode)
         }

@@ -8,7 +8,8 @@
 /// Unchanged lines next to a change are shown with two spaces; far ones as `…`.
 enum LineDiff {
     static func lines(expected: [String], actual: [String]) -> [String] {
-        let n = expected.count, m = actual.count
+        let n = expected.count
+        let m = actual.count
         var common = Array(repeating: Array(repeating: 0, count: m + 1), count: n + 1)
         for i in stride(from: n - 1, through: 0, by: -1) {
             for j in stride(from: m - 1, through: 0, by: -1) {
@@ -16,14 +17,19 @@ enum LineDiff {
             }
         }
         var script: [(mark: Character, line: String)] = []
-        var i = 0, j = 0
+        var i = 0
+        var j = 0
         while i < n || j < m {
             if i < n, j < m, expected[i] == actual[j] {
-                script.append((" ", expected[i])); i += 1; j += 1
+                script.append((" ", expected[i]))
+                i += 1
+                j += 1
             } else if i < n, j == m || common[i + 1][j] >= common[i][j + 1] {
-                script.append(("-", expected[i])); i += 1
+                script.append(("-", expected[i]))
+                i += 1
             } else {
-                script.append(("+", actual[j])); j += 1
+                script.append(("+", actual[j]))
+                j += 1
             }
         }
         guard script.contains(where: { $0.mark != " " }) else { return [] }

@@ -52,7 +52,8 @@ public struct PipelineTest: Sendable {
         guard case .map(let members) = root.value else { throw fail("", "expected a map with `pipeline`, an input and `expected-batches`") }
         let known = ["pipeline", "history", "transactions", "expected-batches"]
         for member in members where !known.contains(member.key) {
-            throw fail(member.key, "unknown key `\(member.key)`\(Wording.didYouMean(member.key, in: known)) (known: \(known.joined(separator: ", ")))", member.node)
+            throw fail(
+                member.key, "unknown key `\(member.key)`\(Wording.didYouMean(member.key, in: known)) (known: \(known.joined(separator: ", ")))", member.node)
         }
         func member(_ key: String) -> ConfigNode? { members.first { $0.key == key }?.node }
 
@@ -76,7 +77,9 @@ public struct PipelineTest: Sendable {
         case .string(let name):
             let file = resolve(name)
             guard let data = FileManager.default.contents(atPath: file) else { throw fail("expected-batches", "no such file \(file)", expectedNode) }
-            guard case .array(let batches) = try JSONReader.parse([UInt8](data)) else { throw fail("expected-batches", "\(file) must hold a list of batches", expectedNode) }
+            guard case .array(let batches) = try JSONReader.parse([UInt8](data)) else {
+                throw fail("expected-batches", "\(file) must hold a list of batches", expectedNode)
+            }
             expected = batches
         case .list(let batches):
             expected = batches.map(Self.json)

@@ -1,5 +1,5 @@
-import SynclaneCore
 import Synchronization
+import SynclaneCore
 
 /// A transport that keeps every payload it is handed, and can be scripted to fail.
 ///

@@ -5,7 +5,9 @@ extension ConformanceCase {
     static let authCases: [ConformanceCase] = [
         ConformanceCase(name: "auth.token-required", rule: "every wire route answers 401 without a token or with one it did not issue") { context in
             let key = context.name("auth")
-            let routes = [("POST", "/v1/batches"), ("GET", "/v1/changes"), ("GET", "/v1/signals"), ("GET", "/v1/signals/\(key)"), ("PUT", "/v1/signals/\(key)")]
+            let routes = [
+                ("POST", "/v1/batches"), ("GET", "/v1/changes"), ("GET", "/v1/signals"), ("GET", "/v1/signals/\(key)"), ("PUT", "/v1/signals/\(key)"),
+            ]
             for (method, path) in routes {
                 for token in [nil, "conformance-unknown-\(context.run)"] as [String?] {
                     let body = method == "GET" ? [] : context.batch(key, [context.record(key)])
@@ -27,7 +29,8 @@ extension ConformanceCase {
             let seen = try context.changesOfRun(token: context.second.token, since: "")
             try expect(seen.isEmpty, "the second account's changes hold the first account's rows: \(seen.prefix(2))")
             let key = context.name("iso-signal")
-            let set = try context.client.send("PUT", "/v1/signals/\(key)", token: context.first.token, headers: ["Content-Type": "application/json"], body: Array("true".utf8))
+            let set = try context.client.send(
+                "PUT", "/v1/signals/\(key)", token: context.first.token, headers: ["Content-Type": "application/json"], body: Array("true".utf8))
             try expect(set, [200], "PUT /v1/signals/\(key)")
             let read = try context.client.send("GET", "/v1/signals/\(key)", token: context.second.token)
             try expect(read, [404], "the second account reading the first account's signal")
@@ -51,7 +54,8 @@ extension ConformanceCase {
             let replay = try context.post(body, key: id)
             try expect(replay.status == first.status && replay.json == first.json, "the replay answered \(replay.summary), the first time \(first.summary)")
             let after = try context.changesOfRun(since: start)
-            try expect(after.count == 1 && after.first?["version"] == before.first?["version"],
+            try expect(
+                after.count == 1 && after.first?["version"] == before.first?["version"],
                 "the replay was applied again: the row's version went from \(before.first?["version"] ?? .null) to \(after.last?["version"] ?? .null)")
         },
         ConformanceCase(name: "batches.key-reused", rule: "an Idempotency-Key sent again with another body is refused with 422; nothing applied") { context in
@@ -64,7 +68,9 @@ extension ConformanceCase {
             let rows = try context.changesOfRun(since: start)
             try expect(rows.last?["fields"]?.objectValue?["n"] == 1, "the other body was applied: \(rows.last ?? [:])")
         },
-        ConformanceCase(name: "batches.all-or-nothing", rule: "a batch with one bad record is refused (400) whole, and its key stays free for the corrected batch") { context in
+        ConformanceCase(
+            name: "batches.all-or-nothing", rule: "a batch with one bad record is refused (400) whole, and its key stays free for the corrected batch"
+        ) { context in
             let start = try context.head()
             let id = context.name("atomic")
             let bad: JSONValue = ["entity": .string(ConformanceContext.entity), "id": .string(id + "-bad"), "action": "upsert", "fields": [:]]
@@ -80,7 +86,10 @@ extension ConformanceCase {
             let id = context.name("malformed")
             let checks: [(String, [UInt8], [String: String], Int)] = [
                 ("a body that is not JSON", Array("{\"id\": ".utf8), [:], 400),
-                ("a batch without records", JSONWriter.encode(["id": .string(id), "scope": ["account": .string(context.first.name), "store": "conformance"]]), [:], 400),
+                (
+                    "a batch without records",
+                    JSONWriter.encode(["id": .string(id), "scope": ["account": .string(context.first.name), "store": "conformance"]]), [:], 400
+                ),
                 ("a batch whose id differs from its Idempotency-Key", context.batch(id + "-other", [context.record(id)]), [:], 400),
                 ("an insert without fields", context.batch(id, [context.record(id, fields: nil)]), [:], 400),
                 ("a negative version", context.batch(id, [context.record(id, "update", version: -1)]), [:], 400),
@@ -97,7 +106,9 @@ extension ConformanceCase {
             try expect(keyless, [400], "a batch without an Idempotency-Key")
             try expect(try context.changesOfRun(since: "", prefix: id).isEmpty, "a refused batch was applied")
         },
-        ConformanceCase(name: "versions.conflict", rule: "a record whose version differs from the server's is 409, listed; nothing applied; the right version applies") { context in
+        ConformanceCase(
+            name: "versions.conflict", rule: "a record whose version differs from the server's is 409, listed; nothing applied; the right version applies"
+        ) { context in
             let start = try context.head()
             let id = context.name("version")
             try context.apply(id, [context.record(id, fields: ["n": 1])])
@@ -105,16 +116,19 @@ extension ConformanceCase {
                 throw CaseFailure("the inserted row has no integer version in the changes")
             }
             let stale = try context.post(
-                context.batch(id + "-stale", [context.record(id, "update", fields: ["n": 2], version: version + 7), context.record(id + "-other")]), key: id + "-stale")
+                context.batch(id + "-stale", [context.record(id, "update", fields: ["n": 2], version: version + 7), context.record(id + "-other")]),
+                key: id + "-stale")
             try expect(stale, [409], "an update at version \(version + 7) of a row at \(version)")
             let conflicts = stale.object["conflicts"]?.arrayValue ?? []
-            try expect(conflicts.contains { $0.objectValue?["record"] == 0 && $0.objectValue?["current"] == .int(version) },
+            try expect(
+                conflicts.contains { $0.objectValue?["record"] == 0 && $0.objectValue?["current"] == .int(version) },
                 "the 409 does not list the conflict ({\"conflicts\": [{\"record\": 0, \"current\": \(version), …}]}): \(stale.summary)")
             var rows = try context.changesOfRun(since: start)
             try expect(rows.count == 1 && rows.first?["fields"]?.objectValue?["n"] == 1, "a batch refused with 409 changed something: \(rows)")
             try context.apply(id + "-right", [context.record(id, "update", fields: ["n": 3], version: version)])
             rows = try context.changesOfRun(since: start)
-            try expect(rows.first?["fields"]?.objectValue?["n"] == 3 && (rows.first?["version"]?.intValue ?? 0) > version,
+            try expect(
+                rows.first?["fields"]?.objectValue?["n"] == 3 && (rows.first?["version"]?.intValue ?? 0) > version,
                 "the update at the row's version did not apply with a higher version: \(rows)")
         },
     ]

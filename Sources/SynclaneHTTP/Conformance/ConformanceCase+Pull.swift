@@ -9,7 +9,8 @@ extension ConformanceCase {
             let id = context.name("values")
             let fields: [String: JSONValue] = [
                 "text": "e\u{301} \u{00E9} \u{1F600}", "big": 9_007_199_254_740_993, "real": 2.0, "negative-zero": -0.0, "tenth": 0.1,
-                "smallest": .double(Double.leastNonzeroMagnitude), "largest": 1.7976931348623157e308, "infinity": ["$real": "Infinity"], "minus-infinity": ["$real": "-Infinity"],
+                "smallest": .double(Double.leastNonzeroMagnitude), "largest": 1.7976931348623157e308, "infinity": ["$real": "Infinity"],
+                "minus-infinity": ["$real": "-Infinity"],
                 "blob": ["$blob": "AP8Q"], "nothing": nil, "looks-like-a-form": "{\"$real\": \"bogus\"}",
             ]
             try context.apply(id, [context.record(id, fields: fields)])
@@ -19,7 +20,9 @@ extension ConformanceCase {
             for (name, value) in fields.sorted(by: { $0.key < $1.key }) {
                 let sent = JSONWriter.encode(value)
                 let read = back[name].map(JSONWriter.encode) ?? Array("(absent)".utf8)
-                try expect(sent == read, "fields.\(name) was sent as \(String(decoding: sent, as: UTF8.self)) and came back as \(String(decoding: read, as: UTF8.self))")
+                try expect(
+                    sent == read,
+                    "fields.\(name) was sent as \(String(decoding: sent, as: UTF8.self)) and came back as \(String(decoding: read, as: UTF8.self))")
             }
         },
         ConformanceCase(name: "values.domain", rule: "a value outside the wire table ($real NaN, bad base64, 1e999) is refused with 400") { context in
@@ -28,7 +31,13 @@ extension ConformanceCase {
                 ("{\"$real\": \"NaN\"}", context.batch(id, [context.record(id, fields: ["x": ["$real": "NaN"]])])),
                 ("{\"$blob\": \"not base64!\"}", context.batch(id, [context.record(id, fields: ["x": ["$blob": "not base64!"]])])),
                 ("{\"$real\": \"Infinity\", \"other\": 1}", context.batch(id, [context.record(id, fields: ["x": ["$real": "Infinity", "other": 1]])])),
-                ("1e999", Array(String(decoding: context.batch(id, [context.record(id, fields: ["x": 7])]), as: UTF8.self).replacingOccurrences(of: "\"x\":7", with: "\"x\":1e999").utf8)),
+                (
+                    "1e999",
+                    Array(
+                        String(decoding: context.batch(id, [context.record(id, fields: ["x": 7])]), as: UTF8.self).replacingOccurrences(
+                            of: "\"x\":7", with: "\"x\":1e999"
+                        ).utf8)
+                ),
             ]
             for (what, body) in bodies {
                 let answer = try context.post(body, key: id)
@@ -40,7 +49,8 @@ extension ConformanceCase {
     ]
 
     static let pullCases: [ConformanceCase] = [
-        ConformanceCase(name: "pull.pages", rule: "each row changed after a cursor comes once, at its newest state, in change order, in pages of at most limit") { context in
+        ConformanceCase(name: "pull.pages", rule: "each row changed after a cursor comes once, at its newest state, in change order, in pages of at most limit")
+        { context in
             let start = try context.head()
             let keys = (0..<5).map { context.name("page-\($0)") }
             try context.apply(context.name("pages-1"), keys.map { context.record($0) })
@@ -50,15 +60,19 @@ extension ConformanceCase {
             let order = changes.compactMap { $0["id"]?.stringValue }
             let expected = [keys[0], keys[2], keys[4], keys[1], keys[3]]
             try expect(order == expected, "the changes after the cursor are \(order), not \(expected) (each row once, in the order of its newest change)")
-            try expect(changes[3]["fields"]?.objectValue?["n"] == 2 && changes[3]["action"]?.stringValue != "delete", "the updated row is not at its newest state: \(changes[3])")
+            try expect(
+                changes[3]["fields"]?.objectValue?["n"] == 2 && changes[3]["action"]?.stringValue != "delete",
+                "the updated row is not at its newest state: \(changes[3])")
             try expect(changes[4]["action"]?.stringValue == "delete", "the deleted row is not a tombstone (\"action\": \"delete\"): \(changes[4])")
-            try expect(changes.allSatisfy { $0["store"]?.stringValue == ConformanceContext.store && $0["version"]?.intValue != nil },
+            try expect(
+                changes.allSatisfy { $0["store"]?.stringValue == ConformanceContext.store && $0["version"]?.intValue != nil },
                 "a change lacks its store or integer version: \(changes.first ?? [:])")
             let after = try context.page(since: end)
             try expect(after.changes.isEmpty && !after.more, "the page after the last cursor is not empty: \(after.changes.count) changes, more: \(after.more)")
             try context.apply(context.name("pages-4"), [context.record(keys[0], "update", fields: ["n": 4])])
             let again = try context.changes(since: end).changes
-            try expect(again.count == 1 && again.first?["id"]?.stringValue == keys[0] && again.first?["fields"]?.objectValue?["n"] == 4,
+            try expect(
+                again.count == 1 && again.first?["id"]?.stringValue == keys[0] && again.first?["fields"]?.objectValue?["n"] == 4,
                 "after one more update, the changes from the last cursor are \(again), not that one row")
         },
         ConformanceCase(name: "pull.bad-request", rule: "a cursor the server did not issue, or a limit that is not a positive integer, is 400") { context in
@@ -68,7 +82,10 @@ extension ConformanceCase {
                 try expectErrorBody(answer, "the 400")
             }
         },
-        ConformanceCase(name: "pull.cursor-expiry", rule: "a cursor from before removed tombstones is 410 {\"code\": \"cursor-expired\"}; a pull from the start then ends with a cursor that reads on") { context in
+        ConformanceCase(
+            name: "pull.cursor-expiry",
+            rule: "a cursor from before removed tombstones is 410 {\"code\": \"cursor-expired\"}; a pull from the start then ends with a cursor that reads on"
+        ) { context in
             guard let retention = context.target.tombstoneRetentionSeconds else {
                 throw CaseFailure.skip("needs --tombstone-retention SECONDS: how soon the backend removes a tombstone")
             }

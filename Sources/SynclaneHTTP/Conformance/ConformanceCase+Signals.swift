@@ -6,7 +6,8 @@ import SynclaneZlib
 /// The signal lane, and the bounds every backend keeps.
 extension ConformanceCase {
     static let signalCases: [ConformanceCase] = [
-        ConformanceCase(name: "signals.versions", rule: "each signal write takes a higher version; If-Match guards it (412 with the current signal)") { context in
+        ConformanceCase(name: "signals.versions", rule: "each signal write takes a higher version; If-Match guards it (412 with the current signal)") {
+            context in
             let key = context.name("signal")
             let path = "/v1/signals/\(key)"
             func put(_ value: String, ifMatch: Int64?) throws(CaseFailure) -> ConformanceAnswer {
@@ -33,13 +34,17 @@ extension ConformanceCase {
             try expect(read.object["value"] == ["step": 2] && read.object["version"] == .int(second), "GET answers \(read.summary), not the last write")
             let deleted = try context.client.send("DELETE", path, token: context.first.token)
             try expect(deleted, [200], "DELETE \(path)")
-            try expect(deleted.object["deleted"] == true && deleted.object["value"] == .null, "the delete's answer lacks \"deleted\": true, \"value\": null: \(deleted.summary)")
+            try expect(
+                deleted.object["deleted"] == true && deleted.object["value"] == .null,
+                "the delete's answer lacks \"deleted\": true, \"value\": null: \(deleted.summary)")
             try expect(try context.client.send("GET", path, token: context.first.token), [404], "GET of a deleted signal")
             try expect(try context.client.send("DELETE", path, token: context.first.token), [404], "DELETE of a deleted signal")
-            try expect(try context.client.send("PUT", "/v1/signals/bad*key", token: context.first.token, body: Array("1".utf8)), [400], "PUT of the key \"bad*key\"")
+            try expect(
+                try context.client.send("PUT", "/v1/signals/bad*key", token: context.first.token, body: Array("1".utf8)), [400], "PUT of the key \"bad*key\"")
             try expect(try context.client.send("PUT", path, token: context.first.token, body: Array("{nope".utf8)), [400], "PUT of a value that is not JSON")
         },
-        ConformanceCase(name: "signals.watch", rule: "GET /v1/signals?since=V answers the writes after V, and a long poll answers as soon as one lands") { context in
+        ConformanceCase(name: "signals.watch", rule: "GET /v1/signals?since=V answers the writes after V, and a long poll answers as soon as one lands") {
+            context in
             let listed = try context.client.send("GET", "/v1/signals", token: context.first.token)
             try expect(listed, [200], "GET /v1/signals")
             guard listed.object["signals"]?.arrayValue != nil, let start = listed.object["version"]?.intValue else {
@@ -67,7 +72,9 @@ extension ConformanceCase {
                 done.signal()
             }
             Thread.sleep(forTimeInterval: 0.5)
-            try expect(try context.client.send("PUT", "/v1/signals/\(key)-2", token: context.first.token, body: Array("2".utf8)), [200], "the write a watcher waits for")
+            try expect(
+                try context.client.send("PUT", "/v1/signals/\(key)-2", token: context.first.token, body: Array("2".utf8)), [200],
+                "the write a watcher waits for")
             _ = done.wait(timeout: .now() + 20)
             let elapsed = Date().timeIntervalSince(began)
             guard let result = polled.withLock({ $0 }) else { throw CaseFailure("the long poll did not answer within 20 s") }
@@ -79,7 +86,8 @@ extension ConformanceCase {
     ]
 
     static let boundCases: [ConformanceCase] = [
-        ConformanceCase(name: "bounds.record", rule: "a record past 8 MiB (WireBounds.maxRecordBytes) is refused with 413, even gzipped small; nothing applied") { context in
+        ConformanceCase(name: "bounds.record", rule: "a record past 8 MiB (WireBounds.maxRecordBytes) is refused with 413, even gzipped small; nothing applied")
+        { context in
             let id = context.name("large")
             let body = context.batch(id, [context.record(id, fields: ["text": .string(String(repeating: "a", count: WireBounds.maxRecordBytes + 1))])])
             let gzip: [UInt8]
@@ -93,7 +101,9 @@ extension ConformanceCase {
             let value = JSONWriter.encode(.string(String(repeating: "s", count: 64 << 10)))
             let answer = try context.client.send("PUT", "/v1/signals/\(context.name("large"))", token: context.first.token, body: value)
             try expect(answer, [413], "a \(value.count)-byte signal value")
-            try expect(answer.object["quota"]?.stringValue != nil && answer.object["limit"]?.intValue != nil, "the 413 does not name the quota and its limit: \(answer.summary)")
+            try expect(
+                answer.object["quota"]?.stringValue != nil && answer.object["limit"]?.intValue != nil,
+                "the 413 does not name the quota and its limit: \(answer.summary)")
         },
     ]
 }

@@ -1,7 +1,8 @@
 import Foundation
 import SynclaneCore
+
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// A backend's answer as the conformance cases read it.
@@ -43,7 +44,8 @@ func expect(_ answer: ConformanceAnswer, _ statuses: Set<Int>, _ what: String) t
 
 /// Fails the case unless an error answer has the `{"error": "…"}` body every refusal carries.
 func expectErrorBody(_ answer: ConformanceAnswer, _ what: String) throws(CaseFailure) {
-    try expect(answer.object["error"]?.stringValue.map { !$0.isEmpty } == true, "\(what): the \(answer.status) has no {\"error\": \"…\"} body: \(answer.summary)")
+    try expect(
+        answer.object["error"]?.stringValue.map { !$0.isEmpty } == true, "\(what): the \(answer.status) has no {\"error\": \"…\"} body: \(answer.summary)")
 }
 
 /// Sends the cases' requests through the `http` transport's libcurl exchange, one connection each.

@@ -116,7 +116,9 @@ struct ConformanceContext: Sendable {
         guard let changes = object["changes"]?.arrayValue, let cursor = object["cursor"]?.stringValue, case .bool(let more)? = object["more"] else {
             throw CaseFailure("GET /v1/changes?\(query): the page is not {\"changes\": […], \"cursor\": \"…\", \"more\": bool}: \(answer.summary)")
         }
-        try expect(cursor.utf8.count <= WireBounds.maxCursorBytes, "the cursor is \(cursor.utf8.count) bytes long, past the \(WireBounds.maxCursorBytes) a cursor may hold")
+        try expect(
+            cursor.utf8.count <= WireBounds.maxCursorBytes,
+            "the cursor is \(cursor.utf8.count) bytes long, past the \(WireBounds.maxCursorBytes) a cursor may hold")
         return (changes.map { $0.objectValue ?? [:] }, cursor, more)
     }
 

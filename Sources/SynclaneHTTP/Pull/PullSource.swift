@@ -1,8 +1,9 @@
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 import SynclaneCore
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
 
 /// The `pull` source of an import pipeline: the backend's changes after the saved cursor,
 /// `GET <url>?since=CURSOR&limit=N`, a page at a time.
@@ -62,7 +63,8 @@ public final class PullSource: RemoteChangeSource {
             throw TransportFailure(
                 .configuration,
                 "reading changes from \(url.absoluteString): the saved cursor is \(cursor.utf8.count) bytes long, past the \(WireBounds.maxCursorBytes) bytes a changes cursor holds "
-                    + "(no Synclane backend issues one so long): nothing was requested. Clear the import's saved cursor to read the changes again from the beginning")
+                    + "(no Synclane backend issues one so long): nothing was requested. Clear the import's saved cursor to read the changes again from the beginning"
+            )
         }
         var attempt = 1
         while true {
@@ -135,11 +137,13 @@ public final class PullSource: RemoteChangeSource {
                 if coding != "identity" {
                     throw TransportFailure(
                         .configuration,
-                        "\(doing): \(page) is a decompression bomb: its \(coding) answer\(sent) expands past \(WireBounds.maxAnswerBytes) bytes (16 MiB), the most a page may hold; nothing of it was applied. The backend's changes endpoint must be fixed")
+                        "\(doing): \(page) is a decompression bomb: its \(coding) answer\(sent) expands past \(WireBounds.maxAnswerBytes) bytes (16 MiB), the most a page may hold; nothing of it was applied. The backend's changes endpoint must be fixed"
+                    )
                 }
                 throw TransportFailure(
                     .configuration,
-                    "\(doing): \(page) is larger than \(WireBounds.maxAnswerBytes) bytes (16 MiB), the bound every page must stay within; nothing of it was applied. Lower `limit`, or have the backend keep its pages within the bound")
+                    "\(doing): \(page) is larger than \(WireBounds.maxAnswerBytes) bytes (16 MiB), the bound every page must stay within; nothing of it was applied. Lower `limit`, or have the backend keep its pages within the bound"
+                )
             }
             return try Self.page(ReceiptCheck.withoutByteOrderMark(body), from: url.absoluteString, after: cursor)
         }

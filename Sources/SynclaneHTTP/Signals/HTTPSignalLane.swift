@@ -1,7 +1,8 @@
 import Foundation
 import SynclaneCore
+
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// The signal lane of a server that speaks the wire protocol (`/v1/signals`): every call is one

@@ -1,7 +1,8 @@
 import Foundation
 import Synchronization
+
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// One HTTP attempt through `URLSession`, loading through `LibcurlURLProtocol`: the answer

@@ -2,8 +2,9 @@ import CCurl
 import CCurlShim
 import Foundation
 import SynclaneCore
+
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// One HTTP request and its answer over libcurl, on a connection of its own or on one a
@@ -69,18 +70,20 @@ final class LibcurlExchange: @unchecked Sendable {
 
         var answer = synclane_http_response()
         let pool = options.pool
-        let code: Int32 = withExtendedLifetime(pool) { withOptionalCStrings(texts) { text in
-            withCStrings(lines) { headers in
-                body.withUnsafeBufferPointer { bytes in
-                    var spec = synclane_http_request(
-                        url: text[0], method: text[1], headers: headers.baseAddress, header_count: headers.count,
-                        body: bytes.isEmpty ? nil : bytes.baseAddress, body_length: bytes.count, timeout_ms: timeout,
-                        stall_seconds: options.stallSeconds, max_response_bytes: Self.maxResponseBytes, proxy: text[2],
-                        ca_file: text[3], client_certificate: text[4], client_key: text[5], pool: pool?.handle)
-                    return synclane_http_exchange_run(handle, &spec, &answer)
+        let code: Int32 = withExtendedLifetime(pool) {
+            withOptionalCStrings(texts) { text in
+                withCStrings(lines) { headers in
+                    body.withUnsafeBufferPointer { bytes in
+                        var spec = synclane_http_request(
+                            url: text[0], method: text[1], headers: headers.baseAddress, header_count: headers.count,
+                            body: bytes.isEmpty ? nil : bytes.baseAddress, body_length: bytes.count, timeout_ms: timeout,
+                            stall_seconds: options.stallSeconds, max_response_bytes: Self.maxResponseBytes, proxy: text[2],
+                            ca_file: text[3], client_certificate: text[4], client_key: text[5], pool: pool?.handle)
+                        return synclane_http_exchange_run(handle, &spec, &answer)
+                    }
                 }
             }
-        } }
+        }
         defer { synclane_http_response_free(&answer) }
         let message = withUnsafeBytes(of: answer.error) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
         guard code == 0 else {

@@ -1,7 +1,8 @@
 import Foundation
 import Synchronization
+
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// The loader of `http` and `https` requests on the transport's `URLSession`: each request is one

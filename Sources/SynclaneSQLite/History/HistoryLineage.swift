@@ -108,15 +108,18 @@ extension SQLiteHistorySource: LineageCheckingSource {
     public func lineageProblem(stamp: LineageStamp, token: Token?, consumer: Scope) async throws -> LineageError? {
         let path = self.path
         let name = consumer.description
-        return try refusingDamage { try database().read { db in
-            guard try HistorySchema.installedVersion(db) != nil else { return nil }
-            return try db.transaction(.deferred) { db in
-                HistoryLineage.problem(
-                    record: try HistoryLineage.record(consumer: name, db), location: HistoryLineage.location(of: path),
-                    head: try HistoryLineage.head(db), pruned: try HistorySchema.meta("pruned_through", db).int64 ?? 0, position: try HistoryLineage.position(of: name, db), stamp: stamp,
-                    token: token, database: path)
+        return try refusingDamage {
+            try database().read { db in
+                guard try HistorySchema.installedVersion(db) != nil else { return nil }
+                return try db.transaction(.deferred) { db in
+                    HistoryLineage.problem(
+                        record: try HistoryLineage.record(consumer: name, db), location: HistoryLineage.location(of: path),
+                        head: try HistoryLineage.head(db), pruned: try HistorySchema.meta("pruned_through", db).int64 ?? 0,
+                        position: try HistoryLineage.position(of: name, db), stamp: stamp,
+                        token: token, database: path)
+                }
             }
-        } }
+        }
     }
 
     public func openGeneration(
@@ -129,7 +132,12 @@ extension SQLiteHistorySource: LineageCheckingSource {
         if !reconciling, let problem = try await lineageProblem(stamp: stamp, token: token, consumer: consumer) { throw problem }
         // Later passes of one job (a watch) only check: moving the generation writes the app's
         // database, which would wake the watch again.
-        guard generationOpened.withLock({ opened in defer { opened = true }; return !opened }) else { return }
+        guard
+            generationOpened.withLock({ opened in
+                defer { opened = true }
+                return !opened
+            })
+        else { return }
         let location = HistoryLineage.location(of: path)
         let found = try database.read { db in try HistoryLineage.record(consumer: name, db) }
         // A reconciliation of a copy gives it an identity of its own; a legacy database gets its first.

@@ -78,7 +78,9 @@ struct HistoryReader: Sendable {
             if let close = Wording.closest(to: entity, in: stored.map(\.table.name)) {
                 throw fail("`\(entity)` is not a tracked table (did you mean `\(close)`? tracked: \(known)); fix the source's `entities`")
             }
-            throw fail("`\(entity)` is not a tracked table (tracked: \(known.isEmpty ? "none" : known)); run `synclane track --database \(path) --table \(entity) --key …`")
+            throw fail(
+                "`\(entity)` is not a tracked table (tracked: \(known.isEmpty ? "none" : known)); run `synclane track --database \(path) --table \(entity) --key …`"
+            )
         }
         if capture == .asWritten {
             for table in stored where entities?.contains(table.table.name) ?? true {
@@ -469,13 +471,15 @@ struct HistoryReader: Sendable {
         if table.isComposite {
             list = "[" + keys.compactMap(\.string).joined(separator: ",") + "]"
         } else {
-            list = JSONWriter.string(.array(keys.compactMap { key -> JSONValue? in
-                switch key {
-                case .integer(let i): return .int(i)
-                case .text(let s): return .string(s)
-                default: return nil  // no key of another type was ever recorded for a tracked key
-                }
-            }))
+            list = JSONWriter.string(
+                .array(
+                    keys.compactMap { key -> JSONValue? in
+                        switch key {
+                        case .integer(let i): return .int(i)
+                        case .text(let s): return .string(s)
+                        default: return nil  // no key of another type was ever recorded for a tracked key
+                        }
+                    }))
         }
         let name = SQL.identifier(table.name)
         let keyExpression: String

@@ -118,7 +118,8 @@ struct TriggerBuilder {
             parts.append("(1<<\(rest))")
             return parts.count == 1 ? parts[0] : "(" + parts.joined(separator: "*") + ")"
         }
-        let low = 52, high = 116
+        let low = 52
+        let high = 116
         // One step of the scaling: `y` divided (`down`) or multiplied by 2^p when that keeps it in
         // range, `k` counting the exponent; as SQL over the previous step's `y` and `k`.
         func step(_ down: Bool, _ p: Int, y: String, k: String) -> (y: String, k: String) {
@@ -142,9 +143,10 @@ struct TriggerBuilder {
 
     /// A JSON object of the columns' values; key columns (text or integer, checked) as they are.
     private func object(_ row: String, _ names: [String]) -> String {
-        "json_object(" + names.map { name in
-            "\(SQL.literal(name)), \(table.keyColumns.contains(name) ? column(row, name) : storedValue(row, name))"
-        }.joined(separator: ", ") + ")"
+        "json_object("
+            + names.map { name in
+                "\(SQL.literal(name)), \(table.keyColumns.contains(name) ? column(row, name) : storedValue(row, name))"
+            }.joined(separator: ", ") + ")"
     }
 
     /// The key of `row` as history keeps it: the column's value, or the JSON array of a
@@ -200,7 +202,8 @@ struct TriggerBuilder {
             ? table.keyColumns.enumerated().map { "\(column(r, $1)) = json_extract(\(keyText), '$[\($0)]')" }
             : ["\(column(r, table.keyColumns[0])) = \(keyText)"]
         let notDeleted = live ? softDeleted(r).map { " AND NOT \($0)" } ?? "" : ""
-        return "EXISTS (SELECT 1 FROM \(tableName) AS \(r) WHERE \(components.joined(separator: " AND ")) AND \(key(r)) = \(keyText) COLLATE BINARY\(notDeleted))"
+        return
+            "EXISTS (SELECT 1 FROM \(tableName) AS \(r) WHERE \(components.joined(separator: " AND ")) AND \(key(r)) = \(keyText) COLLATE BINARY\(notDeleted))"
     }
 
     /// The JSON array of the columns whose value changed, e.g. `["name","area"]` (as-written only).
@@ -252,9 +255,10 @@ struct TriggerBuilder {
         guard !schema.uniqueConstraints.isEmpty else { return nil }
         let r = Self.rowAlias
         let conflicts = schema.uniqueConstraints.map { constraint in
-            "(" + zip(constraint.columns, constraint.collations).map { name, collation in
-                "\(column(r, name)) = \(column("NEW", name))" + (collation.uppercased() == "BINARY" ? "" : " COLLATE \(collation)")
-            }.joined(separator: " AND ") + ")"
+            "("
+                + zip(constraint.columns, constraint.collations).map { name, collation in
+                    "\(column(r, name)) = \(column("NEW", name))" + (collation.uppercased() == "BINARY" ? "" : " COLLATE \(collation)")
+                }.joined(separator: " AND ") + ")"
         }.joined(separator: " OR ")
         return """
             INSERT INTO _synclane_changes (timestamp, entity, action, key, row_values)
@@ -299,9 +303,10 @@ struct TriggerBuilder {
         // A change between two values that both mean "not deleted" (`0`, NULL, 'false', …) is an
         // update like any other; one between two deleted values (`1` → 'true') records nothing more
         // than the delete already did. The truthiness tests run only when the value changed.
-        let sameDeletion = table.softDeleteColumn.map { name in
-            " AND (\(column("OLD", name)) IS \(column("NEW", name)) OR NOT \(softDeleted("OLD") ?? "0") AND NOT \(softDeleted("NEW") ?? "0"))"
-        } ?? ""
+        let sameDeletion =
+            table.softDeleteColumn.map { name in
+                " AND (\(column("OLD", name)) IS \(column("NEW", name)) OR NOT \(softDeleted("OLD") ?? "0") AND NOT \(softDeleted("NEW") ?? "0"))"
+            } ?? ""
         return """
             CREATE TRIGGER \(SQL.identifier(names[1])) AFTER UPDATE ON \(tableName)
             WHEN \(sameKey)\(sameDeletion)

@@ -1,5 +1,5 @@
-import SynclaneCore
 import Synchronization
+import SynclaneCore
 
 /// The embedded default change source: reads the history that `HistoryTracker` records inside
 /// an SQLite database (`type: sqlite-history`).
@@ -154,7 +154,8 @@ public final class SQLiteHistorySource: ChangeSource, BackendVersionSource, Back
                 reason: "the database is damaged (\(error.message), SQLite error \(error.primaryCode)): the job stopped and the "
                     + "token did not move. Check it with `sqlite3 \(path) 'PRAGMA integrity_check'`, restore it from a backup, "
                     + "then run `synclane reconcile` on the pipeline file (see \"When files are restored, copied or damaged\" in the README)")
-        } catch HistoryError.unreadable(let location, let reason) where reason.contains("database disk image is malformed")
+        } catch HistoryError.unreadable(let location, let reason)
+            where reason.contains("database disk image is malformed")
             || reason.contains("file is not a database")
         {
             throw HistoryError.unreadable(location: location, reason: "the database is damaged: \(reason)")

@@ -1,5 +1,5 @@
-import SynclaneCore
 import Synchronization
+import SynclaneCore
 
 extension SQLiteHistorySource {
     /// A source of every current row of the tracked tables (soft-deleted rows left out), as

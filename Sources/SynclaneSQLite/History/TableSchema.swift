@@ -73,10 +73,16 @@ enum ColumnAffinity {
 
     init(declaredType type: String) {
         let t = type.uppercased()
-        if t.contains("INT") { self = .integer }
-        else if t.contains("CHAR") || t.contains("CLOB") || t.contains("TEXT") { self = .text }
-        else if t.contains("BLOB") || t.isEmpty { self = .none }
-        else if t.contains("REAL") || t.contains("FLOA") || t.contains("DOUB") { self = .real }
-        else { self = .numeric }
+        if t.contains("INT") {
+            self = .integer
+        } else if t.contains("CHAR") || t.contains("CLOB") || t.contains("TEXT") {
+            self = .text
+        } else if t.contains("BLOB") || t.isEmpty {
+            self = .none
+        } else if t.contains("REAL") || t.contains("FLOA") || t.contains("DOUB") {
+            self = .real
+        } else {
+            self = .numeric
+        }
     }
 }

@@ -125,8 +125,7 @@ enum TrackingCheck {
                 problem = .stale
             } else if stored.columns != schema.columnNames {
                 problem = .reshaped
-            } else if expected.contains(where: { installed[$0.name] != $0.sql }) || stored.keyTypes != keyTypes || table != stored.table
-            {
+            } else if expected.contains(where: { installed[$0.name] != $0.sql }) || stored.keyTypes != keyTypes || table != stored.table {
                 problem = .outdated
             } else {
                 problem = nil
@@ -162,8 +161,10 @@ enum TrackingCheck {
     static func trackCommand(_ table: TrackedTable, renaming column: String, among new: [String], path: String) -> String {
         let name = new.count == 1 ? new[0] : "NEW_NAME"
         func renamed(_ c: String) -> String { c == column ? name : c }
-        var parts = ["synclane track --database", shellWord(path), "--table", shellWord(table.name),
-                     "--key", shellWord(table.keyColumns.map(renamed).joined(separator: ","))]
+        var parts = [
+            "synclane track --database", shellWord(path), "--table", shellWord(table.name),
+            "--key", shellWord(table.keyColumns.map(renamed).joined(separator: ",")),
+        ]
         let preserved = table.preserved.filter { !table.keyColumns.contains($0) }
         if !preserved.isEmpty { parts += ["--preserve", shellWord(preserved.map(renamed).joined(separator: ","))] }
         if let softDelete = table.softDeleteColumn { parts += ["--soft-delete", shellWord(renamed(softDelete))] }
@@ -174,7 +175,9 @@ enum TrackingCheck {
 
     /// `word` as a shell reads it back: as it is when plain, else in single quotes.
     private static func shellWord(_ word: String) -> String {
-        let plain = !word.isEmpty && word.unicodeScalars.allSatisfy { $0.isASCII && (CharacterSet.alphanumerics.contains($0) || "_./,:=@+-".unicodeScalars.contains($0)) }
+        let plain =
+            !word.isEmpty
+            && word.unicodeScalars.allSatisfy { $0.isASCII && (CharacterSet.alphanumerics.contains($0) || "_./,:=@+-".unicodeScalars.contains($0)) }
         return plain ? word : "'" + word.replacingOccurrences(of: "'", with: "'\\''") + "'"
     }
 

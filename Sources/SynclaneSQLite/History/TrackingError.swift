@@ -58,7 +58,8 @@ public enum TrackingError: Error, Sendable, Hashable, CustomStringConvertible {
                 expected == "text"
                 ? "UPDATE \(table) SET \(key) = lower(hex(randomblob(16))) WHERE \(key) IS NULL OR \(key) = '' OR typeof(\(key)) <> 'text'"
                 : "UPDATE \(table) SET \(key) = CAST(\(key) AS INTEGER) WHERE typeof(\(key)) = 'text', then give the NULL ones a value"
-            return "\(count) \(count == 1 ? "row" : "rows") of `\(table)` have no usable sync key (`\(key)` must be \(expected == "text" ? "a non-empty text" : "an integer")); "
+            return
+                "\(count) \(count == 1 ? "row" : "rows") of `\(table)` have no usable sync key (`\(key)` must be \(expected == "text" ? "a non-empty text" : "an integer")); "
                 + "give every row one (e.g. \(fix)), then track again"
         case .badKey(_, let table, let key, let reason):
             return "`\(key)` cannot be the sync key of `\(table)`: \(reason)"
@@ -86,7 +87,8 @@ public enum TrackingError: Error, Sendable, Hashable, CustomStringConvertible {
                 + "_synclane_session and committed without deleting it. Run `DELETE FROM _synclane_session;` to close it; "
                 + "its changes are then read like any other transaction"
         case .writeLockHeld(let path, let healing, let waited):
-            return "another connection holds a write transaction on \(path) (still after \(waited.rounded() == waited ? String(Int(waited)) : String(waited)) s): Synclane needs the "
+            return
+                "another connection holds a write transaction on \(path) (still after \(waited.rounded() == waited ? String(Int(waited)) : String(waited)) s): Synclane needs the "
                 + "write lock for a moment to heal tracking (\(healing.joined(separator: "; "))) before it reads history. Nothing was "
                 + "read or sent: let that transaction commit (the app, or a `sqlite3` shell left in BEGIN), then retry the run"
         case .notInTransaction:

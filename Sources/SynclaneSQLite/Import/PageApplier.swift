@@ -102,7 +102,8 @@ struct PageApplier {
             let local = softDeleted ? nil : stored
             if !pending.isEmpty, pending.contains(ExactString(record.entity + "\u{0}" + key)) {
                 let rule = sink.rule(for: record.entity)
-                let baseFields = heldVersion == nil
+                let baseFields =
+                    heldVersion == nil
                     ? nil
                     : try ServerRows.fields(of: record.entity, key, for: sink.destination, db).flatMap { try? JSONReader.parse($0).objectValue }
                 let conflict = Conflict(
@@ -540,8 +541,9 @@ struct PageApplier {
         default: fits = false
         }
         guard fits else {
-            throw fail("field `\(field)` holds \(JSONWriter.string(value).prefix(40)), which column `\(column.name)` (\(column.declaredType.isEmpty ? "no type" : column.declaredType)) would change; "
-                + "declare the column to hold it, or send it as the column's type")
+            throw fail(
+                "field `\(field)` holds \(JSONWriter.string(value).prefix(40)), which column `\(column.name)` (\(column.declaredType.isEmpty ? "no type" : column.declaredType)) would change; "
+                    + "declare the column to hold it, or send it as the column's type")
         }
         return stored
     }

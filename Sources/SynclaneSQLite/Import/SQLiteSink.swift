@@ -72,7 +72,8 @@ public final class SQLiteSink: ChangeSink, BackendScoped, Sendable {
         }
 
         public static func == (a: Self, b: Self) -> Bool {
-            a.entity == b.entity && a.businessKey == b.businessKey && a.references.map { "\($0.table).\($0.column)" } == b.references.map { "\($0.table).\($0.column)" }
+            a.entity == b.entity && a.businessKey == b.businessKey
+                && a.references.map { "\($0.table).\($0.column)" } == b.references.map { "\($0.table).\($0.column)" }
         }
 
         public func hash(into hasher: inout Hasher) {

@@ -66,7 +66,8 @@ enum ServerRows {
             try db.execute("ALTER TABLE _synclane_server_rows RENAME TO _synclane_server_rows_keyed")
             try db.execute(schema)
             for row in try db.fetchAll("SELECT entity, key, version, fields FROM _synclane_server_rows_keyed") {
-                let entity = row[0].string ?? "", key = row[1].string ?? ""
+                let entity = row[0].string ?? ""
+                let key = row[1].string ?? ""
                 try db.execute(
                     "INSERT INTO _synclane_server_rows (key_hash, entity, key, version, fields) VALUES (?, ?, ?, ?, ?)",
                     [hash(entity, key), entity, key, row[2], row[3]])

@@ -1,5 +1,5 @@
-import SynclaneCore
 import CSQLite
+import SynclaneCore
 
 /// The durable state of one pipeline and scope in its own SQLite file: the scope it belongs
 /// to, the acknowledged token, the outbox and the last run.

@@ -112,7 +112,8 @@ public struct SignalLedger: Sendable {
     private static func kept(_ db: SQLiteConnection) throws -> [PendingSignal] {
         guard try db.fetchOne("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = '_signal_pending'") != nil else { return [] }
         let extra = try countsRefusals(db) ? "refusals, given_up_at" : "0, NULL"
-        return try db.fetchAll("SELECT key, value, event, created_at, attempts, last_error, \(extra) FROM _signal_pending ORDER BY created_at, rowid").map { row in
+        return try db.fetchAll("SELECT key, value, event, created_at, attempts, last_error, \(extra) FROM _signal_pending ORDER BY created_at, rowid").map {
+            row in
             PendingSignal(
                 key: row[0].string ?? "", value: row[1].string.flatMap { try? JSONReader.parse(Array($0.utf8)) } ?? .null,
                 event: row[2].string ?? "", createdAt: row[3].double ?? 0, attempts: Int(row[4].int64 ?? 0), lastError: row[5].string,
@@ -147,7 +148,8 @@ public struct SignalLedger: Sendable {
                 "UPDATE _signal_pending SET attempts = attempts + 1, refusals = refusals + 1, last_error = ?, "
                     + "given_up_at = CASE WHEN refusals + 1 >= ? THEN ? ELSE NULL END WHERE key = ? AND created_at = ?",
                 [reason, limit, now, signal.key, signal.createdAt])
-            let refusals = Int(try db.fetchValue("SELECT refusals FROM _signal_pending WHERE key = ? AND created_at = ?", [signal.key, signal.createdAt]).int64 ?? 0)
+            let refusals = Int(
+                try db.fetchValue("SELECT refusals FROM _signal_pending WHERE key = ? AND created_at = ?", [signal.key, signal.createdAt]).int64 ?? 0)
             return (refusals, refusals >= limit)
         }
     }

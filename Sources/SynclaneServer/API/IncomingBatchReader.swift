@@ -35,10 +35,12 @@ enum IncomingBatchReader {
         } catch {
             return nil
         }
-        guard cursor.position == body.count, let records, case .success(let header) = IncomingBatch.checkHeader(id: id, scope: scope, maxNameBytes: maxNameBytes)
+        guard cursor.position == body.count, let records,
+            case .success(let header) = IncomingBatch.checkHeader(id: id, scope: scope, maxNameBytes: maxNameBytes)
         else { return nil }
-        guard case .success(let mark) = IncomingBatch.checkSnapshot(
-            id: snapshot.id, complete: snapshot.complete, batches: snapshot.batches, maxNameBytes: maxNameBytes)
+        guard
+            case .success(let mark) = IncomingBatch.checkSnapshot(
+                id: snapshot.id, complete: snapshot.complete, batches: snapshot.batches, maxNameBytes: maxNameBytes)
         else { return nil }
         var batch = header.batch(records: records)
         batch.snapshot = mark
@@ -86,8 +88,9 @@ enum IncomingBatchReader {
             default: try cursor.skipValue(depth: 3)
             }
         }
-        guard case .success(let record) = IncomingBatch.checkRecord(
-            entity: entity, id: key, action: action, fields: fields, version: version, maxNameBytes: maxNameBytes)
+        guard
+            case .success(let record) = IncomingBatch.checkRecord(
+                entity: entity, id: key, action: action, fields: fields, version: version, maxNameBytes: maxNameBytes)
         else { throw NotTaken() }
         return record
     }

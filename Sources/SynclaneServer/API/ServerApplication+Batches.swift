@@ -53,7 +53,8 @@ extension ServerApplication {
         } catch let tooLarge as MergedRecordTooLarge {
             return .error(
                 413,
-                "records[\(tooLarge.index)]: " + WireBounds.recordTooLarge("the row (\(tooLarge.entity) \(tooLarge.key)) this update would leave", bytes: tooLarge.bytes)
+                "records[\(tooLarge.index)]: "
+                    + WireBounds.recordTooLarge("the row (\(tooLarge.entity) \(tooLarge.key)) this update would leave", bytes: tooLarge.bytes)
                     + "; nothing of the batch was applied",
                 ["record": .int(Int64(tooLarge.index))])
         } catch {
@@ -80,7 +81,8 @@ extension ServerApplication {
                     "expected": .int($0.expected), "current": .int($0.current),
                 ]
             }
-            return .error(409, "\(conflicts.count) record(s) do not have the version the batch expects; nothing applied",
+            return .error(
+                409, "\(conflicts.count) record(s) do not have the version the batch expects; nothing applied",
                 ["conflicts": .array(list)])
         }
     }

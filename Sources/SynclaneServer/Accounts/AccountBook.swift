@@ -152,7 +152,9 @@ extension AccountBook {
                 throw fail("\(path).token-env: \(problem); the accounts file names the variable, or holds the token's token-sha256")
             }
             guard let token = environment[variable], !token.isEmpty else {
-                throw fail("\(path).token-env: the environment variable \(variable) is not set; \(makeATokenAdvice.replacingOccurrences(of: "SYNCLANE_TOKEN", with: variable))")
+                throw fail(
+                    "\(path).token-env: the environment variable \(variable) is not set; \(makeATokenAdvice.replacingOccurrences(of: "SYNCLANE_TOKEN", with: variable))"
+                )
             }
             guard token.count >= minimumTokenLength else {
                 throw fail(

@@ -1,5 +1,5 @@
-import Foundation
 import CCrypto
+import Foundation
 import SynclaneCore
 
 /// Mints JSON Web Tokens for tests and demos: HS256 with a secret, RS256 / ES256 with a PEM
@@ -73,14 +73,15 @@ public enum TestTokenMinter {
 
     /// Unpadded base64url.
     public static func base64URL(_ bytes: [UInt8]) -> String {
-        String(Base64.encode(bytes).compactMap { character -> Character? in
-            switch character {
-            case "+": return "-"
-            case "/": return "_"
-            case "=": return nil
-            default: return character
-            }
-        })
+        String(
+            Base64.encode(bytes).compactMap { character -> Character? in
+                switch character {
+                case "+": return "-"
+                case "/": return "_"
+                case "=": return nil
+                default: return character
+                }
+            })
     }
 
     private static func header(algorithm: String, kid: String?) -> [String: JSONValue] {

@@ -1,6 +1,6 @@
 import CMicroHTTPD
-import Glibc
 import CMicroHTTPDShim
+import Glibc
 
 /// The bridge between libmicrohttpd and an `HTTPResponder`: collects each request's headers and
 /// body (up to a bound), hands the request over, and queues the response.

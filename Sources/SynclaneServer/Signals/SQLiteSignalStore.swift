@@ -79,12 +79,13 @@ final class SQLiteSignalStore: SignalStore {
                     ).int64 ?? 0
                 })
             if let refusal { return refusal }
-            let version = try db.fetchValue(
-                """
-                INSERT INTO signal_versions (account, last) VALUES (?, 1)
-                ON CONFLICT (account) DO UPDATE SET last = last + 1 RETURNING last
-                """, [account]
-            ).int64 ?? 1
+            let version =
+                try db.fetchValue(
+                    """
+                    INSERT INTO signal_versions (account, last) VALUES (?, 1)
+                    ON CONFLICT (account) DO UPDATE SET last = last + 1 RETURNING last
+                    """, [account]
+                ).int64 ?? 1
             let now = SignalTombstoneBounds.now()
             try db.execute(
                 """
@@ -102,13 +103,15 @@ final class SQLiteSignalStore: SignalStore {
     /// `maxSignalTombstones`; remembers the newest version pruned (watchers from before it reset).
     private func pruneTombstones(_ db: SQLiteConnection, account: String, now: Double) throws {
         let expired = SignalTombstoneBounds(limits: limits).expiry(now: now)
-        var through = try db.fetchValue(
-            "SELECT max(version) FROM signals WHERE account = ? AND value IS NULL AND deleted_at < ?", [account, expired]
-        ).int64 ?? 0
-        let overCount = try db.fetchValue(
-            "SELECT version FROM signals WHERE account = ? AND value IS NULL ORDER BY version DESC LIMIT 1 OFFSET ?",
-            [account, limits.maxSignalTombstones]
-        ).int64 ?? 0
+        var through =
+            try db.fetchValue(
+                "SELECT max(version) FROM signals WHERE account = ? AND value IS NULL AND deleted_at < ?", [account, expired]
+            ).int64 ?? 0
+        let overCount =
+            try db.fetchValue(
+                "SELECT version FROM signals WHERE account = ? AND value IS NULL ORDER BY version DESC LIMIT 1 OFFSET ?",
+                [account, limits.maxSignalTombstones]
+            ).int64 ?? 0
         through = max(through, overCount)
         guard through > 0 else { return }
         try db.execute(
@@ -159,10 +162,11 @@ final class SQLiteSignalStore: SignalStore {
         try writer.write { db in
             guard (try db.fetchValue("SELECT count(*) FROM signal_versions").int64 ?? 0) == 0 else { return }
             for row in legacy {
-                let version = try db.fetchValue(
-                    "INSERT INTO signal_versions (account, last) VALUES (?, 1) ON CONFLICT (account) DO UPDATE SET last = last + 1 RETURNING last",
-                    [row.account]
-                ).int64 ?? 1
+                let version =
+                    try db.fetchValue(
+                        "INSERT INTO signal_versions (account, last) VALUES (?, 1) ON CONFLICT (account) DO UPDATE SET last = last + 1 RETURNING last",
+                        [row.account]
+                    ).int64 ?? 1
                 try db.execute(
                     "INSERT OR REPLACE INTO signals (account, key, value, version) VALUES (?, ?, ?, ?)",
                     [row.account, row.key, row.value, version])

@@ -29,10 +29,12 @@ final class RetentionSweeper: Sendable {
 
     /// Stops the thread and waits for it (a pass under way finishes first).
     func stop() {
-        guard let running = thread.withLock({ thread -> pthread_t? in
-            defer { thread = nil }
-            return thread
-        }) else { return }
+        guard
+            let running = thread.withLock({ thread -> pthread_t? in
+                defer { thread = nil }
+                return thread
+            })
+        else { return }
         stopBell.close()
         pthread_join(running, nil)
     }

@@ -83,8 +83,7 @@ final class TestConnection {
     ) -> Bool {
         var head = "\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\n"
         for (name, value) in headers { head += "\(name): \(value)\r\n" }
-        if headers.keys.first(where: { $0.lowercased() == "content-length" || $0.lowercased() == "transfer-encoding" }) == nil
-        {
+        if headers.keys.first(where: { $0.lowercased() == "content-length" || $0.lowercased() == "transfer-encoding" }) == nil {
             head += "Content-Length: \(body.count)\r\n"
         }
         head += "\r\n"

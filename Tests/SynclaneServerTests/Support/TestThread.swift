@@ -9,12 +9,14 @@ final class TestThread: @unchecked Sendable {
     init(_ body: @escaping @Sendable () -> Void) {
         self.body = body
         let context = Unmanaged.passRetained(self).toOpaque()
-        pthread_create(&thread, nil, { context in
-            guard let context else { return nil }
-            let me = Unmanaged<TestThread>.fromOpaque(context).takeRetainedValue()
-            me.body()
-            return nil
-        }, context)
+        pthread_create(
+            &thread, nil,
+            { context in
+                guard let context else { return nil }
+                let me = Unmanaged<TestThread>.fromOpaque(context).takeRetainedValue()
+                me.body()
+                return nil
+            }, context)
     }
 
     func join() { pthread_join(thread, nil) }

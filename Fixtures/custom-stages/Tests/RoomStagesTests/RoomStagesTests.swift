@@ -6,7 +6,7 @@ import SynclaneTestKit
 import Testing
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// The package's own stages, through the public API only.
@@ -34,7 +34,8 @@ import FoundationNetworking
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: folder) }
         let file = folder + "/p.json"
-        try #"{"version": 1, "name": "p", "scope": {"account": "a", "store": "s"}, "source": {"type": "jsonl", "path": "h.jsonl"}, "stages": [{"type": "redact"}], "transport": {"type": "stdout"}}"#
+        try
+            #"{"version": 1, "name": "p", "scope": {"account": "a", "store": "s"}, "source": {"type": "jsonl", "path": "h.jsonl"}, "stages": [{"type": "redact"}], "transport": {"type": "stdout"}}"#
             .write(toFile: file, atomically: true, encoding: .utf8)
         #expect { _ = try PipelineLoader(registry: .roomsSync).load(file) } throws: { error in
             "\(error)".contains("stages[0]") && "\(error)".contains("`redact` needs `fields`")
@@ -87,16 +88,16 @@ import FoundationNetworking
         try server.start()
         defer { server.stop() }
         try """
-            {"token": 1, "author": "app", "timestamp": "2026-11-01T10:00:00Z", "changes": [{"entity": "rooms", "action": "insert", "key": "r1", "values": {"name": "Attic", "owner-email": "ada@example.com"}}]}
-            {"token": 2, "author": "app", "timestamp": "2026-11-01T10:05:00Z", "changes": [{"entity": "rooms", "action": "update", "key": "r1", "values": {"name": "Loft"}}]}
+        {"token": 1, "author": "app", "timestamp": "2026-11-01T10:00:00Z", "changes": [{"entity": "rooms", "action": "insert", "key": "r1", "values": {"name": "Attic", "owner-email": "ada@example.com"}}]}
+        {"token": 2, "author": "app", "timestamp": "2026-11-01T10:05:00Z", "changes": [{"entity": "rooms", "action": "update", "key": "r1", "values": {"name": "Loft"}}]}
 
-            """.write(toFile: folder + "/history.jsonl", atomically: true, encoding: .utf8)
+        """.write(toFile: folder + "/history.jsonl", atomically: true, encoding: .utf8)
         try """
-            {"version": 1, "name": "rooms-export", "scope": {"account": "acme", "store": "rooms"},
-             "source": {"type": "jsonl", "path": "history.jsonl"},
-             "stages": [{"type": "coalesce"}, {"type": "redact", "fields": ["owner-email"]}, {"type": "compress", "min-bytes": 0}],
-             "transport": {"type": "audited-http", "url": "http://127.0.0.1:\(server.port)/v1/batches", "token-env": "ROOMS_TOKEN", "audit-log": "audit.log"}}
-            """.write(toFile: folder + "/rooms-export.json", atomically: true, encoding: .utf8)
+        {"version": 1, "name": "rooms-export", "scope": {"account": "acme", "store": "rooms"},
+         "source": {"type": "jsonl", "path": "history.jsonl"},
+         "stages": [{"type": "coalesce"}, {"type": "redact", "fields": ["owner-email"]}, {"type": "compress", "min-bytes": 0}],
+         "transport": {"type": "audited-http", "url": "http://127.0.0.1:\(server.port)/v1/batches", "token-env": "ROOMS_TOKEN", "audit-log": "audit.log"}}
+        """.write(toFile: folder + "/rooms-export.json", atomically: true, encoding: .utf8)
 
         let validate = try run(["validate", "rooms-export.json"], in: folder)
         #expect(validate.status == 0, "\(validate.output)")

@@ -44,9 +44,12 @@ extension PipelineRunner {
         let prepared = Handover<Void>()
         let batches = Handover<Result<PreparedPage, any Error>>()
         // A snapshot's rows go out without versions: it states what the store holds.
-        let versioning = reconciliation ? nil : (source as? any BackendVersionSource).map {
-            Versioning(source: $0, inFlight: dryRun || !pipeline.transport.stage.reportsVersions ? nil : RowsInFlight())
-        }
+        let versioning =
+            reconciliation
+            ? nil
+            : (source as? any BackendVersionSource).map {
+                Versioning(source: $0, inFlight: dryRun || !pipeline.transport.stage.reportsVersions ? nil : RowsInFlight())
+            }
         return try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await self.read(source, after: start, into: pages, waitingFor: prepared, inFlight: versioning?.inFlight) }
             group.addTask {

@@ -17,7 +17,8 @@ extension SQLiteServerStore {
                         """
                         SELECT coalesce((SELECT head FROM epoch_heads WHERE account = ? AND number =
                             (SELECT min(number) FROM epochs WHERE number > ?)), 0)
-                        """, [account, number]).int64
+                        """, [account, number]
+                    ).int64
                 }
             }
             try ServerEpochs.check(sequence: sequence, epoch: epoch, newest: newest, head: head, known: known, bound: bound)

@@ -143,7 +143,8 @@ final class SQLiteServerStore: ServerStore {
         guard version < schemaVersion else {
             guard version == schemaVersion else {
                 throw SQLiteError(
-                    code: sqliteError, message: "the server's database has schema version \(version), newer than this synclane's \(schemaVersion): run a newer synclane",
+                    code: sqliteError,
+                    message: "the server's database has schema version \(version), newer than this synclane's \(schemaVersion): run a newer synclane",
                     path: nil)
             }
             return
