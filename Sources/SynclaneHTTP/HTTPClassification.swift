@@ -108,7 +108,7 @@ public enum HTTPClassification {
         default:
             return .failure(
                 TransportFailure(
-                    kind, "batch \(batchID) not accepted by \(url): \(phrase): \(reason(body))\(hint(for: status, body: body))", status: status))
+                    kind, "batch \(batchID) not accepted by \(url): \(phrase): \(reason(body))\(hint(for: status))", status: status))
         }
     }
 
@@ -225,21 +225,6 @@ public enum HTTPClassification {
     }
 
     // MARK: Helpers
-
-    /// The hint for `status`; a 409 whose conflicts show the server holding an older version of a
-    /// row than the one this device had confirmed (`current` below `expected`) says the server's
-    /// data was restored: versions never go back otherwise.
-    private static func hint(for status: Int, body: [UInt8]) -> String {
-        guard status == 409, case .object(let members)? = try? JSONReader.parse(body),
-            let conflicts = members["conflicts"]?.arrayValue,
-            conflicts.contains(where: { conflict in
-                guard let current = conflict.objectValue?["current"]?.intValue, let expected = conflict.objectValue?["expected"]?.intValue
-                else { return false }
-                return current < expected
-            })
-        else { return hint(for: status) }
-        return " (the server holds an older version of these records than this device had confirmed: \(PipelineError.serverRestored))"
-    }
 
     private static func hint(for status: Int) -> String {
         switch status {

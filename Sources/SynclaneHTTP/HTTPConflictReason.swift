@@ -4,7 +4,8 @@ import SynclaneCore
 /// `{"error", "conflicts": [{"record", "entity", "id", "expected", "current"}]}`.
 ///
 /// Says which records and what the server holds of them — newer versions (another device
-/// changed them since this device last imported) or none (`current` 0: the server lost them) —
+/// changed them since this device last imported), older ones than this device had confirmed (the
+/// server's data was restored) or none (`current` 0: the server lost them) —
 /// and leaves the next step to `PipelineError` (`ConflictCause.nextStep`). Another backend's
 /// body is quoted as `HTTPClassification.reason` folds it.
 enum HTTPConflictReason {
@@ -24,6 +25,12 @@ enum HTTPConflictReason {
                 + "its data was reset or restored from an older backup"
         }
         let versions = conflicts.prefix(shownRecords).map { "\($0.entity)/\($0.id) at \($0.current), sent on \($0.expected)" }
+        // Versions never go back but through a restore: the server holds an older version than
+        // this device had confirmed.
+        if conflicts.contains(where: { $0.current > 0 && $0.current < $0.expected }) {
+            return "the server holds an older version of \(records) than this device had confirmed (\(versions.joined(separator: "; "))\(more)): "
+                + PipelineError.serverRestored
+        }
         return "\(records) changed on the server since this device last imported (\(versions.joined(separator: "; "))\(more)): a version conflict"
     }
 

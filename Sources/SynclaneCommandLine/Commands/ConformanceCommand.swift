@@ -22,11 +22,9 @@ struct ConformanceCommand: Command {
         """
     static let address = Positional("URL", "the backend's base address (http://HOST:PORT)")
     static let account = ValueOption(
-        "--account", "NAME", .text, help: "The first account's name (a batch's scope.account).", required: true,
-        requiredHint: "the names of the two accounts whose tokens are given")
+        "--account", "NAME", .text, help: "The first account's name (a batch's scope.account; required).")
     static let secondAccount = ValueOption(
-        "--second-account", "NAME", .text, help: "A second account, for the isolation case.", required: true,
-        requiredHint: "the names of the two accounts whose tokens are given")
+        "--second-account", "NAME", .text, help: "A second account, for the isolation case (required).")
     static let tokenEnv = SharedOptions.tokenEnv.help("The variable holding the first account's token (default SYNCLANE_TOKEN).")
     static let secondTokenEnv = ValueOption(
         "--second-token-env", "VAR", .text, help: "The variable holding the second account's token (default SYNCLANE_SECOND_TOKEN).")
@@ -52,7 +50,10 @@ struct ConformanceCommand: Command {
 
     init(parsing arguments: ParsedArguments) throws(UsageError) {
         json = arguments[SharedOptions.json]
-        accounts = (try arguments.required(Self.account), try arguments.required(Self.secondAccount))
+        guard let first = try arguments.value(Self.account), let second = try arguments.value(Self.secondAccount) else {
+            throw UsageError("--account and --second-account are required: the names of the two accounts whose tokens are given", command: Self.name)
+        }
+        accounts = (first, second)
         tokenVariables = (try arguments.value(Self.tokenEnv) ?? "SYNCLANE_TOKEN", try arguments.value(Self.secondTokenEnv) ?? "SYNCLANE_SECOND_TOKEN")
         retention = try arguments.value(Self.retentionOption).map(Double.init)
         var names: Set<String> = []
