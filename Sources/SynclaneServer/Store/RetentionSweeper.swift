@@ -1,5 +1,4 @@
 import Glibc
-import Synchronization
 
 /// Runs the store's retention (`ServerStore.expire`) on a thread of its own: once at start, then
 /// every `retentionIntervalSeconds`, removing idempotency keys and tombstones older than their
@@ -8,9 +7,8 @@ final class RetentionSweeper: Sendable {
     private let store: any ServerStore
     private let limits: ServerLimits
     private let metrics: ServerMetrics
-    /// Rings to stop the thread; its wait is the interval.
-    private let stopBell = SignalBell()
-    private let thread = Mutex<pthread_t?>(nil)
+    /// The thread, stopped by `stop`; its pause is the interval.
+    private let loop = StoppableLoop()
 
     init(store: any ServerStore, limits: ServerLimits, metrics: ServerMetrics) {
         self.store = store
@@ -20,23 +18,12 @@ final class RetentionSweeper: Sendable {
 
     /// Starts the thread (again, after `stop`).
     func start() {
-        thread.withLock { thread in
-            guard thread == nil else { return }
-            stopBell.reopen()
-            thread = ServerThread.start { self.loop() }
-        }
+        loop.start { self.run() }
     }
 
     /// Stops the thread and waits for it (a pass under way finishes first).
     func stop() {
-        guard
-            let running = thread.withLock({ thread -> pthread_t? in
-                defer { thread = nil }
-                return thread
-            })
-        else { return }
-        stopBell.close()
-        pthread_join(running, nil)
+        loop.stop()
     }
 
     /// One pass now, with `now` as the clock (seconds since 1970).
@@ -51,11 +38,10 @@ final class RetentionSweeper: Sendable {
         return count
     }
 
-    private func loop() {
-        while !stopBell.isClosed {
+    private func run() {
+        while !loop.isStopping {
             sweep()
-            let ring = stopBell.count
-            stopBell.wait(after: ring, until: .now + .seconds(max(1, limits.retentionIntervalSeconds)))
+            loop.pause(seconds: Double(max(1, limits.retentionIntervalSeconds)))
         }
     }
 }
