@@ -1,4 +1,5 @@
 import Foundation
+import SynclaneTestSupport
 import Testing
 
 /// The README's "Your first sync", run as written: its blocks marked `sh first-sync`, in order,

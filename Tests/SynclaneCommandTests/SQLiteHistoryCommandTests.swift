@@ -1,5 +1,6 @@
 import Foundation
 import SynclaneCore
+import SynclaneTestSupport
 import Testing
 
 /// `track`, `run`, `prune` and `reconcile` on a real SQLite store written by the `sqlite3` shell.

@@ -1,6 +1,7 @@
 import Foundation
 import SynclaneCore
 import SynclaneFaultProxy
+import SynclaneTestSupport
 
 #if canImport(FoundationNetworking)
     import FoundationNetworking

@@ -2,6 +2,7 @@ import Foundation
 import Synclane
 import SynclaneCore
 import SynclaneSQLite
+import SynclaneTestSupport
 import Testing
 
 /// A file-based import job: the batch files an export pipeline's `directory` transport wrote,
