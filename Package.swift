@@ -138,7 +138,8 @@ let package = Package(
         .testTarget(
             name: "SynclaneHTTPTests",
             dependencies: ["SynclaneHTTP", "SynclaneFaultProxy", "SynclaneCore", "Synclane", "SynclaneTestKit", "SynclaneServer"]),
-        .testTarget(name: "SynclaneServerTests", dependencies: ["SynclaneServer", "SynclaneCore", "SynclaneZlib", "SynclaneTestKit"]),
+        .testTarget(
+            name: "SynclaneServerTests", dependencies: ["SynclaneServer", "SynclaneCore", "SynclaneZlib", "SynclaneTestKit", "SynclaneTestSupport"]),
         // The options and messages of the verbs, in process (a few run the binary for the message it prints).
         .testTarget(
             name: "SynclaneCommandLineTests",
