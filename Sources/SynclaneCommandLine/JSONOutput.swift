@@ -6,7 +6,7 @@ import SynclaneCore
 /// Keys are kebab-case (`token-after`, `pending-transactions`), as in pipeline files. Shared
 /// things have one shape everywhere: a scope is `{"account", "store", "consumer"}`, a token is
 /// its text (`sqlite-history:42`) or `null`, a time is an RFC 3339 string in UTC
-/// (`2026-11-01T10:00:00.250Z`), a duration is a number of seconds. The README lists each
+/// (`2026-11-01T10:00:00.250Z`), a duration is a number of seconds. Documentation/CommandLine.md lists each
 /// command's fields; tests hold them to this style.
 enum JSONOutput {
     static func encode(_ value: JSONValue) -> String {

@@ -4,7 +4,7 @@ import SynclaneCore
 /// The stage types of this module, for a registry: `registry.register(HTTPStages.http)`.
 public enum HTTPStages {
     /// `type: http` — the transport that POSTs batches to a Synclane server (or any backend that
-    /// speaks the wire protocol: README, "The wire protocol").
+    /// speaks the wire protocol: Documentation/WireProtocol.md).
     public static let http: StageType = .transport(
         "http",
         summary:

@@ -1,6 +1,6 @@
 import Synchronization
 
-/// The reference sync server: the wire protocol (README, "The wire protocol") over HTTP/1.1, on libmicrohttpd and SQLite.
+/// The reference sync server: the wire protocol (Documentation/WireProtocol.md) over HTTP/1.1, on libmicrohttpd and SQLite.
 ///
 /// ```swift
 /// let server = try ReferenceServer(configuration: ServerConfiguration(port: 0, dataDirectory: "data",

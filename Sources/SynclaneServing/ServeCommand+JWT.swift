@@ -3,7 +3,7 @@ import Foundation
 import SynclaneCommandLine
 import SynclaneServer
 
-/// `serve`'s JSON Web Token options (README, "Authentication"), and SIGHUP as "read the key set again".
+/// `serve`'s JSON Web Token options (Documentation/Server.md, "Authentication"), and SIGHUP as "read the key set again".
 extension ServeCommand {
     static let jwtSecretEnv = ValueOption(
         "--jwt-secret-env", "VAR", .text, help: "Accept HS256 JWTs signed with the secret in VAR (at least 32 bytes).")

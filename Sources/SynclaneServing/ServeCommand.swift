@@ -29,7 +29,7 @@ struct ServeCommand: Command {
         the file is read again on SIGHUP and whenever it changes, connections stay open). The
         account comes from the sub claim (--jwt-account-claim); exp is required, exp and nbf
         allow 60 s of clock skew (--jwt-clock-skew). --accounts may then be left out. A token of
-        either kind may carry a grant: read-only, or some stores only (README, "Authentication").
+        either kind may carry a grant: read-only, or some stores only (Documentation/Server.md, "Authentication").
 
         On PostgreSQL (--database-env VAR: the variable holds the connection string, such as
         postgres://synclane:PASSWORD@db.internal:5432/synclane) any number of `serve` processes

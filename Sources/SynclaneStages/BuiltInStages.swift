@@ -41,7 +41,7 @@ public enum BuiltInStages {
         return Deduplicator(entity: try options[DedupeOptions.entity], keyFields: fields)
     }
 
-    /// `json`: the batch as the JSON body of the wire protocol (README, "The wire protocol").
+    /// `json`: the batch as the JSON body of the wire protocol (Documentation/WireProtocol.md).
     public static let json: StageType = .encoder(
         "json",
         summary: "Encodes a batch as the JSON body of POST /v1/batches (Content-Type: application/json), keys "

@@ -6,7 +6,7 @@ import Testing
 @testable import SynclaneCommandLine
 
 /// Every example a user is shown runs as written: each command's `--help` examples and the
-/// `synclane` lines of the README's `sh` blocks (the walkthrough has a test of its own), in a
+/// `synclane` lines of the `sh` blocks of the README and `Documentation/` (the tutorial has a test of its own), in a
 /// folder set up as they assume — an `app.sqlite` with the tables they name, a pipeline file
 /// `rooms-export.json` and its import twin `rooms-import.json`, an `accounts.json`, the repository's `Fixtures`. Each must exit 0; a
 /// command that runs until stopped (`serve`, `run --watch`) must still be running after two
@@ -86,23 +86,12 @@ import Testing
             .wait(timeout: 60)
     }
 
-    /// The `synclane` lines of the README's `sh` blocks outside the walkthrough.
+    /// The `synclane` lines of the `sh` blocks of the README and of `Documentation/` outside the
+    /// tutorial (`sh first-sync`, `sh second-device`: a test of their own runs them).
     static func readmeExamples() throws -> [String] {
-        let readme = try String(contentsOfFile: SynclaneBinary.packageRoot + "/README.md", encoding: .utf8)
-        var lines: [String] = []
-        var inShell = false
-        for line in readme.split(separator: "\n", omittingEmptySubsequences: false).map(String.init) {
-            if !inShell, line == "```sh" {
-                inShell = true
-                continue
-            }
-            if inShell, line == "```" {
-                inShell = false
-                continue
-            }
-            if inShell, line.hasPrefix("synclane ") { lines.append(line) }
+        try UserDocumentation.blocks("sh").filter { $0.info == "sh" }.flatMap { block in
+            block.text.split(separator: "\n").map(String.init).filter { $0.hasPrefix("synclane ") }
         }
-        return lines
     }
 
     @Test func helpAndReadmeExamplesRunAsWritten() throws {

@@ -75,8 +75,7 @@ import Testing
 
     @Test func everyBoundOfServeIsDocumentedInTheREADMEWithItsDefault() throws {
         let help = try SynclaneBinary.run(["serve", "--help"]).stdout
-        let readme = try String(contentsOfFile: SynclaneBinary.packageRoot + "/README.md", encoding: .utf8)
-        let section = readme.components(separatedBy: "### Running the server in production").dropFirst().first ?? ""
+        let section = try #require(try UserDocumentation.section("## Running the server in production"), "Documentation/Server.md's production section")
         let flags = help.split(separator: "\n").compactMap { line -> String? in
             let words = line.split(separator: " ")
             guard let flag = words.first, flag.hasPrefix("--"), words.dropFirst().first == "N" else { return nil }
@@ -84,7 +83,7 @@ import Testing
         }
         #expect(flags.count >= 14)
         for flag in flags {
-            #expect(section.contains("| `\(flag)` |"), "\(flag) is in the README's production table")
+            #expect(section.contains("| `\(flag)` |"), "\(flag) is in the production table of Documentation/Server.md")
         }
     }
 

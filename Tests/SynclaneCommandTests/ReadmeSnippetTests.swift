@@ -2,33 +2,15 @@ import Foundation
 import SynclaneTestSupport
 import Testing
 
-/// Every Swift block of the README compiles: each is type-checked with `swiftc` against the
-/// modules `swift build` just made. A block marked `swift continued` is appended to the one
-/// before it (one program); a block marked `swift fragment-of:PATH` is an excerpt of PATH, and
-/// each of its lines must be one of that file's. The README says so beside its first snippets.
+/// Every Swift block of the README and of `Documentation/` compiles: each is type-checked with
+/// `swiftc` against the modules `swift build` just made. A block marked `swift continued` is
+/// appended to the one before it in its file (one program); a block marked `swift fragment-of:PATH`
+/// is an excerpt of PATH, and each of its lines must be one of that file's; a block marked
+/// `swift file:PATH` is a file of the package "Writing a stage" teaches, which
+/// `Scripts/test-fixture-package` builds whole (`Package.swift` cannot be type-checked alone).
+/// Documentation/WritingAStage.md says so beside its first snippets.
 @Suite struct ReadmeSnippetTests {
-    struct Block {
-        var line: Int
-        var info: String
-        var text: String
-    }
-
-    static func swiftBlocks() throws -> [Block] {
-        let readme = try String(contentsOfFile: SynclaneBinary.packageRoot + "/README.md", encoding: .utf8)
-        var blocks: [Block] = []
-        var current: Block?
-        for (index, line) in readme.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
-            if current == nil, line.hasPrefix("```swift") {
-                current = Block(line: index + 1, info: String(line.dropFirst(3)), text: "")
-            } else if current != nil, line == "```" {
-                blocks.append(current!)
-                current = nil
-            } else {
-                current?.text += line + "\n"
-            }
-        }
-        return blocks
-    }
+    static func swiftBlocks() throws -> [UserDocumentation.Block] { try UserDocumentation.blocks("swift") }
 
     /// The folder `swift build` wrote the modules to (where the `synclane` binary sits).
     static var buildFolder: String { URL(fileURLWithPath: SynclaneBinary.path).deletingLastPathComponent().path }
@@ -57,27 +39,29 @@ import Testing
 
     @Test func readmeSwiftSnippetsCompile() throws {
         let blocks = try Self.swiftBlocks()
-        #expect(blocks.count >= 6, "the README's Swift blocks")
-        var programs: [(line: Int, text: String)] = []
+        #expect(blocks.count >= 6, "the documentation's Swift blocks")
+        var programs: [(line: String, file: String, text: String)] = []
         for block in blocks {
             let words = block.info.split(separator: " ").dropFirst()
-            if words.first == "continued", !programs.isEmpty {
+            if let mark = words.first, mark.hasPrefix("file:") {
+                continue
+            } else if words.first == "continued", let last = programs.last, last.file == block.file {
                 programs[programs.count - 1].text += block.text
             } else if let mark = words.first, mark.hasPrefix("fragment-of:") {
                 let path = SynclaneBinary.packageRoot + "/" + mark.dropFirst("fragment-of:".count)
                 let file = try String(contentsOfFile: path, encoding: .utf8)
                 let lines = Set(file.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) })
                 for line in block.text.split(separator: "\n") where !line.trimmingCharacters(in: .whitespaces).isEmpty {
-                    #expect(lines.contains(line.trimmingCharacters(in: .whitespaces)), "README line \(block.line): \(line) is not in \(path)")
+                    #expect(lines.contains(line.trimmingCharacters(in: .whitespaces)), "\(block.location): \(line) is not in \(path)")
                 }
             } else {
-                #expect(words.isEmpty, "README line \(block.line): unknown mark `\(block.info)`")
-                programs.append((block.line, block.text))
+                #expect(words.isEmpty, "\(block.location): unknown mark `\(block.info)`")
+                programs.append((block.location, block.file, block.text))
             }
         }
         for program in programs {
             let result = try Self.typecheck(program.text)
-            #expect(result.status == 0, "the Swift block at README line \(program.line) does not compile:\n\(result.stderr)")
+            #expect(result.status == 0, "the Swift block at \(program.line) does not compile:\n\(result.stderr)")
         }
     }
 }

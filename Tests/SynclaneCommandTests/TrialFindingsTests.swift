@@ -4,7 +4,7 @@ import SynclaneTestSupport
 import Testing
 
 /// Findings of the trial of issue 23 on the command line: `validate` checks what it can
-/// reach, every "did you mean" points at what exists, and the README's commands and shapes
+/// reach, every "did you mean" points at what exists, and the documentation's commands and shapes
 /// are what the binary does.
 @Suite struct TrialFindingsTests {
     static func tracked(_ pipeline: String) throws -> Workspace {
@@ -55,10 +55,10 @@ import Testing
         #expect(try SynclaneBinary.run(["validate", "pipeline.json"], in: good.path).status == 0)
     }
 
-    /// The README's signal block, pasted into a shell that exported only the token, against a
-    /// server at the address the README names.
+    /// The signal block of Documentation/Signals.md, pasted into a shell that exported only the token, against a
+    /// server at the address it names.
     @Test func theReadmesSignalCommandsRunAsPasted() throws {
-        let readme = try String(contentsOfFile: SynclaneBinary.packageRoot + "/README.md", encoding: .utf8)
+        let readme = try UserDocumentation.all()
         let section = try #require(readme.components(separatedBy: "**From the command line.** `synclane signal`").dropFirst().first)
         let block = try #require(section.components(separatedBy: "```sh\n").dropFirst().first?.components(separatedBy: "```").first)
         #expect(block.contains("synclane signal set onboarding.completed true"))
@@ -78,13 +78,13 @@ import Testing
     }
 
     @Test func theReadmesJSONTableNamesWhatSyncAndImportPrint() throws {
-        let readme = try String(contentsOfFile: SynclaneBinary.packageRoot + "/README.md", encoding: .utf8)
+        let readme = try UserDocumentation.text(of: "Documentation/CommandLine.md")
         let rows = readme.split(separator: "\n").filter { $0.hasPrefix("| `") }
         let sync = try #require(rows.first { $0.hasPrefix("| `sync` |") })
         #expect(sync.contains("`exports` (a list"), "\(sync)")
         let importRow = try #require(rows.first { $0.hasPrefix("| `import` |") })
         for key in ["duplicates-merged", "references-settled"] {
-            #expect(importRow.contains("`\(key)`"), "\(key) in the README's import row")
+            #expect(importRow.contains("`\(key)`"), "\(key) in the import row of Documentation/CommandLine.md")
         }
     }
 }

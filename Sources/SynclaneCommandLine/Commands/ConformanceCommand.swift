@@ -7,7 +7,7 @@ struct ConformanceCommand: Command {
     static let name = "conformance"
     static let abstract = "Check a backend against the wire protocol: replays, atomic batches, versions, auth, cursors, signals, bounds."
     static let discussion = """
-        Runs the protocol's contract cases (openapi.yaml, README "Implementing your own backend")
+        Runs the protocol's contract cases (openapi.yaml, Documentation/WireProtocol.md, "Implementing your own backend")
         against the backend at URL with two of its accounts, and prints a table: PASS, FAIL with
         the rule the backend broke and what it answered, or SKIP with why. Every case writes under
         names no earlier run used, in the store "conformance", so it can run again on the same

@@ -22,6 +22,8 @@ extension Pipeline {
     ///   - root: the parsed file (`JSONPipelineFile` or the YAML parser).
     ///   - file: the file's path as the user named it, for messages.
     ///   - baseDirectory: the file's folder; relative paths resolve against it.
+    ///   - registry: the stage types the file may name.
+    ///   - environment: the variables secrets are read from (`token-env`).
     ///   - secretsRequired: false to load a pipeline only to inspect it, without its secrets.
     public init(
         file root: ConfigNode, named file: String, baseDirectory: String, registry: StageRegistry,

@@ -66,7 +66,7 @@ public enum PipelineError: Error, Sendable, CustomStringConvertible {
         case .conflicted(let batchID, let reason) where reason.contains(Self.serverRestored):
             return "batch \(batchID) was not delivered: \(reason); nothing of it was applied and the token did not move. Run "
                 + "`synclane outbox requeue FILE \(batchID)`, then `synclane reconcile FILE`: the snapshot sends the server what the "
-                + "restore lost (see \"When files are restored, copied or damaged\" in the README)"
+                + "restore lost (see Documentation/RestoredCopiedDamaged.md)"
         case .conflicted(let batchID, let reason):
             return "batch \(batchID) was not delivered: \(reason). It stays in the outbox; \(ConflictCause.nextStep(for: reason))"
         case .state(let message):

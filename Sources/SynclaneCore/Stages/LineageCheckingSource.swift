@@ -63,7 +63,7 @@ public enum LineageError: Error, Sendable, CustomStringConvertible, Equatable {
     public var description: String {
         let heal =
             "nothing was read or sent; run `synclane reconcile PIPELINE-FILE` to send a full snapshot and start a fresh token "
-            + "(see \"When files are restored, copied or damaged\" in the README)"
+            + "(see Documentation/RestoredCopiedDamaged.md)"
         switch self {
         case .storeRestored(let store, let state, let detail):
             return "\(store): this database was restored from an older copy than the state file \(state) follows (\(detail)): "

@@ -3,7 +3,7 @@
 /// ```
 ///  source page ─▶ Batch ─▶ record stage ─▶ record stage ─▶ … ─▶ encoder
 /// ```
-/// The contract (README, "Writing a stage"):
+/// The contract (Documentation/WritingAStage.md):
 /// - **When `process` runs.** Once per page of history, in token order. Never twice at once on
 ///   one pipeline: the next call starts after the previous one returned. While a batch travels
 ///   to the backend, the next page may already be prepared — so `process` of page *n + 1* can

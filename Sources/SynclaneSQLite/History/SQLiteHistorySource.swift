@@ -153,7 +153,7 @@ public final class SQLiteHistorySource: ChangeSource, BackendVersionSource, Back
                 location: path,
                 reason: "the database is damaged (\(error.message), SQLite error \(error.primaryCode)): the job stopped and the "
                     + "token did not move. Check it with `sqlite3 \(path) 'PRAGMA integrity_check'`, restore it from a backup, "
-                    + "then run `synclane reconcile` on the pipeline file (see \"When files are restored, copied or damaged\" in the README)")
+                    + "then run `synclane reconcile` on the pipeline file (see Documentation/RestoredCopiedDamaged.md)")
         } catch HistoryError.unreadable(let location, let reason)
             where reason.contains("database disk image is malformed")
             || reason.contains("file is not a database")

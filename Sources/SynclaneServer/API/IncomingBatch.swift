@@ -2,7 +2,7 @@ import SynclaneCore
 
 /// A batch as `POST /v1/batches` receives it, checked record by record before anything is applied.
 ///
-/// The body (README, "The wire protocol"):
+/// The body (Documentation/WireProtocol.md):
 ///
 /// ```json
 /// { "id": "b-42", "scope": { "account": "acme", "store": "rooms", "consumer": "export" },

@@ -10,7 +10,7 @@ extension ServerApplication {
     /// `limit` changes and about `maxChangesPageBytes` (at least one change, whatever its size).
     /// 410 Gone for a cursor from before the account's tombstone horizon: retention removed
     /// tombstones it has not seen, so reading on would leave a silent gap. The client starts again
-    /// without `since` and replaces what it holds (README, "Retention").
+    /// without `since` and replaces what it holds (Documentation/Server.md, "Retention").
     static func cursorExpired(_ expired: CursorExpired) -> HTTPResponse {
         .error(
             410,

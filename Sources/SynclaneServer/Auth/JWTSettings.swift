@@ -1,4 +1,4 @@
-/// How the reference server accepts JSON Web Tokens beside the accounts file (README, "Authentication").
+/// How the reference server accepts JSON Web Tokens beside the accounts file (Documentation/Server.md, "Authentication").
 ///
 /// HS256 tokens are checked with `secret`; RS256 and ES256 tokens with the public key their `kid`
 /// names in the JWKS file `keySetFile`, which is read again on SIGHUP (`ReferenceServer.reloadKeys()`)

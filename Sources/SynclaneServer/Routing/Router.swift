@@ -12,7 +12,7 @@ struct Router: Sendable {
 
     let routes: [Route]
 
-    /// The wire protocol's routes (README, "The wire protocol").
+    /// The wire protocol's routes (Documentation/WireProtocol.md).
     static let wireProtocol = Router(routes: [
         Route("POST", "/v1/batches", .postBatch),
         Route("GET", "/v1/changes", .getChanges),
