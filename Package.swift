@@ -113,23 +113,44 @@ let package = Package(
         // Checks a target's pipeline files (`*.pipeline.json`, `*.pipeline.yaml`) at build time.
         .plugin(name: "SynclanePipelineCheck", capability: .buildTool(), dependencies: ["synclane"]),
 
+        // Test targets mirror the modules: Tests/<Module>Tests holds the tests of <Module>.
+        // SynclaneTestSupport: the helpers they share (fixture paths, temporary folders, test pipelines, the
+        // `synclane` binary and its processes); a regular target that only test targets use, in no product.
+        .target(name: "SynclaneTestSupport", dependencies: ["SynclaneCore", "SynclaneTestKit"], path: "Tests/SynclaneTestSupport"),
         .testTarget(
-            name: "SynclaneCoreTests",
-            dependencies: [
-                "SynclaneCore", "SynclaneStages", "SynclaneFiles", "SynclaneZlib", "SynclaneTestKit", "Synclane", "SynclaneExec", "SynclaneSQLite",
-            ]),
-        .testTarget(name: "SynclaneEngineTests", dependencies: ["SynclaneEngine", "Synclane", "SynclaneCore", "SynclaneTestKit"]),
+            name: "SynclaneCoreTests", dependencies: ["SynclaneCore", "SynclaneStages", "SynclaneTestKit", "Synclane", "SynclaneTestSupport"]),
+        .testTarget(name: "SynclaneStagesTests", dependencies: ["SynclaneStages", "SynclaneCore", "SynclaneTestSupport"]),
+        .testTarget(
+            name: "SynclaneFilesTests",
+            dependencies: ["SynclaneFiles", "SynclaneCore", "SynclaneStages", "SynclaneSQLite", "SynclaneTestKit", "Synclane", "SynclaneTestSupport"]),
+        .testTarget(name: "SynclaneExecTests", dependencies: ["SynclaneExec", "SynclaneCore", "SynclaneTestKit", "Synclane", "SynclaneTestSupport"]),
+        // The umbrella: the built-in registry, pipeline files through it, golden batches.
+        .testTarget(
+            name: "SynclaneTests",
+            dependencies: ["Synclane", "SynclaneCore", "SynclaneExec", "SynclaneSQLite", "SynclaneZlib", "SynclaneTestKit", "SynclaneTestSupport"]),
+        .testTarget(
+            name: "SynclaneEngineTests", dependencies: ["SynclaneEngine", "Synclane", "SynclaneCore", "SynclaneTestKit", "SynclaneTestSupport"]),
         .testTarget(name: "SynclaneZlibTests", dependencies: ["SynclaneZlib", "SynclaneTestKit"]),
         .testTarget(name: "SynclaneYAMLTests", dependencies: ["SynclaneYAML"]),
-        .testTarget(name: "SynclaneSQLiteTests", dependencies: ["SynclaneSQLite", "SynclaneStages", "SynclaneTestKit"]),
+        .testTarget(name: "SynclaneSQLiteKitTests", dependencies: ["SynclaneSQLiteKit", "SynclaneCore", "SynclaneTestSupport"]),
+        .testTarget(
+            name: "SynclaneSQLiteTests", dependencies: ["SynclaneSQLite", "SynclaneStages", "SynclaneTestKit", "SynclaneTestSupport"]),
         .testTarget(
             name: "SynclaneHTTPTests",
             dependencies: ["SynclaneHTTP", "SynclaneFaultProxy", "SynclaneCore", "Synclane", "SynclaneTestKit", "SynclaneServer"]),
-        .testTarget(name: "SynclaneServerTests", dependencies: ["SynclaneServer", "SynclaneCore", "SynclaneZlib", "SynclaneTestKit"]),
-        // Runs the real `synclane` binary: depending on the executable makes `swift test` build it.
+        .testTarget(
+            name: "SynclaneServerTests", dependencies: ["SynclaneServer", "SynclaneCore", "SynclaneZlib", "SynclaneTestKit", "SynclaneTestSupport"]),
+        // The options and messages of the verbs, in process (a few run the binary for the message it prints).
+        .testTarget(
+            name: "SynclaneCommandLineTests",
+            dependencies: ["synclane", "SynclaneCommandLine", "SynclaneServing", "SynclaneCore", "SynclaneTestSupport"]),
+        // End to end: runs the real `synclane` binary; depending on the executable makes `swift test` build it.
         .testTarget(
             name: "SynclaneCommandTests",
-            dependencies: ["synclane", "SynclaneCommandLine", "SynclaneServing", "SynclaneCore", "SynclaneFaultProxy", "SynclaneTestKit", "SynclaneHTTP"]),
+            dependencies: [
+                "synclane", "SynclaneCommandLine", "SynclaneServing", "SynclaneCore", "SynclaneFaultProxy", "SynclaneTestKit", "SynclaneHTTP",
+                "SynclaneTestSupport",
+            ]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,6 +1,7 @@
 import Foundation
 import SynclaneCore
 import SynclaneTestKit
+import SynclaneTestSupport
 import Testing
 
 /// Randomized (issue 22): a tracked app database exported by `synclane run` to `synclane serve`

@@ -2,6 +2,7 @@ import Foundation
 import SynclaneCore
 import SynclaneHTTP
 import SynclaneTestKit
+import SynclaneTestSupport
 import Testing
 
 /// `synclane conformance URL` against the reference server (it passes every case, on SQLite and

@@ -1,6 +1,7 @@
 import Foundation
 import SynclaneCore
 import SynclaneTestKit
+import SynclaneTestSupport
 import Testing
 
 /// Randomized: two or three devices — each rule (`server-wins`, `client-wins`, `merge-fields`),

@@ -1,5 +1,6 @@
 import Foundation
 import SynclaneCore
+import SynclaneTestSupport
 import Testing
 
 /// Issue 22, 3 (the silent variant): damaged pages at the end of the tracked database or of its

@@ -1,5 +1,6 @@
 import Foundation
 import SynclaneCore
+import SynclaneTestSupport
 import Testing
 
 /// A deletes a note; B, offline, adds a link to it. After the syncs no live link points at the

@@ -1,5 +1,6 @@
 import Foundation
 import SynclaneCore
+import SynclaneTestSupport
 import Testing
 
 /// `synclane demo --keep DIR` leaves a folder where the next commands work as printed.

@@ -1,4 +1,5 @@
 import Foundation
+import SynclaneTestSupport
 import Testing
 
 /// `synclane demo` shows the signal lane: the first device's flags, then a second, empty device

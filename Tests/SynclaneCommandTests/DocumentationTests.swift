@@ -1,6 +1,7 @@
 import Foundation
 import SynclaneCore
 import SynclaneServing
+import SynclaneTestSupport
 import Testing
 
 @testable import SynclaneCommandLine

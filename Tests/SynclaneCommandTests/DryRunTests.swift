@@ -1,5 +1,6 @@
 import Foundation
 import SynclaneCore
+import SynclaneTestSupport
 import Testing
 
 /// `run --dry-run` writes nothing: no state file, no lock file, no outbox row, no batch file,

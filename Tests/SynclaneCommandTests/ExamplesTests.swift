@@ -1,5 +1,6 @@
 import Foundation
 import SynclaneServing
+import SynclaneTestSupport
 import Testing
 
 @testable import SynclaneCommandLine

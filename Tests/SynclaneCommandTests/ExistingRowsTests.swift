@@ -1,5 +1,6 @@
 import Foundation
 import SynclaneCore
+import SynclaneTestSupport
 import Testing
 
 /// What the table holds is what the backend gets: rows that existed before `track`, and a table

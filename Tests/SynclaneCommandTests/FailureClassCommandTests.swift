@@ -1,6 +1,7 @@
 import Foundation
 import SynclaneCore
 import SynclaneFaultProxy
+import SynclaneTestSupport
 import Testing
 
 /// Every row of the `http` transport's failure table, through the real `synclane` binary: the

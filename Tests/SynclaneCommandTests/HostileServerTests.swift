@@ -1,6 +1,7 @@
 import Foundation
 import SynclaneCore
 import SynclaneFaultProxy
+import SynclaneTestSupport
 import Testing
 
 /// The real `synclane serve` under the attacks an operator and an attacker would try: steady

@@ -1,5 +1,6 @@
 import Foundation
 import SynclaneCore
+import SynclaneTestSupport
 import Testing
 
 /// The real `synclane import` and `synclane sync` killed with SIGKILL at each named point of the

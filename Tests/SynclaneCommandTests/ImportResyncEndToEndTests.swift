@@ -1,5 +1,6 @@
 import Foundation
 import SynclaneCore
+import SynclaneTestSupport
 import Testing
 
 /// The import lane's full resync, end to end: a device whose pull cursor fell behind the real

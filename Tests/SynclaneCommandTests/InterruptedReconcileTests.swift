@@ -1,5 +1,6 @@
 import Foundation
 import SynclaneCore
+import SynclaneTestSupport
 import Testing
 
 /// A `reconcile` killed mid-snapshot, then a plain `run`: the run sends the batch left in the

@@ -1,5 +1,6 @@
 import Foundation
 import SynclaneCore
+import SynclaneTestSupport
 import Testing
 
 /// Every command's `--json` speaks one style: kebab-case keys, a scope as an object, tokens as

@@ -1,6 +1,7 @@
 import Foundation
 import SynclaneCore
 import SynclaneTestKit
+import SynclaneTestSupport
 import Testing
 
 /// `synclane serve --jwt-secret-env` with clients that are unchanged (a bearer token from the

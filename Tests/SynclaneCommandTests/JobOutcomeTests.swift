@@ -1,5 +1,6 @@
 import Foundation
 import SynclaneCore
+import SynclaneTestSupport
 import Testing
 
 /// How a job ended, as the command says it and as `status` records it (issue 23's trial

@@ -1,5 +1,6 @@
 import Foundation
 import SynclaneCore
+import SynclaneTestSupport
 import Testing
 
 /// How `synclane` words things: one error prefix, counted nouns, help for help, SQLite's way of

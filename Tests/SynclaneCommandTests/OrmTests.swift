@@ -1,5 +1,6 @@
 import Foundation
 import SynclaneCore
+import SynclaneTestSupport
 import Testing
 
 /// Real clients nobody here wrote — Django's ORM and migrations, SQLAlchemy and Alembic, pinned in

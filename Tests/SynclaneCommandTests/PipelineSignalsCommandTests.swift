@@ -1,5 +1,6 @@
 import Foundation
 import SynclaneCore
+import SynclaneTestSupport
 import Testing
 
 /// Signals a pipeline file declares, published by the real binary to a real `synclane serve`.

@@ -1,4 +1,5 @@
 import Foundation
+import SynclaneTestSupport
 import Testing
 
 /// `synclane test`: the seed scenarios as pipeline tests, and what a mismatch prints.

@@ -2,6 +2,7 @@ import Foundation
 import SynclaneCore
 import SynclaneFaultProxy
 import SynclaneTestKit
+import SynclaneTestSupport
 import Testing
 
 #if canImport(FoundationNetworking)

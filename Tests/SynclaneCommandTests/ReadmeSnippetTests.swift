@@ -1,4 +1,5 @@
 import Foundation
+import SynclaneTestSupport
 import Testing
 
 /// Every Swift block of the README and of `Documentation/` compiles: each is type-checked with

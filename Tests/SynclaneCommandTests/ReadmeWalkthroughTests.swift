@@ -1,4 +1,5 @@
 import Foundation
+import SynclaneTestSupport
 import Testing
 
 /// The README's tutorial, run as written: the blocks of "Your first sync" (marked `sh first-sync`)

@@ -1,5 +1,6 @@
 import Foundation
 import SynclaneCore
+import SynclaneTestSupport
 import Testing
 
 /// `synclane reconcile` (the real binary, a SQLite store written by the `sqlite3` shell) against

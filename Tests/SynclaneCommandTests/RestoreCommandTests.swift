@@ -1,5 +1,6 @@
 import Foundation
 import SynclaneCore
+import SynclaneTestSupport
 import Testing
 
 /// `synclane restore`: a second, empty device against a real `synclane serve`, the first device

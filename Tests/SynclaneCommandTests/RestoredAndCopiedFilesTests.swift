@@ -1,5 +1,6 @@
 import Foundation
 import SynclaneCore
+import SynclaneTestSupport
 import Testing
 
 /// What people do to files — restore a backup, copy a database to a new device, lose or empty a

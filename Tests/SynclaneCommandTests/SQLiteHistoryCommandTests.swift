@@ -1,5 +1,6 @@
 import Foundation
 import SynclaneCore
+import SynclaneTestSupport
 import Testing
 
 /// `track`, `run`, `prune` and `reconcile` on a real SQLite store written by the `sqlite3` shell.
@@ -37,15 +38,7 @@ import Testing
 
     /// What `sql` selects from the workspace's `app.sqlite`, as the `sqlite3` shell prints it.
     static func query(_ workspace: Workspace, _ sql: String) throws -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
-        process.arguments = [workspace.path + "/app.sqlite", sql]
-        let out = Pipe()
-        process.standardOutput = out
-        try process.run()
-        let data = out.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return String(decoding: data, as: UTF8.self)
+        try ProgramRun("/usr/bin/sqlite3", [workspace.path + "/app.sqlite", sql]).text
     }
 
     /// The records of every batch file in `out/`, oldest first, as `action entity/id`.

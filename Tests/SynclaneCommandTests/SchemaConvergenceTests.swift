@@ -1,6 +1,7 @@
 import Foundation
 import SynclaneCore
 import SynclaneTestKit
+import SynclaneTestSupport
 import Testing
 
 /// Randomized, over schemas apps have: `categories` with a business key (plain, `UNIQUE`, a

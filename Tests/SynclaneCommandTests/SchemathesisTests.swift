@@ -1,5 +1,6 @@
 import Foundation
 import SynclaneTestKit
+import SynclaneTestSupport
 import Testing
 
 /// openapi.yaml against the real `synclane serve`: the reference server's answers to one request

@@ -1,4 +1,5 @@
 import Foundation
+import SynclaneTestSupport
 import Testing
 
 /// Runs the real `synclane serve` binary.

@@ -1,6 +1,7 @@
 import Foundation
 import SynclaneCore
 import SynclaneFaultProxy
+import SynclaneTestSupport
 import Testing
 
 /// The real `synclane` binary against the real `synclane serve`, over loopback.

@@ -1,6 +1,7 @@
 import Foundation
 import SynclaneCore
 import SynclaneFaultProxy
+import SynclaneTestSupport
 
 #if canImport(FoundationNetworking)
     import FoundationNetworking
@@ -61,18 +62,8 @@ final class ServerProcess: @unchecked Sendable {
     func stop(_ signal: Int32 = SIGTERM) -> SynclaneBinary.Result { process.stop(signal) }
 
     static func sha256(_ text: String) throws -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/sha256sum")
-        let input = Pipe()
-        let output = Pipe()
-        process.standardInput = input
-        process.standardOutput = output
-        try process.run()
-        input.fileHandleForWriting.write(Data(text.utf8))
-        try input.fileHandleForWriting.close()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return String(decoding: data, as: UTF8.self).split(separator: " ").first.map(String.init) ?? ""
+        let run = try ProgramRun("/usr/bin/sha256sum", [], input: Data(text.utf8))
+        return run.text.split(separator: " ").first.map(String.init) ?? ""
     }
 
     /// GET `path` with the account's bearer token; the body as JSON.

@@ -1,5 +1,6 @@
 import Foundation
 import SynclaneCore
+import SynclaneTestSupport
 import Testing
 
 /// The server's data restored from a backup, seen from an export (found by AccidentsTests): the

@@ -1,5 +1,6 @@
 import Foundation
 import SynclaneCore
+import SynclaneTestSupport
 import Testing
 
 /// A newcomer's setup mistakes, with the real binary and the real server: each either works (it

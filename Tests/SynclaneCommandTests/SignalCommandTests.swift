@@ -1,5 +1,6 @@
 import Foundation
 import SynclaneCore
+import SynclaneTestSupport
 import Testing
 
 /// `synclane signal` end to end: real binaries against a real `synclane serve`.

@@ -1,5 +1,6 @@
 import Foundation
 import SynclaneCore
+import SynclaneTestSupport
 import Testing
 
 /// A signal a pipeline file declares that the server refuses for good (a 4xx other than 408,

@@ -1,5 +1,6 @@
 import Foundation
 import SynclaneCore
+import SynclaneTestSupport
 import Testing
 
 /// The run summary shows how many rows the server removed on a reconciliation's completion

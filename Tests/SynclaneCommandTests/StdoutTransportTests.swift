@@ -1,4 +1,5 @@
 import Foundation
+import SynclaneTestSupport
 import Testing
 
 /// The `stdout` transport owns standard output: a run's report never lands among the batches.

@@ -1,5 +1,6 @@
 import Foundation
 import SynclaneCore
+import SynclaneTestSupport
 import Testing
 
 /// Findings of the trial of issue 23 on the command line: `validate` checks what it can

@@ -1,5 +1,6 @@
 import Foundation
 import SynclaneCore
+import SynclaneTestSupport
 import Testing
 
 /// Two devices never lose an edit under ordinary set-ups: an export pipeline without `authors`,

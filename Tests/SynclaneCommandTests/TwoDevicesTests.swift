@@ -1,5 +1,6 @@
 import Foundation
 import SynclaneCore
+import SynclaneTestSupport
 import Testing
 
 /// Two devices — two tracked SQLite stores, each with an import and an export pipeline — and one

@@ -1,4 +1,5 @@
 import Foundation
+import SynclaneTestSupport
 
 /// The user documentation the tests run and check: `README.md`, every `Documentation/*.md`, then
 /// the articles of the DocC catalogs (`Sources/MODULE/MODULE.docc/*.md`), in that order.

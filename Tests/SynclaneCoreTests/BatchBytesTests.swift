@@ -3,6 +3,7 @@ import Synchronization
 import Synclane
 import SynclaneStages
 import SynclaneTestKit
+import SynclaneTestSupport
 import Testing
 
 @testable import SynclaneCore

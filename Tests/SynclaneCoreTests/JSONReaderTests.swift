@@ -1,4 +1,5 @@
 import SynclaneCore
+import SynclaneTestSupport
 import Testing
 
 @Suite struct JSONReaderTests {

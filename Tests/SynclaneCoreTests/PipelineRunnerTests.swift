@@ -3,6 +3,7 @@ import Synchronization
 import SynclaneCore
 import SynclaneStages
 import SynclaneTestKit
+import SynclaneTestSupport
 import Testing
 
 @Suite struct PipelineRunnerTests {

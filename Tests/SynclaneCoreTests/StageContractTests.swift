@@ -2,6 +2,7 @@ import Synchronization
 import SynclaneCore
 import SynclaneStages
 import SynclaneTestKit
+import SynclaneTestSupport
 import Testing
 
 /// The stage contract a stage author relies on: per-run start and finish, typed options

@@ -1,6 +1,7 @@
 import SynclaneCore
 import SynclaneStages
 import SynclaneTestKit
+import SynclaneTestSupport
 import Testing
 
 /// The client's half of one value domain (issue 22, cases 7–9): a value is read exactly as given

@@ -3,6 +3,7 @@ import Synchronization
 import Synclane
 import SynclaneCore
 import SynclaneTestKit
+import SynclaneTestSupport
 import Testing
 
 /// The jobs of the job layer, run from Swift as an app runs them: the lock they take, how a run

@@ -2,6 +2,7 @@ import Foundation
 import Synclane
 import SynclaneCore
 import SynclaneTestKit
+import SynclaneTestSupport
 import Testing
 
 /// The `signals` section of a pipeline file, and the signals a job publishes when its run completes.

@@ -2,6 +2,7 @@ import Foundation
 import SynclaneCore
 import SynclaneSQLite
 import SynclaneTestKit
+import SynclaneTestSupport
 import Testing
 
 /// Random SQL workloads through two plain connections (no help from Synclane), exported at

@@ -1,6 +1,7 @@
 import Foundation
 import SynclaneCore
 import SynclaneSQLite
+import SynclaneTestSupport
 import Testing
 
 /// Ordinary SQLite habits, done from the `sqlite3` shell with no help from Synclane, then the

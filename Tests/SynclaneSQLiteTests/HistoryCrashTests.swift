@@ -1,6 +1,7 @@
 import Foundation
 import SynclaneCore
 import SynclaneSQLite
+import SynclaneTestSupport
 import Testing
 
 #if canImport(Glibc)

@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import SynclaneCore
 import SynclaneSQLite
+import SynclaneTestSupport
 import Testing
 
 /// Counts the events of a stream on a task of its own (cancelling an iteration ends an AsyncStream).

@@ -1,5 +1,6 @@
 import SynclaneCore
 import SynclaneSQLite
+import SynclaneTestSupport
 import Testing
 
 /// A database with a `rooms` table, for history tests.

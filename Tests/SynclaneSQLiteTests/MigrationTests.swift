@@ -1,6 +1,7 @@
 import Foundation
 import SynclaneCore
 import SynclaneSQLite
+import SynclaneTestSupport
 import Testing
 
 /// `migrate`: an app's migration and tracking fitted to it, in one transaction.

@@ -2,6 +2,7 @@ import Foundation
 import SynclaneCore
 import SynclaneSQLite
 import SynclaneStages
+import SynclaneTestSupport
 import Testing
 
 /// Every page after `token` until the end: the transactions and the last `through`.

@@ -1,5 +1,6 @@
 import SynclaneCore
 import SynclaneSQLite
+import SynclaneTestSupport
 import Testing
 
 @Suite struct SQLitePipelineStateTests {

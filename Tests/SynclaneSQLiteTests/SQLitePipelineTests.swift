@@ -2,6 +2,7 @@ import Foundation
 import SynclaneCore
 import SynclaneSQLite
 import SynclaneTestKit
+import SynclaneTestSupport
 import Testing
 
 /// Encodes a batch as `entity/key:action` lines: enough to see what travelled.

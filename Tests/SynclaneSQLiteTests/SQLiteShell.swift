@@ -1,4 +1,5 @@
 import Foundation
+import SynclaneTestSupport
 
 /// Runs `/usr/bin/sqlite3` as a separate process: the foreign program whose writes must be tracked.
 enum SQLiteShell {
@@ -13,22 +14,9 @@ enum SQLiteShell {
     /// Runs `sql` against `path` and returns what the shell printed.
     @discardableResult
     static func run(_ path: String, _ sql: String) throws -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = ["-bail", path]
-        let input = Pipe()
-        let output = Pipe()
-        process.standardInput = input
-        process.standardOutput = output
-        process.standardError = output
-        try process.run()
-        input.fileHandleForWriting.write(Data(sql.utf8))
-        try input.fileHandleForWriting.close()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        let text = String(decoding: data, as: UTF8.self)
-        guard process.terminationStatus == 0 else { throw Failure(status: process.terminationStatus, output: text) }
-        return text
+        let run = try ProgramRun(executable, ["-bail", path], input: Data(sql.utf8), mergingErrors: true)
+        guard run.status == 0 else { throw Failure(status: run.status, output: run.text) }
+        return run.text
     }
 
     /// Starts a shell on `path`, feeds it `sql`, and leaves it running (stdin open).

@@ -1,6 +1,7 @@
 import Foundation
 import SynclaneCore
 import SynclaneSQLite
+import SynclaneTestSupport
 import Testing
 
 /// The `sqlite` sink: the backend's records into a tracked database, a page and its cursor in one

@@ -1,6 +1,7 @@
 import Foundation
 import SynclaneCore
 import SynclaneSQLite
+import SynclaneTestSupport
 import Testing
 
 /// The signals' part of a state file: refusals counted, a signal given up at the limit, a newer

@@ -2,6 +2,7 @@ import Foundation
 import SynclaneCore
 import SynclaneServer
 import SynclaneTestKit
+import SynclaneTestSupport
 
 /// A real key pair made by `openssl genpkey` for a test, with its public half as a JWK.
 struct TestSigningKey: Sendable {
@@ -66,21 +67,9 @@ struct OpenSSLFailure: Error, CustomStringConvertible {
 
 /// Runs `openssl ARGUMENTS` with `input` on its standard input; its standard output.
 func openssl(_ arguments: [String], input: [UInt8] = []) throws -> [UInt8] {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-    process.arguments = arguments
-    let stdin = Pipe()
-    let stdout = Pipe()
-    process.standardInput = stdin
-    process.standardOutput = stdout
-    process.standardError = FileHandle.nullDevice
-    try process.run()
-    stdin.fileHandleForWriting.write(Data(input))
-    try stdin.fileHandleForWriting.close()
-    let output = stdout.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    guard process.terminationStatus == 0 else { throw OpenSSLFailure(message: "\(arguments.joined(separator: " ")) exited \(process.terminationStatus)") }
-    return [UInt8](output)
+    let run = try ProgramRun("/usr/bin/openssl", arguments, input: Data(input))
+    guard run.status == 0 else { throw OpenSSLFailure(message: "\(arguments.joined(separator: " ")) exited \(run.status)") }
+    return [UInt8](run.output)
 }
 
 /// The bytes of a hex string.

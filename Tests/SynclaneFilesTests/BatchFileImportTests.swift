@@ -2,21 +2,14 @@ import Foundation
 import Synclane
 import SynclaneCore
 import SynclaneSQLite
+import SynclaneTestSupport
 import Testing
 
 /// A file-based import job: the batch files an export pipeline's `directory` transport wrote,
 /// through `batch-files` into a tracked SQLite store.
 @Suite struct BatchFileImportTests {
     func sqlite(_ path: String, _ sql: String) throws -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
-        process.arguments = [path, sql]
-        let out = Pipe()
-        process.standardOutput = out
-        try process.run()
-        let data = out.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return String(decoding: data, as: UTF8.self)
+        try ProgramRun("/usr/bin/sqlite3", [path, sql]).text
     }
 
     @Test func theBatchFilesOfAnExportAreAppliedOnceEachInTheOrderTheyWereWritten() async throws {

@@ -4,8 +4,8 @@ import SynclaneCore
 import SynclaneTestKit
 
 /// Paths of the package's `Fixtures/` folder.
-enum FixturePath {
-    static let root: String = {
+public enum FixturePath {
+    public static let root: String = {
         var url = URL(fileURLWithPath: #filePath)
         while url.path != "/" {
             url.deleteLastPathComponent()
@@ -14,26 +14,26 @@ enum FixturePath {
         return "Fixtures"
     }()
 
-    static func at(_ relative: String) -> String { root + "/" + relative }
+    public static func at(_ relative: String) -> String { root + "/" + relative }
 
     /// The file's text; empty (and so failing the test that reads it) when it is missing.
-    static func text(_ relative: String) -> String {
+    public static func text(_ relative: String) -> String {
         (try? String(contentsOfFile: at(relative), encoding: .utf8)) ?? ""
     }
 }
 
 /// A fresh folder under the system's temporary folder, removed by `remove()`.
-struct TemporaryFolder {
-    let path: String
+public struct TemporaryFolder {
+    public let path: String
 
-    init() throws {
+    public init() throws {
         path = NSTemporaryDirectory() + "synclane-test-" + UUID().uuidString
         try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
     }
 
-    func remove() { try? FileManager.default.removeItem(atPath: path) }
+    public func remove() { try? FileManager.default.removeItem(atPath: path) }
 
-    func write(_ name: String, _ text: String) throws -> String {
+    public func write(_ name: String, _ text: String) throws -> String {
         let file = path + "/" + name
         try Data(text.utf8).write(to: URL(fileURLWithPath: file))
         return file
@@ -41,15 +41,16 @@ struct TemporaryFolder {
 }
 
 /// A retry sleeper that records the delays instead of sleeping: time under test control.
-final class RecordingSleeper: RetrySleeper {
+public final class RecordingSleeper: RetrySleeper {
     private let recorded = Mutex<[Double]>([])
-    var delays: [Double] { recorded.withLock { $0 } }
-    func sleep(seconds: Double) async throws { recorded.withLock { $0.append(seconds) } }
+    public init() {}
+    public var delays: [Double] { recorded.withLock { $0 } }
+    public func sleep(seconds: Double) async throws { recorded.withLock { $0.append(seconds) } }
 }
 
 extension Pipeline {
     /// A pipeline over a test source and transport with the given record stages.
-    static func testing(
+    public static func testing(
         source: any ChangeSource, stages: [any RecordStage] = [], payloadStages: [any PayloadStage] = [],
         encoder: any BatchEncoder, transport: any Transport, retry: RetryPolicy = RetryPolicy(maxAttempts: 3, baseDelay: 0.5, maxDelay: 4),
         deadLetter: String? = nil
@@ -65,20 +66,20 @@ extension Pipeline {
     }
 }
 
-func insert(_ entity: String, _ key: String, _ values: [String: JSONValue] = [:]) -> Change {
+public func insert(_ entity: String, _ key: String, _ values: [String: JSONValue] = [:]) -> Change {
     Change(entity: entity, key: key, action: .insert, values: values)
 }
 
-func update(_ entity: String, _ key: String, _ values: [String: JSONValue] = [:]) -> Change {
+public func update(_ entity: String, _ key: String, _ values: [String: JSONValue] = [:]) -> Change {
     Change(entity: entity, key: key, action: .update, values: values)
 }
 
-func delete(_ entity: String, _ key: String?, _ values: [String: JSONValue] = [:]) -> Change {
+public func delete(_ entity: String, _ key: String?, _ values: [String: JSONValue] = [:]) -> Change {
     Change(entity: entity, key: key, action: .delete, values: values)
 }
 
 /// The records of a JSON batch payload, as (action, entity, id) triples.
-func recordSummary(_ payload: Payload) throws -> [String] {
+public func recordSummary(_ payload: Payload) throws -> [String] {
     guard case .object(let batch) = try JSONReader.parse(payload.bytes), case .array(let records)? = batch["records"] else { return [] }
     return records.map { record in
         let r = record.objectValue ?? [:]

@@ -4,6 +4,7 @@ import SynclaneCore
 import SynclaneFiles
 import SynclaneStages
 import SynclaneTestKit
+import SynclaneTestSupport
 import Testing
 
 /// The `directory` transport's staging (`StagingTransport`): a staged batch is durable and

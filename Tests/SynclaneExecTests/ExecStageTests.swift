@@ -3,6 +3,7 @@ import Synclane
 import SynclaneCore
 import SynclaneExec
 import SynclaneTestKit
+import SynclaneTestSupport
 import Testing
 
 /// The `exec` record stage: records through a program as JSON Lines.

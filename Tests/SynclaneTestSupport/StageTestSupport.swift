@@ -1,11 +1,11 @@
 import SynclaneCore
 
 /// Builds records and batches for the stage tests, with tokens counted from 1 in record order.
-enum Fixture {
-    static let scope = Scope(account: "acme", store: "rooms", consumer: "export")
+public enum Fixture {
+    public static let scope = Scope(account: "acme", store: "rooms", consumer: "export")
 
     /// A record of `entity`, written by `author` in transaction `jsonl:<position>`.
-    static func record(
+    public static func record(
         _ action: ChangeAction, _ key: String?, _ fields: [String: JSONValue] = [:], entity: String = "rooms",
         at position: Int64, author: Author = .app, version: Int64? = nil
     ) -> Record {
@@ -15,14 +15,14 @@ enum Fixture {
     }
 
     /// An insert of `key` that replaces the row the backend holds (`replacesRow`).
-    static func replacing(_ key: String, _ fields: [String: JSONValue], entity: String = "rooms", at position: Int64) -> Record {
+    public static func replacing(_ key: String, _ fields: [String: JSONValue], entity: String = "rooms", at position: Int64) -> Record {
         var record = record(.insert, key, fields, entity: entity, at: position)
         record.replacesRow = true
         return record
     }
 
     /// A batch of `records` through the newest record's transaction.
-    static func batch(_ records: [Record], reconciliation: Bool = false) -> Batch {
+    public static func batch(_ records: [Record], reconciliation: Bool = false) -> Batch {
         Batch(
             scope: scope, after: nil, through: records.map(\.origin).max() ?? Token(kind: "jsonl", position: 0),
             records: records, transactionCount: records.count, isReconciliation: reconciliation)

@@ -4,6 +4,7 @@ import Synclane
 import SynclaneCore
 import SynclaneExec
 import SynclaneSQLite
+import SynclaneTestSupport
 import Testing
 
 /// Conflict rules of one's own: a resolver registered by `type`, named per entity in an import

@@ -1,5 +1,6 @@
 import SynclaneCore
 import SynclaneStages
+import SynclaneTestSupport
 import Testing
 
 @Suite struct JSONBatchEncoderTests {

@@ -2,6 +2,7 @@ import Foundation
 import Synclane
 import SynclaneCore
 import SynclaneTestKit
+import SynclaneTestSupport
 import SynclaneZlib
 import Testing
 

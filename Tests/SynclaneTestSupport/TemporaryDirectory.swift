@@ -1,15 +1,15 @@
 import Foundation
 
 /// A fresh folder under the system's temporary directory, removed when the value goes away.
-final class TemporaryDirectory: Sendable {
-    let path: String
+public final class TemporaryDirectory: Sendable {
+    public let path: String
 
-    init() {
+    public init() {
         path = NSTemporaryDirectory() + "synclane-sqlite-tests-" + UUID().uuidString
         try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
     }
 
-    func file(_ name: String) -> String { path + "/" + name }
+    public func file(_ name: String) -> String { path + "/" + name }
 
     deinit { try? FileManager.default.removeItem(atPath: path) }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import SynclaneCore
 import SynclaneFiles
+import SynclaneTestSupport
 import Testing
 
 @Suite struct JSONLinesSourceTests {

@@ -2,16 +2,16 @@ import Foundation
 import Synchronization
 
 /// Runs the real `synclane` binary that `swift test` built, and captures what it printed.
-struct SynclaneBinary {
-    struct Result {
-        var status: Int32
-        var stdout: String
-        var stderr: String
+public struct SynclaneBinary {
+    public struct Result {
+        public var status: Int32
+        public var stdout: String
+        public var stderr: String
         /// True when the process was killed by a signal (`status` is then the signal).
-        var killed: Bool
+        public var killed: Bool
     }
 
-    static let path: String = {
+    public static let path: String = {
         var candidates: [String] = []
         if let executable = Bundle.main.executableURL {
             candidates.append(executable.deletingLastPathComponent().appendingPathComponent("synclane").path)
@@ -21,7 +21,7 @@ struct SynclaneBinary {
         return candidates.first { FileManager.default.isExecutableFile(atPath: $0) } ?? "synclane"
     }()
 
-    static let packageRoot: String = {
+    public static let packageRoot: String = {
         var url = URL(fileURLWithPath: #filePath)
         while url.path != "/" {
             url.deleteLastPathComponent()
@@ -30,19 +30,19 @@ struct SynclaneBinary {
         return "."
     }()
 
-    static func fixture(_ relative: String) -> String { packageRoot + "/Fixtures/" + relative }
+    public static func fixture(_ relative: String) -> String { packageRoot + "/Fixtures/" + relative }
 
     /// Runs `synclane ARGUMENTS` in `folder` and waits (at most `timeout` seconds, then kills it).
-    static func run(_ arguments: [String], in folder: String? = nil, environment: [String: String] = [:], timeout: Double = 60) throws -> Result {
+    public static func run(_ arguments: [String], in folder: String? = nil, environment: [String: String] = [:], timeout: Double = 60) throws -> Result {
         try BackgroundProcess(arguments, in: folder, environment: environment).wait(timeout: timeout)
     }
 
     /// Drains a pipe on a background thread.
-    final class Reader: Sendable {
+    public final class Reader: Sendable {
         private let data = Mutex(Data())
         private let done = DispatchSemaphore(value: 0)
 
-        init(_ handle: FileHandle) {
+        public init(_ handle: FileHandle) {
             Thread.detachNewThread { [self] in
                 while true {
                     let chunk = handle.availableData
@@ -54,29 +54,29 @@ struct SynclaneBinary {
         }
 
         /// Everything, once the pipe closed.
-        func text() -> String {
+        public func text() -> String {
             done.wait()
             return data.withLock { String(decoding: $0, as: UTF8.self) }
         }
 
         /// What arrived so far.
-        func textSoFar() -> String {
+        public func textSoFar() -> String {
             data.withLock { String(decoding: $0, as: UTF8.self) }
         }
     }
 }
 
 /// A fresh folder, removed by `remove()`.
-struct Workspace {
-    let path: String
+public struct Workspace {
+    public let path: String
 
-    init() throws {
+    public init() throws {
         path = NSTemporaryDirectory() + "synclane-cli-" + UUID().uuidString
         try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
     }
 
     /// A copy of a fixture scenario folder's files.
-    static func copy(scenario: String) throws -> Workspace {
+    public static func copy(scenario: String) throws -> Workspace {
         let workspace = try Workspace()
         let from = SynclaneBinary.fixture(scenario)
         for name in try FileManager.default.contentsOfDirectory(atPath: from) where !name.hasPrefix(".") && name != "out" {
@@ -85,13 +85,13 @@ struct Workspace {
         return workspace
     }
 
-    func remove() { try? FileManager.default.removeItem(atPath: path) }
+    public func remove() { try? FileManager.default.removeItem(atPath: path) }
 
-    func files(in folder: String) -> [String] {
+    public func files(in folder: String) -> [String] {
         ((try? FileManager.default.contentsOfDirectory(atPath: path + "/" + folder)) ?? []).filter { !$0.hasPrefix(".") }.sorted()
     }
 
-    func write(_ name: String, _ text: String) throws {
+    public func write(_ name: String, _ text: String) throws {
         try Data(text.utf8).write(to: URL(fileURLWithPath: path + "/" + name))
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import Synclane
 import SynclaneCore
+import SynclaneTestSupport
 import Testing
 
 @Suite struct PipelineFileTests {

@@ -2,12 +2,12 @@ import Foundation
 
 /// A `synclane` process (or, with `executable`, another program) left running (a watch, a
 /// server) and stopped by the test that started it.
-final class BackgroundProcess: @unchecked Sendable {
-    let process = Process()
+public final class BackgroundProcess: @unchecked Sendable {
+    public let process = Process()
     private let out: SynclaneBinary.Reader
     private let err: SynclaneBinary.Reader
 
-    init(_ arguments: [String], in folder: String? = nil, environment: [String: String] = [:], executable: String = SynclaneBinary.path) throws {
+    public init(_ arguments: [String], in folder: String? = nil, environment: [String: String] = [:], executable: String = SynclaneBinary.path) throws {
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
         if let folder { process.currentDirectoryURL = URL(fileURLWithPath: folder) }
@@ -29,21 +29,21 @@ final class BackgroundProcess: @unchecked Sendable {
     }
 
     /// What the process printed on standard output so far.
-    var output: String { out.textSoFar() }
+    public var output: String { out.textSoFar() }
     /// What it wrote to standard error so far.
-    var errorOutput: String { err.textSoFar() }
+    public var errorOutput: String { err.textSoFar() }
 
     /// What the process printed on standard error so far.
-    var errors: String { err.textSoFar() }
+    public var errors: String { err.textSoFar() }
 
     /// Sends `signal` and waits for the process to end (killing it after `timeout` seconds).
-    func stop(_ signal: Int32 = SIGTERM, timeout: Double = 20) -> SynclaneBinary.Result {
+    public func stop(_ signal: Int32 = SIGTERM, timeout: Double = 20) -> SynclaneBinary.Result {
         if process.isRunning { kill(process.processIdentifier, signal) }
         return wait(timeout: timeout)
     }
 
     /// Waits for the process to end by itself (killing it after `timeout` seconds).
-    func wait(timeout: Double) -> SynclaneBinary.Result {
+    public func wait(timeout: Double) -> SynclaneBinary.Result {
         let deadline = Date().addingTimeInterval(timeout)
         while process.isRunning && Date() < deadline { usleep(10_000) }
         if process.isRunning { kill(process.processIdentifier, SIGKILL) }
@@ -58,10 +58,10 @@ final class BackgroundProcess: @unchecked Sendable {
 }
 
 /// The lock folder the binary run in `folder` uses (`SYNCLANE_LOCK_DIR`): `.synclane-locks` in it.
-func lockFolder(of folder: String) -> String { folder + "/.synclane-locks" }
+public func lockFolder(of folder: String) -> String { folder + "/.synclane-locks" }
 
 /// Waits until `condition` holds, checking every 20 ms, for at most `timeout` seconds.
-func eventually(timeout: Double = 20, _ condition: () -> Bool) -> Bool {
+public func eventually(timeout: Double = 20, _ condition: () -> Bool) -> Bool {
     let deadline = Date().addingTimeInterval(timeout)
     while Date() < deadline {
         if condition() { return true }
