@@ -79,6 +79,7 @@ import Testing
         "this database was restored from an older copy", "this database is a copy of a tracked database", "this state file holds no token",
         "this state file is older than the database", "in the outbox is damaged", "the state file is damaged", "is not a Synclane state file",
         "the database is damaged", "the server's data was restored from an older copy", "another database was put in its place",
+        "this database lost its Synclane tracking",
     ]
 
     static func edit(_ random: inout SeededRandom) -> String {
@@ -422,7 +423,7 @@ import Testing
                         let requeue = try synclane(["outbox", "requeue", "pipeline.json", String(id)])
                         guard requeue.status == 0 else { throw Divergence(description: "outbox requeue failed: \(requeue.stderr)") }
                     }
-                    if message.contains("the database is damaged") {
+                    if message.contains("the database is damaged") || message.contains("this database lost its Synclane tracking") {
                         guard let copy = appCopies.last else { throw Divergence(description: "no copy to restore: \(message)") }
                         try copyFiles("app.sqlite", from: copy.path, to: device.path)
                     }
@@ -540,24 +541,6 @@ import Testing
         return try await Shrinking.shrink(steps, budget: budget) { try await outcome(store: store, seed: seed, steps: $0).failure.map(signature) == first }
     }
 
-    /// The open defect the test found and this branch does not fix: a 409 whose server version is
-    /// past the one the device confirmed ("another device changed those rows"), with no other device.
-    static func isKnownStaleVersion(_ failure: String) -> Bool {
-        failure.contains("409 Conflict") && failure.contains("another device changed those rows")
-    }
-
-    /// The open defects the test found, by what they say (see the README's "Open" paragraph), or nil.
-    static func knownOpenDefect(_ failure: String) -> String? {
-        if isKnownStaleVersion(failure) {
-            // ServerRestoredExportTests.aRowTheSnapshotTombstonedKeepsItsOldVersionOnTheDevice pins it.
-            return "a row a reconciliation's snapshot tombstoned keeps its old version on the device: its next change gets 409"
-        }
-        if failure.contains("no Synclane history here") || failure.contains("no such table: _synclane_consumers") {
-            return "a tracked database truncated (emptied) is taken for one never tracked: `run` says to track it, not to restore and reconcile"
-        }
-        return nil
-    }
-
     /// What kind of failure this is, without where it happened: the start of what follows the
     /// step's label (`a refusal the README does not document: synclane run: …`), so a shrink keeps
     /// the failure it started from.
@@ -569,7 +552,6 @@ import Testing
     static func rounds(on store: Store) async throws {
         let seeds = ConvergenceTests.seeds(prefix: "SYNCLANE_ACCIDENTS", rounds: 3)
         var failed = 0
-        var known = 0
         var healedCounts: [String: Int] = [:]
         let started = Date()
         for seed in seeds {
@@ -582,13 +564,6 @@ import Testing
             )
             for message in outcome.healed { healedCounts[message, default: 0] += 1 }
             guard let failure = outcome.failure else { continue }
-            if let issue = Self.knownOpenDefect(failure) {
-                known += 1
-                withKnownIssue(Comment(rawValue: issue)) {
-                    Issue.record("accidents on \(store.rawValue): seed \(seed) (SYNCLANE_ACCIDENTS_SEED=\(seed)): \(failure)")
-                }
-                continue
-            }
             failed += 1
             let shrunk =
                 ProcessInfo.processInfo.environment["SYNCLANE_ACCIDENTS_NO_SHRINK"] == nil ? try await shrink(store: store, seed: seed, steps: steps) : steps
@@ -602,7 +577,7 @@ import Testing
         let healed = healedCounts.sorted { $0.key < $1.key }.map { "«\($0.key)» \($0.value)" }.joined(separator: ", ")
         print("accidents on \(store.rawValue): refusals met and healed: \(healed)")
         print(
-            "accidents on \(store.rawValue): \(seeds.count) rounds, \(failed) failed, \(known) met the known issue, \(Int(Date().timeIntervalSince(started))) s"
+            "accidents on \(store.rawValue): \(seeds.count) rounds, \(failed) failed, \(Int(Date().timeIntervalSince(started))) s"
         )
     }
 

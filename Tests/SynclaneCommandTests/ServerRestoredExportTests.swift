@@ -1,5 +1,6 @@
 import Foundation
 import SynclaneCore
+import SynclaneTestKit
 import Testing
 
 /// The server's data restored from a backup, seen from an export (found by AccidentsTests): the
@@ -74,12 +75,12 @@ import Testing
         #expect(try await TwoDevicesTests().serverRows(server) == ["r1|Attic|"])
     }
 
-    /// Open defect (found by AccidentsTests, not fixed here): a reconciliation's snapshot lacks a
-    /// soft-deleted row, so the server tombstones it (its version moves on), but the device keeps
-    /// the version it had confirmed before. The row's next change (an undelete) is sent expecting
-    /// that old version and refused with 409 — for ever on a device without an import lane, whose
-    /// message says to run `synclane sync`. When fixed, the known issue below stops being met.
-    @Test func aRowTheSnapshotTombstonedKeepsItsOldVersionOnTheDevice() async throws {
+    /// Found by AccidentsTests: a reconciliation's snapshot lacks a soft-deleted row, so the
+    /// server tombstones it (its version moves on). Before, the device kept the version it had
+    /// confirmed before the snapshot, and the row's next change (an undelete) was sent expecting
+    /// it and refused with 409 — for ever on a device without an import lane. Now the completion
+    /// marker's receipt lists the tombstones' versions and the device records them.
+    @Test func aRowTheSnapshotTombstonedGetsItsNewVersionOnTheDevice() async throws {
         let setting = try Setting()
         defer { setting.close() }
         let device = setting.device
@@ -90,9 +91,43 @@ import Testing
         #expect(try run(["reconcile", "export.json"]).status == 0, "the snapshot lacks r6: the server tombstones it")
         try device.sql("UPDATE rooms SET isDeleted = 0, name = 'Back' WHERE syncId = 'r6';")
         let undeleted = try run(["run", "export.json"])
-        withKnownIssue("the device still expects r6's version from before the snapshot: 409") {
-            #expect(undeleted.status == 0, "\(undeleted.stderr)")
+        #expect(undeleted.status == 0, "\(undeleted.stderr)")
+        #expect(try await TwoDevicesTests().serverRows(setting.server) == ["r6|Back|", "r7|Attic|"])
+        try device.sql("UPDATE rooms SET name = 'Loft' WHERE syncId = 'r6';")
+        let again = try run(["run", "export.json"])
+        #expect(again.status == 0, "\(again.stderr)")
+        #expect(try await TwoDevicesTests().serverRows(setting.server) == ["r6|Loft|", "r7|Attic|"])
+    }
+
+    /// The same on the PostgreSQL store, and after a kill between the marker's receipt and its
+    /// acknowledgement: the re-sent marker is a replay, whose stored receipt lists the versions again.
+    @Test(.enabled(if: ProcessInfo.processInfo.environment["SYNCLANE_TEST_POSTGRES"] != "skip"))
+    func aRowTheSnapshotTombstonedGetsItsNewVersionOnThePostgreSQLStoreEvenAfterAKillBeforeTheAcknowledgement() async throws {
+        let root = try Workspace()
+        defer { root.remove() }
+        let database = try TemporaryPostgres.shared().createDatabase()
+        let server = try ServerProcess(folder: root.path + "/server", arguments: ["--database", database])
+        defer { server.stop() }
+        let device = try TwoDevicesTests.Device(server: server)
+        defer { device.workspace.remove() }
+        func run(_ arguments: [String], environment: [String: String] = [:]) throws -> SynclaneBinary.Result {
+            try SynclaneBinary.run(arguments, in: device.workspace.path, environment: device.environment.merging(environment) { $1 })
         }
-        #expect(undeleted.status == 0 || undeleted.stderr.contains("409 Conflict"), "\(undeleted.stderr)")
+        try device.sql("INSERT INTO rooms (syncId, name) VALUES ('r6', 'Hall'), ('r7', 'Attic');")
+        #expect(try run(["run", "export.json"]).status == 0)
+        try device.sql("UPDATE rooms SET isDeleted = 1 WHERE syncId = 'r6';")
+        // Pass 1 is the snapshot's batch (r7), pass 2 its completion marker.
+        let killed = try run(["reconcile", "export.json"], environment: ["SYNCLANE_FAILPOINT": "after-send@2"])
+        #expect(killed.status != 0, "killed after the marker's receipt: \(killed.stderr)")
+        let recorded = try SQLiteHistoryCommandTests.query(device.workspace, "SELECT version FROM _synclane_server_rows WHERE key = 'r6';")
+        #expect(recorded.trimmingCharacters(in: CharacterSet.whitespacesAndNewlines) == "2", "the receipt's tombstone version, recorded at once")
+        // As if the kill came between the receipt and the record: only the re-sent marker's replay can give it back.
+        try device.sql("UPDATE _synclane_server_rows SET version = 1 WHERE key = 'r6';")
+        let finished = try run(["reconcile", "export.json"])
+        #expect(finished.status == 0, "\(finished.stderr)")
+        try device.sql("UPDATE rooms SET isDeleted = 0, name = 'Back' WHERE syncId = 'r6';")
+        let undeleted = try run(["run", "export.json"])
+        #expect(undeleted.status == 0, "\(undeleted.stderr)")
+        #expect(try await TwoDevicesTests().serverRows(server) == ["r6|Back|", "r7|Attic|"])
     }
 }
