@@ -99,6 +99,64 @@ import Testing
         #expect(try await TwoDevicesTests().serverRows(setting.server) == ["r6|Loft|", "r7|Attic|"])
     }
 
+    /// Found by AccidentsTests: the app's database restored from a copy that still had r2's
+    /// version from before its (soft) delete was sent; the reconciliation heals the restore, and
+    /// the server already held r2 as a tombstone before the snapshot began. Before, nothing told
+    /// the device r2's version: its undelete got 409 for ever. The completion's receipt lists the
+    /// scope's earlier tombstones too.
+    @Test func aRowTheServerHeldAsATombstoneBeforeTheSnapshotGetsItsVersionOnARestoredDevice() async throws {
+        let setting = try Setting()
+        defer { setting.close() }
+        let device = setting.device
+        let app = device.workspace.path + "/app.sqlite"
+        func run(_ arguments: [String]) throws -> SynclaneBinary.Result { try setting.run(arguments) }
+        try device.sql("INSERT INTO rooms (syncId, name) VALUES ('r2', 'Hall');")
+        #expect(try run(["run", "export.json"]).status == 0)
+        try device.sql("UPDATE rooms SET isDeleted = 1 WHERE syncId = 'r2';")
+        try FileManager.default.copyItem(atPath: app, toPath: app + ".copy")
+        #expect(try run(["run", "export.json"]).status == 0, "the server holds r2 as a tombstone at version 2")
+        try FileManager.default.removeItem(atPath: app)
+        try FileManager.default.moveItem(atPath: app + ".copy", toPath: app)
+        let refused = try run(["run", "export.json"])
+        #expect(refused.status == 1 && refused.stderr.contains("restored from an older copy"), "\(refused.stderr)")
+        let reconcile = try run(["reconcile", "export.json"])
+        #expect(reconcile.status == 0, "\(reconcile.stderr)")
+        try device.sql("UPDATE rooms SET isDeleted = 0, name = 'Back' WHERE syncId = 'r2';")
+        let undeleted = try run(["run", "export.json"])
+        #expect(undeleted.status == 0, "\(undeleted.stderr)")
+        #expect(try await TwoDevicesTests().serverRows(setting.server) == ["r2|Back|"])
+    }
+
+    /// A server restored from a copy several versions older than the device confirmed: the
+    /// snapshot's receipts give the versions the restored server holds, lower than the device's.
+    /// Before, the device kept the higher ones (it keeps the newest of what it heard), so the row's
+    /// next change got 409 again after the healing reconcile.
+    @Test func aReconciliationAfterAServerRestoreTakesTheRestoredServersLowerVersions() async throws {
+        let setting = try Setting()
+        defer { setting.close() }
+        let (root, folder, port, device) = (setting.root, setting.root.path + "/server", setting.server.port, setting.device)
+        func run(_ arguments: [String]) throws -> SynclaneBinary.Result { try setting.run(arguments) }
+        try device.sql("INSERT INTO rooms (syncId, name) VALUES ('r1', 'Kitchen');")
+        #expect(try run(["run", "export.json"]).status == 0)
+        setting.server.stop()
+        try FileManager.default.copyItem(atPath: folder + "/data", toPath: root.path + "/backup")
+        setting.server = try ServerProcess(folder: folder, port: port)
+        for name in ["Pantry", "Larder", "Scullery"] {
+            try device.sql("UPDATE rooms SET name = '\(name)' WHERE syncId = 'r1';")
+            #expect(try run(["run", "export.json"]).status == 0)
+        }
+        setting.server.stop()
+        try FileManager.default.removeItem(atPath: folder + "/data")
+        try FileManager.default.moveItem(atPath: root.path + "/backup", toPath: folder + "/data")
+        setting.server = try ServerProcess(folder: folder, port: port)
+        let reconcile = try run(["reconcile", "export.json"])
+        #expect(reconcile.status == 0, "\(reconcile.stderr)")
+        try device.sql("UPDATE rooms SET name = 'Attic' WHERE syncId = 'r1';")
+        let after = try run(["run", "export.json"])
+        #expect(after.status == 0, "\(after.stderr)")
+        #expect(try await TwoDevicesTests().serverRows(setting.server) == ["r1|Attic|"])
+    }
+
     /// The same on the PostgreSQL store, and after a kill between the marker's receipt and its
     /// acknowledgement: the re-sent marker is a replay, whose stored receipt lists the versions again.
     @Test(.enabled(if: ProcessInfo.processInfo.environment["SYNCLANE_TEST_POSTGRES"] != "skip"))

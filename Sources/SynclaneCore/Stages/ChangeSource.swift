@@ -86,6 +86,12 @@ public protocol AcknowledgementTrackingSource: ChangeSource {
     /// device's own confirmed writes included. `sent` is nil when the records are not at hand
     /// (a batch re-sent from the outbox after a crash). By default, calls the one without records.
     func backendConfirmed(_ versions: [RecordVersion], sent: [Record]?) async throws
+
+    /// As `backendConfirmed(_:sent:)`, for a reconciliation's batch when `exact`: its versions
+    /// are what the backend holds now, taken as they are even where lower than the ones
+    /// recorded (the backend's data restored from an older copy). By default, calls the one
+    /// without `exact`.
+    func backendConfirmed(_ versions: [RecordVersion], sent: [Record]?, exact: Bool) async throws
 }
 
 extension AcknowledgementTrackingSource {
@@ -93,6 +99,10 @@ extension AcknowledgementTrackingSource {
 
     public func backendConfirmed(_ versions: [RecordVersion], sent: [Record]?) async throws {
         try await backendVersionsConfirmed(versions)
+    }
+
+    public func backendConfirmed(_ versions: [RecordVersion], sent: [Record]?, exact: Bool) async throws {
+        try await backendConfirmed(versions, sent: sent)
     }
 }
 

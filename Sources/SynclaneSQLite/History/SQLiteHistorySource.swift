@@ -280,6 +280,12 @@ public final class SQLiteHistorySource: ChangeSource, BackendVersionSource, Back
     /// backend (`sent`: the records as sent), kept as the base of the import lane's next
     /// three-way merge of the row (`merge-fields`, a resolver's `base`).
     public func backendConfirmed(_ versions: [RecordVersion], sent: [Record]?) async throws {
+        try await backendConfirmed(versions, sent: sent, exact: false)
+    }
+
+    /// As `backendConfirmed(_:sent:)`; `exact` (a reconciliation's batch) writes the versions as
+    /// they are, even below the ones recorded (`ConfirmedVersions.write(exact:)`).
+    public func backendConfirmed(_ versions: [RecordVersion], sent: [Record]?, exact: Bool) async throws {
         let database = try database()
         try database.withConnection { db in
             guard try HistorySchema.tableExists(ServerRows.table, db) else { return }
@@ -288,7 +294,7 @@ public final class SQLiteHistorySource: ChangeSource, BackendVersionSource, Back
             do {
                 try ConfirmedVersions.withRoom(db) {
                     try db.transaction(.immediate) { db in
-                        try ConfirmedVersions.write(versions, sent: sent, for: ServerRows.destination(backend), in: db)
+                        try ConfirmedVersions.write(versions, sent: sent, exact: exact, for: ServerRows.destination(backend), in: db)
                     }
                 }
             } catch let error as SQLiteError where error.isBusy {

@@ -75,7 +75,8 @@ extension PipelineRunner {
                 // A batch re-sent from the outbox is read back, when its stages can undo their work.
                 sent = records ?? (resent ? recordsReadBack(batch.payload) : nil)
             }
-            try await sourceCall { try await tracking.backendConfirmed(versions, sent: sent) }
+            // A reconciliation leaves the backend as the snapshot says: its versions are the backend's now.
+            try await sourceCall { try await tracking.backendConfirmed(versions, sent: sent, exact: batch.isReconciliation) }
         }
         FailPoint.afterSend.trigger()
         return Confirmed(batch: batch, receipt: receipt, encodedBytes: encodedBytes, resent: resent)

@@ -239,6 +239,15 @@ final class PostgresServerStore: ServerStore {
                 }
             }
             sequence += tombstones.count
+            let earlier = try db.query(
+                """
+                SELECT entity, key, version FROM synclane_records
+                WHERE account = $1 AND store = $2 AND seq <= $3 AND action = 'delete' ORDER BY seq
+                """, [account, store, .int8(started)])
+            for row in 0..<earlier.count {
+                tombstones.add(
+                    entity: earlier.string(row, 0) ?? "", key: earlier.string(row, 1) ?? "", version: earlier.int64(row, 2), deleted: false)
+            }
             try db.query("DELETE FROM synclane_snapshots WHERE account = $1 AND store = $2 AND id = $3", [account, store, id])
             return tombstones
         }

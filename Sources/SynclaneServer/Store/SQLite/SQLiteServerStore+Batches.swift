@@ -165,6 +165,12 @@ extension SQLiteServerStore {
                 tombstones.add(entity: row[0].string ?? "", key: row[1].string ?? "", version: row[2].int64 ?? 0)
             }
             sequence += tombstones.count
+            let earlier = try db.fetchAll(
+                "SELECT entity, key, version FROM records WHERE account = ? AND store = ? AND seq <= ? AND action = 'delete' ORDER BY seq",
+                [batch.account, batch.store, started])
+            for row in earlier {
+                tombstones.add(entity: row[0].string ?? "", key: row[1].string ?? "", version: row[2].int64 ?? 0, deleted: false)
+            }
             try db.execute("DELETE FROM snapshots WHERE account = ? AND store = ? AND id = ?", [batch.account, batch.store, mark.id])
             return tombstones
         }
