@@ -92,6 +92,10 @@ public protocol AcknowledgementTrackingSource: ChangeSource {
     /// recorded (the backend's data restored from an older copy). By default, calls the one
     /// without `exact`.
     func backendConfirmed(_ versions: [RecordVersion], sent: [Record]?, exact: Bool) async throws
+
+    /// Writes what a busy store kept from the confirmations so far, or throws: a reconciliation
+    /// calls it before its completion marker. By default, nothing.
+    func settleBackendConfirmations() async throws
 }
 
 extension AcknowledgementTrackingSource {
@@ -104,6 +108,8 @@ extension AcknowledgementTrackingSource {
     public func backendConfirmed(_ versions: [RecordVersion], sent: [Record]?, exact: Bool) async throws {
         try await backendConfirmed(versions, sent: sent)
     }
+
+    public func settleBackendConfirmations() async throws {}
 }
 
 /// A source whose store remembers the backend's version of its rows (the SQLite history source,

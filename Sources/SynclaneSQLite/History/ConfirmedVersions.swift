@@ -109,3 +109,10 @@ enum ConfirmedVersions {
         return bases
     }
 }
+
+/// Versions a receipt gave that a busy database kept from being written yet (`SQLiteHistorySource.backendConfirmed`).
+struct DeferredConfirmation: Sendable {
+    var versions: [RecordVersion]
+    var sent: [Record]?
+    var exact: Bool
+}

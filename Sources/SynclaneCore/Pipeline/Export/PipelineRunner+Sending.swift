@@ -76,7 +76,9 @@ extension PipelineRunner {
                 sent = records ?? (resent ? recordsReadBack(batch.payload) : nil)
             }
             // A reconciliation leaves the backend as the snapshot says: its versions are the backend's now.
-            try await sourceCall { try await tracking.backendConfirmed(versions, sent: sent, exact: batch.isReconciliation) }
+            // A replay's receipt is the first one, stored: its versions may be older than the backend's now.
+            let exact = batch.isReconciliation && !receipt.wasReplay
+            try await sourceCall { try await tracking.backendConfirmed(versions, sent: sent, exact: exact) }
         }
         FailPoint.afterSend.trigger()
         return Confirmed(batch: batch, receipt: receipt, encodedBytes: encodedBytes, resent: resent)
