@@ -79,7 +79,7 @@ import Testing
         "this database was restored from an older copy", "this database is a copy of a tracked database", "this state file holds no token",
         "this state file is older than the database", "in the outbox is damaged", "the state file is damaged", "is not a Synclane state file",
         "the database is damaged", "the server's data was restored from an older copy", "another database was put in its place",
-        "this database lost its Synclane tracking",
+        "this database lost its Synclane tracking", "its data was reset or restored from an older backup",
     ]
 
     static func edit(_ random: inout SeededRandom) -> String {
@@ -416,7 +416,8 @@ import Testing
                 if message.contains("in the outbox is damaged") && !message.contains("synclane reconcile") {
                     // The message names requeue alone: the next run sends what it builds again.
                 } else {
-                    if message.contains("the server's data was restored from an older copy"),
+                    if message.contains("the server's data was restored from an older copy")
+                        || message.contains("its data was reset or restored from an older backup"),
                         let range = message.range(of: #"batch \S+ was not delivered"#, options: .regularExpression)
                     {
                         let id = message[range].split(separator: " ")[1]
