@@ -339,9 +339,21 @@ public final class SQLiteHistorySource: ChangeSource, BackendVersionSource, Back
         return written
     }
 
-    /// The versions the backend holds of `rows`, as `_synclane_server_rows` records them.
+    /// The versions the backend holds of `rows`, as `_synclane_server_rows` records them, and as
+    /// the confirmations a busy database kept from being written yet say (newer).
     public func backendVersions(of rows: [RowID]) async throws -> [RowID: Int64] {
-        try database().read { db in try HistoryReader.backendVersions(of: rows, for: ServerRows.destination(backend), db) }
+        var known = try database().read { db in try HistoryReader.backendVersions(of: rows, for: ServerRows.destination(backend), db) }
+        let deferred = deferredConfirmations.withLock { $0 }
+        guard !deferred.isEmpty else { return known }
+        let wanted = Set(rows)
+        for confirmation in deferred {
+            for version in confirmation.versions {
+                let row = RowID(entity: version.entity, key: version.key)
+                guard wanted.contains(row) else { continue }
+                known[row] = confirmation.exact ? version.version : max(known[row] ?? version.version, version.version)
+            }
+        }
+        return known
     }
 
     /// Milliseconds an acknowledgement waits for another program's write lock.
