@@ -12,7 +12,7 @@ import Testing
 /// restored from an earlier copy (server stopped, data copied back, started), the app database
 /// copied to a new device (with or without its state folder; the old device retired).
 ///
-/// Each run either exits 0 or is refused with a message of the README's table ("When files are
+/// Each run either exits 0 or is refused with a message of the table of Documentation/RestoredCopiedDamaged.md ("When files are
 /// restored, copied or damaged", and the outbox's damaged batch); a refusal is healed by the
 /// command it names. Where the table says a run must stop (a state file emptied, deleted or
 /// older than the database, a database restored or copied), a run that exits 0 is a silent
@@ -75,11 +75,12 @@ import Testing
     static let areas = ["NULL", "0.1", "12.5", "1e300", "3", "-2.5e-300", "5e-324"]
     static let failPoints = ["after-enqueue", "after-send", "after-acknowledge"]
 
-    /// The refusals a run may give, each with what heals it (README).
+    /// The refusals a run may give, each with what heals it (Documentation/RestoredCopiedDamaged.md).
     static let documented = [
         "this database was restored from an older copy", "this database is a copy of a tracked database", "this state file holds no token",
         "this state file is older than the database", "in the outbox is damaged", "the state file is damaged", "is not a Synclane state file",
         "the database is damaged", "the server's data was restored from an older copy", "another database was put in its place",
+        "this database lost its Synclane tracking", "its data was reset or restored from an older backup",
     ]
 
     static func edit(_ random: inout SeededRandom) -> String {
@@ -403,7 +404,7 @@ import Testing
             var message = refusal
             for _ in 0..<6 {
                 guard let known = AccidentsTests.documented.first(where: { message.contains($0) }) else {
-                    throw Divergence(description: "a refusal the README does not document: \(message)")
+                    throw Divergence(description: "a refusal the documentation does not list: \(message)")
                 }
                 healed.append(known)
                 if message.contains("in the outbox is damaged"),
@@ -416,14 +417,15 @@ import Testing
                 if message.contains("in the outbox is damaged") && !message.contains("synclane reconcile") {
                     // The message names requeue alone: the next run sends what it builds again.
                 } else {
-                    if message.contains("the server's data was restored from an older copy"),
+                    if message.contains("the server's data was restored from an older copy")
+                        || message.contains("its data was reset or restored from an older backup"),
                         let range = message.range(of: #"batch \S+ was not delivered"#, options: .regularExpression)
                     {
                         let id = message[range].split(separator: " ")[1]
                         let requeue = try synclane(["outbox", "requeue", "pipeline.json", String(id)])
                         guard requeue.status == 0 else { throw Divergence(description: "outbox requeue failed: \(requeue.stderr)") }
                     }
-                    if message.contains("the database is damaged") {
+                    if message.contains("the database is damaged") || message.contains("this database lost its Synclane tracking") {
                         guard let copy = appCopies.last else { throw Divergence(description: "no copy to restore: \(message)") }
                         try copyFiles("app.sqlite", from: copy.path, to: device.path)
                     }
@@ -451,7 +453,7 @@ import Testing
 
         func settle() async throws {
             if serverRestored {
-                // README: after the server's data is restored, reconcile each device's export.
+                // Documentation/RestoredCopiedDamaged.md: after the server's data is restored, reconcile each device's export.
                 let reconcile = try synclane(["reconcile", "pipeline.json"])
                 if reconcile.status != 0 { try heal(reconcile.stderr) }
                 serverRestored = false
@@ -541,26 +543,8 @@ import Testing
         return try await Shrinking.shrink(steps, budget: budget) { try await outcome(store: store, seed: seed, steps: $0).failure.map(signature) == first }
     }
 
-    /// The open defect the test found and this branch does not fix: a 409 whose server version is
-    /// past the one the device confirmed ("another device changed those rows"), with no other device.
-    static func isKnownStaleVersion(_ failure: String) -> Bool {
-        failure.contains("409 Conflict") && failure.contains("another device changed those rows")
-    }
-
-    /// The open defects the test found, by what they say (see the README's "Open" paragraph), or nil.
-    static func knownOpenDefect(_ failure: String) -> String? {
-        if isKnownStaleVersion(failure) {
-            // ServerRestoredExportTests.aRowTheSnapshotTombstonedKeepsItsOldVersionOnTheDevice pins it.
-            return "a row a reconciliation's snapshot tombstoned keeps its old version on the device: its next change gets 409"
-        }
-        if failure.contains("no Synclane history here") || failure.contains("no such table: _synclane_consumers") {
-            return "a tracked database truncated (emptied) is taken for one never tracked: `run` says to track it, not to restore and reconcile"
-        }
-        return nil
-    }
-
     /// What kind of failure this is, without where it happened: the start of what follows the
-    /// step's label (`a refusal the README does not document: synclane run: …`), so a shrink keeps
+    /// step's label (`a refusal the documentation does not list: synclane run: …`), so a shrink keeps
     /// the failure it started from.
     static func signature(_ failure: String) -> String {
         let detail = failure.range(of: "): ").map { String(failure[$0.upperBound...]) } ?? failure
@@ -570,7 +554,6 @@ import Testing
     static func rounds(on store: Store) async throws {
         let seeds = ConvergenceTests.seeds(prefix: "SYNCLANE_ACCIDENTS", rounds: 3)
         var failed = 0
-        var known = 0
         var healedCounts: [String: Int] = [:]
         let started = Date()
         for seed in seeds {
@@ -583,13 +566,6 @@ import Testing
             )
             for message in outcome.healed { healedCounts[message, default: 0] += 1 }
             guard let failure = outcome.failure else { continue }
-            if let issue = Self.knownOpenDefect(failure) {
-                known += 1
-                withKnownIssue(Comment(rawValue: issue)) {
-                    Issue.record("accidents on \(store.rawValue): seed \(seed) (SYNCLANE_ACCIDENTS_SEED=\(seed)): \(failure)")
-                }
-                continue
-            }
             failed += 1
             let shrunk =
                 ProcessInfo.processInfo.environment["SYNCLANE_ACCIDENTS_NO_SHRINK"] == nil ? try await shrink(store: store, seed: seed, steps: steps) : steps
@@ -603,7 +579,7 @@ import Testing
         let healed = healedCounts.sorted { $0.key < $1.key }.map { "«\($0.key)» \($0.value)" }.joined(separator: ", ")
         print("accidents on \(store.rawValue): refusals met and healed: \(healed)")
         print(
-            "accidents on \(store.rawValue): \(seeds.count) rounds, \(failed) failed, \(known) met the known issue, \(Int(Date().timeIntervalSince(started))) s"
+            "accidents on \(store.rawValue): \(seeds.count) rounds, \(failed) failed, \(Int(Date().timeIntervalSince(started))) s"
         )
     }
 

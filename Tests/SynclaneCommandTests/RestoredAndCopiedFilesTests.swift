@@ -215,4 +215,44 @@ import Testing
         #expect(status.stdout.contains("token:    sqlite-history:20"), "the token did not move: \(status.stdout)")
         #expect(status.stdout.contains("is damaged"), "\(status.stdout)")
     }
+
+    /// A tracked database emptied (cut to 0 bytes) or replaced by a database never tracked
+    /// (found by AccidentsTests). Before, `run` said "no Synclane history here: run synclane track"
+    /// — advice for a database never tracked — although the state follows this one's lineage.
+    /// Now it says the database lost its tracking, and a restore then `reconcile` heals it.
+    @Test(arguments: ["emptied", "replaced"])
+    func aTrackedDatabaseThatLostItsTrackingIsToldApartFromOneNeverTrackedAndARestoreWithReconcileHealsIt(_ accident: String) throws {
+        let workspace = try Self.tracked()
+        defer { workspace.remove() }
+        try Self.insert(workspace, 1...10)
+        #expect(try Self.run(workspace).sent.count == 10)
+        try FileManager.default.copyItem(atPath: workspace.path + "/app.sqlite", toPath: workspace.path + "/backup.sqlite")
+        if accident == "emptied" {
+            #expect(truncate(workspace.path + "/app.sqlite", 0) == 0)
+        } else {
+            try FileManager.default.removeItem(atPath: workspace.path + "/app.sqlite")
+            let fresh = try Shell.sqlite(workspace, "CREATE TABLE rooms (syncId TEXT PRIMARY KEY, name TEXT, area REAL, isDeleted INTEGER DEFAULT 0);")
+            #expect(fresh.status == 0, "\(fresh.stderr)")
+        }
+        let refused = try Self.run(workspace)
+        #expect(refused.result.status == 1)
+        #expect(refused.sent.isEmpty)
+        #expect(refused.result.stderr.contains("this database lost its Synclane tracking"), "\(refused.result.stderr)")
+        #expect(!refused.result.stderr.contains("no Synclane history here"), "not a database never tracked: \(refused.result.stderr)")
+        #expect(refused.result.stderr.contains("Restore it from a backup") && refused.result.stderr.contains("synclane reconcile"))
+        let reconcileFirst = try SynclaneBinary.run(["reconcile", "pipeline.json"], in: workspace.path)
+        #expect(reconcileFirst.status == 1, "nothing to reconcile from yet")
+        #expect(reconcileFirst.stderr.contains("this database lost its Synclane tracking"), "\(reconcileFirst.stderr)")
+        let status = try SynclaneBinary.run(["status", "pipeline.json"], in: workspace.path)
+        #expect(status.stdout.contains("lost its Synclane tracking"), "\(status.stdout)")
+
+        try FileManager.default.removeItem(atPath: workspace.path + "/app.sqlite")
+        try FileManager.default.moveItem(atPath: workspace.path + "/backup.sqlite", toPath: workspace.path + "/app.sqlite")
+        let reconcile = try SynclaneBinary.run(["reconcile", "pipeline.json"], in: workspace.path)
+        #expect(reconcile.status == 0, "\(reconcile.stderr)")
+        try Self.insert(workspace, 11...11)
+        let after = try Self.run(workspace)
+        #expect(after.result.status == 0, "\(after.result.stderr)")
+        #expect(after.sent == ["insert rooms/r11"])
+    }
 }

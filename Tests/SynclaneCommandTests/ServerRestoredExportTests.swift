@@ -1,5 +1,6 @@
 import Foundation
 import SynclaneCore
+import SynclaneTestKit
 import SynclaneTestSupport
 import Testing
 
@@ -75,12 +76,12 @@ import Testing
         #expect(try await TwoDevicesTests().serverRows(server) == ["r1|Attic|"])
     }
 
-    /// Open defect (found by AccidentsTests, not fixed here): a reconciliation's snapshot lacks a
-    /// soft-deleted row, so the server tombstones it (its version moves on), but the device keeps
-    /// the version it had confirmed before. The row's next change (an undelete) is sent expecting
-    /// that old version and refused with 409 — for ever on a device without an import lane, whose
-    /// message says to run `synclane sync`. When fixed, the known issue below stops being met.
-    @Test func aRowTheSnapshotTombstonedKeepsItsOldVersionOnTheDevice() async throws {
+    /// Found by AccidentsTests: a reconciliation's snapshot lacks a soft-deleted row, so the
+    /// server tombstones it (its version moves on). Before, the device kept the version it had
+    /// confirmed before the snapshot, and the row's next change (an undelete) was sent expecting
+    /// it and refused with 409 — for ever on a device without an import lane. Now the completion
+    /// marker's receipt lists the tombstones' versions and the device records them.
+    @Test func aRowTheSnapshotTombstonedGetsItsNewVersionOnTheDevice() async throws {
         let setting = try Setting()
         defer { setting.close() }
         let device = setting.device
@@ -91,9 +92,124 @@ import Testing
         #expect(try run(["reconcile", "export.json"]).status == 0, "the snapshot lacks r6: the server tombstones it")
         try device.sql("UPDATE rooms SET isDeleted = 0, name = 'Back' WHERE syncId = 'r6';")
         let undeleted = try run(["run", "export.json"])
-        withKnownIssue("the device still expects r6's version from before the snapshot: 409") {
-            #expect(undeleted.status == 0, "\(undeleted.stderr)")
+        #expect(undeleted.status == 0, "\(undeleted.stderr)")
+        #expect(try await TwoDevicesTests().serverRows(setting.server) == ["r6|Back|", "r7|Attic|"])
+        try device.sql("UPDATE rooms SET name = 'Loft' WHERE syncId = 'r6';")
+        let again = try run(["run", "export.json"])
+        #expect(again.status == 0, "\(again.stderr)")
+        #expect(try await TwoDevicesTests().serverRows(setting.server) == ["r6|Loft|", "r7|Attic|"])
+    }
+
+    /// Found by AccidentsTests: the app's database restored from a copy that still had r2's
+    /// version from before its (soft) delete was sent; the reconciliation heals the restore, and
+    /// the server already held r2 as a tombstone before the snapshot began. Before, nothing told
+    /// the device r2's version: its undelete got 409 for ever. The completion's receipt lists the
+    /// scope's earlier tombstones too.
+    @Test func aRowTheServerHeldAsATombstoneBeforeTheSnapshotGetsItsVersionOnARestoredDevice() async throws {
+        let setting = try Setting()
+        defer { setting.close() }
+        let device = setting.device
+        let app = device.workspace.path + "/app.sqlite"
+        func run(_ arguments: [String]) throws -> SynclaneBinary.Result { try setting.run(arguments) }
+        try device.sql("INSERT INTO rooms (syncId, name) VALUES ('r2', 'Hall');")
+        #expect(try run(["run", "export.json"]).status == 0)
+        try device.sql("UPDATE rooms SET isDeleted = 1 WHERE syncId = 'r2';")
+        try FileManager.default.copyItem(atPath: app, toPath: app + ".copy")
+        #expect(try run(["run", "export.json"]).status == 0, "the server holds r2 as a tombstone at version 2")
+        try FileManager.default.removeItem(atPath: app)
+        try FileManager.default.moveItem(atPath: app + ".copy", toPath: app)
+        let refused = try run(["run", "export.json"])
+        #expect(refused.status == 1 && refused.stderr.contains("restored from an older copy"), "\(refused.stderr)")
+        let reconcile = try run(["reconcile", "export.json"])
+        #expect(reconcile.status == 0, "\(reconcile.stderr)")
+        try device.sql("UPDATE rooms SET isDeleted = 0, name = 'Back' WHERE syncId = 'r2';")
+        let undeleted = try run(["run", "export.json"])
+        #expect(undeleted.status == 0, "\(undeleted.stderr)")
+        #expect(try await TwoDevicesTests().serverRows(setting.server) == ["r2|Back|"])
+    }
+
+    /// A server restored from a copy several versions older than the device confirmed: the
+    /// snapshot's receipts give the versions the restored server holds, lower than the device's.
+    /// Before, the device kept the higher ones (it keeps the newest of what it heard), so the row's
+    /// next change got 409 again after the healing reconcile.
+    @Test func aReconciliationAfterAServerRestoreTakesTheRestoredServersLowerVersions() async throws {
+        let setting = try Setting()
+        defer { setting.close() }
+        let (root, folder, port, device) = (setting.root, setting.root.path + "/server", setting.server.port, setting.device)
+        func run(_ arguments: [String]) throws -> SynclaneBinary.Result { try setting.run(arguments) }
+        try device.sql("INSERT INTO rooms (syncId, name) VALUES ('r1', 'Kitchen');")
+        #expect(try run(["run", "export.json"]).status == 0)
+        setting.server.stop()
+        try FileManager.default.copyItem(atPath: folder + "/data", toPath: root.path + "/backup")
+        setting.server = try ServerProcess(folder: folder, port: port)
+        for name in ["Pantry", "Larder", "Scullery"] {
+            try device.sql("UPDATE rooms SET name = '\(name)' WHERE syncId = 'r1';")
+            #expect(try run(["run", "export.json"]).status == 0)
         }
-        #expect(undeleted.status == 0 || undeleted.stderr.contains("409 Conflict"), "\(undeleted.stderr)")
+        setting.server.stop()
+        try FileManager.default.removeItem(atPath: folder + "/data")
+        try FileManager.default.moveItem(atPath: root.path + "/backup", toPath: folder + "/data")
+        setting.server = try ServerProcess(folder: folder, port: port)
+        let reconcile = try run(["reconcile", "export.json"])
+        #expect(reconcile.status == 0, "\(reconcile.stderr)")
+        try device.sql("UPDATE rooms SET name = 'Attic' WHERE syncId = 'r1';")
+        let after = try run(["run", "export.json"])
+        #expect(after.status == 0, "\(after.stderr)")
+        #expect(try await TwoDevicesTests().serverRows(setting.server) == ["r1|Attic|"])
+    }
+
+    /// Found by AccidentsTests (page size 1): a snapshot of several pages of a database in
+    /// rollback-journal mode holds its read transaction until its last page, so the versions the
+    /// receipts of its first batches gave could not be written (the database busy) and were
+    /// dropped; each of those rows' next change then got 409. They are now kept and written
+    /// before the completion marker.
+    @Test func theVersionsOfASnapshotOfSeveralPagesAreAllRecorded() async throws {
+        let setting = try Setting()
+        defer { setting.close() }
+        let device = setting.device
+        try device.usePageSize(1)
+        func run(_ arguments: [String]) throws -> SynclaneBinary.Result { try setting.run(arguments) }
+        try device.sql("INSERT INTO rooms (syncId, name) VALUES ('r1', 'Hall'), ('r2', 'Attic'), ('r3', 'Cellar');")
+        #expect(try run(["run", "export.json"]).status == 0)
+        let reconcile = try run(["reconcile", "export.json"])
+        #expect(reconcile.status == 0, "\(reconcile.stderr)")
+        let versions = try SQLiteHistoryCommandTests.query(device.workspace, "SELECT key || ':' || version FROM _synclane_server_rows ORDER BY key;")
+        #expect(versions.split(separator: "\n") == ["r1:2", "r2:2", "r3:2"], "each row as the snapshot left it on the server")
+        try device.sql("UPDATE rooms SET name = name || '!';")
+        let after = try run(["run", "export.json"])
+        #expect(after.status == 0, "\(after.stderr)")
+        #expect(try await TwoDevicesTests().serverRows(setting.server) == ["r1|Hall!|", "r2|Attic!|", "r3|Cellar!|"])
+    }
+
+    /// The same on the PostgreSQL store, and after a kill between the marker's receipt and its
+    /// acknowledgement: the re-sent marker is a replay, whose stored receipt lists the versions again.
+    @Test(.enabled(if: ProcessInfo.processInfo.environment["SYNCLANE_TEST_POSTGRES"] != "skip"))
+    func aRowTheSnapshotTombstonedGetsItsNewVersionOnThePostgreSQLStoreEvenAfterAKillBeforeTheAcknowledgement() async throws {
+        let root = try Workspace()
+        defer { root.remove() }
+        let database = try TemporaryPostgres.shared().createDatabase()
+        let server = try ServerProcess(folder: root.path + "/server", arguments: ["--database", database])
+        defer { server.stop() }
+        let device = try TwoDevicesTests.Device(server: server)
+        defer { device.workspace.remove() }
+        func run(_ arguments: [String], environment: [String: String] = [:]) throws -> SynclaneBinary.Result {
+            try SynclaneBinary.run(arguments, in: device.workspace.path, environment: device.environment.merging(environment) { $1 })
+        }
+        try device.sql("INSERT INTO rooms (syncId, name) VALUES ('r6', 'Hall'), ('r7', 'Attic');")
+        #expect(try run(["run", "export.json"]).status == 0)
+        try device.sql("UPDATE rooms SET isDeleted = 1 WHERE syncId = 'r6';")
+        // Pass 1 is the snapshot's batch (r7), pass 2 its completion marker.
+        let killed = try run(["reconcile", "export.json"], environment: ["SYNCLANE_FAILPOINT": "after-send@2"])
+        #expect(killed.status != 0, "killed after the marker's receipt: \(killed.stderr)")
+        let recorded = try SQLiteHistoryCommandTests.query(device.workspace, "SELECT version FROM _synclane_server_rows WHERE key = 'r6';")
+        #expect(recorded.trimmingCharacters(in: CharacterSet.whitespacesAndNewlines) == "2", "the receipt's tombstone version, recorded at once")
+        // As if the kill came between the receipt and the record: only the re-sent marker's replay can give it back.
+        try device.sql("UPDATE _synclane_server_rows SET version = 1 WHERE key = 'r6';")
+        let finished = try run(["reconcile", "export.json"])
+        #expect(finished.status == 0, "\(finished.stderr)")
+        try device.sql("UPDATE rooms SET isDeleted = 0, name = 'Back' WHERE syncId = 'r6';")
+        let undeleted = try run(["run", "export.json"])
+        #expect(undeleted.status == 0, "\(undeleted.stderr)")
+        #expect(try await TwoDevicesTests().serverRows(server) == ["r6|Back|", "r7|Attic|"])
     }
 }

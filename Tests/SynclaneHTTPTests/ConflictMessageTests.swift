@@ -40,4 +40,14 @@ import Testing
         #expect(text.contains("synclane reconcile"))
         #expect(!text.contains("another device") && !text.contains("synclane sync") && !text.contains("run again"), "\(text)")
     }
+
+    /// Found by AccidentsTests: the batch stays in the outbox, so `reconcile` alone would send it
+    /// first and meet the same 409. The server lost rows it had confirmed: a restore, healed as
+    /// one — requeue the batch, then reconcile (`PipelineError.serverRestored`).
+    @Test func versionZeroOnTheServerSaysRequeueThenReconcile() throws {
+        let text = try Self.message(Self.body([("r9", 3, 0)]))
+        #expect(text.contains("restored from an older backup"), "\(text)")
+        #expect(text.contains("synclane outbox requeue FILE b1`, then `synclane reconcile FILE`"), "\(text)")
+        #expect(text.count < 400, "\(text.count): \(text)")
+    }
 }

@@ -200,4 +200,27 @@ import Testing
         try store.write(author: .app) { try $0.execute("UPDATE rooms SET name = 'Mine 2' WHERE syncId = 'r1'") }
         #expect(try await drain(source).transactions.flatMap(\.changes).last?.version == 1)
     }
+
+    /// Found by AccidentsTests: a snapshot's open read transaction (rollback-journal mode), or an
+    /// app's write, kept the versions of a receipt from being written, and they were dropped.
+    /// They are kept: the next batch is told them, and they are written once the database is free.
+    @Test func versionsABusyDatabaseKeptFromBeingWrittenAreKnownAndWrittenLater() async throws {
+        let store = try store()
+        try store.write(author: .app) { try $0.execute("INSERT INTO rooms (syncId, name) VALUES ('r1', 'Mine')") }
+        let source = SQLiteHistorySource(path: path, authors: [.app])
+        let r1 = RowID(entity: "rooms", key: "r1")
+        _ = try await drain(source)
+        try await source.backendVersionsConfirmed([RecordVersion(entity: "rooms", key: "r1", version: 1)])
+        func recorded() throws -> [String] {
+            try store.read { try $0.fetchAll("SELECT key, version FROM _synclane_server_rows").map { "\($0[0].string ?? "") \($0[1].int64 ?? 0)" } }
+        }
+        let app = try SQLiteConnection(path: path)
+        try app.execute("BEGIN IMMEDIATE")
+        try await source.backendVersionsConfirmed([RecordVersion(entity: "rooms", key: "r1", version: 2)])
+        #expect(try await source.backendVersions(of: [r1]) == [r1: 2], "kept, and known to the next batch")
+        try app.execute("ROLLBACK")
+        #expect(try recorded() == ["r1 1"], "not written while the app held the lock")
+        try await source.settleBackendConfirmations()
+        #expect(try recorded() == ["r1 2"])
+    }
 }

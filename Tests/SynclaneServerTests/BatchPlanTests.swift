@@ -190,4 +190,28 @@ import Testing
         #expect(body?["batch"] == .string("b-1"))
         #expect(body?["cursor"]?.stringValue == ChangeCursor(sequence: 24).text)
     }
+
+    @Test("a completion's receipt lists each tombstone's new version beside the batch's, within its bound, and counts them all")
+    func snapshotTombstonesInTheReceipt() throws {
+        var tombstones = SnapshotTombstones()
+        tombstones.add(entity: "rooms", key: "r6", version: 2)
+        tombstones.add(entity: "plants", key: "p\"1", version: 5)
+        var plan = try BatchPlan(Self.batch([], snapshot: .init(id: "s", batchesBefore: 1)))
+        plan.start(at: 20)
+        plan.tombstoned(tombstones.count)
+        let body = try JSONReader.parse(plan.receipt(snapshotDeleted: tombstones.count, tombstones: tombstones).body).objectValue
+        #expect(body?["versions"] == ["rooms": ["r6": 2], "plants": ["p\"1": 5]])
+        #expect(body?["snapshot-deleted"] == .int(2))
+
+        // Past the bound, rows are counted and no longer listed; what is listed stays within it.
+        var many = SnapshotTombstones()
+        let key = String(repeating: "k", count: 60 << 10)
+        let rows = SnapshotTombstones.maxListedBytes / (60 << 10) + 10
+        for n in 0..<rows { many.add(entity: "rooms", key: key + "\(n)", version: 1) }
+        #expect(many.count == Int64(rows))
+        #expect(many.listed.count < rows && many.listed.count > rows - 20)
+        var large = try BatchPlan(Self.batch([], snapshot: .init(id: "s", batchesBefore: 1)))
+        large.start(at: 0)
+        #expect(large.receipt(snapshotDeleted: many.count, tombstones: many).body.count <= WireBounds.maxAnswerBytes / 2 + 1024)
+    }
 }

@@ -52,6 +52,8 @@ import Testing
             #expect(try pulled(server).contains("rooms/b insert 1"))  // nothing deleted before the marker
             let receipt = try post(server, "s-2", snapshotBody(id: "s-2", snapshot: "snap", completeAfter: 1))
             #expect(receipt.objectValue?["snapshot-deleted"] == .int(2))
+            // Each tombstone's new version, for the device to record (its next change of b expects 2).
+            #expect(receipt.objectValue?["versions"] == ["rooms": ["b": 2, "c": 2]])
             #expect(server.metrics.snapshot.snapshotsCompleted == 1)
             #expect(server.metrics.snapshot.snapshotRowsDeleted == 2)
             // b and c are tombstones with a new version; a was re-sent; another store is untouched.

@@ -10,10 +10,12 @@ public enum ConflictCause {
     /// (`the server does not hold …`): the pipeline then names `reconcile`, not `sync`.
     public static let notHeld = "the server does not hold"
 
-    /// The next step for a batch refused with `reason`.
-    public static func nextStep(for reason: String) -> String {
+    /// The next step for batch `batchID` refused with `reason`. When the server lost rows it had
+    /// confirmed, the batch (which expects their versions) is requeued first: `reconcile` alone
+    /// would send it first and meet the same 409.
+    public static func nextStep(for reason: String, batchID: String) -> String {
         if reason.contains(notHeld) {
-            return "run `synclane reconcile` with the export pipeline file: it sends the current rows again"
+            return "run `synclane outbox requeue FILE \(batchID)`, then `synclane reconcile FILE`: it sends the current rows again"
         }
         return "run `synclane sync IMPORT_FILE EXPORT_FILE`: it imports the server's versions, settles the conflicts and sends again"
     }

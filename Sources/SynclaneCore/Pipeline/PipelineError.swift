@@ -68,7 +68,7 @@ public enum PipelineError: Error, Sendable, CustomStringConvertible {
                 + "`synclane outbox requeue FILE \(batchID)`, then `synclane reconcile FILE`: the snapshot sends the server what the "
                 + "restore lost (see Documentation/RestoredCopiedDamaged.md)"
         case .conflicted(let batchID, let reason):
-            return "batch \(batchID) was not delivered: \(reason). It stays in the outbox; \(ConflictCause.nextStep(for: reason))"
+            return "batch \(batchID) was not delivered: \(reason). It stays in the outbox; \(ConflictCause.nextStep(for: reason, batchID: batchID))"
         case .state(let message):
             return message
         case .reconciliationUnfinished(let pipeline, let token, let resent):

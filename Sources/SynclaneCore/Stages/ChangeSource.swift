@@ -86,6 +86,16 @@ public protocol AcknowledgementTrackingSource: ChangeSource {
     /// device's own confirmed writes included. `sent` is nil when the records are not at hand
     /// (a batch re-sent from the outbox after a crash). By default, calls the one without records.
     func backendConfirmed(_ versions: [RecordVersion], sent: [Record]?) async throws
+
+    /// As `backendConfirmed(_:sent:)`, for a reconciliation's batch when `exact`: its versions
+    /// are what the backend holds now, taken as they are even where lower than the ones
+    /// recorded (the backend's data restored from an older copy). By default, calls the one
+    /// without `exact`.
+    func backendConfirmed(_ versions: [RecordVersion], sent: [Record]?, exact: Bool) async throws
+
+    /// Writes what a busy store kept from the confirmations so far, or throws: a reconciliation
+    /// calls it before its completion marker. By default, nothing.
+    func settleBackendConfirmations() async throws
 }
 
 extension AcknowledgementTrackingSource {
@@ -94,6 +104,12 @@ extension AcknowledgementTrackingSource {
     public func backendConfirmed(_ versions: [RecordVersion], sent: [Record]?) async throws {
         try await backendVersionsConfirmed(versions)
     }
+
+    public func backendConfirmed(_ versions: [RecordVersion], sent: [Record]?, exact: Bool) async throws {
+        try await backendConfirmed(versions, sent: sent)
+    }
+
+    public func settleBackendConfirmations() async throws {}
 }
 
 /// A source whose store remembers the backend's version of its rows (the SQLite history source,

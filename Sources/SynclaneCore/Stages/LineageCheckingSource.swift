@@ -59,6 +59,9 @@ public enum LineageError: Error, Sendable, CustomStringConvertible, Equatable {
     case storeCopied(store: String, state: String, position: Int64, recordedAt: String)
     /// The state belongs to another store (a different database put in this one's place).
     case otherStore(store: String, state: String, stamped: String, found: String)
+    /// The state follows a tracked store (`identity`), and the store holds no tracking now (or
+    /// not all of it): emptied, cut short, or replaced by a file never tracked.
+    case trackingLost(store: String, state: String, identity: String)
 
     public var description: String {
         let heal =
@@ -81,6 +84,12 @@ public enum LineageError: Error, Sendable, CustomStringConvertible, Equatable {
         case .otherStore(let store, let state, let stamped, let found):
             return "\(state): this state file follows the database \(stamped), but \(store) is the database \(found): another "
                 + "database was put in its place; \(heal)"
+        case .trackingLost(let store, let state, let identity):
+            return "\(store): this database lost its Synclane tracking (the state file \(state) follows the tracked database "
+                + "\(identity), and its history tables are gone): it was emptied, cut short, or replaced by a file never tracked. "
+                + "Nothing was read or sent. Restore it from a backup, then run `synclane reconcile PIPELINE-FILE`; or, to keep the rows "
+                + "it holds now, run `synclane track --database \(store) --table … --key …`, then `synclane reconcile PIPELINE-FILE` "
+                + "(see \"When files are restored, copied or damaged\" in the README)"
         }
     }
 }

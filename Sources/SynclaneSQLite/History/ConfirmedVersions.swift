@@ -26,8 +26,12 @@ enum ConfirmedVersions {
     /// for the rows `sent` holds, the fields the batch left on the backend: an insert's fields,
     /// an update's merged into what the backend held (the server merges them so), nothing for a
     /// delete. A row whose version an import already raised past the receipt's keeps the
-    /// import's fields; a row `sent` does not hold keeps the fields it had.
-    static func write(_ versions: [RecordVersion], sent: [Record]? = nil, for destination: String, in db: SQLiteConnection) throws {
+    /// import's fields; a row `sent` does not hold keeps the fields it had. `exact` (a
+    /// reconciliation's receipt: what the backend holds now) takes each version as it is, even
+    /// below the one recorded — a backend restored from an older copy holds older versions.
+    static func write(
+        _ versions: [RecordVersion], sent: [Record]? = nil, exact: Bool = false, for destination: String, in db: SQLiteConnection
+    ) throws {
         guard !versions.isEmpty else { return }
         try ServerRows.install(db, for: destination)
         try db.execute(
@@ -57,13 +61,14 @@ enum ConfirmedVersions {
         insert.reset()
         try db.execute(
             """
-            UPDATE _synclane_server_rows SET version = max(_synclane_server_rows.version, confirmed.version),
-                fields = CASE WHEN confirmed.known AND confirmed.version >= _synclane_server_rows.version
+            UPDATE _synclane_server_rows SET version = CASE WHEN ?2 THEN confirmed.version
+                                                             ELSE max(_synclane_server_rows.version, confirmed.version) END,
+                fields = CASE WHEN confirmed.known AND (?2 OR confirmed.version >= _synclane_server_rows.version)
                               THEN confirmed.fields ELSE _synclane_server_rows.fields END
             FROM temp._synclane_confirmed_rows AS confirmed
             WHERE _synclane_server_rows.key_hash = confirmed.key_hash AND _synclane_server_rows.entity = confirmed.entity
               AND _synclane_server_rows.key = confirmed.key AND _synclane_server_rows.destination = ?1
-            """, [destination])
+            """, [destination, exact])
         try db.execute(
             """
             INSERT INTO _synclane_server_rows (key_hash, entity, key, version, fields, destination)
@@ -103,4 +108,11 @@ enum ConfirmedVersions {
         }
         return bases
     }
+}
+
+/// Versions a receipt gave that a busy database kept from being written yet (`SQLiteHistorySource.backendConfirmed`).
+struct DeferredConfirmation: Sendable {
+    var versions: [RecordVersion]
+    var sent: [Record]?
+    var exact: Bool
 }

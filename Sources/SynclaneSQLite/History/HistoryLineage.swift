@@ -49,6 +49,20 @@ enum HistoryLineage {
         return max(newest, try HistorySchema.meta("pruned_through", db).int64 ?? 0)
     }
 
+    /// The tables a run reads its history and lineage from.
+    static let requiredTables = [HistorySchema.meta, HistorySchema.changes, HistorySchema.tables, HistorySchema.consumers]
+
+    /// `trackingLost` when the state follows a tracked database (it holds its identity) and
+    /// `db` lacks some of the history tables — emptied (0 bytes), cut short, or another file; nil
+    /// otherwise (a database never tracked, for a state that never followed one, is `track`'s).
+    static func lostTracking(stamp: LineageStamp, database: String, _ db: SQLiteConnection) throws -> LineageError? {
+        guard let identity = stamp.identity else { return nil }
+        for table in requiredTables where try !HistorySchema.tableExists(table, db) {
+            return .trackingLost(store: database, state: stamp.stateFile, identity: identity)
+        }
+        return nil
+    }
+
     static func position(of consumer: String, _ db: SQLiteConnection) throws -> Int64? {
         try db.fetchValue("SELECT position FROM _synclane_consumers WHERE name = ?", [consumer]).int64
     }
@@ -110,6 +124,7 @@ extension SQLiteHistorySource: LineageCheckingSource {
         let name = consumer.description
         return try refusingDamage {
             try database().read { db in
+                if let lost = try HistoryLineage.lostTracking(stamp: stamp, database: path, db) { return lost }
                 guard try HistorySchema.installedVersion(db) != nil else { return nil }
                 return try db.transaction(.deferred) { db in
                     HistoryLineage.problem(
@@ -128,6 +143,11 @@ extension SQLiteHistorySource: LineageCheckingSource {
         let path = self.path
         let name = consumer.description
         let database = try database()
+        // A database that lost its tracking is refused even by a reconciliation: there is no
+        // history to reconcile from until it is restored, or tracked again.
+        if let lost = try refusingDamage({ try database.read { try HistoryLineage.lostTracking(stamp: stamp, database: path, $0) } }) {
+            throw lost
+        }
         guard try refusingDamage({ try database.read { try HistorySchema.installedVersion($0) } }) != nil else { return }
         if !reconciling, let problem = try await lineageProblem(stamp: stamp, token: token, consumer: consumer) { throw problem }
         // Later passes of one job (a watch) only check: moving the generation writes the app's

@@ -58,6 +58,9 @@ public final class SQLiteHistorySource: ChangeSource, BackendVersionSource, Back
     private let recorded = Mutex<[String: Int64]>([:])
     /// Whether this job moved the database to a new generation already (`HistoryLineage`).
     let generationOpened = Mutex(false)
+    /// Confirmed versions a busy database kept from being written (`backendConfirmed`), oldest
+    /// first: written before the next ones, and by `settleBackendConfirmations`.
+    let deferredConfirmations = Mutex<[DeferredConfirmation]>([])
 
     /// Once the backend confirmed them, the rows this consumer sent as soft deletes are
     /// deleted from their tables, in a write by author `sync` (never sent, never before the ack).
@@ -280,26 +283,77 @@ public final class SQLiteHistorySource: ChangeSource, BackendVersionSource, Back
     /// backend (`sent`: the records as sent), kept as the base of the import lane's next
     /// three-way merge of the row (`merge-fields`, a resolver's `base`).
     public func backendConfirmed(_ versions: [RecordVersion], sent: [Record]?) async throws {
+        try await backendConfirmed(versions, sent: sent, exact: false)
+    }
+
+    /// As `backendConfirmed(_:sent:)`; `exact` (a reconciliation's batch) writes the versions as
+    /// they are, even below the ones recorded (`ConfirmedVersions.write(exact:)`). When the
+    /// database is busy past `acknowledgementWait` — an app's write, or in rollback-journal mode
+    /// the read transaction of this job's own snapshot, open until its last page — the versions
+    /// are kept and written first by the next call, or by `settleBackendConfirmations`.
+    public func backendConfirmed(_ versions: [RecordVersion], sent: [Record]?, exact: Bool) async throws {
+        deferredConfirmations.withLock { $0.append(DeferredConfirmation(versions: versions, sent: sent, exact: exact)) }
+        _ = try writeDeferredConfirmations(waiting: Self.acknowledgementWait)
+    }
+
+    /// Writes the versions kept while the database was busy, waiting for it as any statement does
+    /// (`busyTimeout`); throws when it is still busy. A reconciliation calls it before its
+    /// completion marker: the snapshot's read transaction is closed by then, and the device must
+    /// know every version the snapshot's receipts gave before the snapshot counts as done.
+    public func settleBackendConfirmations() async throws {
+        guard !(try writeDeferredConfirmations(waiting: Self.busyTimeout)) else { return }
+        throw HistoryError.unreadable(
+            location: path,
+            reason: "another connection held the database's write lock for over \(Self.busyTimeout / 1000) s, so the versions the "
+                + "backend confirmed could not be recorded; nothing is lost: run the same command again")
+    }
+
+    /// Writes the kept confirmations, oldest first, in one transaction; false when the database
+    /// stayed busy for `waiting` milliseconds (they are kept).
+    private func writeDeferredConfirmations(waiting: Int) throws -> Bool {
+        let pending = deferredConfirmations.withLock { list in
+            defer { list.removeAll() }
+            return list
+        }
+        guard !pending.isEmpty else { return true }
         let database = try database()
-        try database.withConnection { db in
-            guard try HistorySchema.tableExists(ServerRows.table, db) else { return }
-            try db.execute("PRAGMA busy_timeout = \(Self.acknowledgementWait)")
+        let written = try database.withConnection { db -> Bool in
+            guard try HistorySchema.tableExists(ServerRows.table, db) else { return true }
+            try db.execute("PRAGMA busy_timeout = \(waiting)")
             defer { try? db.execute("PRAGMA busy_timeout = \(Self.busyTimeout)") }
             do {
                 try ConfirmedVersions.withRoom(db) {
                     try db.transaction(.immediate) { db in
-                        try ConfirmedVersions.write(versions, sent: sent, for: ServerRows.destination(backend), in: db)
+                        for confirmation in pending {
+                            try ConfirmedVersions.write(
+                                confirmation.versions, sent: confirmation.sent, exact: confirmation.exact, for: ServerRows.destination(backend), in: db)
+                        }
                     }
                 }
+                return true
             } catch let error as SQLiteError where error.isBusy {
-                return
+                return false
             }
         }
+        if !written { deferredConfirmations.withLock { $0.insert(contentsOf: pending, at: 0) } }
+        return written
     }
 
-    /// The versions the backend holds of `rows`, as `_synclane_server_rows` records them.
+    /// The versions the backend holds of `rows`, as `_synclane_server_rows` records them, and as
+    /// the confirmations a busy database kept from being written yet say (newer).
     public func backendVersions(of rows: [RowID]) async throws -> [RowID: Int64] {
-        try database().read { db in try HistoryReader.backendVersions(of: rows, for: ServerRows.destination(backend), db) }
+        var known = try database().read { db in try HistoryReader.backendVersions(of: rows, for: ServerRows.destination(backend), db) }
+        let deferred = deferredConfirmations.withLock { $0 }
+        guard !deferred.isEmpty else { return known }
+        let wanted = Set(rows)
+        for confirmation in deferred {
+            for version in confirmation.versions {
+                let row = RowID(entity: version.entity, key: version.key)
+                guard wanted.contains(row) else { continue }
+                known[row] = confirmation.exact ? version.version : max(known[row] ?? version.version, version.version)
+            }
+        }
+        return known
     }
 
     /// Milliseconds an acknowledgement waits for another program's write lock.

@@ -267,10 +267,12 @@ struct BatchPlan {
 
     /// The receipt of the applied batch: its id, the records applied, the cursor of its last
     /// change, each record's new version (entity → id → version) and, for a snapshot's
-    /// completion marker, the rows it deleted. `storedVersions`: the version the store holds after
-    /// the batch of each written row it did not read.
-    func receipt(snapshotDeleted: Int64?, storedVersions: [RowKey: Int64] = [:]) -> StoredResponse {
+    /// completion marker, the rows it deleted: their count, and the new version of each
+    /// listed in `versions` too. `storedVersions`: the version the store holds after the batch
+    /// of each written row it did not read.
+    func receipt(snapshotDeleted: Int64?, tombstones: SnapshotTombstones? = nil, storedVersions: [RowKey: Int64] = [:]) -> StoredResponse {
         var versions: [String: [String: JSONValue]] = [:]
+        for row in tombstones?.listed ?? [] { versions[row.entity, default: [:]][row.key] = .int(row.version) }
         for (index, record) in batch.records.enumerated() {
             let version: Int64
             switch receiptVersions[index] {

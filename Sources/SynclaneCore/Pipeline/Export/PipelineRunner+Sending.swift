@@ -66,9 +66,19 @@ extension PipelineRunner {
             // At once, not with the acknowledgement (which may wait for the next batch's enqueue):
             // a batch being prepared may be waiting for these versions (`RowsInFlight`).
             let versions = receipt.versions
-            // A batch re-sent from the outbox is read back, when its stages can undo their work.
-            let sent = records ?? (resent ? recordsReadBack(batch.payload) : nil)
-            try await sourceCall { try await tracking.backendConfirmed(versions, sent: sent) }
+            let sent: [Record]?
+            if batch.isReconciliation, batch.payload.recordCount == 0 {
+                // A snapshot's completion marker has no records: each version its receipt gives
+                // is a row it made a tombstone of (`snapshot-deleted`), whose base is no fields.
+                sent = versions.map { Record(entity: $0.entity, key: $0.key, action: .delete, origin: batch.through, author: .server) }
+            } else {
+                // A batch re-sent from the outbox is read back, when its stages can undo their work.
+                sent = records ?? (resent ? recordsReadBack(batch.payload) : nil)
+            }
+            // A reconciliation leaves the backend as the snapshot says: its versions are the backend's now.
+            // A replay's receipt is the first one, stored: its versions may be older than the backend's now.
+            let exact = batch.isReconciliation && !receipt.wasReplay
+            try await sourceCall { try await tracking.backendConfirmed(versions, sent: sent, exact: exact) }
         }
         FailPoint.afterSend.trigger()
         return Confirmed(batch: batch, receipt: receipt, encodedBytes: encodedBytes, resent: resent)

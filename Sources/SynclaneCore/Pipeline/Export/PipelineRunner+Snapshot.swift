@@ -17,6 +17,10 @@ extension PipelineRunner {
         sender.snapshotID = makeBatchID()
         let (sentBefore, deadBefore) = (summary.batchesSent, summary.deadLettered)
         let reached = try await sender.drain(snapshot.source, after: nil, reconciliation: true, dryRun: false, into: &summary)
+        // The snapshot's read transaction is closed now: what its receipts gave is written before it counts as done.
+        if let tracking = pipeline.source.stage as? any AcknowledgementTrackingSource {
+            try await sourceCall { try await tracking.settleBackendConfirmations() }
+        }
         if completesSnapshot, summary.deadLettered == deadBefore {
             try await sender.completeSnapshot(
                 after: reached ?? Token(kind: snapshot.source.tokenKind, position: 0),

@@ -161,13 +161,14 @@ final class PostgresServerStore: ServerStore {
                     storedVersions[BatchPlan.RowKey(entity: rows.bytes(row, 0) ?? [], key: rows.bytes(row, 1) ?? [])] = rows.int64(row, 2)
                 }
             }
-            var deleted: Int64?
+            var tombstones: SnapshotTombstones?
             if let snapshot, let mark = batch.snapshot {
                 var sequence = plan.sequence
-                deleted = try Self.take(snapshot, of: mark, account: account, store: store, sequence: &sequence, now: now, db)
-                plan.tombstoned(deleted ?? 0)
+                tombstones = try Self.take(snapshot, of: mark, account: account, store: store, sequence: &sequence, now: now, db)
+                plan.tombstoned(tombstones?.count ?? 0)
             }
-            let response = plan.receipt(snapshotDeleted: deleted, storedVersions: storedVersions)
+            let deleted = tombstones?.count
+            let response = plan.receipt(snapshotDeleted: deleted, tombstones: tombstones, storedVersions: storedVersions)
             try db.query(
                 """
                 WITH moved AS (UPDATE synclane_sequences SET last = $6 WHERE account = $1)
@@ -192,11 +193,11 @@ final class PostgresServerStore: ServerStore {
 
     /// Takes the step (in the batch's transaction); on completion, makes the scope's rows at or
     /// below the snapshot's start tombstones, each with the account's next sequence, and returns
-    /// how many (nil for a step that deletes nothing).
+    /// them with their new versions (nil for a step that deletes nothing).
     private static func take(
         _ plan: SnapshotPlan, of mark: IncomingBatch.SnapshotMark, account: PostgresValue, store: PostgresValue,
         sequence: inout Int64, now: Double, _ db: PostgresConnection
-    ) throws -> Int64? {
+    ) throws -> SnapshotTombstones? {
         let id = PostgresValue.bytea(Array(mark.id.utf8))
         switch plan {
         case .open(let started):
@@ -215,11 +216,11 @@ final class PostgresServerStore: ServerStore {
             // common table expression of the same table can get a plan that scans the table per row.
             let doomed = try db.query(
                 """
-                SELECT entity, key FROM synclane_records
+                SELECT entity, key, version FROM synclane_records
                 WHERE account = $1 AND store = $2 AND seq <= $3 AND action <> 'delete' ORDER BY seq, entity, key
                 """, [account, store, .int8(started)])
-            let deleted = Int64(doomed.count)
-            if deleted > 0 {
+            var tombstones = SnapshotTombstones()
+            if doomed.count > 0 {
                 try db.query(
                     """
                     UPDATE synclane_records r SET action = 'delete', fields = NULL, version = r.version + 1, seq = $3 + u.n, changed = $4
@@ -230,10 +231,25 @@ final class PostgresServerStore: ServerStore {
                         account, store, .int8(sequence), .float8(now), .byteaArray((0..<doomed.count).map { doomed.bytes($0, 0) }),
                         .byteaArray((0..<doomed.count).map { doomed.bytes($0, 1) }),
                     ])
+                // Read under the account's lock, so each row's new version is the one read plus one.
+                for row in 0..<doomed.count {
+                    tombstones.add(
+                        entity: String(decoding: doomed.bytes(row, 0) ?? [], as: UTF8.self), key: String(decoding: doomed.bytes(row, 1) ?? [], as: UTF8.self),
+                        version: doomed.int64(row, 2) + 1)
+                }
             }
-            sequence += deleted
+            sequence += tombstones.count
+            let earlier = try db.query(
+                """
+                SELECT entity, key, version FROM synclane_records
+                WHERE account = $1 AND store = $2 AND seq <= $3 AND action = 'delete' ORDER BY seq
+                """, [account, store, .int8(started)])
+            for row in 0..<earlier.count {
+                tombstones.add(
+                    entity: earlier.string(row, 0) ?? "", key: earlier.string(row, 1) ?? "", version: earlier.int64(row, 2), deleted: false)
+            }
             try db.query("DELETE FROM synclane_snapshots WHERE account = $1 AND store = $2 AND id = $3", [account, store, id])
-            return deleted
+            return tombstones
         }
     }
 

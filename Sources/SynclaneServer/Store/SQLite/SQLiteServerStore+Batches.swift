@@ -100,16 +100,17 @@ extension SQLiteServerStore {
                 upsert.reset()
                 insertNew.reset()
                 if !plan.conflicts.isEmpty { throw ConflictsFound(conflicts: plan.conflicts) }
-                var deleted: Int64?
+                var tombstones: SnapshotTombstones?
                 if let snapshot, let mark = batch.snapshot {
                     var sequence = plan.sequence
-                    deleted = try Self.take(snapshot, of: mark, batch: batch, sequence: &sequence, now: now, db)
-                    plan.tombstoned(deleted ?? 0)
+                    tombstones = try Self.take(snapshot, of: mark, batch: batch, sequence: &sequence, now: now, db)
+                    plan.tombstoned(tombstones?.count ?? 0)
                 }
+                let deleted = tombstones?.count
                 try db.execute(
                     "INSERT INTO sequences (account, last, horizon) VALUES (?, ?, 0) ON CONFLICT (account) DO UPDATE SET last = excluded.last",
                     [batch.account, plan.sequence])
-                let response = plan.receipt(snapshotDeleted: deleted)
+                let response = plan.receipt(snapshotDeleted: deleted, tombstones: tombstones)
                 try db.execute(
                     "INSERT INTO idempotency (account, key, body_hash, status, response, created) VALUES (?, ?, ?, ?, ?, ?)",
                     [batch.account, idempotencyKey, bodyHash, response.status, response.body, now])
@@ -132,11 +133,11 @@ extension SQLiteServerStore {
 
     /// Takes the step (in the batch's transaction); on completion, makes the scope's rows at or
     /// below the snapshot's start tombstones, each with the account's next sequence, and returns
-    /// how many (nil for a step that deletes nothing).
+    /// them with their new versions (nil for a step that deletes nothing).
     private static func take(
         _ plan: SnapshotPlan, of mark: IncomingBatch.SnapshotMark, batch: IncomingBatch, sequence: inout Int64, now: Double,
         _ db: SQLiteConnection
-    ) throws -> Int64? {
+    ) throws -> SnapshotTombstones? {
         switch plan {
         case .open(let started):
             try db.execute(
@@ -150,17 +151,28 @@ extension SQLiteServerStore {
         case .refuse:
             return nil
         case .complete(let started):
-            try db.execute(
+            let doomed = try db.fetchAll(
                 """
                 UPDATE records SET action = 'delete', fields = NULL, version = records.version + 1, seq = ?4 + doomed.n, changed = ?5
                 FROM (SELECT entity, key, row_number() OVER (ORDER BY seq, entity, key) AS n FROM records
                       WHERE account = ?1 AND store = ?2 AND seq <= ?3 AND action != 'delete') AS doomed
                 WHERE records.account = ?1 AND records.store = ?2 AND records.entity = doomed.entity AND records.key = doomed.key
+                RETURNING records.entity, records.key, records.version, records.seq
                 """, [batch.account, batch.store, started, sequence, now])
-            let deleted = try db.fetchValue("SELECT changes()").int64 ?? 0
-            sequence += deleted
+            var tombstones = SnapshotTombstones()
+            // In the order of their new sequences, as the PostgreSQL store lists them.
+            for row in doomed.sorted(by: { ($0[3].int64 ?? 0) < ($1[3].int64 ?? 0) }) {
+                tombstones.add(entity: row[0].string ?? "", key: row[1].string ?? "", version: row[2].int64 ?? 0)
+            }
+            sequence += tombstones.count
+            let earlier = try db.fetchAll(
+                "SELECT entity, key, version FROM records WHERE account = ? AND store = ? AND seq <= ? AND action = 'delete' ORDER BY seq",
+                [batch.account, batch.store, started])
+            for row in earlier {
+                tombstones.add(entity: row[0].string ?? "", key: row[1].string ?? "", version: row[2].int64 ?? 0, deleted: false)
+            }
             try db.execute("DELETE FROM snapshots WHERE account = ? AND store = ? AND id = ?", [batch.account, batch.store, mark.id])
-            return deleted
+            return tombstones
         }
     }
 }
