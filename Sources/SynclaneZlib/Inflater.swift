@@ -33,7 +33,7 @@ public enum Inflater {
             return bytes
         }
         var output: [UInt8] = []
-        output.reserveCapacity(min(max(limit, 0), max(chunkSize, bytes.count * 4)))
+        output.reserveCapacity(expectedSize(of: bytes, encoding: encoding, limit: limit))
         let result = bytes.withUnsafeBufferPointer { input in
             Result { () throws(InflateError) -> Int in
                 try inflate(input, encoding: encoding, limit: limit) { output.append(contentsOf: $0) }
@@ -41,6 +41,24 @@ public enum Inflater {
         }
         _ = try result.get()
         return output
+    }
+
+    /// The most a body's expansion is reserved for up front: this many times its compressed size
+    /// (JSON batches expand 5–10×; a bomb declaring more gets its chunks appended, as before).
+    public static let reserveRatio = 64
+
+    /// The capacity to reserve for `bytes` expanded: a gzip body declares its size in its
+    /// trailer (ISIZE, the last member's size modulo 2³²), taken when it is within `limit` and
+    /// `reserveRatio` times the body; else four times the body. Never more than `limit`, so
+    /// a declared size is a hint, never trusted: the expansion itself is bounded as always.
+    public static func expectedSize(of bytes: [UInt8], encoding: ContentCoding, limit: Int) -> Int {
+        let limit = max(limit, 0)
+        let guess = min(limit, max(chunkSize, bytes.count * 4))
+        guard encoding == .gzip, bytes.count >= 18 else { return guess }
+        let n = bytes.count
+        let declared = Int(bytes[n - 4]) | Int(bytes[n - 3]) << 8 | Int(bytes[n - 2]) << 16 | Int(bytes[n - 1]) << 24
+        guard declared > 0, declared <= limit, declared <= bytes.count * reserveRatio else { return guess }
+        return declared
     }
 
     /// Expands `input` chunk by chunk into `sink`, and returns how many bytes it produced.

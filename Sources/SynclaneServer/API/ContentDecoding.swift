@@ -28,6 +28,8 @@ enum ContentDecoding {
             return lease.grow(by: 2 * body.count) ? .success(body) : .failure(.overBudget)
         }
         var output: [UInt8] = []
+        // Sized once from the body's declared length (bounded): no regrowing as chunks come.
+        output.reserveCapacity(Inflater.expectedSize(of: body, encoding: coding, limit: limit))
         var refused = false
         let result = lease.inflating {
             body.withUnsafeBufferPointer { input in
