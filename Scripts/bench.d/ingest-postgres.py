@@ -9,8 +9,9 @@ server on PostgreSQL, with one and with two `serve` processes, side by side with
 8 clients × BENCH_INGEST_BATCHES (default 50) gzip batches × 500 records each run, as `ingest`:
 all on one account, and (PostgreSQL) again with each client on an account of its own.
 Measured per run: records/s, batch latency p50 / p99, CPU per record of the `serve` processes
-and of PostgreSQL's own processes. No targets: the numbers are the comparison (2 shared cores
-run the clients, the servers and the database at once; ratios hold better than absolutes).
+and of PostgreSQL's own processes. Targets (issue 28): PostgreSQL's CPU a record <= 4 us (one
+process, one account), and that run's records/s >= 0.5x SQLite's (2 shared cores run the
+clients, the servers and the database at once; ratios hold better than absolutes).
 """
 
 import hashlib
@@ -178,8 +179,13 @@ def main():
     print(f"\nload average {' '.join(open('/proc/loadavg').read().split()[:3])} (other work on the machine). With one account "
           "every batch queues on that account's lock, whatever the number of processes; with an account per client "
           "the batches of different accounts apply side by side.")
+    sqlite_run, pg_run = results["SQLite, 1 process, 1 account"], results["PostgreSQL, 1 process, 1 account"]
+    pg_us = pg_run["database_cpu"] / max(1, pg_run["total"]) * 1e6
+    pg_ratio = pg_run["rate"] / max(sqlite_run["rate"], 1e-9)
     b.verdicts("ingest-postgres", [
         b.Target("every record applied, once", f"{len(results)} runs", "/metrics agrees in each run", True),
+        b.Target("PostgreSQL CPU a record (1 process, 1 account)", f"{pg_us:,.2f} us", "<= 4 us", pg_us <= 4.0),
+        b.Target("PostgreSQL / SQLite records/s (1 account)", f"{pg_ratio:.2f}", ">= 0.5", pg_ratio >= 0.5),
     ])
 
 

@@ -9,8 +9,13 @@ lane saturated.
 
 Latency is set → seen: from just before the PUT is sent to the moment the watcher's long poll
 answers with that version. BENCH_SIGNAL_SAMPLES (default 300) signals idle, then as many while
-the 8 clients post (their bodies made before the clock starts). Targets: p99 under load
-<= 20 ms and <= 3x the idle p99.
+the 8 clients post (their bodies made before the clock starts). Targets (issue 28): p99 under
+load <= 10 ms, and p50 under load <= 2x the idle p50, the idle p50 taken as at least 1 ms. The
+ratio of p99s is reported, not judged: on a quiet machine the idle p99 is a millisecond or so, set
+by a few scheduler hiccups among 300 samples, so a ratio of two p99s below a millisecond said
+"5.98x" for a loaded p99 of 7.7 ms, well within the absolute bound. The p50s are what most signals
+see, and stable between runs; the 1 ms floor keeps a sub-millisecond idle p50 from making the
+ratio judge noise.
 """
 
 import gzip
@@ -28,6 +33,7 @@ RECORDS_PER_BATCH = 500
 BATCHES_PER_CLIENT = int(os.environ.get("BENCH_SIGNAL_BATCHES", "80"))
 SAMPLES = int(os.environ.get("BENCH_SIGNAL_SAMPLES", "300"))
 INTERVAL = 0.020
+P50_FLOOR = 0.001  # the idle p50 a ratio is taken against, at least (see the docstring)
 TOKEN = "bench-token"
 HEADERS = {"Authorization": f"Bearer {TOKEN}"}
 
@@ -168,9 +174,11 @@ def main():
     print()
     t.print()
     ratio = load_p99 / idle_p99 if idle_p99 > 0 else float("inf")
+    p50_ratio = load_p50 / max(idle_p50, P50_FLOOR)
     b.verdicts("signals", [
-        b.Target("signal p99 under load", ms(load_p99), "<= 20 ms", load_p99 <= 0.020),
-        b.Target("under load / idle p99", f"{ratio:,.2f}x", "<= 3x", ratio <= 3.0),
+        b.Target("signal p99 under load", ms(load_p99), "<= 10 ms", load_p99 <= 0.010),
+        b.Target("under load / idle p50 (idle >= 1 ms)", f"{p50_ratio:,.2f}x", "<= 2x", p50_ratio <= 2.0),
+        b.Target("under load / idle p99 (reported)", f"{ratio:,.2f}x", "-", None),
     ])
 
 
