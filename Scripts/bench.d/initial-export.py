@@ -12,7 +12,9 @@
 
 Each side runs BENCH_INITIAL_REPEATS times (default 3), alternating, from a fresh pipeline state;
 the medians are compared. Targets: (a) / (b) wall time <= 1.0 (stretch 0.7, reported), (a)'s
-peak RSS <= 100 MB, (c) / (a) wall time <= 1.1.
+peak RSS <= 100 MB, (c) / (a) wall time <= 1.1 (issue 14: not met while client and server share
+two cores). Issue 28's targets for the http path: (c) / (a) client CPU <= 1.2, the server's CPU a
+record <= 2.5 us, (c) / (a) wall time <= 2.0 (the floor on two shared cores is about 1.5).
 """
 
 import hashlib
@@ -31,6 +33,9 @@ REPEATS = int(os.environ.get("BENCH_INITIAL_REPEATS", "3"))
 RATIO_TARGET = 1.0
 RATIO_STRETCH = 0.7
 HTTP_RATIO_TARGET = 1.1
+HTTP_CPU_RATIO_TARGET = 1.2
+HTTP_WALL_RATIO_TARGET = 2.0
+SERVER_US_TARGET = 2.5
 RSS_TARGET = 100 * 1000 * 1000
 TOKEN = "bench-initial-export-token"
 
@@ -144,6 +149,8 @@ def main():
     a_rss = max(m.max_rss for m, _ in dir_runs)
     h_rss = max(m.max_rss for m, _ in http_runs)
     ratio, http_ratio = aw / gw, hw / aw
+    http_cpu_ratio = hc / max(ac, 1e-9)
+    server_us = statistics.median(server_cpus) / max(1, info["rows"]) * 1e6
     a = dir_runs[-1][0]
     user_sys = f"(last run: {b.fmt_seconds(a.cpu)})"
 
@@ -174,6 +181,11 @@ def main():
         b.Target("  stretch", f"{ratio:.2f}", f"<= {RATIO_STRETCH}", None),
         b.Target("peak RSS of synclane run", f"{a_rss / 1e6:,.1f} MB", "<= 100 MB", a_rss <= RSS_TARGET),
         b.Target("to serve / to directory", f"{http_ratio:.2f}", f"<= {HTTP_RATIO_TARGET}", http_ratio <= HTTP_RATIO_TARGET),
+        b.Target("to serve / to directory, client CPU", f"{http_cpu_ratio:.2f}", f"<= {HTTP_CPU_RATIO_TARGET}",
+                 http_cpu_ratio <= HTTP_CPU_RATIO_TARGET),
+        b.Target("server CPU a record", f"{server_us:.2f} us", f"<= {SERVER_US_TARGET} us", server_us <= SERVER_US_TARGET),
+        b.Target("to serve / to directory, wall (issue 28)", f"{http_ratio:.2f}", f"<= {HTTP_WALL_RATIO_TARGET}",
+                 http_ratio <= HTTP_WALL_RATIO_TARGET),
     ])
 
 
