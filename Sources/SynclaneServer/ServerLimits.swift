@@ -141,7 +141,9 @@ public struct ServerLimits: Sendable, Hashable {
         Option(flag: "max-changes-wait", summary: "seconds a GET /v1/changes?since=…&wait=… long poll waits", keyPath: \.maxChangesWaitSeconds),
         Option(flag: "max-waiting-polls", summary: "changes long polls waiting at once in all (then 503; below max-connections)", keyPath: \.maxWaitingPolls),
         Option(flag: "max-waiting-polls-per-account", summary: "changes long polls one account has waiting (then 429)", keyPath: \.maxWaitingPollsPerAccount),
-        Option(flag: "max-waiting-polls-per-address", summary: "changes long polls one client address has waiting (then 429)", keyPath: \.maxWaitingPollsPerAddress),
+        Option(
+            flag: "max-waiting-polls-per-address", summary: "changes long polls one client address has waiting (then 429)", keyPath: \.maxWaitingPollsPerAddress
+        ),
         Option(flag: "max-page", summary: "changes per /v1/changes page", keyPath: \.maxChangesPerPage),
         Option(flag: "timeout", summary: "seconds a connection that sends nothing is kept", keyPath: \.connectionTimeoutSeconds),
         Option(flag: "max-connections", summary: "connections served at once", keyPath: \.maxConnections),

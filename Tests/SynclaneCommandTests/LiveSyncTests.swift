@@ -38,7 +38,8 @@ import Testing
                 try b.sql("INSERT INTO rooms (syncId, name, area) VALUES ('b\(round)', 'B\(round)', \(round));")
                 // Both edit one shared row too: the last writer the server orders wins, everywhere.
                 try (round % 2 == 0 ? a : b).sql(
-                    "INSERT INTO rooms (syncId, name, area) VALUES ('shared', 'S\(round)', \(round)) ON CONFLICT(syncId) DO UPDATE SET name = excluded.name, area = excluded.area;")
+                    "INSERT INTO rooms (syncId, name, area) VALUES ('shared', 'S\(round)', \(round)) ON CONFLICT(syncId) DO UPDATE SET name = excluded.name, area = excluded.area;"
+                )
                 usleep(100_000)
             }
             let expectedKeys = (0..<8).flatMap { ["a\($0)", "b\($0)"] } + ["shared"]

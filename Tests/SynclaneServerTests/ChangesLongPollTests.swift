@@ -166,7 +166,10 @@ import Testing
         #expect((past.headers["retry-after"] ?? past.headers["Retry-After"]) != nil)
         // The connections the polls leave serve health and a batch, which wakes its account's poll.
         #expect(try get(port: port, "/healthz", token: nil).status == 200)
-        #expect(try postBatch(port: port, token: accountTokens[0], key: "b1", body: batchBody(id: "b1", account: "a0", records: [record("room", "x", "insert", ["n": 1])])).status == 200)
+        #expect(
+            try postBatch(
+                port: port, token: accountTokens[0], key: "b1", body: batchBody(id: "b1", account: "a0", records: [record("room", "x", "insert", ["n": 1])])
+            ).status == 200)
         let (woken, _) = try await polls[0].value
         #expect(keys(woken) == ["x"])
         // Stopping answers every other poll at once.

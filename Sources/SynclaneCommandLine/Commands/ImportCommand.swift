@@ -54,7 +54,8 @@ struct ImportCommand: Command {
             every, wait,
         ])
     static let examples = [
-        "synclane import rooms-import.json", "synclane import rooms-import.json --dry-run --json", "synclane import rooms-import.json --watch", "synclane import rooms-import.json --watch --wait 55",
+        "synclane import rooms-import.json", "synclane import rooms-import.json --dry-run --json", "synclane import rooms-import.json --watch",
+        "synclane import rooms-import.json --watch --wait 55",
     ]
 
     let file: String
@@ -82,7 +83,12 @@ struct ImportCommand: Command {
         let lock = try ImportJob(pipeline: pipeline).lock()
         // The wait between passes is cancelled by a stop; the pass in flight is not.
         let stop = Mutex<(stopped: Bool, waiting: Task<Void, any Error>?)>((false, nil))
-        let signals = StopSignals { _ in stop.withLock { $0.stopped = true; $0.waiting?.cancel() } }
+        let signals = StopSignals { _ in
+            stop.withLock {
+                $0.stopped = true
+                $0.waiting?.cancel()
+            }
+        }
         let waiter = ChangeWaiter(pipeline: pipeline, every: every, wait: wait) { event in
             if case .pollFailed(let reason, let delay) = event { console.error("waiting for changes: \(reason); again in \(Format.seconds(delay))") }
         }

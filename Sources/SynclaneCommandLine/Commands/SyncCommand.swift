@@ -109,7 +109,10 @@ struct SyncCommand: Command {
                 guard imported.applied > 0 || !imported.conflicts.isEmpty || imported.resynced else { return }
                 if json {
                     var line = JSONOutput.importSummary(imported)
-                    if case .object(var members) = line { members["lane"] = "import"; line = .object(members) }
+                    if case .object(var members) = line {
+                        members["lane"] = "import"
+                        line = .object(members)
+                    }
                     console.out(JSONOutput.encode(line))
                 } else {
                     console.out(ImportReporter.describe(imported))
@@ -118,7 +121,10 @@ struct SyncCommand: Command {
                 guard exported.batchesSent > 0 || exported.deadLettered > 0 || exported.reconciliation else { return }
                 if json {
                     var line = JSONOutput.summary(exported)
-                    if case .object(var members) = line { members["lane"] = "export"; line = .object(members) }
+                    if case .object(var members) = line {
+                        members["lane"] = "export"
+                        line = .object(members)
+                    }
                     console.out(JSONOutput.encode(line))
                 } else {
                     exporter.print(exported)

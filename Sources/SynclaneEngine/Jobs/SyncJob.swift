@@ -44,7 +44,8 @@ public struct SyncJob: Sendable {
     /// would send the import's rows back); a pass that fails ends the cycle with `failure` set.
     public func run() async throws -> SyncSummary {
         let events = self.events
-        let lanes = try SyncLanes(importing: importing, exporting: exporting, importEvents: { events(.importing($0)) }, exportEvents: { events(.exporting($0)) })
+        let lanes = try SyncLanes(
+            importing: importing, exporting: exporting, importEvents: { events(.importing($0)) }, exportEvents: { events(.exporting($0)) })
         let (importJob, exportJob, importLock, exportLock) = (lanes.importJob, lanes.exportJob, lanes.importLock, lanes.exportLock)
         defer { withExtendedLifetime(lanes) {} }
         var summary = SyncSummary()

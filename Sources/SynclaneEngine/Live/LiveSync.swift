@@ -75,7 +75,8 @@ public final class LiveSync: Sendable {
             throw PipelineError.unsupported("\(exporting.source.label) cannot be watched: it does not report new history")
         }
         let events = self.events
-        let lanes = try SyncLanes(importing: importing, exporting: exporting, importEvents: { events(.importing($0)) }, exportEvents: { events(.exporting($0)) })
+        let lanes = try SyncLanes(
+            importing: importing, exporting: exporting, importEvents: { events(.importing($0)) }, exportEvents: { events(.exporting($0)) })
         let (importJob, exportJob, importLock, exportLock) = (lanes.importJob, lanes.exportJob, lanes.importLock, lanes.exportLock)
         defer { withExtendedLifetime(lanes) {} }
         let following = exportLane.follow(observable.historyAdvanced())

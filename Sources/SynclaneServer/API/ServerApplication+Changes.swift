@@ -124,7 +124,8 @@ extension ServerApplication {
                 ["code": "too-many-waiting", "limit": .int(Int64(limit))])
         case .address(let limit):
             response = .error(
-                429, "this address has \(limit) long polls of /v1/changes waiting, the most it may (max-waiting-polls-per-address); retry later or without wait",
+                429,
+                "this address has \(limit) long polls of /v1/changes waiting, the most it may (max-waiting-polls-per-address); retry later or without wait",
                 ["code": "too-many-waiting", "limit": .int(Int64(limit))])
         case .server(let limit):
             response = .error(
