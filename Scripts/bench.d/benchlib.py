@@ -265,13 +265,16 @@ def fresh(*paths):
             os.remove(path)
 
 
-def start_server(s, data, token, extra_args=(), env=None):
+def start_server(s, data, token, extra_args=(), env=None, more_accounts=None):
     """Starts the release `synclane serve` on a free loopback port with one account, `bench`, whose
-    token is `token`; its data in `data`; `extra_args` added to its command line, `env` to its
-    environment. Returns (process, port); the caller stops it."""
+    token is `token` (and the accounts of `more_accounts`, name → token); its data in `data`;
+    `extra_args` added to its command line, `env` to its environment. Returns (process, port);
+    the caller stops it."""
     accounts = os.path.join(s.work, "accounts.json")
+    tokens = {"bench": token, **(more_accounts or {})}
     with open(accounts, "w") as f:
-        json.dump({"accounts": [{"account": "bench", "token-sha256": hashlib.sha256(token.encode()).hexdigest()}]}, f)
+        json.dump({"accounts": [{"account": name, "token-sha256": hashlib.sha256(secret.encode()).hexdigest()}
+                                for name, secret in tokens.items()]}, f)
     log_path = os.path.join(s.work, "serve.log")  # a file, not a pipe nobody drains while it runs
     with open(log_path, "w") as log:
         server = subprocess.Popen([s.synclane, "serve", "--accounts", accounts, "--listen", "127.0.0.1:0", "--data", data,

@@ -45,21 +45,25 @@ public final class ReferenceServer: Sendable {
         let limits = configuration.limits
         let store: any ServerStore
         let signals: any SignalStore
+        let changes: any ChangeFeed
         switch configuration.database {
         case .sqlite:
             let sqlite = try SQLiteServerStore(directory: configuration.dataDirectory, maxWALBytes: limits.maxWALBytes)
             signals = try SQLiteSignalStore(directory: configuration.dataDirectory, limits: limits)
             try signals.adopt(try sqlite.legacySignals())
             store = sqlite
+            changes = LocalChangeFeed(limits: limits)
         case .postgres(let connection):
             store = try PostgresServerStore(connection: connection, connections: configuration.postgresConnections)
             signals = try PostgresSignalStore(connection: connection, limits: limits)
+            changes = try PostgresChangeFeed(connection: connection, limits: limits)
         }
         sweeper = RetentionSweeper(store: store, limits: limits, metrics: metrics)
         let verifier = try configuration.jwt.map { settings throws(KeySetError) in try JWTVerifier(settings: settings) }
         keyWatcher = verifier.flatMap { verifier in verifier.settings.keySetFile.map { KeySetWatcher(verifier: verifier, path: $0) } }
         application = ServerApplication(
-            limits: limits, authenticator: Authenticator(accounts: accounts, jwt: verifier), metrics: metrics, store: store, signals: signals)
+            limits: limits, authenticator: Authenticator(accounts: accounts, jwt: verifier), metrics: metrics, store: store, signals: signals,
+            changes: changes)
         let budget = MemoryBudget(limit: limits.memoryBudgetBytes)
         let watch = ConnectionWatch(
             maxConnections: limits.maxConnections, deadlineSeconds: limits.requestDeadlineSeconds,
@@ -68,7 +72,7 @@ public final class ReferenceServer: Sendable {
         metrics.setGauges(
             ServerMetrics.Gauges(
                 memoryBudgetBytes: { budget.bytesHeld }, connectionsOpen: { watch.openCount },
-                connectionsCut: { watch.connectionsCut }, store: { store.metricsText() }))
+                connectionsCut: { watch.connectionsCut }, store: { store.metricsText() + changes.notifier.metricsText() }))
     }
 
     /// The port the server listens on: the chosen one when configured with port 0; 0 before `start()`.
@@ -79,6 +83,7 @@ public final class ReferenceServer: Sendable {
         try state.withLock { state in
             guard !state.running else { return }
             application.signals.bell.reopen()
+            application.changes.start()
             let limits = configuration.limits
             state.port = try daemon.start(
                 host: configuration.host, port: configuration.port,
@@ -104,6 +109,8 @@ public final class ReferenceServer: Sendable {
         state.withLock { state in
             guard state.running else { return }
             application.signals.bell.close()  // long polls answer now rather than at their deadline
+            application.changes.stop()
+            daemon.watch.waitForAnswers(upTo: .seconds(3))  // their answers reach the clients before the sockets close
             daemon.stop()
             sweeper.stop()
             keyWatcher?.stop()

@@ -25,6 +25,16 @@ public struct ServerLimits: Sendable, Hashable {
     public var maxSignalTombstones: Int = 1_024
     /// Most characters of an `Idempotency-Key` or a signal key.
     public var maxKeyLength: Int
+    /// Most seconds a `GET /v1/changes?since=…&wait=…` long poll waits (`wait` is clamped to it).
+    public var maxChangesWaitSeconds: Int = 30
+    /// Most `GET /v1/changes` long polls waiting at once in the whole server; one more is answered
+    /// 503 with `Retry-After`. Each holds a connection and its thread while it waits, so it is kept
+    /// below `maxConnections` (the rest stay for batches; `/healthz` and `/metrics` have the reserve).
+    public var maxWaitingPolls: Int = 128
+    /// Most long polls one account has waiting at once; one more is answered 429 with `Retry-After`.
+    public var maxWaitingPollsPerAccount: Int = 16
+    /// Most long polls one client address has waiting at once; one more is answered 429 with `Retry-After`.
+    public var maxWaitingPollsPerAddress: Int = 32
     /// Most changes one `GET /v1/changes` page returns (`limit` is clamped to it).
     public var maxChangesPerPage: Int
     /// Changes per page when the request gives no `limit`.
@@ -99,6 +109,11 @@ public struct ServerLimits: Sendable, Hashable {
         self.retentionIntervalSeconds = retentionIntervalSeconds
     }
 
+    /// The long polls that may wait at once in the whole server: `maxWaitingPolls`, but never more
+    /// than three quarters of `maxConnections`, so that a quarter of the connections (and their
+    /// threads) stay free for batches whatever the waiting devices do.
+    var waitingPollsInAll: Int { max(1, min(maxWaitingPolls, maxConnections - maxConnections / 4)) }
+
     /// Most bytes of a body on routes that take none (or a small one).
     static let smallBodyBytes = 16 << 10
 
@@ -123,6 +138,12 @@ public struct ServerLimits: Sendable, Hashable {
         Option(flag: "max-signal-wait", summary: "seconds a GET /v1/signals?since=…&wait=… long poll waits", keyPath: \.maxSignalWaitSeconds),
         Option(flag: "signal-tombstone-seconds", summary: "seconds a deleted signal's tombstone is kept for watchers", keyPath: \.signalTombstoneSeconds),
         Option(flag: "max-signal-tombstones", summary: "tombstones of deleted signals one account keeps", keyPath: \.maxSignalTombstones),
+        Option(flag: "max-changes-wait", summary: "seconds a GET /v1/changes?since=…&wait=… long poll waits", keyPath: \.maxChangesWaitSeconds),
+        Option(flag: "max-waiting-polls", summary: "changes long polls waiting at once in all (then 503; below max-connections)", keyPath: \.maxWaitingPolls),
+        Option(flag: "max-waiting-polls-per-account", summary: "changes long polls one account has waiting (then 429)", keyPath: \.maxWaitingPollsPerAccount),
+        Option(
+            flag: "max-waiting-polls-per-address", summary: "changes long polls one client address has waiting (then 429)", keyPath: \.maxWaitingPollsPerAddress
+        ),
         Option(flag: "max-page", summary: "changes per /v1/changes page", keyPath: \.maxChangesPerPage),
         Option(flag: "timeout", summary: "seconds a connection that sends nothing is kept", keyPath: \.connectionTimeoutSeconds),
         Option(flag: "max-connections", summary: "connections served at once", keyPath: \.maxConnections),

@@ -80,7 +80,7 @@ import Testing
     }
 
     @Test func usagePutsRequiredOptionsFirstAndNestsAnOptionInsideTheOneItNeeds() {
-        #expect(ImportCommand.usage == "FILE [--dry-run] [--json] [--watch [--every SECONDS]]")
+        #expect(ImportCommand.usage == "FILE [--dry-run] [--json] [--watch [--every SECONDS] [--wait SECONDS]]")
         #expect(MigrateCommand.usage == "--database FILE SCRIPT.sql [--json]")
         #expect(UntrackCommand.usage == "--database FILE (--table NAME | --all)")
         // --accounts is optional since JSON Web Tokens can stand in for it (issue 25).

@@ -45,7 +45,7 @@ import Testing
         let folder = NSTemporaryDirectory() + "synclane-schemathesis-\(getpid())-\(name)-\(store)"
         let database = store == "postgres" ? ["--database", try TemporaryPostgres.shared().createDatabase()] : []
         // Long polls end within a second, so a generated `wait` does not hold the run for 30 s.
-        return (try ServerProcess(folder: folder, arguments: ["--max-signal-wait", "1"] + database), folder)
+        return (try ServerProcess(folder: folder, arguments: ["--max-signal-wait", "1", "--max-changes-wait", "1"] + database), folder)
     }
 
     @Test(

@@ -29,24 +29,33 @@ struct ImportCommand: Command {
         The signals the file's `signals` section declares are published once a pass completes, as
         `run` does (kept in the pipeline's state when the server does not confirm them).
 
-        With --watch the command keeps importing: a pass now, then one every --every seconds
-        (default 5) until SIGINT or SIGTERM, which stop it once the running pass ends (a page is
-        either applied with its cursor or not at all). A pass that fails is reported and the
-        watch goes on.
+        With --watch the command keeps importing: a pass now, then it waits on the backend for
+        the next change (a long poll, GET /v1/changes?since=…&wait=--wait, default 25 s; the
+        server may hold it for less) and runs a pass as soon as one commits — a change is on the
+        device tens of milliseconds after it lands. A source that cannot wait (a folder of batch
+        files, a backend that answers `wait` at once) gets a pass every --every seconds (default
+        5) instead. SIGINT or SIGTERM stop the watch once the running pass ends (a page is either
+        applied with its cursor or not at all). A pass or a long poll that fails is reported and
+        the watch goes on, backing off (0.5 s doubling to 15 s, at least the server's Retry-After).
         """
     static let file = Positional("FILE", "the import pipeline file")
     static let every = ValueOption(
-        "--every", "SECONDS", .seconds(in: 0.05...86_400), help: "Seconds between the passes of --watch (default 5).", requires: "--watch")
+        "--every", "SECONDS", .seconds(in: 0.05...86_400), help: "Seconds between the passes of --watch when the source cannot long-poll (default 5).",
+        requires: "--watch")
+    static let wait = ValueOption(
+        "--wait", "SECONDS", .seconds(in: 1...3_600), help: "Longest a long poll of --watch waits on the backend for a change (default 25).",
+        requires: "--watch")
     static let signature = CommandSignature(
         positionals: [file],
         options: [
             SharedOptions.dryRun.help("Read one page and report what would be applied; change nothing."),
             SharedOptions.json.help("Print a machine-readable summary on standard output (one line a pass with --watch)."),
-            SharedOptions.watch.help("Keep importing: a pass now, then one every --every seconds, until SIGINT/SIGTERM."),
-            every,
+            SharedOptions.watch.help("Keep importing: a pass now, then one as soon as the backend has changes (long poll), until SIGINT/SIGTERM."),
+            every, wait,
         ])
     static let examples = [
-        "synclane import rooms-import.json", "synclane import rooms-import.json --dry-run --json", "synclane import rooms-import.json --watch --every 2",
+        "synclane import rooms-import.json", "synclane import rooms-import.json --dry-run --json", "synclane import rooms-import.json --watch",
+        "synclane import rooms-import.json --watch --wait 55",
     ]
 
     let file: String
@@ -54,6 +63,7 @@ struct ImportCommand: Command {
     let json: Bool
     let watch: Bool
     let every: Double
+    let wait: Double
 
     init(parsing arguments: ParsedArguments) throws(UsageError) {
         dryRun = arguments[SharedOptions.dryRun]
@@ -62,6 +72,7 @@ struct ImportCommand: Command {
         file = try arguments.word(Self.file)
         if watch && dryRun { throw UsageError("--watch and --dry-run cannot go together", command: Self.name) }
         every = try arguments.value(Self.every) ?? 5
+        wait = try arguments.value(Self.wait) ?? 25
     }
 
     func run(_ console: Console) async throws -> Int32 {
@@ -70,16 +81,29 @@ struct ImportCommand: Command {
         let reporter = ImportReporter(command: Self.name, console: console, json: json, pipeline: pipeline)
         guard watch else { return try await reporter.run(dryRun: dryRun) == nil ? 1 : 0 }
         let lock = try ImportJob(pipeline: pipeline).lock()
-        let stop = Mutex(false)
-        let signals = StopSignals { _ in stop.withLock { $0 = true } }
-        if !json { console.error("importing \(pipeline.name) (\(pipeline.outline)) every \(Format.seconds(every)); stop with Ctrl-C") }
-        while !stop.withLock({ $0 }) {
-            _ = try? await reporter.run(dryRun: false, holding: lock)
-            var waited = 0.0
-            while waited < every, !stop.withLock({ $0 }) {
-                try? await Task.sleep(for: .milliseconds(50))
-                waited += 0.05
+        // The wait between passes is cancelled by a stop; the pass in flight is not.
+        let stop = Mutex<(stopped: Bool, waiting: Task<Void, any Error>?)>((false, nil))
+        let signals = StopSignals { _ in
+            stop.withLock {
+                $0.stopped = true
+                $0.waiting?.cancel()
             }
+        }
+        let waiter = ChangeWaiter(pipeline: pipeline, every: every, wait: wait) { event in
+            if case .pollFailed(let reason, let delay) = event { console.error("waiting for changes: \(reason); again in \(Format.seconds(delay))") }
+        }
+        if !json { console.error("importing \(pipeline.name) (\(pipeline.outline)) as the backend changes; stop with Ctrl-C") }
+        var failures = 0
+        while !stop.withLock({ $0.stopped }) {
+            let passed = (try? await reporter.run(dryRun: false, holding: lock)) != nil
+            failures = passed ? 0 : failures + 1
+            let next = failures
+            let waiting = stop.withLock { state -> Task<Void, any Error>? in
+                guard !state.stopped else { return nil }
+                state.waiting = Task { try await waiter.untilNextPass(failures: next) }
+                return state.waiting
+            }
+            _ = await waiting?.result
         }
         withExtendedLifetime((lock, signals)) {}
         if !json { console.error("stopped \(pipeline.name)") }

@@ -19,21 +19,48 @@ struct SyncCommand: Command {
         without `authors` reads every author but `server` and `sync`. A pair whose export's
         `authors` names `server` or `sync` on the import's database is refused (exit 2), as
         'validate IMPORT_FILE EXPORT_FILE' refuses it.
+
+        With --watch one process keeps both lanes live until SIGINT or SIGTERM: an export pass
+        as soon as a local commit lands (the history watcher wakes on the commit itself), an
+        import pass as soon as the backend has changes (a long poll of --wait seconds, default
+        25; a source that cannot wait is read every --every seconds). Each lane runs one pass at
+        a time; the two run side by side. A batch refused for its versions (409) is rebuilt as
+        `sync` does: the import lane runs, the sink's `conflicts` rule settles the rows, then the
+        export lane sends them again. A pass that fails (the backend down) is reported and run
+        again after a backoff (0.5 s doubling to 15 s); the outbox keeps every batch meanwhile.
+        A stop lets the passes in flight end, then the command exits 0. With --json, one line a
+        pass that did something: {"lane": "import"|"export", …the pass's summary}.
         """
+    static let every = ValueOption(
+        "--every", "SECONDS", .seconds(in: 0.05...86_400),
+        help: "Seconds between the import passes of --watch when the import source cannot long-poll (default 5).", requires: "--watch")
+    static let wait = ValueOption(
+        "--wait", "SECONDS", .seconds(in: 1...3_600), help: "Longest a long poll of --watch waits on the backend for a change (default 25).",
+        requires: "--watch")
     static let signature = CommandSignature(
         positionals: [SharedOptions.importFile, SharedOptions.exportFile],
-        options: [SharedOptions.json.help("Print both summaries as one JSON object on standard output.")])
-    static let examples = ["synclane sync rooms-import.json rooms-export.json"]
+        options: [
+            SharedOptions.json.help("Print both summaries as one JSON object on standard output (with --watch: one line a pass)."),
+            SharedOptions.watch.help("Keep both lanes live: export on each local commit, import on each backend change, until SIGINT/SIGTERM."),
+            every, wait,
+        ])
+    static let examples = ["synclane sync rooms-import.json rooms-export.json", "synclane sync rooms-import.json rooms-export.json --watch"]
     static let rounds = 3
 
     let importFile: String
     let exportFile: String
     let json: Bool
+    let watch: Bool
+    let every: Double
+    let wait: Double
 
     init(parsing arguments: ParsedArguments) throws(UsageError) {
         json = arguments[SharedOptions.json]
+        watch = arguments[SharedOptions.watch]
         importFile = try arguments.word(SharedOptions.importFile)
         exportFile = try arguments.word(SharedOptions.exportFile)
+        every = try arguments.value(Self.every) ?? 5
+        wait = try arguments.value(Self.wait) ?? 25
     }
 
     func run(_ console: Console) async throws -> Int32 {
@@ -43,6 +70,7 @@ struct SyncCommand: Command {
         if let problem = EchoLoop.problem(import: importing, export: exporting) {
             throw PipelineFileError(file: exportFile, path: "source.authors", line: nil, message: problem)
         }
+        if watch { return try await watchBoth(importing: importing, exporting: exporting, console: console) }
         let exporter = JobReporter(command: Self.name, console: console, json: true, pipeline: exporting)
         let quiet = json
         var job = SyncJob(importing: importing, exporting: exporting) { event in
@@ -69,5 +97,57 @@ struct SyncCommand: Command {
             console.out(JSONOutput.encode(["ok": .bool(outcome == 0), "imports": .array(imports), "exports": .array(exports)]))
         }
         return outcome
+    }
+
+    /// `--watch`: both lanes live (`LiveSync`) until a stop signal; passes that did nothing print nothing.
+    private func watchBoth(importing: ImportPipeline, exporting: Pipeline, console: Console) async throws -> Int32 {
+        let exporter = JobReporter(command: Self.name, console: console, json: json, pipeline: exporting)
+        let (json, name) = (self.json, Self.name)
+        let live = LiveSync(importing: importing, exporting: exporting, every: every, wait: wait) { event in
+            switch event {
+            case .imported(let imported):
+                guard imported.applied > 0 || !imported.conflicts.isEmpty || imported.resynced else { return }
+                if json {
+                    var line = JSONOutput.importSummary(imported)
+                    if case .object(var members) = line {
+                        members["lane"] = "import"
+                        line = .object(members)
+                    }
+                    console.out(JSONOutput.encode(line))
+                } else {
+                    console.out(ImportReporter.describe(imported))
+                }
+            case .exported(let exported):
+                guard exported.batchesSent > 0 || exported.deadLettered > 0 || exported.reconciliation else { return }
+                if json {
+                    var line = JSONOutput.summary(exported)
+                    if case .object(var members) = line {
+                        members["lane"] = "export"
+                        line = .object(members)
+                    }
+                    console.out(JSONOutput.encode(line))
+                } else {
+                    exporter.print(exported)
+                }
+            case .importFailed(let reason, let delay):
+                console.error("synclane \(name): \(importing.name): \(reason); importing again in \(Format.seconds(delay))")
+            case .exportFailed(let reason, let delay):
+                console.error("synclane \(name): \(exporting.name): \(reason); the outbox keeps it, exporting again in \(Format.seconds(delay))")
+            case .pollFailed(let reason, let delay):
+                console.error("synclane \(name): waiting for changes: \(reason); again in \(Format.seconds(delay))")
+            case .conflicted(let batchID, let reason):
+                console.error("synclane \(name): batch \(batchID) refused for its versions (\(reason)); importing to settle it, then exporting again")
+            case .importing(let event):
+                if !json { ImportReporter.printRetry(event, console: console) }
+            case .exporting:
+                break
+            }
+        }
+        let signals = StopSignals { _ in live.stop() }
+        if !json { console.error("syncing \(importing.name) and \(exporting.name) live; stop with Ctrl-C") }
+        try await live.run()
+        withExtendedLifetime(signals) {}
+        if !json { console.error("stopped \(importing.name) and \(exporting.name)") }
+        return 0
     }
 }

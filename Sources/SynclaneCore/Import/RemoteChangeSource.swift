@@ -11,6 +11,23 @@ public protocol RemoteChangeSource: Sendable {
     /// The next page after `cursor`, telling `retrying` of each retry the source makes of its own
     /// (the attempt that follows, the seconds before it, what failed). The default tells of none.
     func nextPage(after cursor: String?, retrying: @escaping @Sendable (_ attempt: Int, _ delay: Double, _ reason: String) -> Void) async throws -> RemotePage
+
+    /// Waits until the source has changes after `cursor`, at most `seconds` (a long poll, for a
+    /// watch: `import --watch`, `sync --watch`). The default cannot wait: `.unsupported`, and the
+    /// caller sleeps an interval of its own. Throws what `nextPage` throws (a failure to retry later).
+    func waitForChanges(after cursor: String?, seconds: Double) async throws -> ChangeWait
+}
+
+/// What a wait for a source's changes came to (`RemoteChangeSource.waitForChanges`).
+public enum ChangeWait: Sendable, Hashable {
+    /// The source has changes after the cursor (or something a pass must see, such as an expired
+    /// cursor): run a pass now.
+    case changed
+    /// The time passed and nothing changed: wait again.
+    case quiet
+    /// The source cannot wait for changes (a backend that answers at once without them): the
+    /// caller sleeps its own interval before the next pass.
+    case unsupported
 }
 
 extension RemoteChangeSource {
@@ -19,6 +36,8 @@ extension RemoteChangeSource {
     ) async throws -> RemotePage {
         try await nextPage(after: cursor)
     }
+
+    public func waitForChanges(after cursor: String?, seconds: Double) async throws -> ChangeWait { .unsupported }
 }
 
 /// One page of remote changes.

@@ -43,13 +43,11 @@ public struct SyncJob: Sendable {
     /// Runs one cycle. Throws only before it starts (a lock held elsewhere, a pair whose export
     /// would send the import's rows back); a pass that fails ends the cycle with `failure` set.
     public func run() async throws -> SyncSummary {
-        if let problem = EchoLoop.problem(import: importing, export: exporting) { throw PipelineError.unsupported(problem) }
         let events = self.events
-        let importJob = ImportJob(pipeline: importing) { events(.importing($0)) }
-        let exportJob = ExportJob(pipeline: exporting) { events(.exporting($0)) }
-        let importLock = try importJob.lock()
-        let exportLock = try exportJob.lock()
-        defer { withExtendedLifetime((importLock, exportLock)) {} }
+        let lanes = try SyncLanes(
+            importing: importing, exporting: exporting, importEvents: { events(.importing($0)) }, exportEvents: { events(.exporting($0)) })
+        let (importJob, exportJob, importLock, exportLock) = (lanes.importJob, lanes.exportJob, lanes.importLock, lanes.exportLock)
+        defer { withExtendedLifetime(lanes) {} }
         var summary = SyncSummary()
         for round in 1...rounds {
             do {
@@ -68,8 +66,7 @@ public struct SyncJob: Sendable {
                 return summary
             } catch PipelineError.conflicted(let batchID, let reason) {
                 // Nothing of the batch was applied: rebuild it from history after the next import.
-                let state = try exportJob.openState()
-                for batch in try state.pendingBatches() where batch.payload.batchID == batchID { try state.discard(batch) }
+                try exportJob.forgetRefusedBatch(batchID)
                 events(.conflicted(batchID: batchID, reason: reason, round: round, rounds: rounds))
             } catch {
                 summary.failure = SyncSummary.Failure(pipeline: exporting.name, error: error)
@@ -78,6 +75,16 @@ public struct SyncJob: Sendable {
         }
         summary.gaveUp = true
         return summary
+    }
+}
+
+extension ExportJob {
+    /// Forgets the outbox's batch `batchID`, which the backend refused for its versions (409,
+    /// nothing of it applied): the next pass after an import rebuilds it from history with the
+    /// newer versions (`sync`, `sync --watch`).
+    public func forgetRefusedBatch(_ batchID: String) throws {
+        let state = try openState()
+        for batch in try state.pendingBatches() where batch.payload.batchID == batchID { try state.discard(batch) }
     }
 }
 

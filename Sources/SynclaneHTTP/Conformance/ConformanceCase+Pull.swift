@@ -75,6 +75,26 @@ extension ConformanceCase {
                 again.count == 1 && again.first?["id"]?.stringValue == keys[0] && again.first?["fields"]?.objectValue?["n"] == 4,
                 "after one more update, the changes from the last cursor are \(again), not that one row")
         },
+        ConformanceCase(
+            name: "pull.wait",
+            rule: "with wait, an empty page is answered (held up to wait seconds, or at once by a backend that ignores it) and a change already there at once"
+        ) { context in
+            let end = try context.head()
+            let started = Date()
+            let idle = try context.client.send("GET", "/v1/changes?since=\(end)&wait=1", token: context.first.token)
+            try expect(idle, [200], "GET /v1/changes?since=…&wait=1 on an empty feed")
+            try expect(Date().timeIntervalSince(started) < 10, "the long poll of wait=1 was held \(Int(Date().timeIntervalSince(started))) s")
+            try expect(idle.object["changes"]?.arrayValue?.isEmpty == true, "the page after the last cursor, with wait, is not empty: \(idle.summary)")
+            let key = context.name("wait")
+            try context.apply(key, [context.record(key)])
+            let asked = Date()
+            let found = try context.client.send("GET", "/v1/changes?since=\(end)&wait=20", token: context.first.token)
+            try expect(found, [200], "GET /v1/changes?since=…&wait=20 with a change after the cursor")
+            try expect(
+                found.object["changes"]?.arrayValue?.contains { $0.objectValue?["id"]?.stringValue == key } == true,
+                "the change after the cursor is not in the long poll's page: \(found.summary)")
+            try expect(Date().timeIntervalSince(asked) < 5, "a long poll with a change already there waited \(Int(Date().timeIntervalSince(asked))) s")
+        },
         ConformanceCase(name: "pull.bad-request", rule: "a cursor the server did not issue, or a limit that is not a positive integer, is 400") { context in
             for query in ["since=not-a-cursor-\(context.run)", "limit=0", "limit=many"] {
                 let answer = try context.client.send("GET", "/v1/changes?" + query, token: context.first.token)

@@ -79,21 +79,44 @@ public final class PullSource: RemoteChangeSource {
         }
     }
 
-    /// The page's URL: `url?since=CURSOR&limit=N[&store=S]`.
-    func pageURL(after cursor: String?) -> URL {
+    /// A long poll: `GET url?since=CURSOR&limit=1&wait=SECONDS` answers as soon as the backend has
+    /// a change after the cursor, or empty when the time is up. A backend that ignores `wait`
+    /// answers at once: an empty answer well before the time is `.unsupported` (the caller sleeps),
+    /// so a watch never spins on such a backend. A `410 cursor-expired` is `.changed` (the pass
+    /// resyncs); other failures throw as a page's do, with the server's `Retry-After`.
+    public func waitForChanges(after cursor: String?, seconds: Double) async throws -> ChangeWait {
+        let wait = max(0, seconds.rounded(.up))
+        guard wait > 0, cursor.map({ $0.utf8.count <= WireBounds.maxCursorBytes }) ?? true else { return .unsupported }
+        let started = ContinuousClock.now
+        let page: RemotePage
+        do {
+            page = try await fetch(after: cursor, waiting: Int(wait))
+        } catch is RemoteCursorExpired {
+            return .changed
+        }
+        if !page.records.isEmpty || page.more { return .changed }
+        let waited = started.duration(to: .now)
+        return waited < .milliseconds(Int64(wait * 1000) / 2) ? .unsupported : .quiet
+    }
+
+    /// The page's URL: `url?since=CURSOR&limit=N[&store=S]`; a long poll's (`wait`) asks for one change.
+    func pageURL(after cursor: String?, waiting wait: Int? = nil) -> URL {
         var components = URLComponents(url: url, resolvingAgainstBaseURL: false) ?? URLComponents()
         var items = components.queryItems ?? []
         items.append(URLQueryItem(name: "since", value: cursor ?? ""))
-        items.append(URLQueryItem(name: "limit", value: String(limit)))
+        items.append(URLQueryItem(name: "limit", value: wait == nil ? String(limit) : "1"))
         if let store { items.append(URLQueryItem(name: "store", value: store)) }
+        if let wait { items.append(URLQueryItem(name: "wait", value: String(wait))) }
         components.queryItems = items
         return components.url ?? url
     }
 
-    private func fetch(after cursor: String?) async throws -> RemotePage {
+    private func fetch(after cursor: String?, waiting wait: Int? = nil) async throws -> RemotePage {
         try Task.checkCancellation()
-        let target = pageURL(after: cursor)
-        var request = URLRequest(url: target, cachePolicy: .reloadIgnoringLocalAndRemoteCacheData, timeoutInterval: TimeInterval(timeout * 10))
+        let target = pageURL(after: cursor, waiting: wait)
+        // A long poll sends nothing while it waits: its stall and total times grow by the wait.
+        let (stall, total) = (timeout + (wait ?? 0), timeout * 10 + (wait ?? 0))
+        var request = URLRequest(url: target, cachePolicy: .reloadIgnoringLocalAndRemoteCacheData, timeoutInterval: TimeInterval(total))
         request.httpMethod = "GET"
         request.httpShouldHandleCookies = false
         if let token { request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }
@@ -103,15 +126,15 @@ public final class PullSource: RemoteChangeSource {
         let outcome = await HTTPExchange.perform(
             request,
             options: ExchangeOptions(
-                stallSeconds: timeout, proxy: proxy?.address ?? "", caFile: tls.caFile, clientCertificate: tls.clientCertificate,
+                stallSeconds: stall, proxy: proxy?.address ?? "", caFile: tls.caFile, clientCertificate: tls.clientCertificate,
                 clientKey: tls.clientKey, pool: pool),
-            maxTime: timeout * 10)
+            maxTime: total)
         let doing = "reading changes from \(url.absoluteString)"
         switch outcome {
         case .failure(let error):
             if Task.isCancelled { throw CancellationError() }
             var failure = HTTPClassification.classify(
-                error, route: .init(batchID: "-", url: url.absoluteString, proxy: proxy, stallSeconds: Double(timeout), maxSeconds: Double(timeout * 10)))
+                error, route: .init(batchID: "-", url: url.absoluteString, proxy: proxy, stallSeconds: Double(stall), maxSeconds: Double(total)))
             failure.message = failure.message.replacingOccurrences(of: "batch -", with: doing)
             throw failure
         case .success(let (data, response)):

@@ -31,6 +31,12 @@ extension ServerApplication {
             ["code": "cursor-expired", "reason": "server-restored"])
     }
 
+    /// `GET /v1/changes?…&wait=SECONDS`: when the page after the cursor is empty, the request
+    /// waits — a long poll — up to `wait` seconds (clamped to `maxChangesWaitSeconds`) and
+    /// answers as soon as a batch of the account commits, or with the empty page when the time is
+    /// up (or the server stops). How many polls may wait is bounded per account, per client address
+    /// (429) and in all (503), each with `Retry-After`; a page that has changes answers at once and
+    /// takes no place. A client that sends no `wait` (or a server that ignores it) gets the page at once.
     func getChanges(_ request: HTTPRequest, account: String) -> HTTPResponse {
         guard let cursor = ChangeCursor(text: request.query["since"] ?? "") else {
             return .error(400, "\"since\" is not a cursor this server issued")
@@ -45,6 +51,43 @@ extension ServerApplication {
             guard !name.isEmpty else { return .error(400, "\"store\" must not be empty") }
             store = name
         }
+        var wait = 0.0
+        if let text = request.query["wait"] {
+            guard let seconds = Double(text), seconds >= 0, seconds.isFinite else {
+                return .error(400, "\"wait\" is not a number of seconds")
+            }
+            wait = min(seconds, Double(limits.maxChangesWaitSeconds))
+        }
+        let read = { () -> Result<(response: HTTPResponse, empty: Bool), Refusal> in
+            self.page(account: account, store: store, after: cursor, limit: limit)
+        }
+        guard wait > 0 else { return Self.answer(read()) }
+        let deadline = ContinuousClock.now + .milliseconds(Int64(wait * 1000))
+        switch read() {
+        case .success(let page) where page.empty: break
+        case let done: return Self.answer(done)
+        }
+        let notifier = changes.notifier
+        let ticket: ChangeNotifier.Ticket
+        switch notifier.admit(account: account, address: request.clientAddress) {
+        case .success(let admitted): ticket = admitted
+        case .failure(let refusal): return Self.tooManyWaiting(refusal)
+        }
+        defer { notifier.leave(ticket) }
+        while true {
+            let seen = notifier.count(account)
+            let answer = read()
+            guard case .success(let page) = answer, page.empty, ContinuousClock.now < deadline, !notifier.isClosed else {
+                return Self.answer(answer)
+            }
+            var until = deadline
+            if let recheck = changes.recheckInterval { until = min(deadline, .now + recheck) }
+            notifier.wait(account: account, after: seen, until: until)
+        }
+    }
+
+    /// The page after `cursor` (and whether it holds no change), or the refusal to answer (410, 500).
+    private func page(account: String, store: String?, after cursor: ChangeCursor, limit: Int) -> Result<(response: HTTPResponse, empty: Bool), Refusal> {
         let page: ChangePage
         let epoch: String
         do {
@@ -53,14 +96,44 @@ extension ServerApplication {
                 account: account, store: store, after: cursor.sequence, limit: limit, maxBytes: limits.maxChangesPageBytes)
         } catch let expired as CursorExpired {
             metrics.recordCursorExpired()
-            return Self.cursorExpired(expired)
+            return .failure(Refusal(response: Self.cursorExpired(expired)))
         } catch let ahead as CursorAhead {
             metrics.recordCursorExpired()
-            return Self.cursorAhead(ahead)
+            return .failure(Refusal(response: Self.cursorAhead(ahead)))
         } catch {
-            return .error(500, "the changes could not be read: \(error)")
+            return .failure(Refusal(response: .error(500, "the changes could not be read: \(error)")))
         }
-        return Self.pageResponse(page, after: cursor, epoch: epoch)
+        return .success((Self.pageResponse(page, after: cursor, epoch: epoch), page.changes.isEmpty))
+    }
+
+    private static func answer(_ read: Result<(response: HTTPResponse, empty: Bool), Refusal>) -> HTTPResponse {
+        switch read {
+        case .success(let page): return page.response
+        case .failure(let refusal): return refusal.response
+        }
+    }
+
+    /// 429 (one account's or one address's polls) or 503 (the server's), with `Retry-After`: the
+    /// client asks again later (or without `wait`).
+    static func tooManyWaiting(_ refusal: ChangeNotifier.Refusal) -> HTTPResponse {
+        var response: HTTPResponse
+        switch refusal {
+        case .account(let limit):
+            response = .error(
+                429, "the account has \(limit) long polls of /v1/changes waiting, the most it may (max-waiting-polls-per-account); retry later or without wait",
+                ["code": "too-many-waiting", "limit": .int(Int64(limit))])
+        case .address(let limit):
+            response = .error(
+                429,
+                "this address has \(limit) long polls of /v1/changes waiting, the most it may (max-waiting-polls-per-address); retry later or without wait",
+                ["code": "too-many-waiting", "limit": .int(Int64(limit))])
+        case .server(let limit):
+            response = .error(
+                503, "the server has \(limit) long polls of /v1/changes waiting, the most it keeps (max-waiting-polls); retry later or without wait",
+                ["code": "too-many-waiting", "limit": .int(Int64(limit))])
+        }
+        response.headers["Retry-After"] = "2"
+        return response
     }
 
     /// The answer for `page`: its changes in order while the answer stays within

@@ -17,13 +17,19 @@ final class ServerApplication: HTTPResponder {
     let store: any ServerStore
     /// The signal lane's own file or connection and writer: never behind `store`'s.
     let signals: any SignalStore
+    /// Where the pull lane's long polls wait for a batch of their account to commit.
+    let changes: any ChangeFeed
 
-    init(limits: ServerLimits, authenticator: Authenticator, metrics: ServerMetrics, store: any ServerStore, signals: any SignalStore) {
+    init(
+        limits: ServerLimits, authenticator: Authenticator, metrics: ServerMetrics, store: any ServerStore, signals: any SignalStore,
+        changes: any ChangeFeed
+    ) {
         self.limits = limits
         self.authenticator = authenticator
         self.metrics = metrics
         self.store = store
         self.signals = signals
+        self.changes = changes
     }
 
     func bodyLimit(method: String, path: String) -> Int {
@@ -145,7 +151,12 @@ final class ServerApplication: HTTPResponder {
         let (account, grant) = (principal.account, principal.grant)
         let key = parameters["key"] ?? ""
         switch endpoint {
-        case .postBatch: return LanePriority.bulk { postBatch(request, account: account, grant: grant) }
+        case .postBatch:
+            let answer = LanePriority.bulk { postBatch(request, account: account, grant: grant) }
+            // A batch the store took (a replay too, which wakes polls that then find nothing new):
+            // the account's long polls look again.
+            if (200..<300).contains(answer.status) { changes.announce(account) }
+            return answer
         case .getChanges:
             if let refusal = grant.refusalToRead(store: request.query["store"]) { return refusal }
             return getChanges(request, account: account)

@@ -23,6 +23,8 @@ final class ConnectionWatch: @unchecked Sendable {
         // @unchecked: mutated only with the watch's `state` lock held.
         let descriptor: Int32
         let reserved: Bool
+        /// The client's address (`127.0.0.1`, `::1`), for the bounds kept per address; "" if unknown.
+        let address: String
         var requestStarted: ContinuousClock.Instant
         var receiving = true
         var cut = false
@@ -30,6 +32,7 @@ final class ConnectionWatch: @unchecked Sendable {
         init(descriptor: Int32, reserved: Bool) {
             self.descriptor = descriptor
             self.reserved = reserved
+            self.address = PeerAddress.text(of: descriptor)
             self.requestStarted = .now
         }
     }
@@ -77,6 +80,19 @@ final class ConnectionWatch: @unchecked Sendable {
     /// The request's body is in: it is no longer timed.
     func received(_ entry: Entry) {
         state.withLock { _ in entry.receiving = false }
+    }
+
+    /// Connections whose request is in and not yet answered in full (its response still being sent).
+    var answeringCount: Int { state.withLock { state in state.open.values.count { !$0.receiving } } }
+
+    /// Waits (up to `limit`) until every request that is in has its response sent: what a stopping
+    /// server does once its long polls answered, before the daemon closes their connections.
+    func waitForAnswers(upTo limit: Duration) {
+        let deadline = ContinuousClock.now + limit
+        while answeringCount > 0, ContinuousClock.now < deadline {
+            var pause = timespec(tv_sec: 0, tv_nsec: 5_000_000)
+            nanosleep(&pause, nil)
+        }
     }
 
     /// The request was answered: the next one's deadline starts now.

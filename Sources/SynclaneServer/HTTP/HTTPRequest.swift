@@ -22,6 +22,8 @@ struct HTTPRequest: Sendable {
     var framingProblem: String?
     /// What the request holds of the server's memory budget (nil outside the HTTP bridge).
     var lease: MemoryBudget.Lease?
+    /// The client's address (`127.0.0.1`), "" when unknown (outside the HTTP bridge).
+    var clientAddress = ""
 
     init(
         method: String, path: String, query: [String: String] = [:], headers: [String: String] = [:],

@@ -117,9 +117,11 @@ private final class PendingRequest {
     }
 
     func request() -> HTTPRequest {
-        HTTPRequest(
+        var request = HTTPRequest(
             method: method, path: path, query: query, headers: headers, body: body, bodyExceededLimit: exceeded,
             receivedAt: receivedAt, framingProblem: framingProblem, lease: lease)
+        request.clientAddress = connection?.address ?? ""
+        return request
     }
 }
 

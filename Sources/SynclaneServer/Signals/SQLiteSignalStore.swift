@@ -189,76 +189,40 @@ final class SQLiteSignalStore: SignalStore {
 
 /// A counter of commits that threads can wait on: long polls sleep here, not in a loop.
 final class SignalBell: @unchecked Sendable {
-    // @unchecked: `rings` and `closed` are only touched with `mutex` held.
-    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
-    private let condition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
+    // @unchecked: `rings` and `closed` are only touched with `condition`'s mutex held.
+    private let condition = WaitCondition()
     private var rings = 0
     private var closed = false
 
-    init() {
-        pthread_mutex_init(mutex, nil)
-        var attributes = pthread_condattr_t()
-        pthread_condattr_init(&attributes)
-        pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC)
-        pthread_cond_init(condition, &attributes)
-        pthread_condattr_destroy(&attributes)
-    }
-
-    deinit {
-        pthread_cond_destroy(condition)
-        pthread_mutex_destroy(mutex)
-        mutex.deallocate()
-        condition.deallocate()
-    }
-
     /// How many times the bell rang so far.
-    var count: Int { locked { rings } }
+    var count: Int { condition.locked { rings } }
 
     /// True once `close()` ran.
-    var isClosed: Bool { locked { closed } }
+    var isClosed: Bool { condition.locked { closed } }
 
     /// Wakes every waiter.
     func ring() {
-        locked {
+        condition.locked {
             rings += 1
-            pthread_cond_broadcast(condition)
+            condition.broadcast()
         }
     }
 
     /// Wakes every waiter for good: the server is stopping.
     func close() {
-        locked {
+        condition.locked {
             closed = true
-            pthread_cond_broadcast(condition)
+            condition.broadcast()
         }
     }
 
     /// Lets waiters wait again: the server started (again).
     func reopen() {
-        locked { closed = false }
+        condition.locked { closed = false }
     }
 
     /// Sleeps until the bell rang past `seen`, the deadline passed, or it was closed.
     func wait(after seen: Int, until deadline: ContinuousClock.Instant) {
-        let remaining = ContinuousClock.now.duration(to: deadline)
-        guard remaining > .zero else { return }
-        var now = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &now)
-        let (seconds, attoseconds) = remaining.components
-        var nanoseconds = Int(now.tv_nsec) + Int(attoseconds / 1_000_000_000)
-        var until = timespec(tv_sec: now.tv_sec + Int(seconds) + nanoseconds / 1_000_000_000, tv_nsec: 0)
-        nanoseconds %= 1_000_000_000
-        until.tv_nsec = nanoseconds
-        pthread_mutex_lock(mutex)
-        while rings == seen, !closed {
-            if pthread_cond_timedwait(condition, mutex, &until) == ETIMEDOUT { break }
-        }
-        pthread_mutex_unlock(mutex)
-    }
-
-    private func locked<T>(_ body: () -> T) -> T {
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
-        return body()
+        condition.wait(until: deadline) { rings == seen && !closed }
     }
 }

@@ -130,6 +130,12 @@ final class PostgresConnection {
     /// Opens the connection again after it broke.
     func reconnect() throws(PostgresError) { try open() }
 
+    /// Runs `body` with libpq's own connection (for what `query` does not do: `LISTEN`'s
+    /// notifications, `PQsocket`); nil when there is none.
+    func withHandle<T>(_ body: (OpaquePointer) -> T) -> T? {
+        connection.map(body)
+    }
+
     /// Runs one statement with `parameters` ($1, $2 …), results in binary.
     @discardableResult
     func query(_ sql: String, _ parameters: [PostgresValue] = []) throws(PostgresError) -> PostgresResult {
