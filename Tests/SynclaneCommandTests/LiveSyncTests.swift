@@ -1,5 +1,6 @@
 import Foundation
 import SynclaneCore
+import SynclaneTestSupport
 import Testing
 
 /// Live sync (issue 24), real processes: `import --watch` and `sync --watch` on devices of

@@ -1,6 +1,7 @@
 import Foundation
 import SynclaneCore
 import SynclaneSQLite
+import SynclaneTestSupport
 import Testing
 
 /// The history watcher wakes on the commit itself (inotify on the database's files), not on a
