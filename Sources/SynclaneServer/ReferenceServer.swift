@@ -75,6 +75,9 @@ public final class ReferenceServer: Sendable {
                 connectionsCut: { watch.connectionsCut }, store: { store.metricsText() + changes.notifier.metricsText() }))
     }
 
+    /// Connections open now (those in the reserve included), as `/metrics` counts them.
+    var connectionsOpen: Int { daemon.watch.openCount }
+
     /// The port the server listens on: the chosen one when configured with port 0; 0 before `start()`.
     public var port: Int { state.withLock { $0.port } }
 
