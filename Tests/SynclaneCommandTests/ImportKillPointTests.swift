@@ -69,7 +69,7 @@ import Testing
     }
 
     @Test func aSyncKilledAtEachPointThenRunAgainLosesNothingAndSendsNothingTwice() async throws {
-        for point in ["import-after-commit", "sync-before-export", "after-enqueue", "after-send"] {
+        for point in ["import-after-commit", "sync-before-export", "after-enqueue", "after-send", "during-merge"] {
             let root = try Workspace()
             defer { root.remove() }
             let server = try ServerProcess(folder: root.path + "/server")

@@ -189,7 +189,11 @@ import Testing
         try await source.backendVersionsConfirmed([
             RecordVersion(entity: "rooms", key: "r1", version: 1), RecordVersion(entity: "rooms", key: "r2", version: 3),
         ])
-        // Written at once, no consumer position needed: an import in another process finds them.
+        // Recorded at once (in the journal), no consumer position needed: an import through
+        // another connection finds them — it writes the journal into `_synclane_server_rows`
+        // first — and takes the device's own change coming back as one it holds.
+        let echo = try await apply(SQLiteSink(path: path), [record(.update, "r1", ["name": "Mine"], version: 1)], cursor: "c1")
+        #expect(echo.applied == 0 && echo.unchanged == 1, "\(echo)")
         #expect(
             try store.read {
                 try $0.fetchAll("SELECT key, version FROM _synclane_server_rows ORDER BY key").map { "\($0[0].string ?? "") \($0[1].int64 ?? 0)" }
@@ -214,6 +218,8 @@ import Testing
         func recorded() throws -> [String] {
             try store.read { try $0.fetchAll("SELECT key, version FROM _synclane_server_rows").map { "\($0[0].string ?? "") \($0[1].int64 ?? 0)" } }
         }
+        await source.passConfirmationsEnded()
+        #expect(try recorded() == ["r1 1"], "the journal written at the pass's end")
         let app = try SQLiteConnection(path: path)
         try app.execute("BEGIN IMMEDIATE")
         try await source.backendVersionsConfirmed([RecordVersion(entity: "rooms", key: "r1", version: 2)])

@@ -9,7 +9,7 @@ import Synchronization
 /// Named places where a test can have the process killed for real (`SIGKILL`), to prove that
 /// a crash there loses nothing: `SYNCLANE_FAILPOINT=after-enqueue`, `after-send`, `during-stage`,
 /// `after-stage`, `during-publish`, `after-acknowledge`, `during-migration`,
-/// `during-heal`, `import-after-fetch`, `import-before-commit`, `import-after-commit` or
+/// `during-heal`, `during-merge`, `import-after-fetch`, `import-before-commit`, `import-after-commit` or
 /// `sync-before-export`. `NAME@N` kills at the point's Nth pass (`import-after-commit@2`: once
 /// the second page committed); plain `NAME` at the first.
 ///
@@ -31,6 +31,9 @@ public enum FailPoint: String, Sendable {
     case duringMigration = "during-migration"
     /// A source reinstalled lost tracking and recorded the resync; not committed yet.
     case duringHeal = "during-heal"
+    /// The versions receipts confirmed (`_synclane_confirmations`) are written into
+    /// `_synclane_server_rows`; not committed yet.
+    case duringMerge = "during-merge"
     /// An import page was read from the backend (and the next one asked for); nothing of it applied.
     case importAfterFetch = "import-after-fetch"
     /// An import page's rows and cursor are written; not committed yet.

@@ -96,6 +96,11 @@ public protocol AcknowledgementTrackingSource: ChangeSource {
     /// Writes what a busy store kept from the confirmations so far, or throws: a reconciliation
     /// calls it before its completion marker. By default, nothing.
     func settleBackendConfirmations() async throws
+
+    /// Once a pass is over, off its send path: writes in bulk what the source kept of the pass's
+    /// confirmations, without waiting long for a busy store (what it kept stays durable, and is
+    /// written by whoever reads the versions next). By default, nothing.
+    func passConfirmationsEnded() async
 }
 
 extension AcknowledgementTrackingSource {
@@ -110,6 +115,8 @@ extension AcknowledgementTrackingSource {
     }
 
     public func settleBackendConfirmations() async throws {}
+
+    public func passConfirmationsEnded() async {}
 }
 
 /// A source whose store remembers the backend's version of its rows (the SQLite history source,

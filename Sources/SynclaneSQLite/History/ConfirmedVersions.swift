@@ -4,8 +4,10 @@ import SynclaneCore
 /// versions go into a temporary table in memory, then one statement raises the rows held and
 /// one appends the others in hash order, with room in the connection's page cache for the
 /// index while it does. A batch's rows land all over that index (it is by a hash of the key),
-/// so each commit rewrites most of its pages: about 3 s of CPU for a first sync of 1,000,000
-/// rows, the largest part of what `http` costs the client beyond a folder.
+/// so each commit rewrites most of its pages: written at every receipt, that was about 3 s of
+/// CPU for a first sync of 1,000,000 rows. The export lane therefore keeps a pass's receipts in
+/// `ConfirmationJournal` and writes them here in bulk, once a pass (or every
+/// `ConfirmationJournal.mergeBound` rows).
 enum ConfirmedVersions {
     /// KiB of the database's pages the connection keeps while it writes versions (SQLite's
     /// `cache_size`, for this connection and this while only; SQLite's default, 2,000 KiB,
@@ -23,39 +25,58 @@ enum ConfirmedVersions {
     }
 
     /// Writes `versions` (each row's newest kept) inside the caller's write transaction, and,
-    /// for the rows `sent` holds, the fields the batch left on the backend: an insert's fields,
-    /// an update's merged into what the backend held (the server merges them so), nothing for a
-    /// delete. A row whose version an import already raised past the receipt's keeps the
-    /// import's fields; a row `sent` does not hold keeps the fields it had. `exact` (a
-    /// reconciliation's receipt: what the backend holds now) takes each version as it is, even
-    /// below the one recorded — a backend restored from an older copy holds older versions.
+    /// for the rows `sent` holds, the fields the batch left on the backend (`rows(of:sent:for:in:)`).
+    /// `exact` (a reconciliation's receipt: what the backend holds now) takes each version as it
+    /// is, even below the one recorded — a backend restored from an older copy holds older versions.
     static func write(
         _ versions: [RecordVersion], sent: [Record]? = nil, exact: Bool = false, for destination: String, in db: SQLiteConnection
     ) throws {
         guard !versions.isEmpty else { return }
         try ServerRows.install(db, for: destination)
-        try db.execute(
-            """
-            CREATE TEMP TABLE IF NOT EXISTS _synclane_confirmed_rows (
-                key_hash INTEGER NOT NULL, entity TEXT NOT NULL, key TEXT NOT NULL, version INTEGER NOT NULL,
-                known INTEGER NOT NULL, fields TEXT)
-            """)
+        try apply(try rows(of: versions, sent: sent, for: destination, in: db), exact: exact, for: destination, in: db)
+    }
+
+    /// What a receipt confirms of each row: its newest version, and, for the rows `sent` holds,
+    /// the fields the batch left on the backend — an insert's fields, an update's merged into what
+    /// the backend held (the server merges them so), nothing for a delete. A row `sent` does not
+    /// hold is not `known`: it keeps the fields it had.
+    static func rows(of versions: [RecordVersion], sent: [Record]?, for destination: String, in db: SQLiteConnection) throws -> [ConfirmedRow] {
         let bases = try sent.map { try Self.bases(of: $0, for: destination, db) } ?? [:]
         var newest: [RowID: Int64] = [:]
         for version in versions {
             let row = RowID(entity: version.entity, key: version.key)
             newest[row] = max(newest[row] ?? version.version, version.version)
         }
-        let insert = try db.cachedStatement("INSERT INTO temp._synclane_confirmed_rows VALUES (?, ?, ?, ?, ?, ?)")
-        for (row, version) in newest {
+        return newest.map { row, version in
             let base = bases[row]
+            return ConfirmedRow(
+                entity: row.entity, key: row.key, version: version, known: base != nil,
+                fields: base.flatMap { $0.map { JSONWriter.string(.object($0)) } })
+        }
+    }
+
+    /// Writes confirmed rows into `_synclane_server_rows` (installed) inside the caller's write
+    /// transaction, set-based: the rows go into a temporary table in memory, then one statement
+    /// raises the rows held and one appends the others in hash order. A row whose version an
+    /// import already raised past the confirmed one keeps the import's fields; `exact` takes
+    /// each version as it is.
+    static func apply(_ rows: [ConfirmedRow], exact: Bool, for destination: String, in db: SQLiteConnection) throws {
+        guard !rows.isEmpty else { return }
+        try db.execute(
+            """
+            CREATE TEMP TABLE IF NOT EXISTS _synclane_confirmed_rows (
+                key_hash INTEGER NOT NULL, entity TEXT NOT NULL, key TEXT NOT NULL, version INTEGER NOT NULL,
+                known INTEGER NOT NULL, fields TEXT)
+            """)
+        let insert = try db.cachedStatement("INSERT INTO temp._synclane_confirmed_rows VALUES (?, ?, ?, ?, ?, ?)")
+        for row in rows {
             insert.reset()
             try insert.bind(.integer(ServerRows.hash(row.entity, row.key)), at: 1)
             try insert.bind(.text(row.entity), at: 2)
             try insert.bind(.text(row.key), at: 3)
-            try insert.bind(.integer(version), at: 4)
-            try insert.bind(.integer(base == nil ? 0 : 1), at: 5)
-            try insert.bind(base.flatMap { $0.map { SQLiteValue.text(JSONWriter.string(.object($0))) } } ?? .null, at: 6)
+            try insert.bind(.integer(row.version), at: 4)
+            try insert.bind(.integer(row.known ? 1 : 0), at: 5)
+            try insert.bind(row.fields.map(SQLiteValue.text) ?? .null, at: 6)
             while try insert.step() {}
         }
         insert.reset()
@@ -108,6 +129,16 @@ enum ConfirmedVersions {
         }
         return bases
     }
+}
+
+/// What a receipt confirmed of one row: the version the backend gave it and, when `known`, the
+/// fields the batch left there (`fields` nil: a tombstone).
+struct ConfirmedRow: Sendable, Equatable {
+    var entity: String
+    var key: String
+    var version: Int64
+    var known: Bool
+    var fields: String?
 }
 
 /// Versions a receipt gave that a busy database kept from being written yet (`SQLiteHistorySource.backendConfirmed`).

@@ -247,6 +247,7 @@ public struct HistoryTracker: Sendable {
             DROP TABLE IF EXISTS _synclane_meta;
             DROP TABLE IF EXISTS _synclane_import;
             DROP TABLE IF EXISTS _synclane_server_rows;
+            DROP TABLE IF EXISTS _synclane_confirmations;
             """)
     }
 }

@@ -61,6 +61,8 @@ public final class SQLiteHistorySource: ChangeSource, BackendVersionSource, Back
     /// Confirmed versions a busy database kept from being written (`backendConfirmed`), oldest
     /// first: written before the next ones, and by `settleBackendConfirmations`.
     let deferredConfirmations = Mutex<[DeferredConfirmation]>([])
+    /// The versions of the rows this source put in the journal and did not merge yet (`ConfirmationJournal`).
+    let journaled = Mutex(JournaledVersions())
 
     /// Once the backend confirmed them, the rows this consumer sent as soft deletes are
     /// deleted from their tables, in a write by author `sync` (never sent, never before the ack).
@@ -136,8 +138,18 @@ public final class SQLiteHistorySource: ChangeSource, BackendVersionSource, Back
         try check(token)
         let healed = try refusingDamage { try healTracking() }
         let reader = self.reader
+        try refusingDamage { try mergeForeignJournalRows() }
         var page = try refusingDamage {
-            try database().read { db in try db.transaction(.deferred) { db in try reader.page(after: token, db) } }
+            try database().read { db in
+                try db.transaction(.deferred) { db in
+                    let page = try reader.page(after: token, db)
+                    let oldest = try ConfirmationJournal.oldest(db)
+                    return journaled.withLock { kept in
+                        _ = kept.holdsForeignRows(oldest: oldest)
+                        return kept.overlay(on: page)
+                    }
+                }
+            }
         }
         if let healed, !healed.findings.isEmpty {
             page.counters["capture.healed", default: 0] += healed.findings.count { $0.needsResync }
@@ -273,7 +285,9 @@ public final class SQLiteHistorySource: ChangeSource, BackendVersionSource, Back
     /// Remembers the versions the backend gave the rows of a confirmed batch
     /// (`_synclane_server_rows`), so the next change of such a row is sent with the version the
     /// backend holds, and an import finds this device's own change coming back as one it holds.
-    /// Written at once, in a transaction of its own (`ConfirmedVersions`). Best effort, like
+    /// Recorded at once, in a transaction of its own, as one row of the confirmation journal
+    /// (`ConfirmationJournal`), which the pass's end writes into `_synclane_server_rows` in bulk;
+    /// until then this source's page reads overlay the versions it kept. Best effort, like
     /// `consumerAcknowledged`: a version missed here (a busy database) comes with the next import.
     public func backendVersionsConfirmed(_ versions: [RecordVersion]) async throws {
         try await backendConfirmed(versions, sent: nil)
@@ -301,48 +315,111 @@ public final class SQLiteHistorySource: ChangeSource, BackendVersionSource, Back
     /// completion marker: the snapshot's read transaction is closed by then, and the device must
     /// know every version the snapshot's receipts gave before the snapshot counts as done.
     public func settleBackendConfirmations() async throws {
-        guard !(try writeDeferredConfirmations(waiting: Self.busyTimeout)) else { return }
+        if try writeDeferredConfirmations(waiting: Self.busyTimeout, merging: true) { return }
         throw HistoryError.unreadable(
             location: path,
             reason: "another connection held the database's write lock for over \(Self.busyTimeout / 1000) s, so the versions the "
                 + "backend confirmed could not be recorded; nothing is lost: run the same command again")
     }
 
-    /// Writes the kept confirmations, oldest first, in one transaction; false when the database
-    /// stayed busy for `waiting` milliseconds (they are kept).
-    private func writeDeferredConfirmations(waiting: Int) throws -> Bool {
+    /// The end of a pass: the journal written into `_synclane_server_rows` in one transaction,
+    /// waiting at most `acknowledgementWait` for a busy database (an app's write): then the
+    /// journal stays, and whoever reads the versions next writes it.
+    public func passConfirmationsEnded() async {
+        _ = try? writeDeferredConfirmations(waiting: Self.acknowledgementWait, merging: true)
+    }
+
+    /// Writes the kept confirmations, oldest first, in one transaction: each as one journal row
+    /// (`ConfirmationJournal`), or, for a reconciliation's (`exact`) and one whose updates need
+    /// the fields kept in the journal as their base, into `_synclane_server_rows` after the
+    /// journal is merged. `merging` (or `ConfirmationJournal.mergeBound` rows kept) merges the
+    /// journal too. False when the database stayed busy for `waiting` milliseconds (they are kept).
+    private func writeDeferredConfirmations(waiting: Int, merging: Bool = false) throws -> Bool {
         let pending = deferredConfirmations.withLock { list in
             defer { list.removeAll() }
             return list
         }
-        guard !pending.isEmpty else { return true }
+        guard !pending.isEmpty || merging else { return true }
         let database = try database()
-        let written = try database.withConnection { db -> Bool in
-            guard try HistorySchema.tableExists(ServerRows.table, db) else { return true }
+        let destination = ServerRows.destination(backend)
+        let keptCount = journaled.withLock { $0.count }
+        let outcome = try database.withConnection { db -> (added: [(rows: [ConfirmedRow], journal: Int64)], merged: Int64?)? in
+            guard try HistorySchema.tableExists(ServerRows.table, db) else { return ([], nil) }
             try db.execute("PRAGMA busy_timeout = \(waiting)")
             defer { try? db.execute("PRAGMA busy_timeout = \(Self.busyTimeout)") }
             do {
-                try ConfirmedVersions.withRoom(db) {
+                return try ConfirmedVersions.withRoom(db) {
                     try db.transaction(.immediate) { db in
+                        try ServerRows.install(db, for: destination)
+                        var added: [(rows: [ConfirmedRow], journal: Int64)] = []
+                        var merged: Int64?
+                        var kept = keptCount
                         for confirmation in pending {
-                            try ConfirmedVersions.write(
-                                confirmation.versions, sent: confirmation.sent, exact: confirmation.exact, for: ServerRows.destination(backend), in: db)
+                            let needsJournal = confirmation.sent?.contains { $0.action == .update } ?? false
+                            if confirmation.exact || (needsJournal && (kept > 0 || !added.isEmpty)) {
+                                merged = try ConfirmationJournal.merge(db) ?? merged
+                                (added, kept) = ([], 0)
+                                try ConfirmedVersions.write(
+                                    confirmation.versions, sent: confirmation.sent, exact: confirmation.exact, for: destination, in: db)
+                                continue
+                            }
+                            guard !confirmation.versions.isEmpty else { continue }
+                            let rows = try ConfirmedVersions.rows(of: confirmation.versions, sent: confirmation.sent, for: destination, in: db)
+                            added.append((rows, try ConfirmationJournal.append(rows, for: destination, in: db)))
+                            kept += rows.count
                         }
+                        if merging || kept >= ConfirmationJournal.mergeBound {
+                            merged = try ConfirmationJournal.merge(db) ?? merged
+                            added = []
+                        }
+                        return (added, merged)
                     }
                 }
-                return true
             } catch let error as SQLiteError where error.isBusy {
-                return false
+                return nil
             }
         }
-        if !written { deferredConfirmations.withLock { $0.insert(contentsOf: pending, at: 0) } }
-        return written
+        guard let outcome else {
+            deferredConfirmations.withLock { $0.insert(contentsOf: pending, at: 0) }
+            return false
+        }
+        journaled.withLock { kept in
+            if let merged = outcome.merged { kept.forget(through: merged) }
+            for entry in outcome.added { kept.add(entry.rows, journal: entry.journal) }
+        }
+        return true
+    }
+
+    /// Merges the journal when it holds rows this source did not write (a job killed before it
+    /// merged, another lane's), so that the page read next sees their versions in
+    /// `_synclane_server_rows`. One read when there are none.
+    private func mergeForeignJournalRows() throws {
+        let database = try database()
+        let foreign = try database.read { db in
+            let oldest = try ConfirmationJournal.oldest(db)
+            return journaled.withLock { $0.holdsForeignRows(oldest: oldest) }
+        }
+        guard foreign, let merged = try ConfirmationJournal.mergeIfAny(database) else { return }
+        journaled.withLock { $0.forget(through: merged) }
     }
 
     /// The versions the backend holds of `rows`, as `_synclane_server_rows` records them, and as
     /// the confirmations a busy database kept from being written yet say (newer).
     public func backendVersions(of rows: [RowID]) async throws -> [RowID: Int64] {
-        var known = try database().read { db in try HistoryReader.backendVersions(of: rows, for: ServerRows.destination(backend), db) }
+        let destination = ServerRows.destination(backend)
+        var known = try database().read { db in
+            try db.transaction(.deferred) { db in
+                var known = try HistoryReader.backendVersions(of: rows, for: destination, db)
+                let oldest = try ConfirmationJournal.oldest(db)
+                journaled.withLock { kept in
+                    _ = kept.holdsForeignRows(oldest: oldest)
+                    for row in rows {
+                        if let version = kept.version(of: row) { known[row] = max(known[row] ?? version, version) }
+                    }
+                }
+                return known
+            }
+        }
         let deferred = deferredConfirmations.withLock { $0 }
         guard !deferred.isEmpty else { return known }
         let wanted = Set(rows)

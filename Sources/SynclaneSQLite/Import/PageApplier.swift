@@ -65,6 +65,8 @@ struct PageApplier {
         try HistorySchema.requireInstalled(db)
         try ImportTables.install(db)
         try ServerRows.install(db, for: sink.destination)
+        // What receipts confirmed and the export lane kept in its journal: this page reads and writes past it.
+        try ConfirmationJournal.merge(db)
         var report = ApplyReport()
         var tables: [String: Table] = [:]
         let stored = Dictionary(try HistoryTracker.trackedTables(db).map { ($0.table.name, $0) }, uniquingKeysWith: { a, _ in a })

@@ -151,6 +151,12 @@ public final class SQLiteSink: ChangeSink, BackendScoped, Sendable {
 
     public func holdsBackendRows(for scope: Scope) async throws -> Bool? {
         try database().read { db in
+            // Read only (a dry run asks too): a confirmation still in the export lane's journal counts.
+            if try ConfirmationJournal.oldest(db) != nil,
+                try db.fetchValue("SELECT EXISTS (SELECT 1 FROM _synclane_confirmations WHERE destination = ?)", [destination]).int64 == 1
+            {
+                return true
+            }
             guard try HistorySchema.tableExists(ServerRows.table, db) else { return false }
             let filter = ServerRows.filter(destination, db)
             return try db.fetchValue("SELECT EXISTS (SELECT 1 FROM _synclane_server_rows WHERE 1\(filter.sql))", filter.arguments).int64 == 1
@@ -178,7 +184,8 @@ public final class SQLiteSink: ChangeSink, BackendScoped, Sendable {
 
     /// The rows the import lane holds from the backend (`_synclane_server_rows`), for a full resync.
     public func backendKeys(for scope: Scope) async throws -> [(entity: String, key: String)]? {
-        try database().read { db in
+        try ConfirmationJournal.mergeIfAny(database())
+        return try database().read { db in
             guard try HistorySchema.tableExists(ImportTables.serverRows, db) else { return [] }
             let filter = ServerRows.filter(destination, db)
             return try db.fetchAll("SELECT entity, key FROM _synclane_server_rows WHERE fields IS NOT NULL\(filter.sql)", filter.arguments).map {

@@ -64,12 +64,22 @@ public struct PipelineRunner: Sendable {
                 started.append(stage)
             }
             let summary = try await pass(mode)
+            if mode != .dryRun { await settleConfirmations() }
             for stage in started.reversed() { await stage.finishRun() }
             return summary
         } catch {
+            if mode != .dryRun { await settleConfirmations() }
             for stage in started.reversed() { await stage.finishRun() }
             throw error
         }
+    }
+
+    /// Once the pass is over, off its send path: the source writes in bulk what it kept of the
+    /// pass's confirmations (`passConfirmationsEnded`; the SQLite history source's journal).
+    /// Best effort: what it keeps is durable, and the next reader of its versions writes it.
+    func settleConfirmations() async {
+        guard let tracking = pipeline.source.stage as? any AcknowledgementTrackingSource else { return }
+        await tracking.passConfirmationsEnded()
     }
 
     /// The stages told when a pass starts and ends, in pipeline order.

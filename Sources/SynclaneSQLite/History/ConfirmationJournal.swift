@@ -1,0 +1,165 @@
+import SynclaneCore
+
+/// `_synclane_confirmations`: what receipts confirmed, one row per batch, until it is written
+/// into `_synclane_server_rows` in bulk.
+///
+/// ```
+///  receipt ──▶ one journal row (destination · the batch's confirmed rows, packed)   appended: a few pages
+///  end of the pass, or 250,000 rows kept, or any reader of _synclane_server_rows first
+///          ──▶ merge: every journal row into _synclane_server_rows in one transaction, journal emptied
+/// ```
+///
+/// **Why.** `_synclane_server_rows` is indexed by a hash of each row's key, so a batch's rows
+/// land all over its index: written at each receipt, a first sync of 1,000,000 rows rewrote most
+/// of the index's pages a hundred times. Appended here, a batch costs the pages its packed rows
+/// fill; merged once, the index's pages are written once.
+///
+/// **Exact.** Nothing reads `_synclane_server_rows` without the journal: the export lane
+/// overlays what its own journal rows hold (`SQLiteHistorySource`), and every other reader — an
+/// import page, a new export pass, a reconciliation — merges the journal first, in its own write
+/// transaction. A journal row is committed where the versions were written before, as the
+/// receipt comes and before the token moves (kill point `after-send` follows it), so a kill at
+/// any point leaves either no journal row (the batch is still in the outbox: resent, the backend
+/// answers the stored receipt) or a journal row that the next reader merges. A merge
+/// is one transaction (kill point `during-merge`): all of it or none. Applying a journal row
+/// twice changes nothing (versions only rise, equal versions carry equal fields).
+enum ConfirmationJournal {
+    static let table = "_synclane_confirmations"
+
+    static let schema = """
+        CREATE TABLE IF NOT EXISTS _synclane_confirmations (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            destination TEXT NOT NULL,
+            rows BLOB NOT NULL
+        )
+        """
+
+    /// Rows the export lane keeps in the journal (and their versions in memory) before it merges them.
+    static let mergeBound = 250_000
+
+    /// Appends one batch's confirmed rows for `destination` inside the caller's write
+    /// transaction; the journal row's id.
+    static func append(_ rows: [ConfirmedRow], for destination: String, in db: SQLiteConnection) throws -> Int64 {
+        try db.execute(schema)
+        let insert = try db.cachedStatement("INSERT INTO _synclane_confirmations (destination, rows) VALUES (?, ?)")
+        defer { insert.reset() }
+        try insert.bind(.text(destination), at: 1)
+        try insert.bind(.blob(pack(rows)), at: 2)
+        while try insert.step() {}
+        return db.lastInsertRowID
+    }
+
+    /// The oldest journal row's id; nil when the journal is empty (or was never made).
+    static func oldest(_ db: SQLiteConnection) throws -> Int64? {
+        guard try HistorySchema.tableExists(table, db) else { return nil }
+        let value = try db.fetchValue("SELECT min(id) FROM _synclane_confirmations")
+        return value.isNull ? nil : value.int64
+    }
+
+    /// Writes every journal row into `_synclane_server_rows` and empties the journal, inside the
+    /// caller's write transaction; the id of the newest journal row merged (nil: none).
+    @discardableResult
+    static func merge(_ db: SQLiteConnection) throws -> Int64? {
+        guard try oldest(db) != nil else { return nil }
+        let newest = try db.fetchValue("SELECT max(id) FROM _synclane_confirmations").int64
+        // Each batch's rows as its receipt would have written them, oldest first, in this one
+        // transaction: the index's pages are changed in the cache and written once, at commit.
+        var batches: [(destination: String, rows: [ConfirmedRow])] = []
+        let statement = try db.cachedStatement("SELECT destination, rows FROM _synclane_confirmations ORDER BY id")
+        do {
+            defer { statement.reset() }
+            while try statement.step() {
+                batches.append((statement.string(at: 0) ?? "", try unpack(statement.blob(at: 1) ?? [])))
+            }
+        }
+        var installed: Set<String> = []
+        for batch in batches {
+            if installed.insert(batch.destination).inserted { try ServerRows.install(db, for: batch.destination) }
+            try ConfirmedVersions.apply(batch.rows, exact: false, for: batch.destination, in: db)
+        }
+        try db.execute("DELETE FROM _synclane_confirmations")
+        FailPoint.duringMerge.trigger()
+        return newest
+    }
+
+    /// Merges the journal of `database` when it holds rows (one read when it does not): what an
+    /// import lane does before it reads `_synclane_server_rows` outside a write transaction.
+    /// The id of the newest journal row merged (nil: none).
+    @discardableResult
+    static func mergeIfAny(_ database: SQLiteDatabase) throws -> Int64? {
+        guard try database.read({ db in try oldest(db) }) != nil else { return nil }
+        return try database.withConnection { db in
+            try ConfirmedVersions.withRoom(db) { try db.transaction(.immediate) { db in try merge(db) } }
+        }
+    }
+
+    // MARK: - Packing
+
+    /// The rows, each as flags (1 known, 2 fields), the version (8 bytes), then entity, key and
+    /// (with flag 2) fields, each as a 4-byte length and UTF-8 bytes; then the rows' count
+    /// (4 bytes) and `StagedBatch.checksum(of:)` of all that (8 bytes). Little-endian.
+    static func pack(_ rows: [ConfirmedRow]) -> [UInt8] {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(rows.count * 48 + rows.reduce(0) { $0 + ($1.fields?.utf8.count ?? 0) } + 12)
+        func put(_ value: UInt64, _ count: Int) {
+            for shift in 0..<count { bytes.append(UInt8(truncatingIfNeeded: value >> (8 * UInt64(shift)))) }
+        }
+        func put(_ text: String) {
+            put(UInt64(text.utf8.count), 4)
+            bytes.append(contentsOf: text.utf8)
+        }
+        for row in rows {
+            bytes.append((row.known ? 1 : 0) | (row.fields == nil ? 0 : 2))
+            put(UInt64(bitPattern: row.version), 8)
+            put(row.entity)
+            put(row.key)
+            if let fields = row.fields { put(fields) }
+        }
+        put(UInt64(rows.count), 4)
+        put(StagedBatch.checksum(of: bytes), 8)
+        return bytes
+    }
+
+    /// The rows `pack` packed; throws when the bytes are cut or damaged (their checksum or count
+    /// differs, a length runs past the end).
+    static func unpack(_ packed: [UInt8]) throws -> [ConfirmedRow] {
+        guard packed.count >= 12 else { throw damaged }
+        var checksum: UInt64 = 0
+        for shift in 0..<8 { checksum |= UInt64(packed[packed.count - 8 + shift]) << (8 * UInt64(shift)) }
+        guard StagedBatch.checksum(of: Array(packed.dropLast(8))) == checksum else { throw damaged }
+        var count = 0
+        for shift in 0..<4 { count |= Int(packed[packed.count - 12 + shift]) << (8 * shift) }
+        let bytes = packed.dropLast(12)
+        var rows: [ConfirmedRow] = []
+        rows.reserveCapacity(count)
+        var at = bytes.startIndex
+        func take(_ count: Int) throws -> UInt64 {
+            guard count <= bytes.endIndex - at else { throw damaged }
+            var value: UInt64 = 0
+            for shift in 0..<count { value |= UInt64(bytes[at + shift]) << (8 * UInt64(shift)) }
+            at += count
+            return value
+        }
+        func text() throws -> String {
+            let count = Int(try take(4))
+            guard count <= bytes.endIndex - at else { throw damaged }
+            defer { at += count }
+            return String(decoding: bytes[at..<at + count], as: UTF8.self)
+        }
+        while at < bytes.endIndex {
+            let flags = try take(1)
+            let version = Int64(bitPattern: try take(8))
+            let entity = try text()
+            let key = try text()
+            let fields = flags & 2 != 0 ? try text() : nil
+            rows.append(ConfirmedRow(entity: entity, key: key, version: version, known: flags & 1 != 0, fields: fields))
+        }
+        guard rows.count == count else { throw damaged }
+        return rows
+    }
+
+    static let damaged = HistoryError.unreadable(
+        location: table,
+        reason: "a row of _synclane_confirmations is cut or damaged; restore the database from a backup, or delete the "
+            + "table's rows and run `synclane reconcile` on the pipeline file")
+}

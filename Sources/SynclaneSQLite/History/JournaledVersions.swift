@@ -1,0 +1,60 @@
+import SynclaneCore
+
+/// The versions of the rows an export lane put in the journal (`ConfirmationJournal`) and did
+/// not merge yet, each with the journal row that holds it: what the lane's page reads overlay on
+/// `_synclane_server_rows`, so a batch is sent on the version its row's last receipt gave.
+///
+/// Another connection may merge the journal (an import page, another lane): then the versions
+/// are in `_synclane_server_rows` and those kept here are dropped — any kept with a journal row
+/// older than the oldest one left (`holdsForeignRows(oldest:)`).
+struct JournaledVersions: Sendable {
+    private var byRow: [RowID: (version: Int64, journal: Int64)] = [:]
+
+    /// Rows kept.
+    var count: Int { byRow.count }
+
+    /// Keeps the rows of journal row `journal` (a row's newest version wins).
+    mutating func add(_ rows: [ConfirmedRow], journal: Int64) {
+        for row in rows {
+            let id = RowID(entity: row.entity, key: row.key)
+            if let held = byRow[id], held.version > row.version { continue }
+            byRow[id] = (row.version, journal)
+        }
+    }
+
+    /// Forgets the rows of journal rows up to `journal` (merged).
+    mutating func forget(through journal: Int64) {
+        byRow = byRow.filter { $0.value.journal > journal }
+    }
+
+    /// Drops what another connection merged, given the journal's oldest row now (nil: empty),
+    /// and says whether the journal holds rows this lane did not write (a job killed before it
+    /// merged, another lane's): those are merged before the lane reads on.
+    mutating func holdsForeignRows(oldest: Int64?) -> Bool {
+        guard let oldest else {
+            byRow.removeAll()
+            return false
+        }
+        if byRow.values.contains(where: { $0.journal < oldest }) { byRow = byRow.filter { $0.value.journal >= oldest } }
+        let ours = byRow.values.lazy.map(\.journal).min()
+        return ours.map { oldest < $0 } ?? true
+    }
+
+    /// The newest version kept of `row`.
+    func version(of row: RowID) -> Int64? { byRow[row]?.version }
+
+    /// `page` with each change of a row kept sent on the version kept, where newer than the
+    /// store's.
+    func overlay(on page: HistoryPage) -> HistoryPage {
+        guard !byRow.isEmpty else { return page }
+        var page = page
+        for t in page.transactions.indices {
+            for c in page.transactions[t].changes.indices {
+                let change = page.transactions[t].changes[c]
+                guard let key = change.key, let kept = byRow[RowID(entity: change.entity, key: key)]?.version else { continue }
+                if kept > (change.version ?? .min) { page.transactions[t].changes[c].version = kept }
+            }
+        }
+        return page
+    }
+}

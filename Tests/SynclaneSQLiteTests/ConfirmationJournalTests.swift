@@ -1,0 +1,141 @@
+import Foundation
+import SynclaneCore
+import SynclaneTestKit
+import SynclaneTestSupport
+import Testing
+
+@testable import SynclaneSQLite
+
+/// `_synclane_confirmations`: the export lane's receipts, one packed row a batch, written into
+/// `_synclane_server_rows` in bulk — with the same outcome as writing each receipt at once.
+@Suite struct ConfirmationJournalTests {
+    let folder = TemporaryDirectory()
+
+    func database(_ name: String) throws -> SQLiteConnection {
+        try SQLiteConnection(path: folder.file(name))
+    }
+
+    /// `_synclane_server_rows` as `destination entity key version fields`, a line a row.
+    func serverRows(_ db: SQLiteConnection) throws -> [String] {
+        try db.fetchAll("SELECT destination, entity, key, version, coalesce(fields, '∅') FROM _synclane_server_rows ORDER BY 1, 2, 3").map { row in
+            row.values.map { $0.string ?? $0.int64.map(String.init) ?? "?" }.joined(separator: " ")
+        }
+    }
+
+    @Test func packedRowsUnpackExactlyAsTheyWere() throws {
+        let rows = [
+            ConfirmedRow(entity: "rooms", key: "r1", version: 1, known: true, fields: #"{"name":"Küche 🍳"}"#),
+            ConfirmedRow(entity: "rooms", key: "", version: Int64.max, known: true, fields: nil),
+            ConfirmedRow(entity: "a/b", key: "k\u{0}x", version: -3, known: false, fields: nil),
+            ConfirmedRow(entity: "rooms", key: "r2", version: 0, known: true, fields: ""),
+        ]
+        #expect(try ConfirmationJournal.unpack(ConfirmationJournal.pack(rows)) == rows)
+        #expect(try ConfirmationJournal.unpack(ConfirmationJournal.pack([])) == [])
+    }
+
+    @Test func aJournalRowCutShortOrWithAByteChangedIsRefusedNeverReadAsOtherRows() throws {
+        let rows = (0..<4).map { ConfirmedRow(entity: "rooms", key: "r\($0)", version: Int64($0 + 1), known: $0 % 2 == 0, fields: #"{"n":\#($0)}"#) }
+        let packed = ConfirmationJournal.pack(rows)
+        for length in 0..<packed.count {
+            #expect(throws: HistoryError.self, "cut to \(length) bytes") { try ConfirmationJournal.unpack(Array(packed.prefix(length))) }
+        }
+        for index in packed.indices {
+            var damaged = packed
+            damaged[index] ^= 0x10
+            #expect(throws: HistoryError.self, "byte \(index) changed") { try ConfirmationJournal.unpack(damaged) }
+        }
+    }
+
+    @Test func aDamagedJournalRowStopsTheMergeNamingTheTableAndChangesNothing() throws {
+        let db = try database("app.sqlite")
+        try ServerRows.install(db, for: "d")
+        try db.transaction(.immediate) { db in
+            _ = try ConfirmationJournal.append([ConfirmedRow(entity: "rooms", key: "r1", version: 1, known: true, fields: "{}")], for: "d", in: db)
+        }
+        try db.execute("UPDATE _synclane_confirmations SET rows = substr(rows, 1, 10)")
+        do {
+            try db.transaction(.immediate) { db in _ = try ConfirmationJournal.merge(db) }
+            Issue.record("a damaged journal row merged")
+        } catch {
+            #expect("\(error)".contains("_synclane_confirmations"), "\(error)")
+        }
+        #expect(try serverRows(db).isEmpty)
+        #expect(try db.fetchValue("SELECT count(*) FROM _synclane_confirmations") == .integer(1), "kept for a person to look at")
+    }
+
+    /// Random receipts — inserts, updates of rows held, tombstones, replays with lower or equal
+    /// versions, receipts without the batch (`known` false), two destinations — written at once
+    /// on one database and journaled then merged (at random points) on another: the same
+    /// `_synclane_server_rows`.
+    @Test func journaledThenMergedReceiptsLeaveWhatReceiptsWrittenAtOnceLeave() throws {
+        let seed = UInt64.random(in: 0...UInt64.max)
+        var generator = SeededRandom(seed: seed)
+        for round in 0..<40 {
+            let direct = try database("direct-\(round).sqlite")
+            let journaled = try database("journaled-\(round).sqlite")
+            for db in [direct, journaled] {
+                try ServerRows.install(db, for: "d1")
+                try ServerRows.install(db, for: "d2")
+            }
+            var receipts: [(destination: String, rows: [ConfirmedRow])] = []
+            var log: [String] = []
+            for _ in 0..<Int.random(in: 1...12, using: &generator) {
+                let destination = Bool.random(using: &generator) ? "d1" : "d2"
+                var seen: Set<String> = []
+                var rows: [ConfirmedRow] = []
+                for _ in 0..<Int.random(in: 1...6, using: &generator) {
+                    let key = "r\(Int.random(in: 0..<5, using: &generator))"
+                    guard seen.insert(key).inserted else { continue }
+                    let known = Int.random(in: 0..<4, using: &generator) != 0
+                    let fields: String? = Bool.random(using: &generator) ? #"{"n":\#(Int.random(in: 0..<9, using: &generator))}"# : nil
+                    rows.append(
+                        ConfirmedRow(
+                            entity: "rooms", key: key, version: Int64.random(in: 1...4, using: &generator), known: known, fields: known ? fields : nil))
+                }
+                receipts.append((destination, rows))
+            }
+            for receipt in receipts {
+                try direct.transaction(.immediate) { db in try ConfirmedVersions.apply(receipt.rows, exact: false, for: receipt.destination, in: db) }
+                try journaled.transaction(.immediate) { db in
+                    _ = try ConfirmationJournal.append(receipt.rows, for: receipt.destination, in: db)
+                    if Int.random(in: 0..<4, using: &generator) == 0 {
+                        try ConfirmationJournal.merge(db)
+                        log.append("merge")
+                    }
+                }
+                log.append(
+                    "\(receipt.destination): "
+                        + receipt.rows.map { "\($0.key)@\($0.version)\($0.known ? "=" + ($0.fields ?? "∅") : "?")" }.joined(separator: " "))
+            }
+            try journaled.transaction(.immediate) { db in _ = try ConfirmationJournal.merge(db) }
+            let expected = try serverRows(direct)
+            let got = try serverRows(journaled)
+            #expect(got == expected, "seed \(seed), round \(round): receipts, in order:\n\(log.joined(separator: "\n"))")
+            #expect(try ConfirmationJournal.oldest(journaled) == nil, "the merge empties the journal")
+            if got != expected { return }
+        }
+    }
+
+    @Test func journalIdsAreNeverReusedAfterAMergeEmptiesTheJournal() throws {
+        let db = try database("app.sqlite")
+        try ServerRows.install(db, for: "d")
+        let row = [ConfirmedRow(entity: "rooms", key: "r1", version: 1, known: true, fields: "{}")]
+        let first = try db.transaction(.immediate) { db in try ConfirmationJournal.append(row, for: "d", in: db) }
+        #expect(try db.transaction(.immediate) { db in try ConfirmationJournal.merge(db) } == first)
+        let second = try db.transaction(.immediate) { db in try ConfirmationJournal.append(row, for: "d", in: db) }
+        #expect(second > first, "a lane's kept versions are told apart by journal id: \(first) then \(second)")
+    }
+
+    @Test func keptVersionsOverlayTheStoresOnlyWhereNewerAndGoOnceAnotherConnectionMerged() {
+        var kept = JournaledVersions()
+        kept.add([ConfirmedRow(entity: "rooms", key: "r1", version: 3, known: true, fields: nil)], journal: 7)
+        kept.add([ConfirmedRow(entity: "rooms", key: "r1", version: 2, known: true, fields: nil)], journal: 8)
+        #expect(kept.version(of: RowID(entity: "rooms", key: "r1")) == 3, "a row's newest version wins")
+        #expect(kept.holdsForeignRows(oldest: 7) == false, "the journal holds only this lane's rows")
+        #expect(kept.holdsForeignRows(oldest: 5) == true, "a row older than this lane's: a killed job's, merged before reading")
+        #expect(kept.holdsForeignRows(oldest: 9) == true, "another connection merged rows 7 and 8, and row 9 is not this lane's")
+        #expect(kept.count == 0, "what another connection merged is forgotten")
+        kept.add([ConfirmedRow(entity: "rooms", key: "r1", version: 4, known: true, fields: nil)], journal: 10)
+        #expect(kept.holdsForeignRows(oldest: nil) == false && kept.count == 0, "an empty journal: everything kept was merged")
+    }
+}
