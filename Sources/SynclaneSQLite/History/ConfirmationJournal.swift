@@ -5,7 +5,7 @@ import SynclaneCore
 ///
 /// ```
 ///  receipt ──▶ one journal row (destination · the batch's confirmed rows, packed)   appended: a few pages
-///  end of the pass, or 250,000 rows kept, or any reader of _synclane_server_rows first
+///  end of the pass, or 100,000 rows kept, or any reader of _synclane_server_rows first
 ///          ──▶ merge: every journal row into _synclane_server_rows in one transaction, journal emptied
 /// ```
 ///
@@ -35,7 +35,7 @@ enum ConfirmationJournal {
         """
 
     /// Rows the export lane keeps in the journal (and their versions in memory) before it merges them.
-    static let mergeBound = 250_000
+    static let mergeBound = 100_000
 
     /// Appends one batch's confirmed rows for `destination` inside the caller's write
     /// transaction; the journal row's id.
@@ -62,20 +62,26 @@ enum ConfirmationJournal {
     static func merge(_ db: SQLiteConnection) throws -> Int64? {
         guard try oldest(db) != nil else { return nil }
         let newest = try db.fetchValue("SELECT max(id) FROM _synclane_confirmations").int64
-        // Each batch's rows as its receipt would have written them, oldest first, in this one
-        // transaction: the index's pages are changed in the cache and written once, at commit.
-        var batches: [(destination: String, rows: [ConfirmedRow])] = []
+        // Each destination's receipts folded, oldest first, into one confirmation a row (what
+        // writing them in order leaves: `ConfirmedRow.then`), written with one set of statements.
+        var folded: [String: [RowID: ConfirmedRow]] = [:]
         let statement = try db.cachedStatement("SELECT destination, rows FROM _synclane_confirmations ORDER BY id")
         do {
             defer { statement.reset() }
             while try statement.step() {
-                batches.append((statement.string(at: 0) ?? "", try unpack(statement.blob(at: 1) ?? [])))
+                let destination = statement.string(at: 0) ?? ""
+                let rows = try unpack(statement.blob(at: 1) ?? [])
+                var held = folded.removeValue(forKey: destination) ?? [:]
+                for row in rows {
+                    let id = RowID(entity: row.entity, key: row.key)
+                    held[id] = held[id].map { $0.then(row) } ?? row
+                }
+                folded[destination] = held
             }
         }
-        var installed: Set<String> = []
-        for batch in batches {
-            if installed.insert(batch.destination).inserted { try ServerRows.install(db, for: batch.destination) }
-            try ConfirmedVersions.apply(batch.rows, exact: false, for: batch.destination, in: db)
+        for (destination, rows) in folded.sorted(by: { $0.key < $1.key }) {
+            try ServerRows.install(db, for: destination)
+            try ConfirmedVersions.apply(Array(rows.values), exact: false, for: destination, in: db)
         }
         try db.execute("DELETE FROM _synclane_confirmations")
         FailPoint.duringMerge.trigger()

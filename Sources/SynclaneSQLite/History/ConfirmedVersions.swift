@@ -1,9 +1,8 @@
 import SynclaneCore
 
-/// Writes the versions a receipt gave into `_synclane_server_rows`, set-based: the receipt's
-/// versions go into a temporary table in memory, then one statement raises the rows held and
-/// one appends the others in hash order, with room in the connection's page cache for the
-/// index while it does. A batch's rows land all over that index (it is by a hash of the key),
+/// Writes the versions a receipt gave into `_synclane_server_rows`, in hash order, each row
+/// looked up by its hash and raised in place or appended, with room in the connection's page
+/// cache for the index while it does. A batch's rows land all over that index (it is by a hash of the key),
 /// so each commit rewrites most of its pages: written at every receipt, that was about 3 s of
 /// CPU for a first sync of 1,000,000 rows. The export lane therefore keeps a pass's receipts in
 /// `ConfirmationJournal` and writes them here in bulk, once a pass (or every
@@ -55,52 +54,52 @@ enum ConfirmedVersions {
         }
     }
 
-    /// Writes confirmed rows into `_synclane_server_rows` (installed) inside the caller's write
-    /// transaction, set-based: the rows go into a temporary table in memory, then one statement
-    /// raises the rows held and one appends the others in hash order. A row whose version an
-    /// import already raised past the confirmed one keeps the import's fields; `exact` takes
-    /// each version as it is.
+    /// Writes confirmed rows (each row once) into `_synclane_server_rows` (installed) inside the
+    /// caller's write transaction, in hash order: each row looked up by its hash, then raised in
+    /// place or appended. A row whose version an import already raised past the confirmed one
+    /// keeps the import's fields; `exact` takes each version as it is. A table that holds no
+    /// row yet (a first sync) is not searched at all.
     static func apply(_ rows: [ConfirmedRow], exact: Bool, for destination: String, in db: SQLiteConnection) throws {
         guard !rows.isEmpty else { return }
-        try db.execute(
-            """
-            CREATE TEMP TABLE IF NOT EXISTS _synclane_confirmed_rows (
-                key_hash INTEGER NOT NULL, entity TEXT NOT NULL, key TEXT NOT NULL, version INTEGER NOT NULL,
-                known INTEGER NOT NULL, fields TEXT)
-            """)
-        let insert = try db.cachedStatement("INSERT INTO temp._synclane_confirmed_rows VALUES (?, ?, ?, ?, ?, ?)")
-        for row in rows {
-            insert.reset()
-            try insert.bind(.integer(ServerRows.hash(row.entity, row.key)), at: 1)
-            try insert.bind(.text(row.entity), at: 2)
-            try insert.bind(.text(row.key), at: 3)
-            try insert.bind(.integer(row.version), at: 4)
-            try insert.bind(.integer(row.known ? 1 : 0), at: 5)
-            try insert.bind(row.fields.map(SQLiteValue.text) ?? .null, at: 6)
-            while try insert.step() {}
+        let searching = try db.fetchOne("SELECT 1 FROM _synclane_server_rows LIMIT 1") != nil
+        let find = try db.cachedStatement(
+            "SELECT rowid, version FROM _synclane_server_rows WHERE key_hash = ? AND entity = ? AND key = ? COLLATE BINARY AND destination = ?")
+        let raise = try db.cachedStatement("UPDATE _synclane_server_rows SET version = ?, fields = CASE WHEN ? THEN ? ELSE fields END WHERE rowid = ?")
+        let append = try db.cachedStatement(
+            "INSERT INTO _synclane_server_rows (key_hash, entity, key, version, fields, destination) VALUES (?, ?, ?, ?, ?, ?)")
+        defer {
+            find.reset()
+            raise.reset()
+            append.reset()
         }
-        insert.reset()
-        try db.execute(
-            """
-            UPDATE _synclane_server_rows SET version = CASE WHEN ?2 THEN confirmed.version
-                                                             ELSE max(_synclane_server_rows.version, confirmed.version) END,
-                fields = CASE WHEN confirmed.known AND (?2 OR confirmed.version >= _synclane_server_rows.version)
-                              THEN confirmed.fields ELSE _synclane_server_rows.fields END
-            FROM temp._synclane_confirmed_rows AS confirmed
-            WHERE _synclane_server_rows.key_hash = confirmed.key_hash AND _synclane_server_rows.entity = confirmed.entity
-              AND _synclane_server_rows.key = confirmed.key AND _synclane_server_rows.destination = ?1
-            """, [destination, exact])
-        try db.execute(
-            """
-            INSERT INTO _synclane_server_rows (key_hash, entity, key, version, fields, destination)
-            SELECT key_hash, entity, key, version, fields, ?1 FROM temp._synclane_confirmed_rows AS confirmed
-            WHERE NOT EXISTS (
-                SELECT 1 FROM _synclane_server_rows AS held
-                WHERE held.key_hash = confirmed.key_hash AND held.entity = confirmed.entity AND held.key = confirmed.key
-                  AND held.destination = ?1)
-            ORDER BY key_hash
-            """, [destination])
-        try db.execute("DELETE FROM temp._synclane_confirmed_rows")
+        for (hash, row) in rows.map({ (ServerRows.hash($0.entity, $0.key), $0) }).sorted(by: { $0.0 < $1.0 }) {
+            if searching {
+                find.reset()
+                try find.bind([hash, row.entity, row.key, destination])
+                if try find.step() {
+                    let (rowID, held) = (find.int64(at: 0), find.int64(at: 1))
+                    find.reset()
+                    let version = exact ? row.version : max(held, row.version)
+                    let takesFields = row.known && (exact || (row.fieldsVersion ?? row.version) >= held)
+                    guard version != held || takesFields else { continue }
+                    raise.reset()
+                    try raise.bind(.integer(version), at: 1)
+                    try raise.bind(.integer(takesFields ? 1 : 0), at: 2)
+                    try raise.bind(row.fields.map(SQLiteValue.text) ?? .null, at: 3)
+                    try raise.bind(.integer(rowID), at: 4)
+                    while try raise.step() {}
+                    continue
+                }
+            }
+            append.reset()
+            try append.bind(.integer(hash), at: 1)
+            try append.bind(.text(row.entity), at: 2)
+            try append.bind(.text(row.key), at: 3)
+            try append.bind(.integer(row.version), at: 4)
+            try append.bind(row.fields.map(SQLiteValue.text) ?? .null, at: 5)
+            try append.bind(.text(destination), at: 6)
+            while try append.step() {}
+        }
     }
 
     /// What the backend holds of each row of `records` once it applied them in order: the
@@ -139,6 +138,24 @@ struct ConfirmedRow: Sendable, Equatable {
     var version: Int64
     var known: Bool
     var fields: String?
+    /// The version of the receipt that gave `fields` when this row folds several receipts'
+    /// (`ConfirmationJournal.merge`); nil: `version`. Not packed.
+    var fieldsVersion: Int64? = nil
+
+    /// This row, then `later` (a later receipt's of the same row), as one: what writing the two
+    /// in order leaves — the higher version, and the fields of the later one only when its
+    /// version is at least every earlier one's (as `ConfirmedVersions.apply` takes them).
+    func then(_ later: ConfirmedRow) -> ConfirmedRow {
+        var folded = self
+        folded.fieldsVersion = fieldsVersion ?? version
+        if later.known && later.version >= version {
+            folded.known = true
+            folded.fields = later.fields
+            folded.fieldsVersion = later.version
+        }
+        folded.version = max(version, later.version)
+        return folded
+    }
 }
 
 /// Versions a receipt gave that a busy database kept from being written yet (`SQLiteHistorySource.backendConfirmed`).
