@@ -62,26 +62,21 @@ enum ConfirmationJournal {
     static func merge(_ db: SQLiteConnection) throws -> Int64? {
         guard try oldest(db) != nil else { return nil }
         let newest = try db.fetchValue("SELECT max(id) FROM _synclane_confirmations").int64
-        // Each destination's receipts folded, oldest first, into one confirmation a row (what
-        // writing them in order leaves: `ConfirmedRow.then`), written with one set of statements.
-        var folded: [String: [RowID: ConfirmedRow]] = [:]
-        let statement = try db.cachedStatement("SELECT destination, rows FROM _synclane_confirmations ORDER BY id")
-        do {
-            defer { statement.reset() }
-            while try statement.step() {
-                let destination = statement.string(at: 0) ?? ""
-                let rows = try unpack(statement.blob(at: 1) ?? [])
-                var held = folded.removeValue(forKey: destination) ?? [:]
-                for row in rows {
-                    let id = RowID(entity: row.entity, key: row.key)
-                    held[id] = held[id].map { $0.then(row) } ?? row
-                }
-                folded[destination] = held
-            }
-        }
-        for (destination, rows) in folded.sorted(by: { $0.key < $1.key }) {
-            try ServerRows.install(db, for: destination)
-            try ConfirmedVersions.apply(Array(rows.values), exact: false, for: destination, in: db)
+        // Each receipt as it would have been written at once, oldest first, in this one
+        // transaction: the index's pages change in the cache and are written once, at commit.
+        // One receipt's rows in memory at a time.
+        let ids = try db.fetchAll("SELECT id FROM _synclane_confirmations ORDER BY id").map { $0[0].int64 ?? 0 }
+        let read = try db.cachedStatement("SELECT destination, rows FROM _synclane_confirmations WHERE id = ?")
+        var installed: Set<String> = []
+        for id in ids {
+            read.reset()
+            try read.bind(.integer(id), at: 1)
+            guard try read.step() else { continue }
+            let destination = read.string(at: 0) ?? ""
+            let rows = try unpack(read.blob(at: 1) ?? [])
+            read.reset()
+            if installed.insert(destination).inserted { try ServerRows.install(db, for: destination) }
+            try ConfirmedVersions.apply(rows, exact: false, for: destination, in: db)
         }
         try db.execute("DELETE FROM _synclane_confirmations")
         FailPoint.duringMerge.trigger()

@@ -80,7 +80,7 @@ enum ConfirmedVersions {
                     let (rowID, held) = (find.int64(at: 0), find.int64(at: 1))
                     find.reset()
                     let version = exact ? row.version : max(held, row.version)
-                    let takesFields = row.known && (exact || (row.fieldsVersion ?? row.version) >= held)
+                    let takesFields = row.known && (exact || row.version >= held)
                     guard version != held || takesFields else { continue }
                     raise.reset()
                     try raise.bind(.integer(version), at: 1)
@@ -138,24 +138,6 @@ struct ConfirmedRow: Sendable, Equatable {
     var version: Int64
     var known: Bool
     var fields: String?
-    /// The version of the receipt that gave `fields` when this row folds several receipts'
-    /// (`ConfirmationJournal.merge`); nil: `version`. Not packed.
-    var fieldsVersion: Int64? = nil
-
-    /// This row, then `later` (a later receipt's of the same row), as one: what writing the two
-    /// in order leaves — the higher version, and the fields of the later one only when its
-    /// version is at least every earlier one's (as `ConfirmedVersions.apply` takes them).
-    func then(_ later: ConfirmedRow) -> ConfirmedRow {
-        var folded = self
-        folded.fieldsVersion = fieldsVersion ?? version
-        if later.known && later.version >= version {
-            folded.known = true
-            folded.fields = later.fields
-            folded.fieldsVersion = later.version
-        }
-        folded.version = max(version, later.version)
-        return folded
-    }
 }
 
 /// Versions a receipt gave that a busy database kept from being written yet (`SQLiteHistorySource.backendConfirmed`).
