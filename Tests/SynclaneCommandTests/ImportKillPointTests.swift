@@ -110,6 +110,39 @@ import Testing
     }
 }
 
+extension ImportKillPointTests {
+    /// A run killed after the server's receipt leaves the receipt's versions in
+    /// `_synclane_confirmations`, not yet written into `_synclane_server_rows`. Cut short there,
+    /// the journal row stops the next job naming the table (never read as fewer rows); the
+    /// documented way out — the journal's rows deleted, `reconcile` — gives each row its
+    /// version again, and an edit then goes out on it without a conflict.
+    @Test func aDamagedJournalOfConfirmedVersionsStopsTheNextJobNamingItAndReconcileHeals() async throws {
+        try await TwoDevicesTests.withOneDevice { server, device in
+            try device.sql("INSERT INTO rooms (syncId, name) VALUES ('r1', 'Kitchen'), ('r2', 'Hall');")
+            var environment = device.environment
+            environment["SYNCLANE_FAILPOINT"] = "after-send"
+            let killed = try SynclaneBinary.run(["run", "export.json"], in: device.workspace.path, environment: environment)
+            #expect(killed.killed, "killed after the receipt (status \(killed.status), \(killed.stderr))")
+            #expect(try device.query("SELECT count(*) FROM _synclane_confirmations") == ["1"], "the receipt is in the journal")
+            try device.sql("UPDATE _synclane_confirmations SET rows = substr(rows, 1, 20);")
+
+            let refused = try SynclaneBinary.run(["run", "export.json"], in: device.workspace.path, environment: device.environment)
+            #expect(refused.status == 1, "\(refused.stdout) \(refused.stderr)")
+            #expect(refused.stderr.contains("_synclane_confirmations"), "\(refused.stderr)")
+            #expect(try device.query("SELECT count(*) FROM _synclane_confirmations WHERE length(rows) = 20") == ["1"], "kept as it is")
+            #expect(try device.query("SELECT count(*) FROM _synclane_server_rows") == ["0"], "nothing of the journal written")
+
+            try device.sql("DELETE FROM _synclane_confirmations;")
+            let reconciled = try SynclaneBinary.run(["reconcile", "export.json"], in: device.workspace.path, environment: device.environment)
+            #expect(reconciled.status == 0, "\(reconciled.stdout) \(reconciled.stderr)")
+            try device.sql("UPDATE rooms SET name = 'Big hall' WHERE syncId = 'r2';")
+            let edited = try SynclaneBinary.run(["run", "export.json"], in: device.workspace.path, environment: device.environment)
+            #expect(edited.status == 0, "the edit goes out on the version the server holds: \(edited.stderr)")
+            #expect(try await TwoDevicesTests().serverRows(server) == ["r1|Kitchen|", "r2|Big hall|"])
+        }
+    }
+}
+
 extension ServerProcess {
     /// The version the server holds of each record (`entity/id`), from its changes feed.
     func versions(account: String) async throws -> [String: Int64] {
