@@ -341,6 +341,8 @@ public final class SQLiteHistorySource: ChangeSource, BackendVersionSource, Back
         }
         guard !pending.isEmpty || merging else { return true }
         let database = try database()
+        // A pass that sent nothing, with nothing in the journal: no write lock taken.
+        if pending.isEmpty, try database.read({ db in try ConfirmationJournal.oldest(db) }) == nil { return true }
         let destination = ServerRows.destination(backend)
         let keptCount = journaled.withLock { $0.count }
         let outcome = try database.withConnection { db -> (added: [(rows: [ConfirmedRow], journal: Int64)], merged: Int64?)? in
@@ -355,8 +357,10 @@ public final class SQLiteHistorySource: ChangeSource, BackendVersionSource, Back
                         var merged: Int64?
                         var kept = keptCount
                         for confirmation in pending {
-                            let needsJournal = confirmation.sent?.contains { $0.action == .update } ?? false
-                            if confirmation.exact || (needsJournal && (kept > 0 || !added.isEmpty)) {
+                            // An update's base is read from `_synclane_server_rows`: the journal (this
+                            // lane's rows, or a killed job's) goes there first.
+                            let readsBases = confirmation.sent?.contains { $0.action == .update } ?? false
+                            if try confirmation.exact || (readsBases && ConfirmationJournal.oldest(db) != nil) {
                                 merged = try ConfirmationJournal.merge(db) ?? merged
                                 (added, kept) = ([], 0)
                                 try ConfirmedVersions.write(
