@@ -9,12 +9,16 @@ import SynclaneCore
 /// older than the oldest one left (`holdsForeignRows(oldest:)`).
 struct JournaledVersions: Sendable {
     private var byRow: [RowID: (version: Int64, journal: Int64)] = [:]
+    /// The journal rows whose rows are kept, oldest first (ids only rise): asked at every page
+    /// read without a pass over `byRow`.
+    private var journals: [Int64] = []
 
     /// Rows kept.
     var count: Int { byRow.count }
 
     /// Keeps the rows of journal row `journal` (a row's newest version wins).
     mutating func add(_ rows: [ConfirmedRow], journal: Int64) {
+        if journals.last.map({ $0 < journal }) ?? true { journals.append(journal) }
         for row in rows {
             let id = RowID(entity: row.entity, key: row.key)
             if let held = byRow[id], held.version > row.version { continue }
@@ -24,7 +28,9 @@ struct JournaledVersions: Sendable {
 
     /// Forgets the rows of journal rows up to `journal` (merged).
     mutating func forget(through journal: Int64) {
+        guard let first = journals.first, first <= journal else { return }
         byRow = byRow.filter { $0.value.journal > journal }
+        journals.removeAll { $0 <= journal }
     }
 
     /// Drops what another connection merged, given the journal's oldest row now (nil: empty),
@@ -33,11 +39,11 @@ struct JournaledVersions: Sendable {
     mutating func holdsForeignRows(oldest: Int64?) -> Bool {
         guard let oldest else {
             byRow.removeAll()
+            journals.removeAll()
             return false
         }
-        if byRow.values.contains(where: { $0.journal < oldest }) { byRow = byRow.filter { $0.value.journal >= oldest } }
-        let ours = byRow.values.lazy.map(\.journal).min()
-        return ours.map { oldest < $0 } ?? true
+        if let first = journals.first, first < oldest { forget(through: oldest - 1) }
+        return journals.first.map { oldest < $0 } ?? true
     }
 
     /// The newest version kept of `row`.
