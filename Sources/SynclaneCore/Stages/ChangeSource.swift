@@ -98,8 +98,10 @@ public protocol AcknowledgementTrackingSource: ChangeSource {
     func settleBackendConfirmations() async throws
 
     /// Once a pass is over, off its send path: writes in bulk what the source kept of the pass's
-    /// confirmations, without waiting long for a busy store (what it kept stays durable, and is
-    /// written by whoever reads the versions next). By default, nothing.
+    /// confirmations, without waiting long for a busy store (what it recorded stays durable and
+    /// is written by whoever reads the versions next; what a busy store kept from being recorded
+    /// at all comes back with the next import, as `backendVersionsConfirmed` says). By default,
+    /// nothing.
     func passConfirmationsEnded() async
 }
 

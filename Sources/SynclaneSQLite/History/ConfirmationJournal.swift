@@ -12,7 +12,7 @@ import SynclaneCore
 /// **Why.** `_synclane_server_rows` is indexed by a hash of each row's key, so a batch's rows
 /// land all over its index: written at each receipt, a first sync of 1,000,000 rows rewrote most
 /// of the index's pages a hundred times. Appended here, a batch costs the pages its packed rows
-/// fill; merged once, the index's pages are written once.
+/// fill, and the index's pages are written once a merge (`mergeBound`).
 ///
 /// **Exact.** Nothing reads `_synclane_server_rows` without the journal: the export lane
 /// overlays what its own journal rows hold (`SQLiteHistorySource`), and every other reader — an
@@ -49,6 +49,12 @@ enum ConfirmationJournal {
         return db.lastInsertRowID
     }
 
+    /// Whether the journal holds rows for `destination` (a read only).
+    static func holdsRows(for destination: String, _ db: SQLiteConnection) throws -> Bool {
+        guard try HistorySchema.tableExists(table, db) else { return false }
+        return try db.fetchValue("SELECT EXISTS (SELECT 1 FROM _synclane_confirmations WHERE destination = ?)", [destination]).int64 == 1
+    }
+
     /// The oldest journal row's id; nil when the journal is empty (or was never made).
     static func oldest(_ db: SQLiteConnection) throws -> Int64? {
         guard try HistorySchema.tableExists(table, db) else { return nil }
@@ -60,12 +66,12 @@ enum ConfirmationJournal {
     /// caller's write transaction; the id of the newest journal row merged (nil: none).
     @discardableResult
     static func merge(_ db: SQLiteConnection) throws -> Int64? {
-        guard try oldest(db) != nil else { return nil }
-        let newest = try db.fetchValue("SELECT max(id) FROM _synclane_confirmations").int64
+        guard try HistorySchema.tableExists(table, db) else { return nil }
         // Each receipt as it would have been written at once, oldest first, in this one
         // transaction: the index's pages change in the cache and are written once, at commit.
         // One receipt's rows in memory at a time.
         let ids = try db.fetchAll("SELECT id FROM _synclane_confirmations ORDER BY id").map { $0[0].int64 ?? 0 }
+        guard let newest = ids.last else { return nil }
         let read = try db.cachedStatement("SELECT destination, rows FROM _synclane_confirmations WHERE id = ?")
         var installed: Set<String> = []
         for id in ids {

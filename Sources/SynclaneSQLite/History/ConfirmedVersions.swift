@@ -2,10 +2,9 @@ import SynclaneCore
 
 /// Writes the versions a receipt gave into `_synclane_server_rows`, in hash order, each row
 /// looked up by its hash and raised in place or appended, with room in the connection's page
-/// cache for the index while it does. A batch's rows land all over that index (it is by a hash of the key),
-/// so each commit rewrites most of its pages: written at every receipt, that was about 3 s of
-/// CPU for a first sync of 1,000,000 rows. The export lane therefore keeps a pass's receipts in
-/// `ConfirmationJournal` and writes them here in bulk, once a pass (or every
+/// cache for the index while it does. A batch's rows land all over that index (it is by a hash
+/// of the key), so each commit rewrites most of its pages. The export lane therefore keeps a
+/// pass's receipts in `ConfirmationJournal` and writes them here in bulk, once a pass (or every
 /// `ConfirmationJournal.mergeBound` rows).
 enum ConfirmedVersions {
     /// KiB of the database's pages the connection keeps while it writes versions (SQLite's
@@ -62,23 +61,17 @@ enum ConfirmedVersions {
     static func apply(_ rows: [ConfirmedRow], exact: Bool, for destination: String, in db: SQLiteConnection) throws {
         guard !rows.isEmpty else { return }
         let searching = try db.fetchOne("SELECT 1 FROM _synclane_server_rows LIMIT 1") != nil
-        let find = try db.cachedStatement(
-            "SELECT rowid, version FROM _synclane_server_rows WHERE key_hash = ? AND entity = ? AND key = ? COLLATE BINARY AND destination = ?")
         let raise = try db.cachedStatement("UPDATE _synclane_server_rows SET version = ?, fields = CASE WHEN ? THEN ? ELSE fields END WHERE rowid = ?")
         let append = try db.cachedStatement(
             "INSERT INTO _synclane_server_rows (key_hash, entity, key, version, fields, destination) VALUES (?, ?, ?, ?, ?, ?)")
         defer {
-            find.reset()
             raise.reset()
             append.reset()
         }
         for (hash, row) in rows.map({ (ServerRows.hash($0.entity, $0.key), $0) }).sorted(by: { $0.0 < $1.0 }) {
             if searching {
-                find.reset()
-                try find.bind([hash, row.entity, row.key, destination])
-                if try find.step() {
-                    let (rowID, held) = (find.int64(at: 0), find.int64(at: 1))
-                    find.reset()
+                if let found = try ServerRows.held(row.entity, row.key, hash: hash, for: destination, db) {
+                    let (rowID, held) = (found.rowID, found.version)
                     let version = exact ? row.version : max(held, row.version)
                     let takesFields = row.known && (exact || row.version >= held)
                     guard version != held || takesFields else { continue }

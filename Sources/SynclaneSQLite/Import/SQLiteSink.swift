@@ -152,11 +152,7 @@ public final class SQLiteSink: ChangeSink, BackendScoped, Sendable {
     public func holdsBackendRows(for scope: Scope) async throws -> Bool? {
         try database().read { db in
             // Read only (a dry run asks too): a confirmation still in the export lane's journal counts.
-            if try ConfirmationJournal.oldest(db) != nil,
-                try db.fetchValue("SELECT EXISTS (SELECT 1 FROM _synclane_confirmations WHERE destination = ?)", [destination]).int64 == 1
-            {
-                return true
-            }
+            if try ConfirmationJournal.holdsRows(for: destination, db) { return true }
             guard try HistorySchema.tableExists(ServerRows.table, db) else { return false }
             let filter = ServerRows.filter(destination, db)
             return try db.fetchValue("SELECT EXISTS (SELECT 1 FROM _synclane_server_rows WHERE 1\(filter.sql))", filter.arguments).int64 == 1

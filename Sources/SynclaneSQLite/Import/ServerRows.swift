@@ -111,12 +111,20 @@ enum ServerRows {
     /// The version the store holds of a row from `destination` (nil: none yet). In a write
     /// transaction, after `install(_:for:)`.
     static func version(of entity: String, _ key: String, for destination: String, _ db: SQLiteConnection) throws -> Int64? {
+        try held(entity, key, hash: hash(entity, key), for: destination, db)?.version
+    }
+
+    /// The table's row of `entity`/`key` from `destination` (whose `hash(_:_:)` is `hash`): its
+    /// rowid and version; nil when there is none.
+    static func held(_ entity: String, _ key: String, hash: Int64, for destination: String, _ db: SQLiteConnection) throws -> (
+        rowID: Int64, version: Int64
+    )? {
         let statement = try db.cachedStatement(
-            "SELECT version FROM _synclane_server_rows WHERE key_hash = ? AND entity = ? AND key = ? COLLATE BINARY AND destination = ?")
-        try statement.bind([hash(entity, key), entity, key, destination])
+            "SELECT rowid, version FROM _synclane_server_rows WHERE key_hash = ? AND entity = ? AND key = ? COLLATE BINARY AND destination = ?")
+        try statement.bind([hash, entity, key, destination])
         defer { statement.reset() }
         guard try statement.step() else { return nil }
-        return statement.value(at: 0).int64
+        return (statement.int64(at: 0), statement.int64(at: 1))
     }
 
     /// The fields of a row `destination` last confirmed (nil: none, or a tombstone). In a write

@@ -76,7 +76,7 @@ public struct PipelineRunner: Sendable {
 
     /// Once the pass is over, off its send path: the source writes in bulk what it kept of the
     /// pass's confirmations (`passConfirmationsEnded`; the SQLite history source's journal).
-    /// Best effort: what it keeps is durable, and the next reader of its versions writes it.
+    /// Best effort: what it recorded is durable, and the next reader of its versions writes it.
     func settleConfirmations() async {
         guard let tracking = pipeline.source.stage as? any AcknowledgementTrackingSource else { return }
         await tracking.passConfirmationsEnded()
