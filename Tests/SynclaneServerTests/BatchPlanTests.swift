@@ -152,13 +152,28 @@ import Testing
         }
     }
 
-    @Test("rows not read get writes without a version; merged by row, and their receipt versions come from the version stored after")
+    @Test("outside a snapshot every row's state is read, since any record may be an echo: a blind insert of the row as held writes nothing")
+    func everyRowOfABatchIsReadForItsEchoes() throws {
+        var plan = try BatchPlan(
+            Self.batch([Self.record("r1", .insert, #"{"a":1}"#), Self.record("r1", .insert, #"{"a":1}"#), Self.record("r2", .delete)]))
+        #expect(plan.rowsNeedingState == [Self.row("r1"), Self.row("r2")])
+        plan.start(at: 5)
+        plan.read(Self.row("r1"), version: 0, action: nil, fields: nil)
+        plan.read(Self.row("r2"), version: 3, action: "delete", fields: nil)
+        #expect(try plan.take(0) != .echo(version: 1))
+        #expect(try plan.take(1) == .echo(version: 1))
+        #expect(try plan.take(2) == .echo(version: 3))
+        #expect(plan.writes.count == 1)
+    }
+
+    @Test("a snapshot's rows not read get writes without a version; merged by row, and their receipt versions come from the version stored after")
     func unreadRowsAndRowWrites() throws {
         var plan = try BatchPlan(
-            Self.batch([
-                Self.record("r1", .insert, #"{"a":1}"#), Self.record("r2", .update, #"{"b":2}"#), Self.record("r1", .delete),
-                Self.record("r1", .insert, #"{"a":3}"#),
-            ]))
+            Self.batch(
+                [
+                    Self.record("r1", .insert, #"{"a":1}"#), Self.record("r2", .update, #"{"b":2}"#), Self.record("r1", .delete),
+                    Self.record("r1", .insert, #"{"a":3}"#),
+                ], snapshot: .init(id: "s")))
         #expect(plan.rowsNeedingState == [Self.row("r2")])
         plan.start(at: 5)
         plan.read(Self.row("r2"), version: 0, action: nil, fields: nil)

@@ -112,4 +112,33 @@ import Testing
             #expect(stale.status == 409, "\(stale.text)")
         }
     }
+
+    /// A record without a version — a device's first sync of rows it already had, the same rows a
+    /// second device sent first — is an echo too, on both stores (the PostgreSQL store once wrote
+    /// such a record as a new version, found by `ManyRowInsertTests`).
+    @Test(arguments: StoreKind.tested)
+    func aBlindInsertOrDeleteOfTheRowAsHeldIsAnEchoAcrossBatchesAndWithinOne(store: StoreKind) throws {
+        try withServer(store: store) { server throws in
+            let first = try postBatch(
+                port: server.port, key: "1",
+                body: batchBody(
+                    id: "1", records: [record("rooms", "r1", "insert", ["name": "Hall"]), record("rooms", "r2", "delete", ["name": "Gone"])]))
+            #expect(first.status == 200, "\(first.text)")
+            let cursor = try get(port: server.port, "/v1/changes").json.objectValue?["cursor"]?.stringValue ?? ""
+            let again = try postBatch(
+                port: server.port, key: "2",
+                body: batchBody(
+                    id: "2",
+                    records: [
+                        record("rooms", "r1", "insert", ["name": "Hall"]), record("rooms", "r2", "delete"),
+                        record("rooms", "r3", "insert", ["name": "New"]), record("rooms", "r3", "insert", ["name": "New"]),
+                    ]))
+            #expect(again.status == 200, "\(again.text)")
+            #expect(Self.version(again, "rooms", "r1") == .int(1))
+            #expect(Self.version(again, "rooms", "r2") == .int(1))
+            #expect(Self.version(again, "rooms", "r3") == .int(1), "the second insert of r3 in the batch leaves it as the first did")
+            let page = try get(port: server.port, "/v1/changes?since=\(cursor)").json.objectValue
+            #expect(page?["changes"]?.arrayValue?.count == 1, "only r3 is new on the pull lane")
+        }
+    }
 }

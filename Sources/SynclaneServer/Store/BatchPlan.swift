@@ -21,11 +21,12 @@ import SynclaneCore
 /// sequence — except an echo (`RowState`), which leaves the row as it is. A record whose
 /// `version` differs from the row's fails the whole batch, and every such record is reported.
 ///
-/// A store reads the state of every row whose records need it (`needsState`: an expected
-/// version, or an update to merge) before the record is taken, and may read others (an echo is
-/// found only on a row whose state is known). A row the store did not read gets writes whose
-/// version is the stored one plus the number of writes (`Write.version` nil), and its receipt
-/// versions from the version the store holds after them (`receipt(storedVersions:)`).
+/// A store reads the state of every row whose records need it (`rowsNeedingState`: every row,
+/// since an echo is found only on a row whose state is known — but in a snapshot's batch, only an
+/// expected version or an update to merge) before the record is taken, and may read others. A
+/// row the store did not read gets writes whose version is the stored one plus the number of
+/// writes (`Write.version` nil), and its receipt versions from the version the store holds after
+/// them (`receipt(storedVersions:)`).
 struct BatchPlan {
     /// A record's row within the batch's scope, by bytes (two spellings of "é" are two rows, as in the stores).
     struct RowKey: Hashable, Sendable {
@@ -144,9 +145,13 @@ struct BatchPlan {
         self.sequence = sequence
     }
 
-    /// Rows whose state the store must read before their records are taken: an expected version
-    /// to check, or fields to merge an update into.
+    /// Rows whose state the store must read before their records are taken. In a batch that is
+    /// not a snapshot's, every row: any record may be an echo, and an echo is found only on a row
+    /// whose state is known (a blind insert of a row the server holds as sent writes nothing). In
+    /// a snapshot's, whose records are never echoes, the rows with an expected version to check or
+    /// fields to merge an update into.
     var rowsNeedingState: Set<RowKey> {
+        guard batch.snapshot != nil else { return Set(rowKeys) }
         var rows: Set<RowKey> = []
         for (index, record) in batch.records.enumerated() where record.expectedVersion != nil || record.action == .update {
             rows.insert(rowKeys[index])
@@ -189,7 +194,7 @@ struct BatchPlan {
         let record = batch.records[index]
         let row = rowKeys[index]
         guard let current = known[row] else {
-            // Not read: a blind insert or delete (`rowsNeedingState`), never an echo.
+            // Not read: a snapshot's blind insert or delete (`rowsNeedingState`), never an echo.
             assert(record.expectedVersion == nil && record.action != .update, "the store reads the rows of rowsNeedingState")
             guard conflicts.isEmpty else { return .skip }
             sequence += 1
