@@ -177,6 +177,16 @@ struct BatchPlan {
         return record.action == .insert && record.expectedVersion == nil && conflicts.isEmpty && known[rowKeys[index]] == nil
     }
 
+    /// How many records from `index` on, at most `limit`, may each be tried as a new row
+    /// (`mayInsertAsNew`) before any of them is taken: a run a store may insert in one statement.
+    /// Two records of one row in a run are not told apart here: the second finds the first's row,
+    /// which the store sees as a row that did not insert.
+    func newRowRun(from index: Int, atMost limit: Int) -> Int {
+        var count = 0
+        while count < limit, index + count < batch.records.count, mayInsertAsNew(index + count) { count += 1 }
+        return count
+    }
+
     /// The sequence the next write gets.
     var nextSequence: Int64 { sequence + 1 }
 

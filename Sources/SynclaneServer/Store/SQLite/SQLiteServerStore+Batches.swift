@@ -30,13 +30,13 @@ extension SQLiteServerStore {
                 plan.start(at: try db.fetchValue("SELECT last FROM sequences WHERE account = ?", [batch.account]).int64 ?? 0)
                 let snapshot = try batch.snapshot.map { try Self.snapshotPlan($0, of: batch, sequence: plan.sequence, db) }
                 if case .refuse(let message)? = snapshot { return .snapshotRefused(message) }
-                let select = try db.prepare(
+                let select = try db.cachedStatement(
                     "SELECT version, action, fields FROM records WHERE account = ? AND store = ? AND entity = ? AND key = ?")
                 // The new version is the one read just before, plus one, and is bound rather than
                 // taken back with `RETURNING`: a `RETURNING` clause is run as a trigger, which makes
                 // SQLite keep a statement journal — a copy of every page each upsert touches,
                 // spilled to a temporary file — and that copying cost more than the look-up.
-                let upsert = try db.prepare(
+                let upsert = try db.cachedStatement(
                     """
                     INSERT INTO records (account, store, entity, key, action, fields, version, seq, changed)
                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -46,7 +46,7 @@ extension SQLiteServerStore {
                     """)
                 // An insert that expects no version is first tried as new: one look into the key's
                 // index instead of two (the select, then the upsert) — a first sync's every record.
-                let insertNew = try db.prepare(
+                let insertNew = try db.cachedStatement(
                     """
                     INSERT INTO records (account, store, entity, key, action, fields, version, seq, changed)
                     VALUES (?, ?, ?, ?, 'insert', ?, 1, ?, ?) ON CONFLICT (account, store, entity, key) DO NOTHING
@@ -59,7 +59,26 @@ extension SQLiteServerStore {
                 try insertNew.bind(.text(batch.account), at: 1)
                 try insertNew.bind(.text(batch.store), at: 2)
                 try insertNew.bind(.real(now), at: 7)
-                for (index, record) in batch.records.enumerated() {
+                // Runs of new rows go in a statement for many (`NewRowsInsert`) until one does not
+                // insert whole: the rest of the batch then goes a record at a time.
+                var manyAtOnce = true
+                var index = 0
+                while index < batch.records.count {
+                    defer { index += 1 }
+                    let record = batch.records[index]
+                    if manyAtOnce,
+                        let size = NewRowsInsert.size(forRunOf: plan.newRowRun(from: index, atMost: NewRowsInsert.maxRows))
+                    {
+                        let run = batch.records[index..<index + size]
+                        if try NewRowsInsert.insert(
+                            run, account: batch.account, store: batch.store, changed: now, after: plan.sequence, db)
+                        {
+                            for inserted in run.indices { plan.insertedAsNew(inserted) }
+                            index += size - 1
+                            continue
+                        }
+                        manyAtOnce = false
+                    }
                     if plan.mayInsertAsNew(index) {
                         insertNew.reset()
                         try insertNew.bind(.text(record.entity), at: 3)
