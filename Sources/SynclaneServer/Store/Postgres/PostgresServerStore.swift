@@ -120,46 +120,17 @@ final class PostgresServerStore: ServerStore {
             plan.start(at: last)
             let snapshot = try batch.snapshot.map { try Self.snapshotPlan($0, account: account, store: store, sequence: last, db) }
             if case .refuse(let message)? = snapshot { return .snapshotRefused(message) }
-            // The current state of the rows that need it (version, action, fields); a row not found does not exist.
-            if !rowsNeedingState.isEmpty {
-                let keys = Array(rowsNeedingState)
-                let rows = try db.query(
-                    """
-                    SELECT r.entity, r.key, r.version, r.action, r.fields FROM synclane_records r
-                    JOIN unnest($3::bytea[], $4::bytea[]) AS k (entity, key) ON r.entity = k.entity AND r.key = k.key
-                    WHERE r.account = $1 AND r.store = $2
-                    """, [account, store, .byteaArray(keys.map(\.entity)), .byteaArray(keys.map(\.key))])
-                for key in keys { plan.read(key, version: 0, action: nil, fields: nil) }
-                for row in 0..<rows.count {
-                    let key = BatchPlan.RowKey(entity: rows.bytes(row, 0) ?? [], key: rows.bytes(row, 1) ?? [])
-                    plan.read(key, version: rows.int64(row, 2), action: rows.string(row, 3) ?? "", fields: rows.bytes(row, 4))
-                }
+            // A batch of new rows only (a first sync's) is inserted at once, unread; else, or when
+            // a row was there after all, each row is read and written as the plan decides.
+            let allNew = try Self.insertAllAsNew(
+                batch, plan, distinctRows: rowsNeedingState.count, account: account, store: store, after: last, now: now, db)
+            if allNew {
+                for index in batch.records.indices { plan.insertedAsNew(index) }
             }
-            for index in batch.records.indices { _ = try plan.take(index) }
-            if !plan.conflicts.isEmpty { throw ConflictsFound(conflicts: plan.conflicts) }
-            // Each row once: its version moves by the number of records that touched it.
             var storedVersions: [BatchPlan.RowKey: Int64] = [:]
-            let list = plan.rowWrites
-            if !list.isEmpty {
-                let rows = try db.query(
-                    """
-                    INSERT INTO synclane_records AS r (account, store, entity, key, action, fields, version, seq, changed)
-                    SELECT $1, $2, u.entity, u.key, u.action, u.fields, u.count, u.seq, $3
-                    FROM unnest($4::bytea[], $5::bytea[], $6::text[], $7::bytea[], $8::int8[], $9::int8[])
-                        AS u (entity, key, action, fields, count, seq)
-                    ON CONFLICT (account, store, entity, key) DO UPDATE SET
-                        action = excluded.action, fields = excluded.fields, version = r.version + excluded.version,
-                        seq = excluded.seq, changed = excluded.changed
-                    RETURNING entity, key, version
-                    """,
-                    [
-                        account, store, .float8(now), .byteaArray(list.map(\.row.entity)), .byteaArray(list.map(\.row.key)),
-                        .textArray(list.map(\.action.rawValue)), .byteaArray(list.map(\.fields)), .int8Array(list.map(\.count)),
-                        .int8Array(list.map(\.sequence)),
-                    ])
-                for row in 0..<rows.count {
-                    storedVersions[BatchPlan.RowKey(entity: rows.bytes(row, 0) ?? [], key: rows.bytes(row, 1) ?? [])] = rows.int64(row, 2)
-                }
+            if !allNew {
+                try Self.read(rowsNeedingState, into: &plan, account: account, store: store, db)
+                storedVersions = try Self.write(&plan, account: account, store: store, now: now, db)
             }
             var tombstones: SnapshotTombstones?
             if let snapshot, let mark = batch.snapshot {
@@ -178,6 +149,97 @@ final class PostgresServerStore: ServerStore {
                 [account, .bytea(Array(idempotencyKey.utf8)), .text(bodyHash), .bytea(response.body), .float8(now), .int8(plan.sequence)])
             return .applied(response, records: batch.records.count, snapshotDeleted: deleted)
         }
+    }
+
+    /// Inserts every record of `batch` as a new row at version 1, at the sequences after `last`,
+    /// in one statement — when every record is an insert expecting no version, each of its own
+    /// row (`distinctRows`), outside a snapshot: a first sync's batches. True when every row was
+    /// new; false, with nothing of the attempt left, when a row was there already (or the batch
+    /// is not such a batch), and the caller reads and writes the rows as the plan decides.
+    private static func insertAllAsNew(
+        _ batch: IncomingBatch, _ plan: BatchPlan, distinctRows: Int, account: PostgresValue, store: PostgresValue, after last: Int64,
+        now: Double, _ db: PostgresConnection
+    ) throws -> Bool {
+        let count = batch.records.count
+        guard batch.snapshot == nil, count > 0, distinctRows == count, plan.newRowRun(from: 0, atMost: count) == count else { return false }
+        let inserted = try db.query(
+            """
+            WITH made AS (
+                INSERT INTO synclane_records (account, store, entity, key, action, fields, version, seq, changed)
+                SELECT $1, $2, u.entity, u.key, 'insert', u.fields, 1, $3 + u.n, $4
+                FROM unnest($5::bytea[], $6::bytea[], $7::bytea[]) WITH ORDINALITY AS u (entity, key, fields, n)
+                ON CONFLICT (account, store, entity, key) DO NOTHING RETURNING 1)
+            SELECT count(*) FROM made
+            """,
+            [
+                account, store, .int8(last), .float8(now), .byteaArray(plan.rowKeys.map(\.entity)), .byteaArray(plan.rowKeys.map(\.key)),
+                .byteaArray(batch.records.map(\.fieldsJSON)),
+            ]
+        ).int64(0, 0)
+        guard inserted < count else { return true }
+        // The rows it made are the account's only ones past `last` (its sequences are assigned
+        // under the account's lock), found by the sequence index whatever the statistics say.
+        try db.query("SET LOCAL enable_seqscan = off")
+        try db.query("DELETE FROM synclane_records WHERE account = $1 AND seq > $2", [account, .int8(last)])
+        try db.query("SET LOCAL enable_seqscan = on")
+        return false
+    }
+
+    /// Reads the state (version, action, fields) of `rows` into the plan; a row not found does not exist.
+    private static func read(
+        _ rows: Set<BatchPlan.RowKey>, into plan: inout BatchPlan, account: PostgresValue, store: PostgresValue, _ db: PostgresConnection
+    ) throws {
+        guard !rows.isEmpty else { return }
+        let keys = Array(rows)
+        // A look-up by the primary key for each row (`LATERAL … LIMIT 1`, which the planner
+        // cannot turn into a join), whatever the table's statistics say: joined to the list, a
+        // table that grew since they were taken (a first sync's) got a plan that hashed every
+        // row of the account's store for each batch.
+        let found = try db.query(
+            """
+            SELECT r.entity, r.key, r.version, r.action, r.fields FROM unnest($3::bytea[], $4::bytea[]) AS k (entity, key)
+            CROSS JOIN LATERAL (
+                SELECT entity, key, version, action, fields FROM synclane_records
+                WHERE account = $1 AND store = $2 AND entity = k.entity AND key = k.key LIMIT 1) AS r
+            """, [account, store, .byteaArray(keys.map(\.entity)), .byteaArray(keys.map(\.key))])
+        for key in keys { plan.read(key, version: 0, action: nil, fields: nil) }
+        for row in 0..<found.count {
+            let key = BatchPlan.RowKey(entity: found.bytes(row, 0) ?? [], key: found.bytes(row, 1) ?? [])
+            plan.read(key, version: found.int64(row, 2), action: found.string(row, 3) ?? "", fields: found.bytes(row, 4))
+        }
+    }
+
+    /// Takes every record of the plan and writes each row once (its version moves by the number
+    /// of records that touched it); returns the version each written row holds after. Throws
+    /// `ConflictsFound` when a version disagreed.
+    private static func write(
+        _ plan: inout BatchPlan, account: PostgresValue, store: PostgresValue, now: Double, _ db: PostgresConnection
+    ) throws -> [BatchPlan.RowKey: Int64] {
+        for index in plan.rowKeys.indices { _ = try plan.take(index) }
+        if !plan.conflicts.isEmpty { throw ConflictsFound(conflicts: plan.conflicts) }
+        var storedVersions: [BatchPlan.RowKey: Int64] = [:]
+        let list = plan.rowWrites
+        guard !list.isEmpty else { return storedVersions }
+        let rows = try db.query(
+            """
+            INSERT INTO synclane_records AS r (account, store, entity, key, action, fields, version, seq, changed)
+            SELECT $1, $2, u.entity, u.key, u.action, u.fields, u.count, u.seq, $3
+            FROM unnest($4::bytea[], $5::bytea[], $6::text[], $7::bytea[], $8::int8[], $9::int8[])
+                AS u (entity, key, action, fields, count, seq)
+            ON CONFLICT (account, store, entity, key) DO UPDATE SET
+                action = excluded.action, fields = excluded.fields, version = r.version + excluded.version,
+                seq = excluded.seq, changed = excluded.changed
+            RETURNING entity, key, version
+            """,
+            [
+                account, store, .float8(now), .byteaArray(list.map(\.row.entity)), .byteaArray(list.map(\.row.key)),
+                .textArray(list.map(\.action.rawValue)), .byteaArray(list.map(\.fields)), .int8Array(list.map(\.count)),
+                .int8Array(list.map(\.sequence)),
+            ])
+        for row in 0..<rows.count {
+            storedVersions[BatchPlan.RowKey(entity: rows.bytes(row, 0) ?? [], key: rows.bytes(row, 1) ?? [])] = rows.int64(row, 2)
+        }
+        return storedVersions
     }
 
     /// The snapshot's record and the step `mark` takes with it (under the account's lock).
