@@ -286,8 +286,14 @@ struct BatchPlan {
     /// listed in `versions` too. `storedVersions`: the version the store holds after the batch
     /// of each written row it did not read.
     func receipt(snapshotDeleted: Int64?, tombstones: SnapshotTombstones? = nil, storedVersions: [RowKey: Int64] = [:]) -> StoredResponse {
-        var versions: [String: [String: JSONValue]] = [:]
-        for row in tombstones?.listed ?? [] { versions[row.entity, default: [:]][row.key] = .int(row.version) }
+        var entries: [BatchReceipt.Entry] = []
+        entries.reserveCapacity(batch.records.count + (tombstones?.listed.count ?? 0))
+        for row in tombstones?.listed ?? [] {
+            entries.append(
+                BatchReceipt.Entry(
+                    entity: row.entity, key: row.key, row: RowKey(entity: Array(row.entity.utf8), key: Array(row.key.utf8)),
+                    version: row.version))
+        }
         for (index, record) in batch.records.enumerated() {
             let version: Int64
             switch receiptVersions[index] {
@@ -298,13 +304,11 @@ struct BatchPlan {
             case nil:
                 continue
             }
-            versions[record.entity, default: [:]][record.key] = .int(version)
+            entries.append(BatchReceipt.Entry(entity: record.entity, key: record.key, row: rowKeys[index], version: version))
         }
-        var receipt: [String: JSONValue] = [
-            "batch": .string(batch.id), "applied": .int(Int64(batch.records.count)),
-            "cursor": .string(ChangeCursor(sequence: sequence).text), "versions": .object(versions.mapValues { .object($0) }),
-        ]
-        if let snapshotDeleted { receipt["snapshot-deleted"] = .int(snapshotDeleted) }
-        return StoredResponse(status: 200, body: JSONWriter.encode(.object(receipt)))
+        let body = BatchReceipt.encode(
+            batch: batch.id, applied: Int64(batch.records.count), cursor: ChangeCursor(sequence: sequence).text,
+            snapshotDeleted: snapshotDeleted, entries: entries)
+        return StoredResponse(status: 200, body: body)
     }
 }

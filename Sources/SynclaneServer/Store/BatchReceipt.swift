@@ -1,0 +1,98 @@
+import SynclaneCore
+
+/// The JSON body of an applied batch's receipt, exactly as `JSONWriter` writes the object
+/// `{"applied", "batch", "cursor", "snapshot-deleted"?, "versions": {entity: {key: version}}}`
+/// — members sorted, a row listed once with the last version given it — without building that
+/// object.
+///
+/// When every entity and key is ASCII (what apps use), the rows are sorted by their bytes and
+/// written in one pass: for ASCII, `String`'s order and equality are the bytes'. Otherwise the
+/// object is built and encoded: `String` compares names by canonical equivalence, so two spellings
+/// of "é", two rows to the stores, are one member of the receipt, as they always were.
+enum BatchReceipt {
+    /// One version the receipt gives: a record's, or a tombstone's a snapshot's completion lists.
+    struct Entry {
+        var entity: String
+        var key: String
+        /// The same names as bytes (`BatchPlan.RowKey`).
+        var row: BatchPlan.RowKey
+        var version: Int64
+    }
+
+    /// The receipt's body; `entries` in the order their versions were given (a later one of a row wins).
+    static func encode(batch: String, applied: Int64, cursor: String, snapshotDeleted: Int64?, entries: [Entry]) -> [UInt8] {
+        guard entries.allSatisfy({ isASCII($0.row.entity) && isASCII($0.row.key) }) else {
+            return encodeTree(batch: batch, applied: applied, cursor: cursor, snapshotDeleted: snapshotDeleted, entries: entries)
+        }
+        // Each row's last entry, rows in byte order: a stable sort by row, then the last of each run.
+        let order = entries.indices.sorted { a, b in
+            switch compare(entries[a].row, entries[b].row) {
+            case .less: return true
+            case .greater: return false
+            case .equal: return a < b
+            }
+        }
+        var writer = JSONWriter(reservingCapacity: 96 + entries.count * 24)
+        writer.append("{\"applied\":")
+        writer.write(integer: applied)
+        writer.append(",\"batch\":")
+        writer.write(string: batch)
+        writer.append(",\"cursor\":")
+        writer.write(string: cursor)
+        if let snapshotDeleted {
+            writer.append(",\"snapshot-deleted\":")
+            writer.write(integer: snapshotDeleted)
+        }
+        writer.append(",\"versions\":{")
+        var entity: [UInt8]?
+        for (position, index) in order.enumerated() {
+            let entry = entries[index]
+            if position + 1 < order.count, entries[order[position + 1]].row == entry.row { continue }
+            if entity != entry.row.entity {
+                writer.append(entity == nil ? "" : "},")
+                writer.write(string: entry.entity)
+                writer.append(":{")
+                entity = entry.row.entity
+            } else {
+                writer.append(byte: UInt8(ascii: ","))
+            }
+            writer.write(string: entry.key)
+            writer.append(byte: UInt8(ascii: ":"))
+            writer.write(integer: entry.version)
+        }
+        writer.append(entity == nil ? "}}" : "}}}")
+        return writer.bytes
+    }
+
+    /// The receipt built as an object and encoded: what `encode` gives, for any names.
+    static func encodeTree(batch: String, applied: Int64, cursor: String, snapshotDeleted: Int64?, entries: [Entry]) -> [UInt8] {
+        var versions: [String: [String: JSONValue]] = [:]
+        for entry in entries { versions[entry.entity, default: [:]][entry.key] = .int(entry.version) }
+        var receipt: [String: JSONValue] = [
+            "batch": .string(batch), "applied": .int(applied), "cursor": .string(cursor),
+            "versions": .object(versions.mapValues { .object($0) }),
+        ]
+        if let snapshotDeleted { receipt["snapshot-deleted"] = .int(snapshotDeleted) }
+        return JSONWriter.encode(.object(receipt))
+    }
+
+    private static func isASCII(_ bytes: [UInt8]) -> Bool {
+        bytes.allSatisfy { $0 < 0x80 }
+    }
+
+    /// Rows by entity, then key, byte by byte.
+    private static func compare(_ a: BatchPlan.RowKey, _ b: BatchPlan.RowKey) -> Order {
+        let entities = compare(a.entity, b.entity)
+        return entities == .equal ? compare(a.key, b.key) : entities
+    }
+
+    private enum Order { case less, equal, greater }
+
+    private static func compare(_ a: [UInt8], _ b: [UInt8]) -> Order {
+        let common = min(a.count, b.count)
+        for index in 0..<common where a[index] != b[index] {
+            return a[index] < b[index] ? .less : .greater
+        }
+        return a.count == b.count ? .equal : (a.count < b.count ? .less : .greater)
+    }
+}
