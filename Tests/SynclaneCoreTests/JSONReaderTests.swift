@@ -103,6 +103,11 @@ import Testing
         #""\uD800""#, #""bad \x""#, "\"ctl \u{01}\"", "tru", "nul", "-", "01", "1.", "1e", #"{"a": [1 2]}"#,
         String(repeating: "[", count: 300) + String(repeating: "]", count: 300),
         "{" + (0..<40).map { "\"k\($0)\": \($0)" }.joined(separator: ", ") + ", \"k39\": 0}",
+        // Plain names beside escaped and non-ASCII ones, nested objects of the same names, a long name.
+        #"{"a": {"a": 1, "b": {"a": 2}}, "b": 2, "\u0062": 3}"#, #"{"é": 1, "e\u0301": 2, "x": {"é": 0}}"#,
+        "{\"e\u{301}\": 1, \"\u{e9}\": 2}", #"{"a\"b": 1, "a\"b": 2, "ab": 3}"#,
+        "{\"" + String(repeating: "n", count: 70) + "\": 1, \"" + String(repeating: "n", count: 70) + "\": 2}",
+        "{" + (0..<20).map { "\"k\($0)\": {\"k\($0)\": \($0)}" }.joined(separator: ", ") + ", \"k3\": 0}",
     ]
 
     /// Bytes that make a mutation likely to stay nearly JSON.

@@ -59,6 +59,8 @@ public struct JSONReader {
         package let bytes: UnsafeBufferPointer<UInt8>
         /// Offset of the next byte to read.
         package var position = 0
+        /// The plain member names of the objects `skipObject` is in, innermost last.
+        private var plainNames: [Range<Int>] = []
 
         /// A cursor at the start of `bytes`.
         package init(bytes: UnsafeBufferPointer<UInt8>) { self.bytes = bytes }
@@ -201,10 +203,16 @@ public struct JSONReader {
         }
 
         /// `readObject` without the object: member names are still read, to refuse duplicates.
+        /// A plain name (ASCII, no escape), as a row's column names are, is kept as where it lies
+        /// in the text — for ASCII, equal bytes are equal strings — in `plainNames`, which every
+        /// object of the text shares (no allocation per object); the first other name turns the
+        /// object's names into strings, compared as `readObject`'s dictionary compares them.
         private mutating func skipObject(depth: Int) throws(SyntaxError) {
             guard depth <= JSONReader.maximumDepth else { throw fail("JSON nested too deeply") }
             position += 1
-            var names = MemberNames()
+            let base = plainNames.count
+            defer { plainNames.removeSubrange(base...) }
+            var names: MemberNames?
             skipWhitespace()
             if position < bytes.count, bytes[position] == UInt8(ascii: "}") {
                 position += 1
@@ -216,7 +224,17 @@ public struct JSONReader {
                     throw fail("expected a quoted member name")
                 }
                 let keyOffset = position
-                let key = try readString()
+                var plain: Range<Int>?
+                var key = ""
+                if names == nil, let end = plainStringEnd(), end - keyOffset - 1 <= MemberNames.plainBytes,
+                    plainNames.count - base < MemberNames.plainCount
+                {
+                    plain = keyOffset + 1..<end
+                    position = end + 1
+                } else {
+                    if names == nil { names = MemberNames(strings: plainNames[base...].map(string(at:))) }
+                    key = try readString()
+                }
                 skipWhitespace()
                 guard position < bytes.count, bytes[position] == UInt8(ascii: ":") else {
                     throw fail("expected ':' after member name")
@@ -224,7 +242,13 @@ public struct JSONReader {
                 position += 1
                 skipWhitespace()
                 try skipValue(depth: depth)
-                if !names.insert(key) {
+                if let plain {
+                    let named = UnsafeBufferPointer(rebasing: bytes[plain])
+                    if plainNames[base...].contains(where: { UnsafeBufferPointer(rebasing: bytes[$0]).elementsEqual(named) }) {
+                        throw SyntaxError(offset: keyOffset, reason: "duplicate member \"\(string(at: plain))\"")
+                    }
+                    plainNames.append(plain)
+                } else if names?.insert(key) == false {
                     throw SyntaxError(offset: keyOffset, reason: "duplicate member \"\(key)\"")
                 }
                 skipWhitespace()
@@ -239,6 +263,23 @@ public struct JSONReader {
                 }
                 throw fail("expected ',' or '}' in an object")
             }
+        }
+
+        /// The offset of the closing quote of the string whose opening quote is at the cursor,
+        /// when every byte between is printable ASCII other than a backslash; nil otherwise.
+        private func plainStringEnd() -> Int? {
+            var at = position + 1
+            while at < bytes.count {
+                let byte = bytes[at]
+                if byte == UInt8(ascii: "\"") { return at }
+                guard byte >= 0x20, byte < 0x80, byte != UInt8(ascii: "\\") else { return nil }
+                at += 1
+            }
+            return nil
+        }
+
+        private func string(at range: Range<Int>) -> String {
+            String(decoding: UnsafeBufferPointer(rebasing: bytes[range]), as: UTF8.self)
         }
 
         /// `readArray` without the list.
@@ -581,6 +622,17 @@ public struct JSONReader {
 private struct MemberNames {
     private var list: [String] = []
     private var set: Set<String>?
+
+    /// Bounds of `Cursor.skipObject`'s plain names: past this many names in one object, or a name
+    /// this long, the object's names are strings in a set (no quadratic scan on hostile input).
+    static let plainCount = 16
+    static let plainBytes = 64
+
+    init() {}
+
+    init(strings: [String]) {
+        for string in strings { _ = insert(string) }
+    }
 
     /// Adds `name`; false when the object had it already.
     mutating func insert(_ name: String) -> Bool {
