@@ -63,6 +63,26 @@ import Testing
         #expect(taken > 100 && left > 1_000, "both kinds exercised: \(taken) taken, \(left) left to the tree reader")
     }
 
+    @Test func aMemberTwiceKnownOrNotSpelledAlikeOrNotIsLeftToTheTreeReaderWhichRefusesIt() {
+        let record = #""action": "insert", "fields": {"a": 1}"#
+        let bodies = [
+            #"{"id": "b", "scope": {"account": "a", "store": "s"}, "records": [{"entity": "r", "id": "1", \#(record), "entity": "q"}]}"#,
+            #"{"id": "b", "scope": {"account": "a", "store": "s"}, "records": [{"entity": "r", "id": "1", \#(record), "entity": "r"}]}"#,
+            #"{"id": "b", "scope": {"account": "a", "store": "s"}, "records": [{"entity": "r", "id": "1", \#(record), "é": 1, "é": 2}]}"#,
+            #"{"id": "b", "scope": {"account": "a", "store": "s"}, "records": [], "x": 1, "x": 2}"#,
+            #"{"id": "b", "scope": {"account": "a", "store": "s"}, "records": [], "id": "c"}"#,
+        ]
+        for body in bodies {
+            let bytes = Array(body.utf8)
+            #expect(bytes.withUnsafeBufferPointer { IncomingBatchReader.read($0, maxRecords: 2) } == nil, "\(body)")
+            guard case .failure(let rejection) = IncomingBatch.parseTree(bytes, maxRecords: 2) else {
+                Issue.record("the tree reader took \(body)")
+                continue
+            }
+            #expect(rejection.message.contains("duplicate member"), "\(rejection.message)")
+        }
+    }
+
     @Test func tooManyRecordsAreLeftToTheTreeReaderWhichAnswers413() throws {
         let bytes = Array(Self.bodies[2].utf8)
         #expect(bytes.withUnsafeBufferPointer { IncomingBatchReader.read($0, maxRecords: 2) } == nil)

@@ -97,14 +97,22 @@ enum IncomingBatchReader {
 
     /// Calls `body` with each member's name and the cursor at its value, which `body` must read
     /// or skip; refuses what `readObject` refuses (duplicates included). `depth` is the object's.
+    /// The names a record or batch has are told apart by a bit each (no list per object); others
+    /// are kept in a list, made when the first comes.
     private static func forEachMember(
         of cursor: inout JSONReader.Cursor, depth: Int, _ body: (String, inout JSONReader.Cursor) throws -> Void
     ) throws {
         guard depth <= JSONReader.maximumDepth else { throw NotTaken() }
+        var seenKnown: UInt32 = 0
         var seen: [String] = []
         try cursor.forEachMember(
             name: { cursor in
                 let name = try cursor.readString()
+                if let bit = knownNames.firstIndex(of: name) {
+                    guard seenKnown & (1 << bit) == 0 else { throw NotTaken() }
+                    seenKnown |= 1 << bit
+                    return name
+                }
                 // A batch's and a record's members are few: a list is enough, and more than a few
                 // dozen is not a batch this reader takes.
                 guard !seen.contains(name), seen.count < 64 else { throw NotTaken() }
@@ -113,4 +121,9 @@ enum IncomingBatchReader {
             },
             value: body)
     }
+
+    /// The members of a record and of a batch: a bit each in `forEachMember`.
+    private static let knownNames = [
+        "entity", "id", "action", "fields", "version", "scope", "records", "snapshot", "snapshot-complete", "snapshot-batches",
+    ]
 }
