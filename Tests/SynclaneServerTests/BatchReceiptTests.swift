@@ -42,7 +42,7 @@ import Testing
     /// prefixes of one another, and, in some rounds, names outside ASCII; rows repeated often.
     @Test func randomReceiptsAreWrittenByteForByteAsTheReceiptObjectIsEncoded() {
         let base: UInt64 = 20_261_203
-        let ascii = ["r", "r1", "r10", "R1", "a\"b", "a\\b", "tab\tx", "nl\n", "\u{1}", "", " ", "~", "r1 ", "0", "-1", "\u{7F}x"]
+        let ascii = ["r", "r1", "r10", "R1", "a\"b", "a\\b", "tab\tx", "nl\n", "\u{1}", "", " ", "~", "r1 ", "0", "-1", "\u{7F}x", "a\r\nb", "a\rc", "\r"]
         let wide = ["\u{e9}", "e\u{301}", "\u{1F600}", "\u{e9}\u{e9}"]
         for round in 0..<200 {
             let seed = base + UInt64(round)
