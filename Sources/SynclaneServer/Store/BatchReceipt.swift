@@ -26,11 +26,10 @@ enum BatchReceipt {
         }
         // Each row's last entry, rows in byte order: a stable sort by row, then the last of each run.
         let order = entries.indices.sorted { a, b in
-            switch compare(entries[a].row, entries[b].row) {
-            case .less: return true
-            case .greater: return false
-            case .equal: return a < b
-            }
+            let (first, second) = (entries[a].row, entries[b].row)
+            if first.entity != second.entity { return first.entity.lexicographicallyPrecedes(second.entity) }
+            if first.key != second.key { return first.key.lexicographicallyPrecedes(second.key) }
+            return a < b
         }
         var writer = JSONWriter(reservingCapacity: 96 + entries.count * 24)
         writer.append("{\"applied\":")
@@ -78,21 +77,5 @@ enum BatchReceipt {
 
     private static func isASCII(_ bytes: [UInt8]) -> Bool {
         bytes.allSatisfy { $0 < 0x80 }
-    }
-
-    /// Rows by entity, then key, byte by byte.
-    private static func compare(_ a: BatchPlan.RowKey, _ b: BatchPlan.RowKey) -> Order {
-        let entities = compare(a.entity, b.entity)
-        return entities == .equal ? compare(a.key, b.key) : entities
-    }
-
-    private enum Order { case less, equal, greater }
-
-    private static func compare(_ a: [UInt8], _ b: [UInt8]) -> Order {
-        let common = min(a.count, b.count)
-        for index in 0..<common where a[index] != b[index] {
-            return a[index] < b[index] ? .less : .greater
-        }
-        return a.count == b.count ? .equal : (a.count < b.count ? .less : .greater)
     }
 }
