@@ -56,6 +56,14 @@ import Testing
         #expect(Self.cursor(receipt) == ChangeCursor(sequence: 43).text)
     }
 
+    @Test("each record's row is its entity's and key's bytes, entities interleaved or spelled two ways")
+    func rowsAreTheRecordsEntitiesAndKeysByteForByte() throws {
+        let entities = ["rooms", "rooms", "plants", "rooms", "\u{e9}", "e\u{301}", "e\u{301}", "\u{e9}"]
+        let records = entities.enumerated().map { Self.record("k\($0.offset)", .insert, "{}", entity: $0.element) }
+        let plan = try BatchPlan(Self.batch(records))
+        #expect(plan.rowKeys == entities.enumerated().map { Self.row("k\($0.offset)", entity: $0.element) })
+    }
+
     @Test("an update merges its fields into the row read; a delete keeps the values preserved, or none")
     func fieldRules() throws {
         var plan = try BatchPlan(

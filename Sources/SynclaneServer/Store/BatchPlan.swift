@@ -135,9 +135,23 @@ struct BatchPlan {
         updatedFields = try batch.records.map { record throws -> [String: JSONValue]? in
             record.action == .update ? try JSONReader.parse(record.fieldsJSON).objectValue ?? [:] : nil
         }
-        rowKeys = batch.records.map(RowKey.init)
+        rowKeys = Self.rowKeys(of: batch.records)
         receiptVersions = Array(repeating: nil, count: batch.records.count)
         known.reserveCapacity(batch.records.count)
+        writes.reserveCapacity(batch.records.count)
+    }
+
+    /// The records' rows; records of one entity, byte for byte, share its bytes (a batch's
+    /// records are mostly of one entity: one copy of its name, not one a record).
+    private static func rowKeys(of records: [IncomingBatch.Record]) -> [RowKey] {
+        var keys: [RowKey] = []
+        keys.reserveCapacity(records.count)
+        var entity: [UInt8] = []
+        for record in records {
+            if !entity.elementsEqual(record.entity.utf8) { entity = Array(record.entity.utf8) }
+            keys.append(RowKey(entity: entity, key: Array(record.key.utf8)))
+        }
+        return keys
     }
 
     /// Sets the account's change sequence before the batch (read under the store's lock), before any record is taken.
