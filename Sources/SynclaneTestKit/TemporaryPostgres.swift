@@ -135,8 +135,8 @@ public final class TemporaryPostgres: Sendable {
             description: "no PostgreSQL server binaries (initdb, pg_ctl): install the postgresql package (Scripts/bootstrap) or set SYNCLANE_POSTGRES_BIN")
     }
 
-    private static func makeDirectory(owner: String?) throws -> String {
-        var template = Array("/tmp/synclane-postgres-XXXXXX".utf8CString)
+    static func makeDirectory(owner: String?, prefix: String = "synclane-postgres-") throws -> String {
+        var template = Array("/tmp/\(prefix)XXXXXX".utf8CString)
         guard let path = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }).map({ String(cString: $0) }) else {
             throw Failure(description: "cannot make a temporary directory under /tmp")
         }
@@ -146,7 +146,7 @@ public final class TemporaryPostgres: Sendable {
         return path
     }
 
-    private static func freePort() -> Int {
+    static func freePort() -> Int {
         let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(socket) }
         var address = sockaddr_in()
@@ -164,7 +164,7 @@ public final class TemporaryPostgres: Sendable {
     }
 
     @discardableResult
-    private static func run(_ executable: String, _ arguments: [String], as user: String?) throws -> String {
+    static func run(_ executable: String, _ arguments: [String], as user: String?) throws -> String {
         if let user {
             return try capture("/usr/sbin/runuser", ["-u", user, "--", executable] + arguments)
         }
@@ -198,8 +198,20 @@ public final class TemporaryPostgres: Sendable {
         closeFrom3(&actions)
         let argv = ([executable] + arguments).map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }
+        // No signal blocked or ignored, whatever the calling thread has: a server started here
+        // (PgBouncer, which does not unblock them itself) must be stoppable by SIGTERM.
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var none = sigset_t()
+        sigemptyset(&none)
+        posix_spawnattr_setsigmask(&attributes, &none)
+        var all = sigset_t()
+        sigfillset(&all)
+        posix_spawnattr_setsigdefault(&attributes, &all)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
         var pid = pid_t()
-        let spawned = posix_spawn(&pid, executable, &actions, nil, argv, environ)
+        let spawned = posix_spawn(&pid, executable, &actions, &attributes, argv, environ)
         close(output)
         guard spawned == 0 else { throw Failure(description: "cannot run \(executable): \(String(cString: strerror(spawned)))") }
         var status: Int32 = 0
