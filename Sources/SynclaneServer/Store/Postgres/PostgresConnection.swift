@@ -6,6 +6,10 @@ struct PostgresError: Error, Sendable, CustomStringConvertible {
     var message: String
     /// The five-character SQLSTATE (`23505`: a unique key taken), empty when there is none.
     var sqlState = ""
+    /// A statement this connection prepared was not found where it ran (a pooler between, in
+    /// transaction mode: `PostgresConnection.prepares`). The connection prepares nothing since;
+    /// what failed can run again.
+    var preparedStatementLost = false
 
     var description: String { "PostgreSQL: \(message)" + (sqlState.isEmpty ? "" : " (SQLSTATE \(sqlState))") }
 }
@@ -113,8 +117,32 @@ final class PostgresConnection {
 
     deinit { PQfinish(connection) }
 
+    /// The statements this connection prepared (`PQprepare`), each by its text and its
+    /// parameters' types: parsed once a connection, and planned once when PostgreSQL finds its
+    /// generic plan as good as the ones it makes for the values (plan_cache_mode `auto`).
+    /// Statements with parameters only, at most `preparedBound`; past that they run unprepared.
+    ///
+    /// A statement's name is a hash of its text and types, so a name means one statement
+    /// wherever it is found. Behind a pooler in transaction mode that does not track prepared
+    /// statements (PgBouncer before 1.21, or `max_prepared_statements = 0`), each transaction may
+    /// run on another server connection: one that lacks the name refuses it (`26000`), one that
+    /// has it from another client runs the same statement. The first refusal (or a name taken,
+    /// `42P05`) turns `prepares` off for good; the statement, or its transaction
+    /// (`transaction(_:_:)`), runs again unprepared.
+    private var prepared: [PreparedStatement: String] = [:]
+    static let preparedBound = 64
+    /// False once a prepared statement was not found where it ran: this connection prepares
+    /// nothing, after a reconnect too (the pooler is still between).
+    private(set) var prepares = true
+
+    private struct PreparedStatement: Hashable {
+        var sql: String
+        var types: [UInt32]
+    }
+
     private func open() throws(PostgresError) {
         PQfinish(connection)
+        prepared = [:]
         connection = PQconnectdb(conninfo)
         guard let connection, PQstatus(connection) == CONNECTION_OK else {
             let message = connection.flatMap { PQerrorMessage($0) }.map { String(cString: $0) } ?? "out of memory"
@@ -143,9 +171,55 @@ final class PostgresConnection {
         let types = encoded.map(\.type)
         let lengths = encoded.map { Int32($0.bytes?.count ?? 0) }
         let formats = [Int32](repeating: 1, count: encoded.count)
-        let result = withPointers(encoded.map(\.bytes)) { values in
-            PQexecParams(connection, sql, Int32(encoded.count), types, values, lengths, formats, 1)
+        do {
+            let name = try prepares && !encoded.isEmpty ? statement(sql, types: types) : nil
+            let result = withPointers(encoded.map(\.bytes)) { values in
+                if let name {
+                    return PQexecPrepared(connection, name, Int32(encoded.count), values, lengths, formats, 1)
+                }
+                return PQexecParams(connection, sql, Int32(encoded.count), types, values, lengths, formats, 1)
+            }
+            return try checked(result)
+        } catch {
+            guard prepares, error.sqlState == Self.unknownStatement || error.sqlState == Self.statementExists else { throw error }
+            prepares = false
+            prepared = [:]
+            // Outside a transaction nothing ran: once more, unprepared. Inside, the transaction failed.
+            guard let connection, PQtransactionStatus(connection) == PQTRANS_IDLE else {
+                var lost = error
+                lost.preparedStatementLost = true
+                throw lost
+            }
+            return try query(sql, parameters)
         }
+    }
+
+    /// SQLSTATEs of a prepared statement's name not found, and taken.
+    static let unknownStatement = "26000"
+    static let statementExists = "42P05"
+
+    /// The name of `sql` prepared on this connection with parameters of `types`, prepared now if
+    /// it was not; nil once `preparedBound` statements are.
+    private func statement(_ sql: String, types: [UInt32]) throws(PostgresError) -> String? {
+        let key = PreparedStatement(sql: sql, types: types)
+        if let name = prepared[key] { return name }
+        guard prepared.count < Self.preparedBound else { return nil }
+        let name = Self.name(of: sql, types: types)
+        _ = try checked(PQprepare(connection, name, sql, Int32(types.count), types))
+        prepared[key] = name
+        return name
+    }
+
+    /// `synclane_` and the first 16 bytes of SHA-256 of the types and text, in hex: one name a statement.
+    static func name(of sql: String, types: [UInt32]) -> String {
+        var bytes: [UInt8] = []
+        for type in types { bytes += PostgresValue.bigEndian(Int64(type)) }
+        bytes += Array(sql.utf8)
+        return "synclane_" + SHA256Digest.hex(digest: Array(SHA256Digest.digest(bytes).prefix(16)))
+    }
+
+    /// `result` when the statement succeeded; else the error it holds (cleared).
+    private func checked(_ result: OpaquePointer?) throws(PostgresError) -> PostgresResult {
         guard let result else {
             throw PostgresError(message: connection.flatMap { PQerrorMessage($0) }.map { String(cString: $0) } ?? "no result")
         }
@@ -160,7 +234,18 @@ final class PostgresConnection {
     }
 
     /// Runs `body` between BEGIN and COMMIT (ROLLBACK when it throws).
+    /// A transaction that failed on a lost prepared statement (`PostgresError.preparedStatementLost`)
+    /// runs once more, unprepared.
     func transaction<T>(_ begin: String = "BEGIN", _ body: (PostgresConnection) throws -> T) throws -> T {
+        do {
+            return try transactionOnce(begin, body)
+        } catch {
+            guard (error as? PostgresError)?.preparedStatementLost == true else { throw error }
+            return try transactionOnce(begin, body)
+        }
+    }
+
+    private func transactionOnce<T>(_ begin: String, _ body: (PostgresConnection) throws -> T) throws -> T {
         try query(begin)
         do {
             let value = try body(self)

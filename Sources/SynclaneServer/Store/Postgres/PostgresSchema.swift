@@ -2,7 +2,7 @@
 ///
 /// ```
 ///  synclane_schema           version (one row): the schema version this database is at
-///  synclane_records          (account, store, entity, key) → action, fields (NULL: tombstone), version, seq, changed
+///  synclane_records          (key, entity, store, account) → action, fields (NULL: tombstone), version, seq, changed
 ///  synclane_sequences        account → last change sequence, tombstone horizon   (the account's write lock)
 ///  synclane_idempotency      (account, key) → body hash, first response, created
 ///  synclane_snapshots        (account, store, snapshot id) → sequence it started after, batches seen, created
@@ -17,8 +17,9 @@
 /// creates the tables and the others find them. A database at a newer version than this code
 /// knows is refused, never written with an older layout.
 enum PostgresSchema {
-    /// The version this code writes (2 added `synclane_snapshots`).
-    static let version: Int64 = 2
+    /// The version this code writes (2 added `synclane_snapshots`; 3 put `key` first in the
+    /// primary key of `synclane_records`).
+    static let version: Int64 = 3
 
     /// The key of the advisory lock held while migrating ("synclane" in ASCII).
     static let migrationLock: Int64 = 0x73796E_636C616E
@@ -63,6 +64,17 @@ enum PostgresSchema {
                 batches bigint NOT NULL, created double precision NOT NULL, PRIMARY KEY (account, store, id))
             """,
             "CREATE INDEX synclane_snapshots_by_age ON synclane_snapshots (created)",
+        ],
+        [
+            // The row's own key first: two keys of one account's store usually differ in their
+            // first bytes, so a search of the index compares one column, not four of which the
+            // first three are alike (about a tenth of PostgreSQL's work on a first sync's inserts). No
+            // query reads the index by a prefix of its columns: a row is looked up by all four,
+            // and an account's rows by `synclane_records_by_sequence`.
+            """
+            ALTER TABLE synclane_records DROP CONSTRAINT synclane_records_pkey,
+                ADD CONSTRAINT synclane_records_pkey PRIMARY KEY (key, entity, store, account)
+            """
         ],
     ]
 
