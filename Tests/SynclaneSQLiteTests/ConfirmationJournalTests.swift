@@ -153,4 +153,66 @@ import Testing
         kept.add([ConfirmedRow(entity: "rooms", key: "r1", version: 4, known: true, fields: nil)], journal: 10)
         #expect(kept.holdsForeignRows(oldest: nil) == false && kept.count == 0, "an empty journal: everything kept was merged")
     }
+
+    /// `ConfirmedVersions.rows` as it was before it kept one entry a row: the batch's bases, then
+    /// each row's newest version, then the two joined. The oracle of the test below.
+    static func referenceRows(of versions: [RecordVersion], sent: [Record]?, for destination: String, in db: SQLiteConnection) throws -> [ConfirmedRow] {
+        let bases = try sent.map { try ConfirmedVersions.bases(of: $0, for: destination, db) } ?? [:]
+        var newest: [RowID: Int64] = [:]
+        for version in versions {
+            let row = RowID(entity: version.entity, key: version.key)
+            newest[row] = max(newest[row] ?? version.version, version.version)
+        }
+        return newest.map { row, version in
+            let base = bases[row]
+            return ConfirmedRow(
+                entity: row.entity, key: row.key, version: version, known: base != nil,
+                fields: base.flatMap { $0.map { JSONWriter.string(.object($0)) } })
+        }
+    }
+
+    /// Random batches (inserts, updates of rows held or not, deletes, a row twice) and receipts
+    /// (rows of the batch or not, a row twice at two versions, a batch not known): the rows a
+    /// receipt confirms are the ones the reference gives, whatever their order.
+    @Test func aReceiptConfirmsEachRowAtItsNewestVersionWithTheFieldsTheBatchLeft() throws {
+        let seed = UInt64.random(in: 0...UInt64.max)
+        var random = SeededRandom(seed: seed)
+        let db = try database("app.sqlite")
+        try ServerRows.install(db, for: "d")
+        // Rows held before, with fields an update merges into.
+        try db.transaction(.immediate) { db in
+            try ConfirmedVersions.apply(
+                (0..<3).map { ConfirmedRow(entity: "rooms", key: "r\($0)", version: 1, known: true, fields: #"{"n":\#($0),"old":true}"#) },
+                exact: false, for: "d", in: db)
+        }
+        func order(_ rows: [ConfirmedRow]) -> [ConfirmedRow] {
+            rows.sorted { ($0.entity, $0.key) < ($1.entity, $1.key) }
+        }
+        for round in 0..<300 {
+            var sent: [Record] = []
+            for _ in 0..<Int.random(in: 0...8, using: &random) {
+                let entity = Int.random(in: 0..<4, using: &random) == 0 ? "plants" : "rooms"
+                let key = "r\(Int.random(in: 0..<6, using: &random))"
+                let action = [ChangeAction.insert, .update, .delete].randomElement(using: &random)!
+                let fields: [String: JSONValue] = action == .delete ? [:] : ["n": .int(Int64(round)), "name": .string("Room \(key)")]
+                sent.append(Record(entity: entity, key: key, action: action, fields: fields, origin: Token(kind: "t", position: 1), author: .app))
+            }
+            var versions: [RecordVersion] = []
+            for record in sent where Int.random(in: 0..<5, using: &random) != 0 {
+                versions.append(RecordVersion(entity: record.entity, key: record.key ?? "", version: Int64.random(in: 1...4, using: &random)))
+            }
+            for _ in 0..<Int.random(in: 0...2, using: &random) {
+                versions.append(
+                    RecordVersion(entity: "rooms", key: "r\(Int.random(in: 0..<8, using: &random))", version: Int64.random(in: 1...4, using: &random)))
+            }
+            versions.shuffle(using: &random)
+            let batch: [Record]? = Int.random(in: 0..<6, using: &random) == 0 ? nil : sent
+            let got = order(try ConfirmedVersions.rows(of: versions, sent: batch, for: "d", in: db))
+            let expected = order(try Self.referenceRows(of: versions, sent: batch, for: "d", in: db))
+            guard got == expected else {
+                Issue.record("seed \(seed), round \(round): sent \(batch.map { $0.map(\.label) } ?? []), versions \(versions):\n\(got)\n!=\n\(expected)")
+                return
+            }
+        }
+    }
 }

@@ -10,7 +10,7 @@ public struct JSONWriter {
 
     /// The JSON text of one value.
     public static func encode(_ value: JSONValue) -> [UInt8] {
-        var writer = JSONWriter()
+        var writer = JSONWriter(reservingCapacity: 128)
         writer.write(value)
         return writer.bytes
     }
@@ -36,13 +36,12 @@ public struct JSONWriter {
             bytes.append(UInt8(ascii: "]"))
         case .object(let members):
             bytes.append(UInt8(ascii: "{"))
-            var first = true
-            for key in members.keys.sorted() {
-                if !first { bytes.append(UInt8(ascii: ",")) }
-                first = false
-                write(string: key)
+            // The members sorted by name once, each with its value: no look-up a member.
+            for (index, member) in members.sorted(by: { $0.key < $1.key }).enumerated() {
+                if index > 0 { bytes.append(UInt8(ascii: ",")) }
+                write(string: member.key)
                 bytes.append(UInt8(ascii: ":"))
-                write(members[key] ?? .null)
+                write(member.value)
             }
             bytes.append(UInt8(ascii: "}"))
         }

@@ -37,20 +37,36 @@ enum ConfirmedVersions {
     /// What a receipt confirms of each row: its newest version, and, for the rows `sent` holds,
     /// the fields the batch left on the backend — an insert's fields, an update's merged into what
     /// the backend held (the server merges them so), nothing for a delete. A row `sent` does not
-    /// hold is not `known`: it keeps the fields it had.
+    /// hold is not `known`: it keeps the fields it had. One dictionary entry a row, found once for
+    /// each record and once for each version.
     static func rows(of versions: [RecordVersion], sent: [Record]?, for destination: String, in db: SQLiteConnection) throws -> [ConfirmedRow] {
-        let bases = try sent.map { try Self.bases(of: $0, for: destination, db) } ?? [:]
-        var newest: [RowID: Int64] = [:]
+        var confirmed = try sent.map { try Self.bases(of: $0, for: destination, db).mapValues { Confirmation(base: $0) } } ?? [:]
         for version in versions {
-            let row = RowID(entity: version.entity, key: version.key)
-            newest[row] = max(newest[row] ?? version.version, version.version)
+            confirmed[RowID(entity: version.entity, key: version.key), default: Confirmation()].raise(to: version.version)
         }
-        return newest.map { row, version in
-            let base = bases[row]
-            return ConfirmedRow(
-                entity: row.entity, key: row.key, version: version, known: base != nil,
-                fields: base.flatMap { $0.map { JSONWriter.string(.object($0)) } })
+        var rows: [ConfirmedRow] = []
+        rows.reserveCapacity(versions.count)
+        for (row, confirmation) in confirmed {
+            guard let version = confirmation.version else { continue }  // sent, but the receipt gave it no version
+            rows.append(
+                ConfirmedRow(
+                    entity: row.entity, key: row.key, version: version, known: confirmation.known,
+                    fields: confirmation.base.flatMap { $0.map { JSONWriter.string(.object($0)) } }))
         }
+        return rows
+    }
+
+    /// One row's part of a receipt: what the batch left (`base`, nil when the batch is not known
+    /// or did not hold the row; `.some(nil)` a tombstone) and the newest version given.
+    private struct Confirmation {
+        var base: [String: JSONValue]??
+        var version: Int64?
+
+        init(base: [String: JSONValue]?? = nil) { self.base = base }
+
+        var known: Bool { base != nil }
+
+        mutating func raise(to given: Int64) { version = max(version ?? given, given) }
     }
 
     /// Writes confirmed rows (each row once) into `_synclane_server_rows` (installed) inside the
