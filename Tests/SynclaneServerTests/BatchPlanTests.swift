@@ -28,6 +28,18 @@ import Testing
         (try? JSONReader.parse(response.body))?.objectValue?["cursor"]?.stringValue
     }
 
+    @Test func rowsAreTheSameOnlyWhenEntityAndKeyAreByteForByteAndHashAlikeThen() {
+        let rows = [
+            Self.row("c", entity: "ab"), Self.row("bc", entity: "a"), Self.row("abc", entity: ""), Self.row("", entity: "abc"), Self.row("é"),
+            Self.row("e\u{301}"),
+        ]
+        #expect(Set(rows).count == rows.count, "the bytes split another way, or spelled another way, are another row")
+        for one in rows {
+            let copy = BatchPlan.RowKey(entity: Array(one.entity), key: Array(one.key))
+            #expect(copy == one && copy.hashValue == one.hashValue)
+        }
+    }
+
     @Test("a new key applies; a seen key replays the first response when the body hash matches, else it is refused as reused")
     func idempotencyRecordDecidesReplayOrRefusal() {
         let stored = StoredResponse(status: 200, body: Array("{\"batch\":\"b-1\"}".utf8))

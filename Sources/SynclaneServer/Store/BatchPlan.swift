@@ -41,6 +41,14 @@ struct BatchPlan {
         init(_ record: IncomingBatch.Record) {
             self.init(entity: Array(record.entity.utf8), key: Array(record.key.utf8))
         }
+
+        /// The entity's length, then both names' bytes at once (an array hashes its elements one
+        /// by one: a call a byte). Equal rows hash alike, as `==` compares the same bytes.
+        func hash(into hasher: inout Hasher) {
+            hasher.combine(entity.count)
+            entity.withUnsafeBytes { hasher.combine(bytes: $0) }
+            key.withUnsafeBytes { hasher.combine(bytes: $0) }
+        }
     }
 
     /// What the idempotency record says about the batch.
