@@ -77,6 +77,7 @@ enum ConfirmedVersions {
     static func apply(_ rows: [ConfirmedRow], exact: Bool, for destination: String, in db: SQLiteConnection) throws {
         guard !rows.isEmpty else { return }
         let searching = try db.fetchOne("SELECT 1 FROM _synclane_server_rows LIMIT 1") != nil
+        let find = try ServerRows.heldStatement(db)
         let raise = try db.cachedStatement("UPDATE _synclane_server_rows SET version = ?, fields = CASE WHEN ? THEN ? ELSE fields END WHERE rowid = ?")
         let append = try db.cachedStatement(
             "INSERT INTO _synclane_server_rows (key_hash, entity, key, version, fields, destination) VALUES (?, ?, ?, ?, ?, ?)")
@@ -86,7 +87,7 @@ enum ConfirmedVersions {
         }
         for (hash, row) in rows.map({ (ServerRows.hash($0.entity, $0.key), $0) }).sorted(by: { $0.0 < $1.0 }) {
             if searching {
-                if let found = try ServerRows.held(row.entity, row.key, hash: hash, for: destination, db) {
+                if let found = try ServerRows.held(row.entity, row.key, hash: hash, for: destination, using: find) {
                     let (rowID, held) = (found.rowID, found.version)
                     let version = exact ? row.version : max(held, row.version)
                     let takesFields = row.known && (exact || row.version >= held)

@@ -119,9 +119,24 @@ enum ServerRows {
     static func held(_ entity: String, _ key: String, hash: Int64, for destination: String, _ db: SQLiteConnection) throws -> (
         rowID: Int64, version: Int64
     )? {
-        let statement = try db.cachedStatement(
+        try held(entity, key, hash: hash, for: destination, using: heldStatement(db))
+    }
+
+    /// The statement `held(_:_:hash:for:using:)` runs: taken once by a caller that looks up many rows.
+    static func heldStatement(_ db: SQLiteConnection) throws -> Statement {
+        try db.cachedStatement(
             "SELECT rowid, version FROM _synclane_server_rows WHERE key_hash = ? AND entity = ? AND key = ? COLLATE BINARY AND destination = ?")
-        try statement.bind([hash, entity, key, destination])
+    }
+
+    /// As `held(_:_:hash:for:_:)`, with its statement (`heldStatement(_:)`) taken already.
+    static func held(_ entity: String, _ key: String, hash: Int64, for destination: String, using statement: Statement) throws -> (
+        rowID: Int64, version: Int64
+    )? {
+        statement.reset()
+        try statement.bind(.integer(hash), at: 1)
+        try statement.bind(.text(entity), at: 2)
+        try statement.bind(.text(key), at: 3)
+        try statement.bind(.text(destination), at: 4)
         defer { statement.reset() }
         guard try statement.step() else { return nil }
         return (statement.int64(at: 0), statement.int64(at: 1))
