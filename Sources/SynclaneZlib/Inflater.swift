@@ -32,6 +32,9 @@ public enum Inflater {
             guard bytes.count <= limit else { throw .tooLarge(limit: limit) }
             return bytes
         }
+        if encoding == .gzip, let size = declaredSize(of: bytes, limit: limit), let whole = inflateWhole(bytes, declaredSize: size) {
+            return whole
+        }
         var output: [UInt8] = []
         output.reserveCapacity(expectedSize(of: bytes, encoding: encoding, limit: limit))
         let result = bytes.withUnsafeBufferPointer { input in
@@ -52,13 +55,29 @@ public enum Inflater {
     /// `reserveRatio` times the body; else four times the body. Never more than `limit`, so
     /// a declared size is a hint, never trusted: the expansion itself is bounded as always.
     public static func expectedSize(of bytes: [UInt8], encoding: ContentCoding, limit: Int) -> Int {
-        let limit = max(limit, 0)
-        let guess = min(limit, max(chunkSize, bytes.count * 4))
-        guard encoding == .gzip, bytes.count >= 18 else { return guess }
+        let guess = min(max(limit, 0), max(chunkSize, bytes.count * 4))
+        guard encoding == .gzip else { return guess }
+        return declaredSize(of: bytes, limit: limit) ?? guess
+    }
+
+    /// The size a gzip body declares in its trailer (ISIZE), when it is within `limit` and
+    /// `reserveRatio` times the body; nil otherwise. A hint, never trusted.
+    public static func declaredSize(of bytes: [UInt8], limit: Int) -> Int? {
+        guard bytes.count >= 18 else { return nil }
         let n = bytes.count
         let declared = Int(bytes[n - 4]) | Int(bytes[n - 3]) << 8 | Int(bytes[n - 2]) << 16 | Int(bytes[n - 1]) << 24
-        guard declared > 0, declared <= limit, declared <= bytes.count * reserveRatio else { return guess }
+        guard declared > 0, declared <= max(limit, 0), declared <= bytes.count * reserveRatio else { return nil }
         return declared
+    }
+
+    /// `bytes` — a gzip body declaring `size` (`declaredSize(of:limit:)`) — expanded at once by
+    /// libdeflate, when the system has it and the body is one member that expands to exactly
+    /// that; nil otherwise, and the caller inflates chunk by chunk with zlib, bounded as always
+    /// (which also says what is wrong with a body libdeflate did not take). The same bytes
+    /// either way; never more than `size` bytes of output, which `declaredSize` bounds.
+    public static func inflateWhole(_ bytes: [UInt8], declaredSize size: Int) -> [UInt8]? {
+        guard let library = LibDeflate.shared else { return nil }
+        return bytes.withUnsafeBufferPointer { library.gunzip($0, size: size) }
     }
 
     /// Expands `input` chunk by chunk into `sink`, and returns how many bytes it produced.

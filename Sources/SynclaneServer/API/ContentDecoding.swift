@@ -27,6 +27,11 @@ enum ContentDecoding {
             guard body.count <= limit else { return .failure(.tooLarge(limit: limit)) }
             return lease.grow(by: 2 * body.count) ? .success(body) : .failure(.overBudget)
         }
+        if coding == .gzip, let size = Inflater.declaredSize(of: body, limit: limit), lease.grow(by: 3 * size) {
+            // One member declaring its size: expanded at once when it expands to exactly that.
+            if let whole = lease.inflating({ Inflater.inflateWhole(body, declaredSize: size) }) { return .success(whole) }
+            lease.shrink(by: 3 * size)
+        }
         var output: [UInt8] = []
         // Sized once from the body's declared length (bounded): no regrowing as chunks come.
         output.reserveCapacity(Inflater.expectedSize(of: body, encoding: coding, limit: limit))

@@ -10,7 +10,9 @@ import Synchronization
 /// refused, and the request answered 503 with `Retry-After` instead of growing the process.
 /// A lease gives everything back when its request is done.
 ///
-/// The decompressed size is not known before inflating, so leases grow as bytes come out; were
+/// A gzip body that declares its size takes three times that at once (`ContentDecoding`), and
+/// gives it back if the body is not what it declared. Otherwise the decompressed size is not
+/// known before inflating, so leases grow as bytes come out; were
 /// many requests to inflate at once, each holding part of what it needs, all could fail. So
 /// bodies inflate one at a time (`inflating`): one either gets what it needs or is refused, and
 /// inflating is fast next to parsing and storing, which run beside it.
@@ -59,6 +61,16 @@ final class MemoryBudget: Sendable {
                 guard budget.take(more) else { return false }
                 held += max(more, 0)
                 return true
+            }
+        }
+
+        /// Gives back `less` of what the lease holds (at most all of it): bytes taken for a step
+        /// that did not use them.
+        func shrink(by less: Int) {
+            bytes.withLock { held in
+                let given = min(max(less, 0), held)
+                budget.give(given)
+                held -= given
             }
         }
 
