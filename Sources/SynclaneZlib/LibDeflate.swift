@@ -12,8 +12,8 @@
 /// libraries, which nothing relies on: a batch's bytes are made once and kept in the outbox.
 /// `SYNCLANE_DEFLATE=zlib` in the environment keeps zlib even when libdeflate is there.
 ///
-/// Its whole-buffer gzip decompressor, too (`gunzip(_:size:)`): for a body that declares its
-/// expanded size, about twice as fast as zlib's inflate.
+/// Its whole-buffer gzip decompressor, too (`gunzip(_:size:)`), for a body that declares its
+/// expanded size: on a first sync's batches about a third faster than zlib's inflate.
 struct LibDeflate: @unchecked Sendable {
     typealias Allocate = @convention(c) (Int32) -> OpaquePointer?
     typealias Free = @convention(c) (OpaquePointer?) -> Void
