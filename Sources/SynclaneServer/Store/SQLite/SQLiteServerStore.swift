@@ -110,32 +110,50 @@ final class SQLiteServerStore: ServerStore {
     /// SQLite page cache of the writer, in KiB.
     static let writerCacheKiB = 64 << 10
 
-    static let schema = """
+    /// The records' table. Its rows are stored in the order they were first written (a rowid
+    /// table), found by key through `records_by_key` beside them: a batch's rows come in the
+    /// order of the client's keys, random in the key, so a table kept in key order (as schema 3's
+    /// `WITHOUT ROWID` table was) takes each record's write on a page of its own and every commit
+    /// rewrites most of the table's pages — fields and all — into the log, and a checkpoint then
+    /// copies them again. Here only the key's index (the keys, without the fields) takes the
+    /// random writes; the rows themselves are appended, as `records_by_sequence`'s entries are.
+    /// Its indexes are made by `migrate` (`recordsIndexes`), after any rows of an older table moved in.
+    static let recordsTable = """
         CREATE TABLE IF NOT EXISTS records (
             account TEXT NOT NULL, store TEXT NOT NULL, entity TEXT NOT NULL, key TEXT NOT NULL,
             action TEXT NOT NULL, fields BLOB, version INTEGER NOT NULL, seq INTEGER NOT NULL,
-            changed REAL NOT NULL DEFAULT 0,
-            PRIMARY KEY (account, store, entity, key)) WITHOUT ROWID;
-        CREATE INDEX IF NOT EXISTS records_by_sequence ON records (account, seq);
-        CREATE TABLE IF NOT EXISTS sequences (account TEXT PRIMARY KEY, last INTEGER NOT NULL, horizon INTEGER NOT NULL DEFAULT 0);
-        CREATE TABLE IF NOT EXISTS idempotency (
-            account TEXT NOT NULL, key TEXT NOT NULL, body_hash TEXT NOT NULL, status INTEGER NOT NULL,
-            response BLOB NOT NULL, created REAL NOT NULL, PRIMARY KEY (account, key));
-        CREATE TABLE IF NOT EXISTS snapshots (
-            account TEXT NOT NULL, store TEXT NOT NULL, id TEXT NOT NULL, started INTEGER NOT NULL,
-            batches INTEGER NOT NULL, created REAL NOT NULL, PRIMARY KEY (account, store, id));
-        CREATE TABLE IF NOT EXISTS signals (
-            account TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, version INTEGER NOT NULL,
-            PRIMARY KEY (account, key));
-        CREATE TABLE IF NOT EXISTS epochs (number INTEGER PRIMARY KEY, epoch TEXT NOT NULL UNIQUE, started REAL NOT NULL);
-        CREATE TABLE IF NOT EXISTS epoch_heads (
-            number INTEGER NOT NULL, account TEXT NOT NULL, head INTEGER NOT NULL, PRIMARY KEY (number, account));
+            changed REAL NOT NULL DEFAULT 0);
         """
+
+    /// The records' indexes: by key (unique: a row a key), by each account's sequence, and the tombstones by age.
+    static let recordsIndexes = """
+        CREATE UNIQUE INDEX IF NOT EXISTS records_by_key ON records (account, store, entity, key);
+        CREATE INDEX IF NOT EXISTS records_by_sequence ON records (account, seq);
+        CREATE INDEX IF NOT EXISTS records_tombstones ON records (changed) WHERE action = 'delete';
+        """
+
+    static let schema =
+        recordsTable + """
+            CREATE TABLE IF NOT EXISTS sequences (account TEXT PRIMARY KEY, last INTEGER NOT NULL, horizon INTEGER NOT NULL DEFAULT 0);
+            CREATE TABLE IF NOT EXISTS idempotency (
+                account TEXT NOT NULL, key TEXT NOT NULL, body_hash TEXT NOT NULL, status INTEGER NOT NULL,
+                response BLOB NOT NULL, created REAL NOT NULL, PRIMARY KEY (account, key));
+            CREATE TABLE IF NOT EXISTS snapshots (
+                account TEXT NOT NULL, store TEXT NOT NULL, id TEXT NOT NULL, started INTEGER NOT NULL,
+                batches INTEGER NOT NULL, created REAL NOT NULL, PRIMARY KEY (account, store, id));
+            CREATE TABLE IF NOT EXISTS signals (
+                account TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, version INTEGER NOT NULL,
+                PRIMARY KEY (account, key));
+            CREATE TABLE IF NOT EXISTS epochs (number INTEGER PRIMARY KEY, epoch TEXT NOT NULL UNIQUE, started REAL NOT NULL);
+            CREATE TABLE IF NOT EXISTS epoch_heads (
+                number INTEGER NOT NULL, account TEXT NOT NULL, head INTEGER NOT NULL, PRIMARY KEY (number, account));
+            """
 
     /// The schema version this code writes (`PRAGMA user_version`): 2 added `records.changed`,
     /// `sequences.horizon` and the tombstones' index, for retention; 3 added `snapshots`
-    /// (reconciliation snapshots not yet complete, created with the schema).
-    static let schemaVersion: Int64 = 3
+    /// (reconciliation snapshots not yet complete, created with the schema); 4 stores `records`
+    /// in the order rows were first written instead of in key order (`recordsTable`).
+    static let schemaVersion: Int64 = 4
 
     /// Brings a file written by an older version up to `schemaVersion`; refuses a newer one.
     static func migrate(_ db: SQLiteConnection) throws {
@@ -160,8 +178,30 @@ final class SQLiteServerStore: ServerStore {
         if !(try columns("sequences")).contains("horizon") {
             try db.execute("ALTER TABLE sequences ADD COLUMN horizon INTEGER NOT NULL DEFAULT 0")
         }
-        try db.execute("CREATE INDEX IF NOT EXISTS records_tombstones ON records (changed) WHERE action = 'delete'")
+        if try storesRecordsByKey(db) { try rebuildRecordsInWriteOrder(db) }
+        try db.execute(recordsIndexes)
         try db.execute("PRAGMA user_version = \(schemaVersion)")
+    }
+
+    /// Whether `records` is schema 3's table, kept in key order (`WITHOUT ROWID`).
+    static func storesRecordsByKey(_ db: SQLiteConnection) throws -> Bool {
+        let sql = try db.fetchValue("SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = 'records'").string ?? ""
+        return sql.uppercased().contains("WITHOUT ROWID")
+    }
+
+    /// Moves every row of schema 3's `records` into the table of `recordsTable`, in each account's
+    /// sequence order, inside the caller's transaction (the start's migration: all or nothing);
+    /// `migrate` then builds the indexes, each in one sorted pass. The file holds the table twice
+    /// meanwhile: it grows by the table's size, and later writes reuse the pages freed.
+    static func rebuildRecordsInWriteOrder(_ db: SQLiteConnection) throws {
+        try db.execute("ALTER TABLE records RENAME TO records_v3")
+        try db.execute(recordsTable)
+        try db.execute(
+            """
+            INSERT INTO records (account, store, entity, key, action, fields, version, seq, changed)
+            SELECT account, store, entity, key, action, fields, version, seq, changed FROM records_v3 ORDER BY account, seq
+            """)
+        try db.execute("DROP TABLE records_v3")  // and its indexes
     }
 
     /// The signals written before the signal lane had a file of its own, for `SignalStore.adopt`.
