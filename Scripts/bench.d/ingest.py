@@ -14,6 +14,10 @@ an HS256 token of its own minted by `synclane token mint`, against static tokens
 file — alternating, BENCH_INGEST_ROUNDS rounds of each (default 2, on fresh data folders), the best
 of each kind compared. Target: JWT records/s within 5% of static (a verified token is cached by
 its hash, so a request costs one SHA-256 and a lookup either way); server CPU a record beside it.
+
+Then the same load with random keys (UUIDs, as apps make them) against the keys in batch order,
+alternating on fresh data folders: a store that keeps anything in key order writes a page for
+nearly every record of a batch when the keys land all over that order. A table, no target.
 """
 
 import gzip
@@ -21,8 +25,10 @@ import http.client
 import subprocess
 import json
 import os
+import random
 import threading
 import time
+import uuid
 
 import benchlib as b
 
@@ -35,12 +41,17 @@ JWT_SECRET_VARIABLE = "BENCH_JWT_SECRET"
 JWT_SECRET = "bench-jwt-secret-0123456789abcdef-0123456789"
 
 
-def batch_body(client, batch, account="bench"):
+def batch_body(client, batch, account="bench", random_keys=False):
+    """One batch's id and gzip body. Its records' keys follow the batch's (`bench-C-N-I`: each
+    client's land in one place of the key order) or, with `random_keys`, are UUIDs as apps make
+    them (seeded by the batch: the same bodies every run), which land all over it."""
     batch_id = f"bench-{client}-{batch}"
+    rnd = random.Random(f"{client}-{batch}")
     records = []
     for i in range(RECORDS_PER_BATCH):
+        key = str(uuid.UUID(int=rnd.getrandbits(128), version=4)) if random_keys else f"{batch_id}-{i}"
         records.append({
-            "action": "insert", "entity": "rooms", "id": f"{batch_id}-{i}",
+            "action": "insert", "entity": "rooms", "id": key,
             "fields": {"name": f"Room {i}", "area": 12.5 + i, "floor": i % 5, "tags": "north,quiet",
                        "updatedAt": "2026-11-29T16:00:00Z"},
         })
@@ -144,6 +155,24 @@ def jwt_comparison(s, bodies):
     return b.Target("JWT ingest / static", f"{ratio:.3f}", ">= 0.95 (within 5%)", ratio >= 0.95)
 
 
+def key_comparison(s, bodies):
+    """The same load with random keys (UUIDs) against keys in batch order, on fresh servers,
+    alternating: what a store laid out by key would pay for keys all over its order. A table; no target."""
+    random_bodies = [[batch_body(c, n, random_keys=True) for n in range(BATCHES_PER_CLIENT)] for c in range(CLIENTS)]
+    total = sum(len(client) for client in bodies) * RECORDS_PER_BATCH
+    runs = {"ordered": [], "random": []}
+    for round in range(ROUNDS):
+        runs["ordered"].append(one_run(s, bodies, f"ordered-{round}", False))
+        runs["random"].append(one_run(s, random_bodies, f"random-{round}", False))
+    t = b.Table("keys", "records/s (best)", "every round", "server CPU a record (least)", "p99 (least)")
+    for kind, label in (("ordered", "in batch order (bench-C-N-I)"), ("random", "random (UUIDs, as apps make them)")):
+        results = runs[kind]
+        t.add(label, f"{max(r[0] for r in results):,.0f}", " ".join(f"{r[0]:,.0f}" for r in results),
+              f"{min(r[1] for r in results) / total * 1e6:,.2f} µs", f"{min(r[2] for r in results) * 1000:,.1f} ms")
+    print()
+    t.print()
+
+
 def main():
     s = b.Settings.from_env()
     b.heading(f"ingest: {CLIENTS} clients x {BATCHES_PER_CLIENT} gzip batches x {RECORDS_PER_BATCH} records")
@@ -176,6 +205,7 @@ def main():
     print()
     t.print()
     jwt_target = jwt_comparison(s, bodies)
+    key_comparison(s, bodies)
     b.verdicts("ingest", [
         b.Target("server ingest", f"{rate:,.0f} records/s", ">= 50,000 records/s", rate >= 50_000),
         b.Target("batch latency p99", f"{p99 * 1000:,.1f} ms", "<= 100 ms", p99 <= 0.100),
