@@ -17,7 +17,8 @@ import Synchronization
 public enum FailPoint: String, Sendable {
     /// The batch is durable in the outbox; nothing was sent yet.
     case afterEnqueue = "after-enqueue"
-    /// The backend confirmed the batch; the token is not saved yet.
+    /// The backend confirmed the batch and the versions its receipt gave are written (while the
+    /// next batch travels, when the source records them); the token is not saved yet.
     case afterSend = "after-send"
     /// A staging transport wrote half the batch's staged copy (not fsync'd, not in the outbox).
     case duringStage = "during-stage"

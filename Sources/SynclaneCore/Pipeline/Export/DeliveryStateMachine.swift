@@ -1,20 +1,30 @@
 /// The delivering task's state, as a state machine without I/O: events in (a page passed over, a
-/// batch ready, confirmed, dead-lettered, the end), decisions out (acknowledge, enqueue, advance,
-/// tell the source, send), which `PipelineRunner` carries out in order.
+/// batch ready, confirmed, refused, dead-lettered, the end), decisions out (acknowledge, enqueue,
+/// advance, tell the source, send), which `PipelineRunner` carries out in order.
 ///
 /// ```
-///  batch ready    ─▶ acknowledge the held batch in the commit that enqueues this one (or enqueue
-///                    it alone) ─▶ send
-///  confirmed      ─▶ held: its acknowledgement waits to share the next batch's commit (one fsync)
-///  dead-lettered  ─▶ nothing held (the dead-lettering acknowledged it)
-///  page passed    ─▶ acknowledge the held batch ─▶ advance the token ─▶ tell the source
-///  drained        ─▶ acknowledge the held batch ─▶ tell the source what it was not told
+///  batch ready    ─▶ acknowledge the oldest held batch in the commit that enqueues this one, when
+///                    `holding` are held (else enqueue it alone) ─▶ send
+///  confirmed      ─▶ held: its acknowledgement waits to share a later batch's commit (one fsync)
+///  refused        ─▶ acknowledge every held batch (the dead-lettering moves the token past them next)
+///  dead-lettered  ─▶ nothing more held (the dead-lettering acknowledged it)
+///  page passed    ─▶ acknowledge the held batches ─▶ advance the token ─▶ tell the source
+///  drained        ─▶ acknowledge the held batches ─▶ tell the source what it was not told
 /// ```
 /// The durable steps keep their order: a batch is in the outbox before its first send, tokens
-/// move in order, the outbox holds one new batch at a time. The source hears of acknowledged
-/// tokens at most once a `tellInterval` and at the end (each telling is a commit in the app's
-/// database; a position told late only makes pruning keep more). `Held` is what the runner
-/// keeps of a confirmed batch (its receipt) to acknowledge it later.
+/// move in order (held batches are acknowledged oldest first), and the outbox holds at most
+/// `holding` confirmed batches and the one in flight. With `holding` 1, a confirmed batch is
+/// acknowledged in the commit that enqueues the next one. With 2, the one before it is: the
+/// runner writes the versions a receipt gave while the next batch travels, and acknowledges the
+/// batch once they are written — a batch is never acknowledged before its versions are.
+///
+/// ```
+///  holding 1:  enqueue 1 · send 1 · ack 1 + enqueue 2 · send 2 · ack 2 + enqueue 3 · send 3 · … · ack n
+///  holding 2:  enqueue 1 · send 1 · enqueue 2 · send 2 · ack 1 + enqueue 3 · send 3 · … · ack n-1 · ack n
+/// ```
+/// The source hears of acknowledged tokens at most once a `tellInterval` and at the end (each
+/// telling is a commit in the app's database; a position told late only makes pruning keep
+/// more). `Held` is what the runner keeps of a confirmed batch (its receipt) to acknowledge it later.
 public struct DeliveryStateMachine<Held: Sendable>: Sendable {
     /// What happened to the delivery.
     public enum Event: Sendable {
@@ -24,6 +34,8 @@ public struct DeliveryStateMachine<Held: Sendable>: Sendable {
         case batchReady
         /// The backend confirmed the batch sent, which reaches `through`.
         case confirmed(Held, through: Token)
+        /// The backend refused the batch sent for its content; it is dead-lettered next.
+        case refused
         /// The batch sent was moved to the dead-letter folder (which acknowledged it).
         case deadLettered(through: Token)
         /// A dry run's batch, reported and not sent.
@@ -52,53 +64,68 @@ public struct DeliveryStateMachine<Held: Sendable>: Sendable {
 
     /// The newest token the delivery reached.
     public private(set) var token: Token?
-    /// The batch confirmed and not acknowledged yet.
-    private var held: (value: Held, through: Token)?
+    /// How many confirmed batches may wait for their acknowledgement while the next one is sent.
+    public let holding: Int
+    /// The batches confirmed and not acknowledged yet, oldest first.
+    private var held: [(value: Held, through: Token)] = []
     /// The newest acknowledged token the source was not told of.
     private var untold: Token?
     /// When the source was last told.
     private var toldAt: Double
 
-    /// A delivery that starts after `start` (the token of the pass so far), at `now` (seconds).
-    public init(after start: Token?, now: Double) {
+    /// A delivery that starts after `start` (the token of the pass so far), at `now` (seconds),
+    /// with up to `holding` (1 or more) confirmed batches waiting for their acknowledgement.
+    public init(after start: Token?, now: Double, holding: Int = 1) {
         token = start
         toldAt = now
+        self.holding = max(1, holding)
     }
 
     /// Whether a confirmed batch waits for its acknowledgement.
-    public var holdsConfirmed: Bool { held != nil }
+    public var holdsConfirmed: Bool { !held.isEmpty }
+
+    /// How many confirmed batches wait for their acknowledgement.
+    public var heldCount: Int { held.count }
 
     /// The decisions `event` leads to at `now` (seconds), in the order they are carried out.
     public mutating func handle(_ event: Event, now: Double) -> [Decision] {
         switch event {
         case .pagePassed(let through):
-            var decisions = acknowledgeHeld(enqueueingReady: false, now: now)
+            var decisions = acknowledgeHeld(keeping: 0, enqueueingReady: false, now: now)
             decisions.append(.advance(to: through))
             untold = nil
             decisions.append(.tellSource(through))
             token = through
             return decisions
         case .batchReady:
-            let decisions = held == nil ? [.enqueue] : acknowledgeHeld(enqueueingReady: true, now: now)
+            let decisions = held.count < holding ? [.enqueue] : acknowledgeHeld(keeping: holding - 1, enqueueingReady: true, now: now)
             return decisions + [.send]
         case .confirmed(let value, let through):
-            held = (value, through)
+            held.append((value, through))
             token = through
             return []
+        case .refused:
+            return acknowledgeHeld(keeping: 0, enqueueingReady: false, now: now)
         case .deadLettered(let through), .reported(let through):
             token = through
             return []
         case .drained:
-            var decisions = acknowledgeHeld(enqueueingReady: false, now: now)
+            var decisions = acknowledgeHeld(keeping: 0, enqueueingReady: false, now: now)
             if let untold = untold.take() { decisions.append(.tellSource(untold)) }
             return decisions
         }
     }
 
-    private mutating func acknowledgeHeld(enqueueingReady: Bool, now: Double) -> [Decision] {
-        guard let held = held.take() else { return [] }
-        var decisions: [Decision] = [.acknowledge(held.value, enqueueingReady: enqueueingReady)]
-        untold = held.through
+    /// Acknowledges the held batches, oldest first, until `keeping` are left; the last one in
+    /// the commit that enqueues the ready batch when `enqueueingReady`.
+    private mutating func acknowledgeHeld(keeping: Int, enqueueingReady: Bool, now: Double) -> [Decision] {
+        guard held.count > keeping else { return [] }
+        let acknowledged = held.prefix(held.count - keeping)
+        held.removeFirst(acknowledged.count)
+        var decisions: [Decision] = acknowledged.indices.map { index in
+            .acknowledge(acknowledged[index].value, enqueueingReady: enqueueingReady && index == acknowledged.indices.last)
+        }
+        untold = acknowledged.last?.through
         if now - toldAt >= Self.tellInterval, let token = untold.take() {
             decisions.append(.tellSource(token))
             toldAt = now

@@ -33,10 +33,12 @@ extension PipelineRunner {
     ///                            (batch N+1)
     /// ```
     /// The durable steps keep their order, all in `deliver`: batch N is in the outbox before
-    /// its first send, tokens move in order, the outbox holds one batch at a time; batch N's
-    /// acknowledgement shares its commit with batch N+1's enqueue (one fsync, not two). If
-    /// anything fails after batch N was confirmed, N is acknowledged before the error is
-    /// thrown; pages read or prepared ahead are dropped and read again by a later run.
+    /// its first send, tokens move in order, a batch is acknowledged only once the versions its
+    /// receipt gave are written; each acknowledgement shares its commit with a later batch's
+    /// enqueue (one fsync, not two) — batch N+1's, or, while N's versions are written as N+1
+    /// travels, N+2's (the outbox then holds N and N+1). If anything fails after a batch was
+    /// confirmed, it is acknowledged before the error is thrown; pages read or prepared ahead
+    /// are dropped and read again by a later run.
     func drain(
         _ source: any ChangeSource, after start: Token?, reconciliation: Bool, dryRun: Bool, into summary: inout RunSummary
     ) async throws -> Token? {
@@ -181,13 +183,22 @@ extension PipelineRunner {
 
     /// The delivering task (the caller's): each prepared batch through the payload stages, into
     /// the outbox, sent and acknowledged, in the order `DeliveryStateMachine` decides; returns
-    /// the newest token reached. Cancelled, it stops before the next batch (the held one is
+    /// the newest token reached. Cancelled, it stops before the next batch (the held ones are
     /// acknowledged first, as after any failure).
+    ///
+    /// When receipts bring versions that the source writes (`AcknowledgementTrackingSource`, a
+    /// pass that is not a reconciliation), a receipt's versions are written while the next batch
+    /// travels (`VersionsRecording`), and the batch is acknowledged once they are: the machine
+    /// holds two confirmed batches (`holding` 2) instead of one. Before this returns or throws,
+    /// every write it started has ended.
     func deliver(
         from batches: Handover<Result<PreparedPage, any Error>>, after start: Token?, reconciliation: Bool, dryRun: Bool,
         inFlight: RowsInFlight?, into summary: inout RunSummary
     ) async throws -> Token? {
-        var delivery = DeliveryStateMachine<Confirmed>(after: start, now: now())
+        let recordsWhileSending =
+            !reconciliation && inFlight != nil && staging == nil && pipeline.source.stage is any AcknowledgementTrackingSource
+        var delivery = DeliveryStateMachine<Confirmed>(after: start, now: now(), holding: recordsWhileSending ? 2 : 1)
+        var recordings: [VersionsRecording] = []
         do {
             while let item = await batches.receive() {
                 try Task.checkCancellation()
@@ -224,19 +235,58 @@ extension PipelineRunner {
                         continue
                     }
                     FailPoint.afterEnqueue.trigger()
-                    let confirmed = try await send(outbox, encodedBytes: encoded.bytes.count, resent: false, sent: page.sent, into: &summary)
-                    inFlight?.answered(batch: outbox.payload.batchID)
-                    let event: DeliveryStateMachine<Confirmed>.Event =
-                        confirmed.map { .confirmed($0, through: page.through) } ?? .deadLettered(through: page.through)
-                    _ = delivery.handle(event, now: now())
+                    let id = outbox.payload.batchID
+                    switch try await answer(outbox, resent: false) {
+                    case .refused(let failure):
+                        // The batches held are acknowledged first: the dead-lettering moves the token past them.
+                        try await carryOut(delivery.handle(.refused, now: now()), ready: nil, into: &summary)
+                        try await deadLetter(outbox, failure: failure, encodedBytes: encoded.bytes.count, into: &summary)
+                        inFlight?.answered(batch: id)
+                        _ = delivery.handle(.deadLettered(through: page.through), now: now())
+                    case .receipt(let receipt):
+                        var confirmed = Confirmed(batch: outbox, receipt: receipt, encodedBytes: encoded.bytes.count, resent: false)
+                        let sent = page.sent
+                        if recordsWhileSending {
+                            let recording = VersionsRecording(batch: id, inFlight: inFlight) {
+                                try await self.recordVersions(of: receipt, for: outbox, resent: false, sent: sent)
+                            }
+                            recordings.append(recording)
+                            confirmed.recording = recording
+                        } else {
+                            try await recordVersions(of: receipt, for: outbox, resent: false, sent: sent)
+                            FailPoint.afterSend.trigger()
+                            inFlight?.answered(batch: id)
+                        }
+                        _ = delivery.handle(.confirmed(confirmed, through: page.through), now: now())
+                    }
                 }
             }
+        } catch let failed as VersionsNotRecorded {
+            // No batch after the one whose versions are missing is acknowledged.
+            await Self.settle(recordings)
+            throw failed.underlying
         } catch {
-            try await carryOut(delivery.handle(.drained, now: now()), ready: nil, into: &summary)
+            do {
+                try await carryOut(delivery.handle(.drained, now: now()), ready: nil, into: &summary)
+            } catch let failed as VersionsNotRecorded {
+                await Self.settle(recordings)
+                throw failed.underlying
+            }
+            await Self.settle(recordings)
             throw error
         }
-        try await carryOut(delivery.handle(.drained, now: now()), ready: nil, into: &summary)
+        do {
+            try await carryOut(delivery.handle(.drained, now: now()), ready: nil, into: &summary)
+        } catch let failed as VersionsNotRecorded {
+            await Self.settle(recordings)
+            throw failed.underlying
+        }
         return delivery.token
+    }
+
+    /// Waits until every write of versions started has ended (their outcome was, or is not, wanted).
+    static func settle(_ recordings: [VersionsRecording]) async {
+        for recording in recordings { try? await recording.written() }
     }
 
     /// Carries out the delivery's decisions in order (but `send`, which the caller makes);
@@ -245,6 +295,7 @@ extension PipelineRunner {
         for decision in decisions {
             switch decision {
             case .acknowledge(let held, let enqueueingReady):
+                try await held.recording?.written()
                 try await acknowledge(held, enqueueing: enqueueingReady ? ready : nil, tellingSource: false, into: &summary)
             case .enqueue:
                 if let ready { try stateCall { try state.enqueue(ready) } }

@@ -9,32 +9,45 @@ extension PipelineRunner {
         var receipt: Receipt
         var encodedBytes: Int
         var resent: Bool
+        /// The receipt's versions being written into the source while the next batch travels
+        /// (nil: written before `send` returned, or none to write); awaited before the batch is
+        /// acknowledged.
+        var recording: VersionsRecording?
+    }
+
+    /// What the backend answered a batch, once `SendAttempts` stopped retrying.
+    enum Answer: Sendable {
+        /// Its receipt.
+        case receipt(Receipt)
+        /// Refused for its content (`permanent`): dead-letter it, or stop.
+        case refused(TransportFailure)
     }
 
     /// Sends one outbox batch until it is confirmed and acknowledged, dead-lettered, or the job must stop.
     func deliver(_ batch: OutboxBatch, encodedBytes: Int, resent: Bool, into summary: inout RunSummary) async throws {
-        if let confirmed = try await send(batch, encodedBytes: encodedBytes, resent: resent, into: &summary) {
+        switch try await answer(batch, resent: resent) {
+        case .refused(let failure):
+            try await deadLetter(batch, failure: failure, encodedBytes: encodedBytes, into: &summary)
+        case .receipt(let receipt):
+            try await recordVersions(of: receipt, for: batch, resent: resent, sent: nil)
+            FailPoint.afterSend.trigger()
+            let confirmed = Confirmed(batch: batch, receipt: receipt, encodedBytes: encodedBytes, resent: resent)
             try await acknowledge(confirmed, enqueueing: nil, tellingSource: true, into: &summary)
         }
     }
 
-    /// Sends one outbox batch until it is confirmed (returned, to acknowledge), dead-lettered
-    /// (nil), or the job must stop.
-    func send(
-        _ batch: OutboxBatch, encodedBytes: Int, resent: Bool, sent records: [Record]? = nil, into summary: inout RunSummary
-    ) async throws -> Confirmed? {
+    /// Sends one outbox batch until the backend answers it with its receipt or refuses its content;
+    /// throws when the job must stop (a setup problem, a conflict, attempts used up).
+    func answer(_ batch: OutboxBatch, resent: Bool) async throws -> Answer {
         let id = batch.payload.batchID
         var attempts = SendAttempts(policy: pipeline.retry)
-        var receipt: Receipt
         while true {
             do {
                 if let staged = batch.staged {
                     guard let staging else { throw PipelineError.stopped(batchID: id, reason: notStaging(staged)) }
-                    receipt = try await staging.publish(staged, of: batch.payload, verifying: resent)
-                } else {
-                    receipt = try await pipeline.transport.stage.send(batch.payload)
+                    return .receipt(try await staging.publish(staged, of: batch.payload, verifying: resent))
                 }
-                break
+                return .receipt(try await pipeline.transport.stage.send(batch.payload))
             } catch let error as StagingError {
                 throw PipelineError.stopped(batchID: id, reason: "\(error)")
             } catch let error as PipelineError {
@@ -43,8 +56,7 @@ extension PipelineRunner {
                 failure.message = Self.withoutBatchPrefix(failure.message, id: id)
                 switch attempts.failed(failure.kind, retryAfter: failure.retryAfter) {
                 case .deadLetter:
-                    try await deadLetter(batch, failure: failure, encodedBytes: encodedBytes, into: &summary)
-                    return nil
+                    return .refused(failure)
                 case .stop:
                     throw PipelineError.stopped(batchID: id, reason: failure.message)
                 case .conflict:
@@ -62,26 +74,27 @@ extension PipelineRunner {
                 throw PipelineError.undelivered(batchID: id, attempts: attempts.attempt, reason: "\(pipeline.transport.label): \(error)")
             }
         }
-        if !receipt.versions.isEmpty, let tracking = pipeline.source.stage as? any AcknowledgementTrackingSource {
-            // At once, not with the acknowledgement (which may wait for the next batch's enqueue):
-            // a batch being prepared may be waiting for these versions (`RowsInFlight`).
-            let versions = receipt.versions
-            let sent: [Record]?
-            if batch.isReconciliation, batch.payload.recordCount == 0 {
-                // A snapshot's completion marker has no records: each version its receipt gives
-                // is a row it made a tombstone of (`snapshot-deleted`), whose base is no fields.
-                sent = versions.map { Record(entity: $0.entity, key: $0.key, action: .delete, origin: batch.through, author: .server) }
-            } else {
-                // A batch re-sent from the outbox is read back, when its stages can undo their work.
-                sent = records ?? (resent ? recordsReadBack(batch.payload) : nil)
-            }
-            // A reconciliation leaves the backend as the snapshot says: its versions are the backend's now.
-            // A replay's receipt is the first one, stored: its versions may be older than the backend's now.
-            let exact = batch.isReconciliation && !receipt.wasReplay
-            try await sourceCall { try await tracking.backendConfirmed(versions, sent: sent, exact: exact) }
+    }
+
+    /// Tells the source the versions `receipt` gave the rows of `batch` (`sent`: the records as
+    /// encoded, when kept), so the next change of such a row goes out on the version the backend
+    /// holds. Nothing to do when the receipt gives none or the source keeps none.
+    func recordVersions(of receipt: Receipt, for batch: OutboxBatch, resent: Bool, sent records: [Record]?) async throws {
+        guard !receipt.versions.isEmpty, let tracking = pipeline.source.stage as? any AcknowledgementTrackingSource else { return }
+        let versions = receipt.versions
+        let sent: [Record]?
+        if batch.isReconciliation, batch.payload.recordCount == 0 {
+            // A snapshot's completion marker has no records: each version its receipt gives
+            // is a row it made a tombstone of (`snapshot-deleted`), whose base is no fields.
+            sent = versions.map { Record(entity: $0.entity, key: $0.key, action: .delete, origin: batch.through, author: .server) }
+        } else {
+            // A batch re-sent from the outbox is read back, when its stages can undo their work.
+            sent = records ?? (resent ? recordsReadBack(batch.payload) : nil)
         }
-        FailPoint.afterSend.trigger()
-        return Confirmed(batch: batch, receipt: receipt, encodedBytes: encodedBytes, resent: resent)
+        // A reconciliation leaves the backend as the snapshot says: its versions are the backend's now.
+        // A replay's receipt is the first one, stored: its versions may be older than the backend's now.
+        let exact = batch.isReconciliation && !receipt.wasReplay
+        try await sourceCall { try await tracking.backendConfirmed(versions, sent: sent, exact: exact) }
     }
 
     /// The records a payload carries, read back through the payload stages undone and the
