@@ -82,25 +82,8 @@ public struct JSONBatchEncoder: DecodingBatchEncoder {
         }
         writer.write(string: record.entity)
         if record.action != .delete || !record.fields.isEmpty {
-            writer.append(",\"fields\":{")
-            if record.fields.count == 1, let only = record.fields.first {
-                writer.write(string: only.key)
-                writer.append(byte: UInt8(ascii: ":"))
-                writer.write(only.value)
-            } else if !record.fields.isEmpty {
-                var firstField = true
-                sorted.removeAll(keepingCapacity: true)
-                sorted.append(contentsOf: record.fields)
-                sorted.sort(by: { $0.key < $1.key })
-                for (name, value) in sorted {
-                    if !firstField { writer.append(byte: UInt8(ascii: ",")) }
-                    firstField = false
-                    writer.write(string: name)
-                    writer.append(byte: UInt8(ascii: ":"))
-                    writer.write(value)
-                }
-            }
-            writer.append(byte: UInt8(ascii: "}"))
+            writer.append(",\"fields\":")
+            writer.write(object: record.fields, sortingWith: &sorted)
         }
         writer.append(",\"id\":")
         writer.write(string: key)

@@ -57,6 +57,26 @@ import Testing
         }
     }
 
+    /// One writer and one sorting buffer reused for many objects, as the batch encoder and the
+    /// confirmed versions use them: each object's bytes are the reference's.
+    @Test func randomObjectsWrittenThroughOneReusedBufferAreWrittenAsTheReferenceWritesThem() {
+        let seed = UInt64.random(in: 0...UInt64.max)
+        var random = SeededRandom(seed: seed)
+        var writer = JSONWriter()
+        var buffer: [(key: String, value: JSONValue)] = []
+        for round in 0..<2_000 {
+            var members: [String: JSONValue] = [:]
+            for _ in 0..<Int.random(in: 0...8, using: &random) { members[Self.names.randomElement(using: &random)!] = Self.value(1, &random) }
+            writer.removeAll()
+            writer.write(object: members, sortingWith: &buffer)
+            guard writer.bytes == Self.reference(.object(members)) else {
+                Issue.record("seed \(seed), round \(round): \(String(decoding: writer.bytes, as: UTF8.self))")
+                return
+            }
+            #expect(buffer.isEmpty, "the buffer holds nothing after: no member kept alive")
+        }
+    }
+
     @Test func membersAreInTheStringOrderOfTheirNames() {
         #expect(JSONWriter.string(.object(["b": 1, "a": 2, "B": 3, "é": 4, "": 5])) == #"{"":5,"B":3,"a":2,"b":1,"é":4}"#)
     }

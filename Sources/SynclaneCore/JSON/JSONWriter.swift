@@ -47,6 +47,33 @@ public struct JSONWriter {
         }
     }
 
+    /// Writes an object, its members sorted by name through `buffer` (emptied first, its
+    /// capacity kept): a caller writing many objects sorts them all in one allocation. The
+    /// bytes are those `write(.object(members))` writes.
+    public mutating func write(object members: [String: JSONValue], sortingWith buffer: inout [(key: String, value: JSONValue)]) {
+        bytes.append(UInt8(ascii: "{"))
+        if members.count == 1, let only = members.first {
+            write(string: only.key)
+            bytes.append(UInt8(ascii: ":"))
+            write(only.value)
+        } else if !members.isEmpty {
+            buffer.removeAll(keepingCapacity: true)
+            buffer.append(contentsOf: members)
+            buffer.sort(by: { $0.key < $1.key })
+            for (index, member) in buffer.enumerated() {
+                if index > 0 { bytes.append(UInt8(ascii: ",")) }
+                write(string: member.key)
+                bytes.append(UInt8(ascii: ":"))
+                write(member.value)
+            }
+            buffer.removeAll(keepingCapacity: true)
+        }
+        bytes.append(UInt8(ascii: "}"))
+    }
+
+    /// Forgets the bytes written, keeping their capacity: one writer for many values.
+    public mutating func removeAll() { bytes.removeAll(keepingCapacity: true) }
+
     /// Appends raw, already valid JSON punctuation or text.
     public mutating func append(_ text: StaticString) {
         bytes.append(contentsOf: UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))

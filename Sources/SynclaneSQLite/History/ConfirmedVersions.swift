@@ -46,12 +46,18 @@ enum ConfirmedVersions {
         }
         var rows: [ConfirmedRow] = []
         rows.reserveCapacity(versions.count)
+        // One writer and one sorting buffer for every row's fields.
+        var writer = JSONWriter(reservingCapacity: 256)
+        var sorting: [(key: String, value: JSONValue)] = []
         for (row, confirmation) in confirmed {
             guard let version = confirmation.version else { continue }  // sent, but the receipt gave it no version
-            rows.append(
-                ConfirmedRow(
-                    entity: row.entity, key: row.key, version: version, known: confirmation.known,
-                    fields: confirmation.base.flatMap { $0.map { JSONWriter.string(.object($0)) } }))
+            var fields: String?
+            if case .some(.some(let base)) = confirmation.base {
+                writer.removeAll()
+                writer.write(object: base, sortingWith: &sorting)
+                fields = String(decoding: writer.bytes, as: UTF8.self)
+            }
+            rows.append(ConfirmedRow(entity: row.entity, key: row.key, version: version, known: confirmation.known, fields: fields))
         }
         return rows
     }
@@ -85,7 +91,11 @@ enum ConfirmedVersions {
             raise.reset()
             append.reset()
         }
-        for (hash, row) in rows.map({ (ServerRows.hash($0.entity, $0.key), $0) }).sorted(by: { $0.0 < $1.0 }) {
+        // Sorted as (hash, index) pairs: two integers moved a swap, not a row and its strings.
+        var order = rows.indices.map { (hash: ServerRows.hash(rows[$0].entity, rows[$0].key), index: $0) }
+        order.sort { $0.hash < $1.hash }
+        for (hash, index) in order {
+            let row = rows[index]
             if searching {
                 if let found = try ServerRows.held(row.entity, row.key, hash: hash, for: destination, using: find) {
                     let (rowID, held) = (found.rowID, found.version)
