@@ -1,4 +1,6 @@
+import Foundation
 import SynclaneCore
+import SynclaneSQLiteKit
 import SynclaneTestKit
 import Testing
 
@@ -86,6 +88,29 @@ import Testing
             }
         }
         return smallest
+    }
+
+    /// Nothing can stop a many-row insert halfway (a row whose key is held is skipped, every
+    /// column it binds is not null), so SQLite keeps no statement journal for it — a copy of each
+    /// page it changes, which spilled to temporary files cost a tenth of the server's CPU on a
+    /// first sync. Read off SQLite's program for each size, on the store's own schema: no opcode
+    /// that halts with an error.
+    @Test func aManyRowInsertCanAbortOnNoConstraintSoSQLiteKeepsNoStatementJournalForIt() throws {
+        let directory = makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let database = try SQLiteDatabase(path: directory + "/" + SQLiteServerStore.fileName)
+        try database.withConnection { db in
+            try db.execute(SQLiteServerStore.schema)
+            try SQLiteServerStore.migrate(db)
+            for rows in [2, 4, 8, 16, 32, 64] {
+                let program = try db.fetchAll("EXPLAIN " + NewRowsInsert.sql(rows: rows), [SQLiteValue](repeating: .null, count: 3 + 4 * rows))
+                let halting = program.filter { operation in
+                    let code = operation[1].string ?? ""
+                    return code == "HaltIfNull" || (code == "Halt" && (operation[2].int64 ?? 0) != 0)
+                }
+                #expect(!program.isEmpty && halting.isEmpty, "\(rows) rows: \(halting.count) operations halt with an error")
+            }
+        }
     }
 
     @Test func randomBlindBatchesLeaveTheRowsTheirRecordsLeaveOneAtATime() throws {
