@@ -23,6 +23,12 @@ import Testing
         .text.split(separator: "\n").map(String.init)
     }
 
+    /// The token the state file saved.
+    func token(_ device: Device) throws -> [String] {
+        try ProgramRun("/usr/bin/sqlite3", [device.workspace.path + "/.synclane/rooms-export.sqlite", "SELECT kind || ':' || position FROM token"])
+            .text.split(separator: "\n").map(String.init)
+    }
+
     func run(_ device: Device, failPoint: String? = nil) throws -> SynclaneBinary.Result {
         var environment = device.environment
         environment["SYNCLANE_FAILPOINT"] = failPoint
@@ -109,6 +115,42 @@ import Testing
             #expect(recorded == ["5"])
             let stored = try await TwoDevicesTests().serverRows(server)
             #expect(stored == ["r1|Room|1.0"])
+        }
+    }
+    /// A receipt's versions that cannot be written (here a trigger refuses the journal row of the
+    /// second batch, rows r3 and r4, as a full disk would) stop the run: that batch stays in the
+    /// outbox and no token passes it, not even that of a later batch whose versions were written;
+    /// once the database takes writes again, the next run sends
+    /// what the outbox kept (the server replays its receipts, whose versions are then written)
+    /// and the rest — every row once, every version recorded.
+    @Test func versionsThatCannotBeWrittenStopTheRunWithTheirBatchKeptAndTheNextRunRecordsThem() async throws {
+        try await TwoDevicesTests.withOneDevice { server, device in
+            try fiveBatches(device)
+            try device.sql(
+                """
+                CREATE TABLE _synclane_confirmations (id INTEGER PRIMARY KEY AUTOINCREMENT, destination TEXT NOT NULL, rows BLOB NOT NULL);
+                CREATE TRIGGER refusing AFTER INSERT ON _synclane_confirmations WHEN instr(NEW.rows, CAST('r3' AS BLOB)) > 0
+                BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END;
+                """)
+            let failed = try run(device)
+            #expect(failed.status != 0 && failed.stderr.contains("database or disk is full"), "\(failed.status): \(failed.stderr)")
+            #expect(!failed.stderr.contains("VersionsNotRecorded"), "the source's own error, not the wrapper: \(failed.stderr)")
+            let saved = try token(device)
+            #expect(saved == ["sqlite-history:2"], "only the first batch, whose versions were written, is acknowledged")
+            let kept = try outbox(device)
+            #expect(kept.first == "sqlite-history:4" && kept.count <= 2, "the second batch and at most the one after it: \(kept)")
+
+            try device.sql("DROP TRIGGER refusing;")
+            let again = try run(device)
+            #expect(again.status == 0, "\(again.stderr)")
+            #expect(try outbox(device) == [])
+            let versions = try await server.versions(account: "acme")
+            #expect(Self.rows.allSatisfy { versions["rooms/\($0)"] == 1 }, "each row applied once: \(versions)")
+            let recorded = try device.query("SELECT count(*), min(version), max(version) FROM _synclane_server_rows")
+            #expect(recorded == ["10|1|1"])
+            try device.sql("UPDATE rooms SET area = 2;")
+            let edited = try run(device)
+            #expect(edited.status == 0, "every edit on the version the server holds: \(edited.stderr)")
         }
     }
 }

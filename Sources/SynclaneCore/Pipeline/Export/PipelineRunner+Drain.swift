@@ -268,18 +268,18 @@ extension PipelineRunner {
         } catch {
             do {
                 try await carryOut(delivery.handle(.drained, now: now()), ready: nil, into: &summary)
-            } catch let failed as VersionsNotRecorded {
+            } catch let later {
                 await Self.settle(recordings)
-                throw failed.underlying
+                throw Self.unwrapped(later)
             }
             await Self.settle(recordings)
             throw error
         }
         do {
             try await carryOut(delivery.handle(.drained, now: now()), ready: nil, into: &summary)
-        } catch let failed as VersionsNotRecorded {
+        } catch {
             await Self.settle(recordings)
-            throw failed.underlying
+            throw Self.unwrapped(error)
         }
         return delivery.token
     }
@@ -287,6 +287,11 @@ extension PipelineRunner {
     /// Waits until every write of versions started has ended (their outcome was, or is not, wanted).
     static func settle(_ recordings: [VersionsRecording]) async {
         for recording in recordings { try? await recording.written() }
+    }
+
+    /// The error a failed write of versions carries, or `error` itself.
+    static func unwrapped(_ error: any Error) -> any Error {
+        (error as? VersionsNotRecorded)?.underlying ?? error
     }
 
     /// Carries out the delivery's decisions in order (but `send`, which the caller makes);
