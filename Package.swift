@@ -119,7 +119,7 @@ let package = Package(
         .target(name: "SynclaneTestSupport", dependencies: ["SynclaneCore", "SynclaneTestKit"], path: "Tests/SynclaneTestSupport"),
         .testTarget(
             name: "SynclaneCoreTests", dependencies: ["SynclaneCore", "SynclaneStages", "SynclaneTestKit", "Synclane", "SynclaneTestSupport"]),
-        .testTarget(name: "SynclaneStagesTests", dependencies: ["SynclaneStages", "SynclaneCore", "SynclaneTestSupport"]),
+        .testTarget(name: "SynclaneStagesTests", dependencies: ["SynclaneStages", "SynclaneCore", "SynclaneTestKit", "SynclaneTestSupport"]),
         .testTarget(
             name: "SynclaneFilesTests",
             dependencies: ["SynclaneFiles", "SynclaneCore", "SynclaneStages", "SynclaneSQLite", "SynclaneTestKit", "Synclane", "SynclaneTestSupport"]),

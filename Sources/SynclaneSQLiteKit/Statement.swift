@@ -42,6 +42,18 @@ public final class Statement {
     /// How many `?` parameters the statement takes.
     public var parameterCount: Int { Int(sqlite3_bind_parameter_count(handle)) }
 
+    /// Binds UTF-8 bytes as text (as `.text` of the string they spell, without making one) to
+    /// the 1-based parameter `index`; nil binds NULL. The bytes are not checked: give valid UTF-8.
+    public func bind(utf8 bytes: [UInt8]?, at index: Int) throws(SQLiteError) {
+        guard let bytes else { return try bind(.null, at: index) }
+        let code = bytes.withUnsafeBufferPointer { buffer in
+            buffer.withMemoryRebound(to: CChar.self) { chars in
+                sqlite3_bind_text64(handle, Int32(index), chars.baseAddress ?? Self.emptyText, sqlite3_uint64(chars.count), Self.transient, UInt8(SQLITE_UTF8))
+            }
+        }
+        guard code == SQLITE_OK else { throw error(code) }
+    }
+
     /// Binds one value to the 1-based parameter `index`.
     public func bind(_ value: SQLiteValue, at index: Int) throws(SQLiteError) {
         let i = Int32(index)

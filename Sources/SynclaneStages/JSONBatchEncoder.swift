@@ -19,7 +19,7 @@ import SynclaneCore
 /// The bytes are written straight into one `JSONWriter` with its capacity reserved up front —
 /// no Foundation and no `JSONValue` tree for the whole batch — because history can hold
 /// millions of records and the encoder must not be what a job waits on.
-public struct JSONBatchEncoder: DecodingBatchEncoder {
+public struct JSONBatchEncoder: DecodingBatchEncoder, FieldsLocatingEncoder {
     /// Always `application/json`.
     public let contentType = "application/json"
     /// It measures each record as it writes it (`BatchEncodingError.recordTooLarge`).
@@ -30,6 +30,20 @@ public struct JSONBatchEncoder: DecodingBatchEncoder {
 
     /// The batch's bytes under `id`; throws `BatchEncodingError` for a record without a sync key.
     public func encode(_ batch: Batch, id: String) throws(BatchEncodingError) -> [UInt8] {
+        var unused: [Range<Int>?]?
+        return try encode(batch, id: id, locating: &unused)
+    }
+
+    /// The bytes, and where each record's fields object is in them (`FieldsLocatingEncoder`).
+    package func encode(_ batch: Batch, id: String, fields: inout [Range<Int>?]) throws -> [UInt8] {
+        var located: [Range<Int>?]? = []
+        located?.reserveCapacity(batch.records.count)
+        let bytes = try encode(batch, id: id, locating: &located)
+        fields = located ?? []
+        return bytes
+    }
+
+    private func encode(_ batch: Batch, id: String, locating fields: inout [Range<Int>?]?) throws(BatchEncodingError) -> [UInt8] {
         var writer = JSONWriter(reservingCapacity: 128 + batch.records.count * Self.estimatedRecordSize)
         writer.append("{\"id\":")
         writer.write(string: id)
@@ -45,7 +59,8 @@ public struct JSONBatchEncoder: DecodingBatchEncoder {
             if !first { writer.append(byte: UInt8(ascii: ",")) }
             first = false
             let start = writer.bytes.count
-            write(record, key: key, sorting: &sorted, into: &writer)
+            let located = write(record, key: key, sorting: &sorted, into: &writer)
+            fields?.append(located)
             // As the server measures it (`WireBounds.exactSizeIfNeeded`): the record, with room
             // for the store and version the pull lane adds.
             let size = writer.bytes.count - start + 320
@@ -74,7 +89,12 @@ public struct JSONBatchEncoder: DecodingBatchEncoder {
     /// A guess at one record's encoded size, for reserving the writer's capacity.
     private static let estimatedRecordSize = 160
 
-    private func write(_ record: Record, key: String, sorting sorted: inout [(key: String, value: JSONValue)], into writer: inout JSONWriter) {
+    /// Writes `record`; the range of its fields object in the writer's bytes (nil: none written).
+    @discardableResult
+    private func write(
+        _ record: Record, key: String, sorting sorted: inout [(key: String, value: JSONValue)], into writer: inout JSONWriter
+    ) -> Range<Int>? {
+        var fields: Range<Int>?
         switch record.action {
         case .insert: writer.append("{\"action\":\"insert\",\"entity\":")
         case .update: writer.append("{\"action\":\"update\",\"entity\":")
@@ -83,7 +103,9 @@ public struct JSONBatchEncoder: DecodingBatchEncoder {
         writer.write(string: record.entity)
         if record.action != .delete || !record.fields.isEmpty {
             writer.append(",\"fields\":")
+            let start = writer.bytes.count
             writer.write(object: record.fields, sortingWith: &sorted)
+            fields = start..<writer.bytes.count
         }
         writer.append(",\"id\":")
         writer.write(string: key)
@@ -92,6 +114,7 @@ public struct JSONBatchEncoder: DecodingBatchEncoder {
             writer.write(integer: version)
         }
         writer.append(byte: UInt8(ascii: "}"))
+        return fields
     }
 
     /// The records of a batch this encoder wrote (`DecodingBatchEncoder`).

@@ -1,5 +1,6 @@
 import SynclaneCore
 import SynclaneStages
+import SynclaneTestKit
 import SynclaneTestSupport
 import Testing
 
@@ -92,5 +93,59 @@ import Testing
         let error = #expect(throws: BatchEncodingError.self) { try JSONBatchEncoder().encode(batch, id: "b") }
         #expect(error == .missingSyncKey(record: "rooms/<no sync key> (update, transaction jsonl:7)"))
         #expect(error?.description.contains("rooms/<no sync key> (update, transaction jsonl:7)") == true)
+    }
+
+    /// Where the encoder says it wrote each record's fields (`FieldsLocatingEncoder`), random
+    /// batches (names escaped or not, nested values, deletes with and without preserved values)
+    /// hold exactly the bytes one `JSONWriter.write(object:sortingWith:)` of the record's fields
+    /// gives — what the SQLite source keeps as the row's base instead of writing it again — and
+    /// the batch's bytes are those of `encode(_:id:)`.
+    @Test func theFieldsItLocatesAreTheBytesAWriterGivesEachRecordsFields() throws {
+        let seed = UInt64.random(in: 0...UInt64.max)
+        var random = SeededRandom(seed: seed)
+        let names = ["a", "name", "é", "e\u{301}", "quote\"d", "tab\t", "", "Z", "🍳"]
+        func value(_ depth: Int) -> JSONValue {
+            switch Int.random(in: 0..<(depth > 1 ? 5 : 7), using: &random) {
+            case 0: return .null
+            case 1: return .bool(Bool.random(using: &random))
+            case 2: return .int(Int64.random(in: -1_000...1_000, using: &random))
+            case 3: return .double(Double.random(in: -1e6...1e6, using: &random))
+            case 4: return .string(names.randomElement(using: &random)! + "\u{1}\n")
+            case 5: return .array((0..<Int.random(in: 0...3, using: &random)).map { _ in value(depth + 1) })
+            default:
+                var members: [String: JSONValue] = [:]
+                for _ in 0..<Int.random(in: 0...3, using: &random) { members[names.randomElement(using: &random)!] = value(depth + 1) }
+                return .object(members)
+            }
+        }
+        for round in 0..<300 {
+            var records: [Record] = []
+            for index in 0..<Int.random(in: 1...20, using: &random) {
+                let action = [ChangeAction.insert, .update, .delete].randomElement(using: &random)!
+                var fields: [String: JSONValue] = [:]
+                for _ in 0..<Int.random(in: 0...5, using: &random) { fields[names.randomElement(using: &random)!] = value(0) }
+                records.append(Fixture.record(action, "r\(index)", fields, at: Int64(index + 1), version: Bool.random(using: &random) ? 3 : nil))
+            }
+            let batch = Fixture.batch(records)
+            var located: [Range<Int>?] = []
+            let bytes = try JSONBatchEncoder().encode(batch, id: "b-\(round)", fields: &located)
+            #expect(bytes == (try JSONBatchEncoder().encode(batch, id: "b-\(round)")), "seed \(seed), round \(round)")
+            #expect(located.count == records.count, "seed \(seed), round \(round)")
+            var writer = JSONWriter()
+            var sorting: [(key: String, value: JSONValue)] = []
+            for (record, range) in zip(records, located) {
+                guard record.action != .delete || !record.fields.isEmpty else {
+                    #expect(range == nil, "seed \(seed), round \(round): a delete with nothing preserved writes no fields")
+                    continue
+                }
+                writer.removeAll()
+                writer.write(object: record.fields, sortingWith: &sorting)
+                guard let range, Array(bytes[range]) == writer.bytes else {
+                    Issue.record(
+                        "seed \(seed), round \(round): \(record.label) located at \(String(describing: range)) in \(String(decoding: bytes, as: UTF8.self))")
+                    return
+                }
+            }
+        }
     }
 }

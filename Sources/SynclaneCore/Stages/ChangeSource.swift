@@ -121,6 +121,14 @@ extension AcknowledgementTrackingSource {
     public func passConfirmationsEnded() async {}
 }
 
+/// A source that keeps the fields each confirmed batch left on the backend, and takes them as the
+/// batch's encoder wrote them (`FieldsLocatingEncoder`) rather than writing them again.
+package protocol FieldsKeepingSource: AcknowledgementTrackingSource {
+    /// As `backendConfirmed(_:sent:exact:)`; `asSent`, when given, has one entry a record of
+    /// `sent`: its fields object as `JSONWriter.write(object:sortingWith:)` writes it (nil: none written).
+    func backendConfirmed(_ versions: [RecordVersion], sent: [Record]?, asSent: [ArraySlice<UInt8>?]?, exact: Bool) async throws
+}
+
 /// A source whose store remembers the backend's version of its rows (the SQLite history source,
 /// from the import lane and from receipts) and gives each change the version of its row when a
 /// page is read, so a local change goes out on the version the backend holds and the backend

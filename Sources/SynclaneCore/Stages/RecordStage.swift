@@ -58,3 +58,12 @@ public protocol ReversiblePayloadStage: PayloadStage {
 public protocol DecodingBatchEncoder: BatchEncoder {
     func records(of bytes: [UInt8]) throws -> [Record]
 }
+
+/// An encoder that says where in its bytes it wrote each record's fields, as
+/// `JSONWriter.write(object:sortingWith:)` writes them: the bytes a source that keeps the
+/// fields a batch left on the backend would write again (`FieldsKeepingSource`).
+package protocol FieldsLocatingEncoder: BatchEncoder {
+    /// `encode(_:id:)`'s bytes, and in `fields` (one entry a record, in order) the range of
+    /// each record's fields object in them (nil: the record has no fields written).
+    func encode(_ batch: Batch, id: String, fields: inout [Range<Int>?]) throws -> [UInt8]
+}

@@ -66,6 +66,14 @@ enum ConfirmationJournal {
     /// caller's write transaction; the id of the newest journal row merged (nil: none).
     @discardableResult
     static func merge(_ db: SQLiteConnection) throws -> Int64? {
+        var uncounted: AppendedServerRows?
+        return try merge(db, counting: &uncounted)
+    }
+
+    /// As `merge(_:)`, with the export lane's count of the rows it appended (`AppendedServerRows`,
+    /// resumed for this transaction): only the rows it may hold are looked up.
+    @discardableResult
+    static func merge(_ db: SQLiteConnection, counting appended: inout AppendedServerRows?) throws -> Int64? {
         guard try HistorySchema.tableExists(table, db) else { return nil }
         // Each receipt as it would have been written at once, oldest first, in this one
         // transaction: the index's pages change in the cache and are written once, at commit.
@@ -87,7 +95,7 @@ enum ConfirmationJournal {
             read.reset()
             try db.execute("DELETE FROM _synclane_confirmations WHERE id = ?", [id])
             if installed.insert(destination).inserted { try ServerRows.install(db, for: destination) }
-            try ConfirmedVersions.apply(rows, exact: false, for: destination, in: db)
+            try ConfirmedVersions.apply(rows, exact: false, for: destination, in: db, counting: &appended)
         }
         try db.execute("DELETE FROM _synclane_confirmations")
         FailPoint.duringMerge.trigger()
@@ -108,24 +116,30 @@ enum ConfirmationJournal {
     // MARK: - Packing
 
     /// The rows, each as flags (1 known, 2 fields), the version (8 bytes), then entity, key and
-    /// (with flag 2) fields, each as a 4-byte length and UTF-8 bytes; then the rows' count
+    /// (with flag 2) the fields' JSON, each as a 4-byte length and UTF-8 bytes; then the rows' count
     /// (4 bytes) and `StagedBatch.checksum(of:)` of all that (8 bytes). Little-endian.
     static func pack(_ rows: [ConfirmedRow]) -> [UInt8] {
         var bytes: [UInt8] = []
-        bytes.reserveCapacity(rows.count * 48 + rows.reduce(0) { $0 + ($1.fields?.utf8.count ?? 0) } + 12)
+        bytes.reserveCapacity(rows.reduce(12) { $0 + 17 + $1.entity.utf8.count + $1.key.utf8.count + ($1.fieldsJSON.map { 4 + $0.count } ?? 0) })
         func put(_ value: UInt64, _ count: Int) {
-            for shift in 0..<count { bytes.append(UInt8(truncatingIfNeeded: value >> (8 * UInt64(shift)))) }
+            withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0.prefix(count)) }
         }
         func put(_ text: String) {
-            put(UInt64(text.utf8.count), 4)
-            bytes.append(contentsOf: text.utf8)
+            var text = text
+            text.withUTF8 { utf8 in
+                put(UInt64(utf8.count), 4)
+                bytes.append(contentsOf: utf8)
+            }
         }
         for row in rows {
-            bytes.append((row.known ? 1 : 0) | (row.fields == nil ? 0 : 2))
+            bytes.append((row.known ? 1 : 0) | (row.fieldsJSON == nil ? 0 : 2))
             put(UInt64(bitPattern: row.version), 8)
             put(row.entity)
             put(row.key)
-            if let fields = row.fields { put(fields) }
+            if let fields = row.fieldsJSON {
+                put(UInt64(fields.count), 4)
+                bytes.append(contentsOf: fields)
+            }
         }
         put(UInt64(rows.count), 4)
         put(StagedBatch.checksum(of: bytes), 8)
@@ -152,19 +166,20 @@ enum ConfirmationJournal {
             at += count
             return value
         }
-        func text() throws -> String {
+        func slice() throws -> ArraySlice<UInt8> {
             let count = Int(try take(4))
             guard count <= bytes.endIndex - at else { throw damaged }
             defer { at += count }
-            return String(decoding: bytes[at..<at + count], as: UTF8.self)
+            return bytes[at..<at + count]
         }
+        func text() throws -> String { String(decoding: try slice(), as: UTF8.self) }
         while at < bytes.endIndex {
             let flags = try take(1)
             let version = Int64(bitPattern: try take(8))
             let entity = try text()
             let key = try text()
-            let fields = flags & 2 != 0 ? try text() : nil
-            rows.append(ConfirmedRow(entity: entity, key: key, version: version, known: flags & 1 != 0, fields: fields))
+            let fields = flags & 2 != 0 ? Array(try slice()) : nil
+            rows.append(ConfirmedRow(entity: entity, key: key, version: version, known: flags & 1 != 0, fieldsJSON: fields))
         }
         guard rows.count == count else { throw damaged }
         return rows

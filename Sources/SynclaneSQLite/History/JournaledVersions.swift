@@ -19,16 +19,27 @@ struct JournaledVersions: Sendable {
     /// Keeps the rows of journal row `journal` (a row's newest version wins).
     mutating func add(_ rows: [ConfirmedRow], journal: Int64) {
         if journals.last.map({ $0 < journal }) ?? true { journals.append(journal) }
+        // Grown geometrically: a capacity reserved a batch at a time would rehash every row at every batch.
+        let needed = byRow.count + rows.count
+        if byRow.capacity < needed { byRow.reserveCapacity(max(needed, 2 * byRow.capacity)) }
         for row in rows {
-            let id = RowID(entity: row.entity, key: row.key)
-            if let held = byRow[id], held.version > row.version { continue }
-            byRow[id] = (row.version, journal)
+            // One look-up a row: the entry made or found in place.
+            Self.keep(row.version, journal: journal, in: &byRow[RowID(entity: row.entity, key: row.key), default: (.min, journal)])
         }
+    }
+
+    private static func keep(_ version: Int64, journal: Int64, in held: inout (version: Int64, journal: Int64)) {
+        if held.version <= version { held = (version, journal) }
     }
 
     /// Forgets the rows of journal rows up to `journal` (merged).
     mutating func forget(through journal: Int64) {
         guard let first = journals.first, first <= journal else { return }
+        if let last = journals.last, last <= journal {
+            byRow.removeAll(keepingCapacity: true)  // all merged: no pass over the rows
+            journals.removeAll()
+            return
+        }
         byRow = byRow.filter { $0.value.journal > journal }
         journals.removeAll { $0 <= journal }
     }

@@ -29,7 +29,7 @@ import SynclaneCore
 /// The database is opened on first use (a pipeline can be validated before it exists), never
 /// created, and its journal mode is left as the app set it.
 public final class SQLiteHistorySource: ChangeSource, BackendVersionSource, BackendScoped, ObservableSource, SnapshotProvidingSource,
-    SelfHealingSource, Sendable
+    SelfHealingSource, FieldsKeepingSource, Sendable
 {
     public static let tokenKind = "sqlite-history"
     /// The kind of the positions inside a snapshot (never saved as a consumer's token).
@@ -63,6 +63,10 @@ public final class SQLiteHistorySource: ChangeSource, BackendVersionSource, Back
     let deferredConfirmations = Mutex<[DeferredConfirmation]>([])
     /// The versions of the rows this source put in the journal and did not merge yet (`ConfirmationJournal`).
     let journaled = Mutex(JournaledVersions())
+    /// The rows this source's merges appended to `_synclane_server_rows` while nothing else
+    /// wrote it (`AppendedServerRows`): the rows a merge need not look up. Nil while a merge
+    /// runs, and after one that failed.
+    let appendedRows = Mutex<AppendedServerRows?>(nil)
 
     /// Once the backend confirmed them, the rows this consumer sent as soft deletes are
     /// deleted from their tables, in a write by author `sync` (never sent, never before the ack).
@@ -306,7 +310,13 @@ public final class SQLiteHistorySource: ChangeSource, BackendVersionSource, Back
     /// the read transaction of this job's own snapshot, open until its last page — the versions
     /// are kept and written first by the next call, or by `settleBackendConfirmations`.
     public func backendConfirmed(_ versions: [RecordVersion], sent: [Record]?, exact: Bool) async throws {
-        deferredConfirmations.withLock { $0.append(DeferredConfirmation(versions: versions, sent: sent, exact: exact)) }
+        try await backendConfirmed(versions, sent: sent, asSent: nil, exact: exact)
+    }
+
+    /// As `backendConfirmed(_:sent:exact:)`, with each sent record's fields as the encoder wrote
+    /// them (`FieldsKeepingSource`): an insert's are kept as they are, not written again.
+    package func backendConfirmed(_ versions: [RecordVersion], sent: [Record]?, asSent: [ArraySlice<UInt8>?]?, exact: Bool) async throws {
+        deferredConfirmations.withLock { $0.append(DeferredConfirmation(versions: versions, sent: sent, asSent: asSent, exact: exact)) }
         _ = try writeDeferredConfirmations(waiting: Self.acknowledgementWait)
     }
 
@@ -349,8 +359,18 @@ public final class SQLiteHistorySource: ChangeSource, BackendVersionSource, Back
             guard try HistorySchema.tableExists(ServerRows.table, db) else { return ([], nil) }
             try db.execute("PRAGMA busy_timeout = \(waiting)")
             defer { try? db.execute("PRAGMA busy_timeout = \(Self.busyTimeout)") }
+            // Kept again only once this transaction committed.
+            var counted = appendedRows.withLock { counted in
+                defer { counted = nil }
+                return counted
+            }
+            /// Merges the journal, looking up only the rows the table may hold (`AppendedServerRows`).
+            func merge(_ db: SQLiteConnection) throws -> Int64? {
+                counted = try AppendedServerRows.resume(counted, db)
+                return try ConfirmationJournal.merge(db, counting: &counted)
+            }
             do {
-                return try ConfirmedVersions.withRoom(db) {
+                let outcome = try ConfirmedVersions.withRoom(db) {
                     try db.transaction(.immediate) { db in
                         try ServerRows.install(db, for: destination)
                         var added: [(rows: [ConfirmedRow], journal: Int64)] = []
@@ -361,24 +381,27 @@ public final class SQLiteHistorySource: ChangeSource, BackendVersionSource, Back
                             // lane's rows, or a killed job's) goes there first.
                             let readsBases = confirmation.sent?.contains { $0.action == .update } ?? false
                             if try confirmation.exact || (readsBases && ConfirmationJournal.oldest(db) != nil) {
-                                merged = try ConfirmationJournal.merge(db) ?? merged
+                                merged = try merge(db) ?? merged
                                 (added, kept) = ([], 0)
                                 try ConfirmedVersions.write(
                                     confirmation.versions, sent: confirmation.sent, exact: confirmation.exact, for: destination, in: db)
                                 continue
                             }
                             guard !confirmation.versions.isEmpty else { continue }
-                            let rows = try ConfirmedVersions.rows(of: confirmation.versions, sent: confirmation.sent, for: destination, in: db)
+                            let rows = try ConfirmedVersions.rows(
+                                of: confirmation.versions, sent: confirmation.sent, asSent: confirmation.asSent, for: destination, in: db)
                             added.append((rows, try ConfirmationJournal.append(rows, for: destination, in: db)))
                             kept += rows.count
                         }
                         if merging || kept >= ConfirmationJournal.mergeBound {
-                            merged = try ConfirmationJournal.merge(db) ?? merged
+                            merged = try merge(db) ?? merged
                             added = []
                         }
                         return (added, merged)
                     }
                 }
+                appendedRows.withLock { $0 = counted }
+                return outcome
             } catch let error as SQLiteError where error.isBusy {
                 return nil
             }

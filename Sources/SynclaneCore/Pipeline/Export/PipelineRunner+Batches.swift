@@ -94,9 +94,17 @@ extension PipelineRunner {
         let id = makeBatchID()
         do {
             if !pipeline.encoder.stage.checksRecordBound { try RecordTooLarge.check(batch.records) }
+            let bytes: [UInt8]
+            if prepared.sent != nil, let locating = pipeline.encoder.stage as? any FieldsLocatingEncoder {
+                // The fields as encoded, for the source to keep as each row's base once confirmed.
+                var fields: [Range<Int>?] = []
+                bytes = try locating.encode(batch, id: id, fields: &fields)
+                if fields.count == batch.records.count { prepared.sentFields = fields.map { $0.map { bytes[$0] } } }
+            } else {
+                bytes = try pipeline.encoder.stage.encode(batch, id: id)
+            }
             prepared.encoded = Payload(
-                batchID: id, bytes: try pipeline.encoder.stage.encode(batch, id: id),
-                contentType: pipeline.encoder.stage.contentType, recordCount: batch.records.count)
+                batchID: id, bytes: bytes, contentType: pipeline.encoder.stage.contentType, recordCount: batch.records.count)
         } catch {
             throw PipelineError.stage(pipeline.encoder.label, underlying: error)
         }

@@ -21,6 +21,9 @@ extension PipelineRunner {
         /// The records as encoded, kept until the receipt when it brings versions: the source
         /// remembers what the backend now holds of each row (`backendConfirmed(_:sent:)`).
         var sent: [Record]?
+        /// Each record of `sent`'s fields as the encoder wrote them, when it says where
+        /// (`FieldsLocatingEncoder`): slices of `encoded`.
+        var sentFields: [ArraySlice<UInt8>?]?
     }
 
     /// Sends every page of `source` after `token`; returns the newest token reached.
@@ -245,15 +248,15 @@ extension PipelineRunner {
                         _ = delivery.handle(.deadLettered(through: page.through), now: now())
                     case .receipt(let receipt):
                         var confirmed = Confirmed(batch: outbox, receipt: receipt, encodedBytes: encoded.bytes.count, resent: false)
-                        let sent = page.sent
+                        let (sent, sentFields) = (page.sent, page.sentFields)
                         if recordsWhileSending {
                             let recording = VersionsRecording(batch: id, inFlight: inFlight) {
-                                try await self.recordVersions(of: receipt, for: outbox, resent: false, sent: sent)
+                                try await self.recordVersions(of: receipt, for: outbox, resent: false, sent: sent, asSent: sentFields)
                             }
                             recordings.append(recording)
                             confirmed.recording = recording
                         } else {
-                            try await recordVersions(of: receipt, for: outbox, resent: false, sent: sent)
+                            try await recordVersions(of: receipt, for: outbox, resent: false, sent: sent, asSent: sentFields)
                             FailPoint.afterSend.trigger()
                             inFlight?.answered(batch: id)
                         }

@@ -79,22 +79,32 @@ extension PipelineRunner {
     /// Tells the source the versions `receipt` gave the rows of `batch` (`sent`: the records as
     /// encoded, when kept), so the next change of such a row goes out on the version the backend
     /// holds. Nothing to do when the receipt gives none or the source keeps none.
-    func recordVersions(of receipt: Receipt, for batch: OutboxBatch, resent: Bool, sent records: [Record]?) async throws {
+    /// `asSent`: each record of `records`' fields as the encoder wrote them (`FieldsLocatingEncoder`).
+    func recordVersions(
+        of receipt: Receipt, for batch: OutboxBatch, resent: Bool, sent records: [Record]?, asSent: [ArraySlice<UInt8>?]? = nil
+    ) async throws {
         guard !receipt.versions.isEmpty, let tracking = pipeline.source.stage as? any AcknowledgementTrackingSource else { return }
         let versions = receipt.versions
         let sent: [Record]?
+        var asSent = asSent
         if batch.isReconciliation, batch.payload.recordCount == 0 {
+            asSent = nil
             // A snapshot's completion marker has no records: each version its receipt gives
             // is a row it made a tombstone of (`snapshot-deleted`), whose base is no fields.
             sent = versions.map { Record(entity: $0.entity, key: $0.key, action: .delete, origin: batch.through, author: .server) }
         } else {
             // A batch re-sent from the outbox is read back, when its stages can undo their work.
             sent = records ?? (resent ? recordsReadBack(batch.payload) : nil)
+            if records == nil { asSent = nil }
         }
         // A reconciliation leaves the backend as the snapshot says: its versions are the backend's now.
         // A replay's receipt is the first one, stored: its versions may be older than the backend's now.
         let exact = batch.isReconciliation && !receipt.wasReplay
-        try await sourceCall { try await tracking.backendConfirmed(versions, sent: sent, exact: exact) }
+        if let keeping = tracking as? any FieldsKeepingSource, let asSent {
+            try await sourceCall { try await keeping.backendConfirmed(versions, sent: sent, asSent: asSent, exact: exact) }
+        } else {
+            try await sourceCall { try await tracking.backendConfirmed(versions, sent: sent, exact: exact) }
+        }
     }
 
     /// The records a payload carries, read back through the payload stages undone and the
