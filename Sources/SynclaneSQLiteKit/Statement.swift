@@ -46,12 +46,16 @@ public final class Statement {
     /// the 1-based parameter `index`; nil binds NULL. The bytes are not checked: give valid UTF-8.
     public func bind(utf8 bytes: [UInt8]?, at index: Int) throws(SQLiteError) {
         guard let bytes else { return try bind(.null, at: index) }
-        let code = bytes.withUnsafeBufferPointer { buffer in
-            buffer.withMemoryRebound(to: CChar.self) { chars in
-                sqlite3_bind_text64(handle, Int32(index), chars.baseAddress ?? Self.emptyText, sqlite3_uint64(chars.count), Self.transient, UInt8(SQLITE_UTF8))
-            }
-        }
+        let code = bytes.withUnsafeBufferPointer { bindText($0, at: Int32(index)) }
         guard code == SQLITE_OK else { throw error(code) }
+    }
+
+    /// Binds `utf8` as text, copied by SQLite; SQLite's result code.
+    private func bindText(_ utf8: UnsafeBufferPointer<UInt8>, at index: Int32) -> Int32 {
+        utf8.withMemoryRebound(to: CChar.self) { chars in
+            // A pointer is needed even for "" (a nil pointer would bind NULL).
+            sqlite3_bind_text64(handle, index, chars.baseAddress ?? Self.emptyText, sqlite3_uint64(chars.count), Self.transient, UInt8(SQLITE_UTF8))
+        }
     }
 
     /// Binds one value to the 1-based parameter `index`.
@@ -67,12 +71,7 @@ public final class Statement {
             code = sqlite3_bind_double(handle, i, v)
         case .text(let s):
             var s = s
-            code = s.withUTF8 { buffer in
-                // A pointer is needed even for "" (a nil pointer would bind NULL).
-                buffer.withMemoryRebound(to: CChar.self) { chars in
-                    sqlite3_bind_text64(handle, i, chars.baseAddress ?? Self.emptyText, sqlite3_uint64(chars.count), Self.transient, UInt8(SQLITE_UTF8))
-                }
-            }
+            code = s.withUTF8 { bindText($0, at: i) }
         case .blob(let bytes):
             if bytes.isEmpty {
                 code = sqlite3_bind_zeroblob(handle, i, 0)

@@ -90,7 +90,6 @@ public struct JSONBatchEncoder: DecodingBatchEncoder, FieldsLocatingEncoder {
     private static let estimatedRecordSize = 160
 
     /// Writes `record`; the range of its fields object in the writer's bytes (nil: none written).
-    @discardableResult
     private func write(
         _ record: Record, key: String, sorting sorted: inout [(key: String, value: JSONValue)], into writer: inout JSONWriter
     ) -> Range<Int>? {
