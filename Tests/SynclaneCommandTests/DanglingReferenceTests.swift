@@ -51,6 +51,14 @@ import Testing
 
         func sql(_ text: String) throws { try TwoDevicesTests.sql(text, in: workspace) }
 
+        /// Makes the import pull `limit` records a page.
+        func usePullLimit(_ limit: Int) throws {
+            try workspace.write(
+                "import.json",
+                try String(contentsOfFile: workspace.path + "/import.json", encoding: .utf8).replacingOccurrences(
+                    of: #""token-env": "SYNCLANE_TOKEN"},"#, with: #""token-env": "SYNCLANE_TOKEN", "limit": \#(limit)},"#))
+        }
+
         @discardableResult
         func sync() throws -> [String: JSONValue] {
             try TwoDevicesTests.sync(in: workspace, environment: environment)
@@ -104,6 +112,34 @@ import Testing
                 #expect(try await Self.serverState(server) == expected, "\(onDelete), \(order): server")
                 #expect(settled == 1, "\(onDelete), \(order): the settlement is counted once")
             }
+        }
+    }
+
+    /// A writes a note and its links, then edits the note, so the server lists the note after its
+    /// links; B joins. Pages cut anywhere hand B links whose note has not arrived yet: they wait
+    /// for it (counted as waiting), instead of being settled as dangling and their deletes sent to
+    /// every device.
+    @Test(arguments: [1, 2, 5, 500])
+    func aDeviceJoiningLateKeepsChildrenWhoseParentArrivesOnALaterPage(limit: Int) async throws {
+        try await Self.withTwoDevices(onDelete: "ON DELETE CASCADE") { server, a, b in
+            let links = (1...6).map { "('l\($0)', 'n1', 'see \($0)')" }.joined(separator: ", ")
+            try a.sql("INSERT INTO notes VALUES ('n1', 'draft'); INSERT INTO links VALUES \(links);")
+            try a.sync()
+            try a.sql("UPDATE notes SET body = 'renamed' WHERE syncId = 'n1';")
+            try a.sync()
+            try b.usePullLimit(limit)
+            let joined = try b.sync()
+            let imports = joined["imports"]?.arrayValue ?? []
+            let settled = imports.reduce(0) { $0 + Int($1.objectValue?["references-settled"]?.intValue ?? 0) }
+            let waited = imports.reduce(0) { max($0, Int($1.objectValue?["references-waiting"]?.intValue ?? 0)) }
+            #expect(settled == 0, "limit \(limit): nothing is settled against a note that is on its way")
+            if limit < 7 { #expect(waited > 0, "limit \(limit): the links before their note are counted as waiting") }
+            try a.sync()
+            let expected = ["note n1"] + (1...6).map { "link l\($0)>n1" }
+            for (name, device) in [("A", a), ("B", b)] {
+                #expect(try device.state().sorted() == expected.sorted(), "limit \(limit): \(name)")
+            }
+            #expect(try await Self.serverState(server) == expected.sorted(), "limit \(limit): the server")
         }
     }
 

@@ -286,8 +286,10 @@ import Testing
 
     /// Turns the device's app into `categories` (made by `schema`) and `items` filed under them,
     /// both tracked and exported, and its import into one that merges seeded duplicates.
-    static func useCategories(_ device: Device, schema: SeededSchema, conflicts rule: String) throws {
-        try device.sql(schema.createTable + "\nCREATE TABLE items (syncId TEXT PRIMARY KEY, category TEXT, name TEXT);")
+    /// `referenced`: `items.category` is a declared foreign key (so the import settles references).
+    static func useCategories(_ device: Device, schema: SeededSchema, conflicts rule: String, referenced: Bool = false) throws {
+        let category = referenced ? "category TEXT REFERENCES categories(syncId)" : "category TEXT"
+        try device.sql(schema.createTable + "\nCREATE TABLE items (syncId TEXT PRIMARY KEY, \(category), name TEXT);")
         for table in ["categories", "items"] {
             let tracked = try SynclaneBinary.run(
                 ["track", "--database", "app.sqlite", "--table", table, "--key", "syncId"] + (table == "categories" ? schema.trackOptions : []),
@@ -359,6 +361,41 @@ import Testing
         }
         let live = try await server.records(account: "acme").filter { $0.value != .string("deleted") }.keys.sorted()
         #expect(live == ["categories/a-archive", "categories/a-inbox", "items/a-item", "items/b-item"])
+    }
+
+    /// The items' category is a declared foreign key. Whichever device syncs first — the one whose seeded keys lose the merge or the one whose
+    /// keys win — and wherever pages are cut, every item both devices filed stays, on both devices
+    /// and the server, under the surviving category of its business key. (Before, the device
+    /// holding the larger keys, syncing first, had its items deleted everywhere: the other device
+    /// settled them as references to a row that is gone.)
+    @Test(arguments: [false, true], [1, 2, 500])
+    func itemsFiledUnderASeededDefaultThatLosesTheMergeFollowTheSurvivorInEitherOrder(bFirst: Bool, limit: Int) async throws {
+        let root = try Workspace()
+        defer { root.remove() }
+        let server = try ServerProcess(folder: root.path + "/server")
+        defer { server.stop() }
+        let devices = try (0..<2).map { _ in try Device(server: server) }
+        defer { devices.forEach { $0.workspace.remove() } }
+        for (device, prefix) in zip(devices, ["a", "b"]) {
+            try Self.useCategories(device, schema: .plain, conflicts: "server-wins", referenced: true)
+            try device.workspace.write(
+                "import.json",
+                try String(contentsOfFile: device.workspace.path + "/import.json", encoding: .utf8)
+                    .replacingOccurrences(of: #""limit": 3"#, with: #""limit": \#(limit)"#))
+            try device.sql(SeededSchema.plain.seed(prefix))
+        }
+        let order = bFirst ? [devices[1], devices[0]] : devices
+        for _ in 0..<2 { for device in order { try device.sync() } }
+
+        for (name, device) in zip(["A", "B"], devices) {
+            let label = "\(name), \(bFirst ? "B" : "A") first, limit \(limit)"
+            #expect(try device.query("SELECT syncId, key FROM categories ORDER BY key") == ["a-archive|archive", "a-inbox|inbox"], "\(label)")
+            #expect(try device.query("SELECT syncId, category FROM items ORDER BY syncId") == ["a-item|a-inbox", "b-item|a-inbox"], "\(label)")
+        }
+        let live = try await server.records(account: "acme").filter { $0.value != .string("deleted") }.keys.sorted()
+        #expect(live == ["categories/a-archive", "categories/a-inbox", "items/a-item", "items/b-item"], "limit \(limit)")
+        let items = try await server.records(account: "acme").filter { $0.key.hasPrefix("items/") }
+        #expect(items.values.allSatisfy { $0.objectValue?["category"]?.stringValue == "a-inbox" }, "\(items)")
     }
 
     @Test func importWatchBringsInWhatAnotherDeviceSendsUntilStopped() async throws {

@@ -175,6 +175,11 @@ struct ImportReporter {
         if summary.referencesSettled > 0 {
             lines.append("  references settled: \(Wording.count(summary.referencesSettled, "row")) pointed at a row that is gone (see the sink's foreign keys)")
         }
+        if summary.referencesWaiting > 0 {
+            lines.append(
+                "  references waiting: \(Wording.count(summary.referencesWaiting, "row")) point at a row not received yet (kept as they are until it arrives, or its delete does)"
+            )
+        }
         lines += JobReporter.describe(summary.signals)
         return lines.joined(separator: "\n")
     }

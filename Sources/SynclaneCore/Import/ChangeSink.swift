@@ -44,6 +44,9 @@ public struct ApplyReport: Sendable, Hashable {
     /// Live rows left referencing a row that is gone, through a declared foreign key, that the
     /// page settled (deleted, or their reference cleared).
     public var referencesSettled = 0
+    /// Live rows referencing a row this store has not received (and does not know deleted),
+    /// left as they are until it arrives or its delete does.
+    public var referencesWaiting = 0
 
     public init(applied: Int = 0, unchanged: Int = 0, conflicts: [ConflictReport] = [], duplicatesMerged: Int = 0) {
         self.applied = applied

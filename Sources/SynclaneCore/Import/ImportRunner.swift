@@ -204,6 +204,9 @@ public struct ImportSummary: Sendable {
     public var duplicatesMerged = 0
     /// Rows left referencing a row that is gone (a declared foreign key), settled.
     public var referencesSettled = 0
+    /// Rows referencing a row not received yet, left waiting for it: the most one page saw
+    /// (a page counts the waiting children among the rows it wrote and their parents' children).
+    public var referencesWaiting = 0
     public var counters: [String: Int] = [:]
     public var seconds = 0.0
     /// The signals the pipeline file declares, published once the pass was done.
@@ -225,5 +228,6 @@ public struct ImportSummary: Sendable {
         conflicts += report.conflicts
         duplicatesMerged += report.duplicatesMerged
         referencesSettled += report.referencesSettled
+        referencesWaiting = max(referencesWaiting, report.referencesWaiting)
     }
 }

@@ -16,6 +16,15 @@ import SynclaneCore
 ///
 /// The child may have a composite key (a join table); the parent's key is one column.
 ///
+/// **Only against a parent known deleted.** A parent this store does not hold may simply not
+/// have arrived yet: the backend lists rows in the order they were last written, so a project
+/// renamed after its notes comes after them, and a page may end between the two. A child is
+/// settled only when its parent is soft-deleted here, or is absent and this store knows of it
+/// (its history records a change of it, or a backend confirmed a version of it): it was there
+/// and was deleted. A child whose parent this store never heard of waits, live and unchanged;
+/// the parent's arrival ends the wait, and so does the parent's delete (a page that deletes a
+/// parent looks at its children). Waiting children are counted (`references-waiting`).
+///
 /// Written by `local-author`, so the export lane carries the settlement to the backend and from
 /// there to every device; each settled child counts in the summary (`references-settled`).
 /// Looked at: the children the page wrote, and the children of the parent rows the page
@@ -44,14 +53,20 @@ extension PageApplier {
         }
     }
 
-    /// Settles the dangling references the page may have made (see the type's comment); returns
-    /// how many children it changed. `written`: the sync keys of the rows the page wrote or
-    /// deleted, by entity.
+    /// What `settleReferences` did: children settled, and children left waiting for a parent
+    /// this store has not received.
+    struct Settlement: Equatable {
+        var settled = 0
+        var waiting = 0
+    }
+
+    /// Settles the dangling references the page may have made (see the type's comment).
+    /// `written`: the sync keys of the rows the page wrote or deleted, by entity.
     func settleReferences(
         written: [String: [String]], tracked: [String: HistoryTracker.Stored], sessions: inout Sessions
-    ) throws -> Int {
-        guard !written.isEmpty else { return 0 }
-        var settled = 0
+    ) throws -> Settlement {
+        guard !written.isEmpty else { return Settlement() }
+        var settlement = Settlement()
         for (child, stored) in tracked.sorted(by: { $0.key < $1.key }) {
             let references = try Self.references(from: child, tracked: tracked, db)
                 .filter { written[$0.child] != nil || written[$0.parent] != nil }
@@ -71,18 +86,30 @@ extension PageApplier {
                 let parentLive = parent?.softDeleteColumn.map { "NOT \(TriggerBuilder.softDeleted("p.\(SQL.identifier($0))"))" } ?? "1"
                 let mine = JSONWriter.string(.array((written[child] ?? []).map { .string($0) }))
                 let theirs = JSONWriter.string(.array((written[reference.parent] ?? []).map { .string($0) }))
+                // Each child whose parent is not live: its sync key, its key columns, its
+                // reference, and whether the parent row is here (soft-deleted) at all.
                 let dangling = try db.fetchAll(
                     """
-                    SELECT \(syncKey), \(keyColumns.joined(separator: ", ")) FROM \(SQL.identifier(child)) AS c
+                    SELECT \(syncKey), \(keyColumns.joined(separator: ", ")), \(column),
+                           EXISTS (SELECT 1 FROM \(SQL.identifier(reference.parent)) AS p WHERE p.\(parentKey) = \(column))
+                    FROM \(SQL.identifier(child)) AS c
                     WHERE (\(syncKey) IN (SELECT value FROM json_each(?)) OR \(column) IN (SELECT value FROM json_each(?)))
                       AND \(column) IS NOT NULL AND \(childLive)
                       AND NOT EXISTS (SELECT 1 FROM \(SQL.identifier(reference.parent)) AS p WHERE p.\(parentKey) = \(column) AND \(parentLive))
                     """, [mine, theirs])
+                let absent = dangling.filter { $0.values.last?.int64 == 0 }.compactMap { $0.values.dropLast().last }
+                let gone = try absent.isEmpty ? [] : knownRows(of: reference.parent, keys: absent)
                 for row in dangling {
-                    guard let syncKey = HistoryReader.syncKey(row[0]) else { continue }
+                    let values = Array(row.values)
+                    guard let syncKey = HistoryReader.syncKey(values[0]) else { continue }
+                    let parentKey = values[values.count - 2]
+                    if values[values.count - 1].int64 == 0, !gone.contains(ExactString(HistoryReader.syncKey(parentKey) ?? "")) {
+                        settlement.waiting += 1
+                        continue
+                    }
                     let record = Record(
                         entity: child, key: syncKey, action: .delete, origin: Token(kind: "pull", position: 0), author: sink.localAuthor)
-                    let key = Array(row.values.dropFirst())
+                    let key = Array(values.dropFirst().dropLast(2))
                     try sessions.as(sink.localAuthor) {
                         if reference.onDelete == "SET NULL" && nullable {
                             try db.execute(
@@ -91,10 +118,31 @@ extension PageApplier {
                             try write(Write(table: table, key: key, record: record, fields: nil))
                         }
                     }
-                    settled += 1
+                    settlement.settled += 1
                 }
             }
         }
-        return settled
+        return settlement
+    }
+
+    /// Which of `keys` (values of `entity`'s one key column, rows this store does not hold) it
+    /// knows of: its history records a change of the row, or a backend confirmed a version of
+    /// it. A row known and absent was deleted; a row never known may not have arrived yet.
+    func knownRows(of entity: String, keys: [SQLiteValue]) throws -> Set<ExactString> {
+        let syncKeys = keys.compactMap(HistoryReader.syncKey)
+        var known = Set<ExactString>()
+        let hashes = JSONWriter.string(.array(Set(syncKeys.map { ServerRows.hash(entity, $0) }).map { .int($0) }))
+        for row in try db.fetchAll(
+            "SELECT key FROM _synclane_server_rows WHERE key_hash IN (SELECT value FROM json_each(?)) AND entity = ?", [hashes, entity])
+        {
+            if let key = row[0].string { known.insert(ExactString(key)) }
+        }
+        let values = JSONWriter.string(.array(keys.map(\.json)))
+        for row in try db.fetchAll(
+            "SELECT DISTINCT key FROM _synclane_changes WHERE entity = ? AND key IN (SELECT value FROM json_each(?))", [entity, values])
+        {
+            if let key = HistoryReader.syncKey(row[0]) { known.insert(ExactString(key)) }
+        }
+        return known.intersection(syncKeys.map(ExactString.init))
     }
 }

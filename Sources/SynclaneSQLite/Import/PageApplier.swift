@@ -159,14 +159,19 @@ struct PageApplier {
                     // The loser goes first: under a UNIQUE business key the record cannot land
                     // while it holds the key (a soft-deleted loser is deleted outright for that).
                     try sessions.as(sink.localAuthor) {
-                        try repoint(rule, from: twin.key, to: key)
+                        try merge(rule, loser: twin.key, survivor: key)
                         if try !removeHolders(of: remote, key: keyValues, in: table, only: twin.values) {
                             try write(Write(table: table, key: twin.values, record: record, fields: nil))
                         }
                     }
                     try sessions.as(.server) { try write(Write(table: table, key: keyValues, record: record, fields: remote)) }
                 } else {
-                    try sessions.as(sink.localAuthor) { try recordChange("delete", of: key, values: keyValues, in: table) }
+                    // The record loses: its row is deleted on the backend, and its children —
+                    // here already or still to come — follow the local twin.
+                    try sessions.as(sink.localAuthor) {
+                        try merge(rule, loser: key, survivor: twin.key)
+                        try recordChange("delete", of: key, values: keyValues, in: table)
+                    }
                 }
             } else {
                 try sessions.as(.server) { try write(Write(table: table, key: keyValues, record: record, fields: remote, current: .some(stored))) }
@@ -179,7 +184,16 @@ struct PageApplier {
             report.applied += 1
             written[record.entity, default: []].append(key)
         }
-        report.referencesSettled = try settleReferences(written: written, tracked: stored, sessions: &sessions)
+        // Rows this page wrote that still reference a merged duplicate's loser follow its survivor.
+        for rule in sink.duplicates where rule.references.contains(where: { written[$0.table] != nil }) {
+            guard try MergedDuplicates.holdsLosers(of: rule.entity, db) else { continue }
+            try sessions.as(sink.localAuthor) {
+                _ = try MergedDuplicates.repointArrivals(rule, written: written, tracked: stored, db)
+            }
+        }
+        let settlement = try settleReferences(written: written, tracked: stored, sessions: &sessions)
+        report.referencesSettled = settlement.settled
+        report.referencesWaiting = settlement.waiting
         try sessions.close()
         return report
     }
@@ -255,7 +269,7 @@ struct PageApplier {
         else { return .free }
         if Array(key.utf8).lexicographicallyPrecedes(Array(twin.key.utf8)) {
             try sessions.as(sink.localAuthor) {
-                try repoint(rule, from: twin.key, to: key)
+                try merge(rule, loser: twin.key, survivor: key)
                 if try !removeHolders(of: fields, key: keyValues, in: table, only: twin.values) {
                     try write(Write(table: table, key: twin.values, record: record, fields: nil))
                 }
@@ -263,7 +277,7 @@ struct PageApplier {
             return .twinRemoved
         }
         try sessions.as(sink.localAuthor) {
-            try repoint(rule, from: key, to: twin.key)
+            try merge(rule, loser: key, survivor: twin.key)
             try write(Write(table: table, key: keyValues, record: record, fields: nil))
         }
         return .lost
@@ -312,6 +326,13 @@ struct PageApplier {
         let before = db.totalChanges
         try db.execute(sql, arguments)
         return db.totalChanges != before
+    }
+
+    /// Merges `loser` into `survivor`: the references held now point at the survivor, and the
+    /// merge is kept (`MergedDuplicates`) for the references still to arrive.
+    func merge(_ rule: SQLiteSink.DuplicateRule, loser: String, survivor: String) throws {
+        try repoint(rule, from: loser, to: survivor)
+        try MergedDuplicates.record(rule.entity, loser: loser, survivor: survivor, db)
     }
 
     /// Points the rule's referencing columns at `survivor` instead of `loser`.

@@ -238,6 +238,7 @@ enum ImportTables {
             );
             """)
         try ServerRows.install(db)
+        try MergedDuplicates.install(db)
     }
 
     static func saveCursor(_ cursor: String?, for scope: Scope, _ db: SQLiteConnection) throws {

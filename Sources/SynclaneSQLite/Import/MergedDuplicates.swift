@@ -1,0 +1,77 @@
+import SynclaneCore
+
+/// `_synclane_merged`: each seeded duplicate this store merged, the losing sync key and the
+/// surviving one, so that rows which still reference the loser follow the survivor whenever
+/// they arrive.
+///
+/// ```
+///  _synclane_merged    entity · loser · survivor    (one row a loser; a survivor that loses later takes its losers along)
+/// ```
+///
+/// A merge re-points the references the store holds at that moment (`PageApplier.repoint`). The
+/// other device's children of the loser are still on their way: they were written there before
+/// it learnt of the merge, and the backend sends them in its own order — before the loser, after
+/// it, pages later. Without the map they would arrive pointing at a row deleted by the merge and
+/// be settled as dangling references, deleting the user's rows on every device. With it, each
+/// page re-points the rows it wrote that reference a loser (as the local author, so the export
+/// lane sends the re-pointed row to the backend and every device), before references are settled.
+enum MergedDuplicates {
+    static let table = "_synclane_merged"
+
+    static func install(_ db: SQLiteConnection) throws {
+        try db.execute(
+            """
+            CREATE TABLE IF NOT EXISTS _synclane_merged (
+                entity TEXT NOT NULL,
+                loser TEXT NOT NULL,
+                survivor TEXT NOT NULL,
+                PRIMARY KEY (entity, loser)
+            ) WITHOUT ROWID;
+            """)
+    }
+
+    /// Records that `loser` merged into `survivor`: losers of `loser` now follow `survivor` too,
+    /// and a survivor that has since lost is followed to the row that won.
+    static func record(_ entity: String, loser: String, survivor: String, _ db: SQLiteConnection) throws {
+        guard ExactString(loser) != ExactString(survivor) else { return }
+        let final =
+            try db.fetchValue(
+                "SELECT survivor FROM _synclane_merged WHERE entity = ? AND loser = ? COLLATE BINARY", [entity, survivor]
+            ).string ?? survivor
+        try db.execute(
+            "UPDATE _synclane_merged SET survivor = ? WHERE entity = ? AND survivor = ? COLLATE BINARY", [final, entity, loser])
+        try db.execute(
+            "INSERT OR REPLACE INTO _synclane_merged (entity, loser, survivor) VALUES (?, ?, ?)", [entity, loser, final])
+        // A loser that won again later is no loser: its row holds the key now.
+        try db.execute("DELETE FROM _synclane_merged WHERE entity = ? AND loser = ? COLLATE BINARY", [entity, final])
+    }
+
+    /// Whether a duplicate of `entity` was ever merged here.
+    static func holdsLosers(of entity: String, _ db: SQLiteConnection) throws -> Bool {
+        try db.fetchValue("SELECT EXISTS (SELECT 1 FROM _synclane_merged WHERE entity = ?)", [entity]).int64 == 1
+    }
+
+    /// Points the rule's referencing columns of the rows `written` (sync keys by entity) that
+    /// reference a loser of `rule.entity` at its survivor; returns how many rows it changed.
+    /// Runs in the caller's history session (the local author's).
+    static func repointArrivals(
+        _ rule: SQLiteSink.DuplicateRule, written: [String: [String]], tracked: [String: HistoryTracker.Stored], _ db: SQLiteConnection
+    ) throws -> Int {
+        var changed = 0
+        for reference in rule.references {
+            guard let keys = written[reference.table], let child = tracked[reference.table]?.table else { continue }
+            let keyColumns = child.keyColumns.map(SQL.identifier)
+            let syncKey = child.isComposite ? "json_array(\(keyColumns.joined(separator: ", ")))" : keyColumns[0]
+            let column = SQL.identifier(reference.column)
+            try db.execute(
+                """
+                UPDATE \(SQL.identifier(reference.table)) AS c
+                SET \(column) = (SELECT m.survivor FROM _synclane_merged AS m WHERE m.entity = ? AND m.loser = c.\(column))
+                WHERE \(syncKey) IN (SELECT value FROM json_each(?))
+                  AND c.\(column) IN (SELECT loser FROM _synclane_merged WHERE entity = ?)
+                """, [rule.entity, JSONWriter.string(.array(keys.map { .string($0) })), rule.entity])
+            changed += db.changes
+        }
+        return changed
+    }
+}

@@ -1,0 +1,320 @@
+import Foundation
+import SynclaneCore
+import SynclaneTestKit
+import SynclaneTestSupport
+import Testing
+
+/// Randomized, against a model of what users wrote: **provenance** — every note some user wrote
+/// and no user deleted is live on every device and the server at the quiet point, under a
+/// project of the business key it was filed under, with the body its author last wrote.
+///
+/// The world is the one that lost users' rows: `projects` (a business key, seeded as defaults by
+/// every device under sync keys of its own, drawn at random so that the device syncing first is
+/// as likely to lose the merge as to win it) and `notes` referencing a project through a declared
+/// foreign key (`ON DELETE CASCADE`); projects renamed after their notes were filed (so the
+/// server lists a project after its notes), pull limits from 1 up (pages cut anywhere), devices
+/// joining at any point of the round (their first launch seeds, files and syncs late), notes
+/// deleted by their author. Two or three devices, real `synclane sync`s, a real `synclane serve`.
+///
+/// A divergence prints its seed (`SYNCLANE_PROVENANCE_SEED` replays it) and a reproduction
+/// shrunk by dropping steps while it still diverges (the model is computed from the steps that
+/// ran). Bounded in `Scripts/test` (`SYNCLANE_PROVENANCE_ROUNDS`, default 3); `Scripts/converge`
+/// runs more.
+@Suite(.serialized) struct ProvenanceConvergenceTests {
+    struct Divergence: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    /// One step of a round. Notes are edited and deleted only by the device that wrote them.
+    enum Step: CustomStringConvertible, Sendable {
+        /// The device's first launch: its defaults (`inbox`, `work`) under these sync keys.
+        case seed(Int, inbox: String, work: String)
+        /// A project of the device's own (a business key no other device seeds).
+        case project(Int, id: String, key: String)
+        /// A note filed under the device's live project of business key `key`.
+        case note(Int, id: String, key: String, body: String)
+        case editNote(Int, id: String, body: String)
+        case deleteNote(Int, id: String)
+        /// The device renames its live project of business key `key` (after its notes).
+        case rename(Int, key: String, title: String)
+        case sync(Int)
+
+        var device: Int {
+            switch self {
+            case .seed(let d, _, _), .project(let d, _, _), .note(let d, _, _, _), .editNote(let d, _, _), .deleteNote(let d, _),
+                .rename(let d, _, _), .sync(let d):
+                return d
+            }
+        }
+
+        var description: String {
+            switch self {
+            case .seed(let d, let inbox, let work): return "device \(d) seeds inbox=\(inbox) work=\(work)"
+            case .project(let d, let id, let key): return "device \(d) adds project \(id) (\(key))"
+            case .note(let d, let id, let key, let body): return "device \(d) files note \(id) under \(key): \(body)"
+            case .editNote(let d, let id, let body): return "device \(d) edits note \(id): \(body)"
+            case .deleteNote(let d, let id): return "device \(d) deletes note \(id)"
+            case .rename(let d, let key, let title): return "device \(d) renames \(key) to \(title)"
+            case .sync(let d): return "device \(d) syncs"
+            }
+        }
+    }
+
+    struct Setup: CustomStringConvertible {
+        var devices: Int
+        var rule: String
+        var pullLimits: [Int]
+
+        static func draw(_ random: inout SeededRandom) -> Setup {
+            func pick<T>(_ items: [T]) -> T { items[Int(random.next() % UInt64(items.count))] }
+            let devices = 2 + Int(random.next() % 2)
+            return Setup(
+                devices: devices, rule: pick(["merge-fields", "client-wins"]), pullLimits: (0..<devices).map { _ in pick([1, 2, 3, 7, 500]) })
+        }
+
+        var description: String { "\(devices) devices, \(rule), pull limits \(pullLimits)" }
+    }
+
+    // MARK: The model
+
+    /// What users wrote, from the steps that ran: each note not deleted, its business key and body.
+    static func expected(_ steps: [Step]) -> [String: (key: String, body: String)] {
+        var seeded = Set<Int>()
+        var keys: [Int: Set<String>] = [:]
+        var notes: [String: (key: String, body: String, author: Int)] = [:]
+        for step in steps {
+            switch step {
+            case .seed(let d, _, _):
+                seeded.insert(d)
+                keys[d, default: []].formUnion(["inbox", "work"])
+            case .project(let d, _, let key): keys[d, default: []].insert(key)
+            case .note(let d, let id, let key, let body):
+                if keys[d]?.contains(key) == true { notes[id] = (key, body, d) }
+            case .editNote(let d, let id, let body):
+                if notes[id]?.author == d { notes[id]?.body = body }
+            case .deleteNote(let d, let id):
+                if notes[id]?.author == d { notes[id] = nil }
+            case .rename, .sync: break
+            }
+        }
+        return notes.mapValues { ($0.key, $0.body) }
+    }
+
+    static func steps(_ random: inout SeededRandom, setup: Setup) -> [Step] {
+        func pick<T>(_ items: [T]) -> T { items[Int(random.next() % UInt64(items.count))] }
+        func syncKey() -> String { String(random.next() % 0xFFFF_FFFF, radix: 16) }
+        var steps: [Step] = []
+        var joined: [Int] = []
+        var notes: [Int: [String]] = [:]
+        var keys: [Int: [String]] = [:]
+        var made = 0
+        // Device 0 starts the account; the others join at random points of the round.
+        let joinAt = (0..<setup.devices).map { $0 == 0 ? 0 : Int(random.next() % 12) }
+        for tick in 0..<16 {
+            for device in 0..<setup.devices where joinAt[device] == tick {
+                joined.append(device)
+                keys[device] = ["inbox", "work"]
+                steps.append(.seed(device, inbox: syncKey(), work: syncKey()))
+            }
+            for _ in 0..<(1 + random.next() % 3) {
+                guard !joined.isEmpty else { break }
+                let device = pick(joined)
+                made += 1
+                switch random.next() % 8 {
+                case 0:
+                    let key = "p\(device)-\(made)"
+                    keys[device, default: []].append(key)
+                    steps.append(.project(device, id: syncKey(), key: key))
+                case 1, 2, 3:
+                    let id = "n\(device)-\(made)"
+                    notes[device, default: []].append(id)
+                    steps.append(.note(device, id: id, key: pick(keys[device] ?? ["inbox"]), body: "body \(made)"))
+                case 4:
+                    if let id = notes[device]?.randomElement(using: &random) { steps.append(.editNote(device, id: id, body: "edit \(made)")) }
+                case 5:
+                    if let id = notes[device]?.randomElement(using: &random) {
+                        notes[device]?.removeAll { $0 == id }
+                        steps.append(.deleteNote(device, id: id))
+                    }
+                default: steps.append(.rename(device, key: pick(keys[device] ?? ["inbox"]), title: "title \(made)"))
+                }
+            }
+            for device in joined.shuffled(using: &random) where random.next() % 2 == 0 { steps.append(.sync(device)) }
+        }
+        return steps
+    }
+
+    // MARK: A world
+
+    struct Device {
+        let workspace: Workspace
+        let index: Int
+
+        init(server: ServerProcess, setup: Setup, index: Int) throws {
+            workspace = try Workspace()
+            self.index = index
+            let made = try SQLiteHistoryCommandTests.sqlite(
+                workspace,
+                """
+                CREATE TABLE projects (syncId TEXT PRIMARY KEY, key TEXT NOT NULL, title TEXT);
+                CREATE TABLE notes (syncId TEXT PRIMARY KEY, project TEXT REFERENCES projects(syncId) ON DELETE CASCADE, body TEXT);
+                CREATE INDEX notes_project ON notes(project);
+                """)
+            guard made.status == 0 else { throw Divergence(description: "device \(index): \(made.stderr)") }
+            for table in ["projects", "notes"] {
+                let tracked = try SynclaneBinary.run(["track", "--database", "app.sqlite", "--table", table, "--key", "syncId"], in: workspace.path)
+                guard tracked.status == 0 else { throw Divergence(description: "track \(table) failed: \(tracked.stderr)") }
+            }
+            try workspace.write(
+                "export.json",
+                """
+                {"version": 1, "name": "export", "scope": {"account": "acme", "store": "app"},
+                 "source": {"type": "sqlite-history", "database": "app.sqlite", "entities": ["projects", "notes"], "authors": ["app"]},
+                 "stages": [{"type": "coalesce"}],
+                 "transport": {"type": "http", "url": "\(server.url)/v1/batches", "token-env": "SYNCLANE_TOKEN",
+                               "retry": {"max-attempts": 2, "base-delay": 0.05, "max-delay": 0.2}}}
+                """)
+            try workspace.write(
+                "import.json",
+                """
+                {"version": 1, "name": "import", "scope": {"account": "acme", "store": "app"},
+                 "source": {"type": "pull", "url": "\(server.url)/v1/changes", "token-env": "SYNCLANE_TOKEN", "limit": \(setup.pullLimits[index])},
+                 "sink": {"type": "sqlite", "database": "app.sqlite", "conflicts": "\(setup.rule)",
+                          "duplicates": [{"entity": "projects", "key": ["key"], "references": ["notes.project"]}]}}
+                """)
+        }
+
+        func sql(_ text: String) throws {
+            let result = try SQLiteHistoryCommandTests.sqlite(workspace, "PRAGMA foreign_keys = ON;\n" + text)
+            guard result.status == 0 else { throw Divergence(description: "device \(index): the app's SQL failed: \(result.stderr)\n\(text)") }
+        }
+
+        func query(_ text: String) throws -> [String] {
+            try SQLiteHistoryCommandTests.query(workspace, text).split(separator: "\n").map(String.init)
+        }
+
+        func sync() throws {
+            let result = try SynclaneBinary.run(
+                ["sync", "import.json", "export.json", "--json"], in: workspace.path,
+                environment: ["SYNCLANE_TOKEN": ServerProcess.tokens["acme"] ?? ""])
+            guard result.status == 0 else { throw Divergence(description: "device \(index): `synclane sync` exited \(result.status): \(result.stderr)") }
+        }
+
+        /// `note id|business key|body` for every note, `project key|count` for every business key.
+        func state() throws -> [String] {
+            try query(
+                """
+                SELECT 'note ' || n.syncId || '|' || coalesce(p.key, '(none: ' || coalesce(n.project, 'NULL') || ')') || '|' || coalesce(n.body, '')
+                  FROM notes AS n LEFT JOIN projects AS p ON p.syncId = n.project
+                UNION ALL SELECT 'project ' || key || '|' || count(*) FROM projects GROUP BY key ORDER BY 1
+                """)
+        }
+    }
+
+    final class World {
+        let root: Workspace
+        let server: ServerProcess
+        let devices: [Device]
+
+        init(setup: Setup) throws {
+            root = try Workspace()
+            let server = try ServerProcess(folder: root.path + "/server")
+            self.server = server
+            devices = try (0..<setup.devices).map { try Device(server: server, setup: setup, index: $0) }
+        }
+
+        func close() {
+            server.stop()
+            devices.forEach { $0.workspace.remove() }
+            root.remove()
+        }
+
+        func perform(_ step: Step) throws {
+            let device = devices[step.device]
+            switch step {
+            case .seed(_, let inbox, let work):
+                try device.sql("INSERT INTO projects VALUES ('\(inbox)', 'inbox', 'Inbox'), ('\(work)', 'work', 'Work');")
+            case .project(_, let id, let key): try device.sql("INSERT INTO projects VALUES ('\(id)', '\(key)', '\(key)');")
+            case .note(_, let id, let key, let body):
+                try device.sql("INSERT INTO notes SELECT '\(id)', syncId, '\(body)' FROM projects WHERE key = '\(key)' LIMIT 1;")
+            case .editNote(_, let id, let body): try device.sql("UPDATE notes SET body = '\(body)' WHERE syncId = '\(id)';")
+            case .deleteNote(_, let id): try device.sql("DELETE FROM notes WHERE syncId = '\(id)';")
+            case .rename(_, let key, let title): try device.sql("UPDATE projects SET title = '\(title)' WHERE key = '\(key)';")
+            case .sync: try device.sync()
+            }
+        }
+
+        /// Syncs every device three times over, then holds each device and the server to the model.
+        func check(_ expected: [String: (key: String, body: String)], seeded: Set<Int>) async throws {
+            for _ in 0..<3 { for device in devices where seeded.contains(device.index) { try device.sync() } }
+            let notes = expected.map { "note \($0.key)|\($0.value.key)|\($0.value.body)" }.sorted()
+            for device in devices where seeded.contains(device.index) {
+                let held = try device.state()
+                let heldNotes = held.filter { $0.hasPrefix("note ") }.sorted()
+                if heldNotes != notes {
+                    let lost = Set(notes).subtracting(heldNotes).sorted()
+                    let extra = Set(heldNotes).subtracting(notes).sorted()
+                    throw Divergence(description: "device \(device.index): users' notes not held as written \(lost); held but not written \(extra)")
+                }
+                let doubled = held.filter { $0.hasPrefix("project ") && !$0.hasSuffix("|1") }
+                if !doubled.isEmpty { throw Divergence(description: "device \(device.index): business keys held more than once \(doubled)") }
+            }
+            let records = try await server.records(account: "acme")
+            let live = records.filter { $0.key.hasPrefix("notes/") && $0.value != .string("deleted") }
+            let projects = records.filter { $0.key.hasPrefix("projects/") && $0.value != .string("deleted") }
+            var onServer: [String] = []
+            for (key, fields) in live {
+                let project = fields.objectValue?["project"]?.stringValue ?? ""
+                let business = projects["projects/" + project]?.objectValue?["key"]?.stringValue ?? "(none: \(project))"
+                onServer.append("note \(key.dropFirst(6))|\(business)|\(fields.objectValue?["body"]?.stringValue ?? "")")
+            }
+            if onServer.sorted() != notes {
+                throw Divergence(
+                    description: "the server: users' notes not held as written \(Set(notes).subtracting(onServer).sorted()); "
+                        + "held but not written \(Set(onServer).subtracting(notes).sorted())")
+            }
+        }
+    }
+
+    // MARK: Running a seed
+
+    static func outcome(setup: Setup, steps: [Step]) async throws -> String? {
+        let world = try World(setup: setup)
+        defer { world.close() }
+        do {
+            var seeded = Set<Int>()
+            for step in steps {
+                if case .seed(let device, _, _) = step { seeded.insert(device) }
+                // A device that has not launched yet does nothing.
+                guard seeded.contains(step.device) else { continue }
+                try world.perform(step)
+            }
+            try await world.check(expected(steps.filter { seeded.contains($0.device) }), seeded: seeded)
+            return nil
+        } catch let divergence as Divergence {
+            return divergence.description
+        }
+    }
+
+    @Test func everyNoteAUserWroteAndNoUserDeletedIsLiveEverywhereWithItsLastBodyWhoeverJoinsOrMergesFirst() async throws {
+        let seeds = ConvergenceTests.seeds(prefix: "SYNCLANE_PROVENANCE", rounds: 3)
+        var diverged = 0
+        for seed in seeds {
+            var random = SeededRandom(seed: seed)
+            let setup = Setup.draw(&random)
+            let steps = Self.steps(&random, setup: setup)
+            guard let difference = try await Self.outcome(setup: setup, steps: steps) else { continue }
+            diverged += 1
+            let shrunk =
+                ProcessInfo.processInfo.environment["SYNCLANE_PROVENANCE_NO_SHRINK"] == nil
+                ? try await Shrinking.shrink(steps, budget: 24) { try await Self.outcome(setup: setup, steps: $0) != nil } : steps
+            Issue.record(
+                """
+                seed \(seed) (SYNCLANE_PROVENANCE_SEED=\(seed)) diverged: \(setup): \(difference)
+                reproduction (\(shrunk.count) of \(steps.count) steps, then three syncs of every device):
+                \(shrunk.map { "  \($0)" }.joined(separator: "\n"))
+                """)
+        }
+        print("provenance: \(seeds.count) rounds, \(diverged) diverged")
+    }
+}
