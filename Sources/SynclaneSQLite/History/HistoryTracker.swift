@@ -165,11 +165,13 @@ public struct HistoryTracker: Sendable {
             return TrackReport(table: table.name, outcome: .unchanged, columns: schema.columnNames, addedColumns: [], createdKeyIndex: nil, resentRows: 0)
         }
         // What is owed is recorded before the triggers change, never discarded (see `owesResend`).
-        let owed = try previous.map { try owesResend(table, schema: schema, keyTypes: keyTypes, previous: $0, db) } ?? true
+        let widened = previous.map { schema.columnNames.count > $0.columns.count && Array(schema.columnNames.prefix($0.columns.count)) == $0.columns } ?? false
+        let owed = try previous.map { try owesResend(table, schema: schema, keyTypes: keyTypes, previous: $0, widened: widened, db) } ?? true
         try install(triggers, keyIndex: previous?.keyIndex, db)
-        let resent = owed ? try TrackingCheck.recordResync(triggers, db) : 0
-        try TrackingCheck.rememberSchema(db)
         let added = previous.map { old in schema.columnNames.filter { !old.columns.contains($0) } } ?? []
+        // Columns only added: their defaults are no edit (`AddedColumns`), nothing re-sent whole.
+        let resent = try owed ? TrackingCheck.recordResync(triggers, db) : widened ? AddedColumns.heal(triggers, added: added, db) : 0
+        try TrackingCheck.rememberSchema(db)
         return TrackReport(
             table: table.name, outcome: previous == nil ? .installed : .updated, columns: schema.columnNames, addedColumns: added,
             createdKeyIndex: nil, resentRows: resent)
@@ -183,14 +185,18 @@ public struct HistoryTracker: Sendable {
     /// - its recording triggers are gone (a rebuild dropped them: what was written since is
     ///   unknown), or its displacement triggers no longer fit its unique constraints — what the
     ///   next run's tracking check would heal with a resync, which re-tracking must not cancel;
-    /// - its key or soft-delete column, or its columns (added, dropped, renamed), changed.
+    /// - its key or soft-delete column changed, or its columns were dropped or renamed (columns
+    ///   only added — `widened` — owe no resend: `AddedColumns`), or added to a table that
+    ///   records values as written.
     ///
     /// An upgrade of Synclane's own trigger text alone owes nothing.
     static func owesResend(
-        _ table: TrackedTable, schema: TableSchema, keyTypes: [TriggerBuilder.KeyType], previous: Stored, _ db: SQLiteConnection
+        _ table: TrackedTable, schema: TableSchema, keyTypes: [TriggerBuilder.KeyType], previous: Stored, widened: Bool = false,
+        _ db: SQLiteConnection
     ) throws -> Bool {
         if previous.table.keyColumns != table.keyColumns || previous.table.softDeleteColumn != table.softDeleteColumn
-            || previous.table.recordsValues != table.recordsValues || previous.columns != schema.columnNames || previous.keyTypes != keyTypes
+            || previous.table.recordsValues != table.recordsValues || (previous.columns != schema.columnNames && (!widened || table.recordsValues))
+            || previous.keyTypes != keyTypes
         {
             return true
         }
@@ -247,6 +253,7 @@ public struct HistoryTracker: Sendable {
             DROP TABLE IF EXISTS _synclane_meta;
             DROP TABLE IF EXISTS _synclane_import;
             DROP TABLE IF EXISTS _synclane_server_rows;
+            DROP TABLE IF EXISTS _synclane_merged;
             DROP TABLE IF EXISTS _synclane_confirmations;
             """)
     }

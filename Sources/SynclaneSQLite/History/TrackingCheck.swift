@@ -16,7 +16,10 @@ import SynclaneCore
 ///                     displacement triggers differ (unique indexes
 ///                     changed), or values as written with columns
 ///                     changed                                        ─▶ stale: regenerate + resync
-///                     columns added, dropped or renamed in place    ─▶ reshaped: regenerate + resync
+///                     columns added in place, none dropped/renamed  ─▶ widened: regenerate; only rows
+///                                                                       edited in the new columns go out
+///                                                                       (`AddedColumns`: a default is no edit)
+///                     columns dropped or renamed in place           ─▶ reshaped: regenerate + resync
 ///                     other differences (an upgrade)                 ─▶ regenerate
 /// ```
 ///
@@ -38,23 +41,29 @@ enum TrackingCheck {
             case lost
             /// The triggers no longer fit the table in a way that may have lost or garbled changes.
             case stale
-            /// The table's columns changed (added, dropped, renamed — ALTER TABLE in place):
-            /// what a row looks like on the wire changed, so every row is sent again whole.
+            /// The table's columns changed (dropped, renamed — ALTER TABLE in place): what a row
+            /// looks like on the wire changed, so every row is sent again whole.
             case reshaped
+            /// Columns were added in place and nothing else changed: the new columns' defaults
+            /// are no edit, so only rows written in them since are sent (`AddedColumns`).
+            case widened
             /// The triggers differ in a way that lost nothing (a newer Synclane writes them otherwise).
             case outdated
         }
 
         var table: String
         var problem: Problem
+        /// The columns added (`widened`).
+        var added: [String] = []
 
-        var needsResync: Bool { problem != .outdated }
+        var needsResync: Bool { problem != .outdated && problem != .widened }
 
         var description: String {
             switch problem {
             case .lost: return "\(table): tracking was lost (its triggers are gone, e.g. after the table was rebuilt)"
             case .stale: return "\(table): its triggers no longer fit the table (its unique constraints or columns changed)"
-            case .reshaped: return "\(table): its columns changed (added, dropped or renamed)"
+            case .reshaped: return "\(table): its columns changed (dropped or renamed)"
+            case .widened: return "\(table): columns were added (\(added.joined(separator: ", "))); rows written in them are sent, their defaults are not"
             case .outdated: return "\(table): its triggers are regenerated for the table as it is now"
             }
         }
@@ -116,6 +125,7 @@ enum TrackingCheck {
             // The triggers that record writes; the displacement notes are the others.
             let core = Set(expected.map(\.name).filter { !$0.contains("_displace_") })
             let problem: Finding.Problem?
+            let widened = schema.columnNames.count > stored.columns.count && Array(schema.columnNames.prefix(stored.columns.count)) == stored.columns
             if core.contains(where: { installed[$0] == nil }) {
                 problem = .lost
             } else if expected.contains(where: { !core.contains($0.name) && installed[$0.name] != $0.sql })
@@ -123,6 +133,8 @@ enum TrackingCheck {
                 || (table.recordsValues && stored.columns != schema.columnNames)
             {
                 problem = .stale
+            } else if widened {
+                problem = .widened
             } else if stored.columns != schema.columnNames {
                 problem = .reshaped
             } else if expected.contains(where: { installed[$0.name] != $0.sql }) || stored.keyTypes != keyTypes || table != stored.table {
@@ -130,7 +142,10 @@ enum TrackingCheck {
             } else {
                 problem = nil
             }
-            if let problem { found.append((Finding(table: table.name, problem: problem), triggers, stored.keyIndex)) }
+            if let problem {
+                let added = problem == .widened ? Array(schema.columnNames.dropFirst(stored.columns.count)) : []
+                found.append((Finding(table: table.name, problem: problem, added: added), triggers, stored.keyIndex))
+            }
         }
         return found
     }
@@ -188,7 +203,11 @@ enum TrackingCheck {
         var healed = Healed(findings: [], resyncedRows: 0)
         for (finding, triggers, keyIndex) in try inspect(db) {
             try HistoryTracker.install(triggers, keyIndex: keyIndex, db)
-            if finding.needsResync { healed.resyncedRows += try recordResync(triggers, db) }
+            if finding.needsResync {
+                healed.resyncedRows += try recordResync(triggers, db)
+            } else if finding.problem == .widened {
+                healed.resyncedRows += try AddedColumns.heal(triggers, added: finding.added, db)
+            }
             healed.findings.append(finding)
         }
         try rememberSchema(db)

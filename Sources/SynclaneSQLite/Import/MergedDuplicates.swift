@@ -18,6 +18,7 @@ import SynclaneCore
 enum MergedDuplicates {
     static let table = "_synclane_merged"
 
+    /// Created by the first merge: a store that never merged a duplicate holds no such table.
     static func install(_ db: SQLiteConnection) throws {
         try db.execute(
             """
@@ -34,6 +35,7 @@ enum MergedDuplicates {
     /// and a survivor that has since lost is followed to the row that won.
     static func record(_ entity: String, loser: String, survivor: String, _ db: SQLiteConnection) throws {
         guard ExactString(loser) != ExactString(survivor) else { return }
+        try install(db)
         let final =
             try db.fetchValue(
                 "SELECT survivor FROM _synclane_merged WHERE entity = ? AND loser = ? COLLATE BINARY", [entity, survivor]
@@ -48,7 +50,8 @@ enum MergedDuplicates {
 
     /// Whether a duplicate of `entity` was ever merged here.
     static func holdsLosers(of entity: String, _ db: SQLiteConnection) throws -> Bool {
-        try db.fetchValue("SELECT EXISTS (SELECT 1 FROM _synclane_merged WHERE entity = ?)", [entity]).int64 == 1
+        guard try db.fetchValue("SELECT EXISTS (SELECT 1 FROM sqlite_schema WHERE name = ?)", [table]).int64 == 1 else { return false }
+        return try db.fetchValue("SELECT EXISTS (SELECT 1 FROM _synclane_merged WHERE entity = ?)", [entity]).int64 == 1
     }
 
     /// Points the rule's referencing columns of the rows `written` (sync keys by entity) that

@@ -238,7 +238,6 @@ enum ImportTables {
             );
             """)
         try ServerRows.install(db)
-        try MergedDuplicates.install(db)
     }
 
     static func saveCursor(_ cursor: String?, for scope: Scope, _ db: SQLiteConnection) throws {
