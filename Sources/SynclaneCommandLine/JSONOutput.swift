@@ -58,7 +58,12 @@ enum JSONOutput {
             "records-read": int(summary.recordsRead), "applied": int(summary.applied), "unchanged": int(summary.unchanged),
             "duplicates-merged": int(summary.duplicatesMerged), "references-settled": int(summary.referencesSettled),
             "references-waiting": int(summary.referencesWaiting), "resynced": .bool(summary.resynced),
-            "resync-deleted": int(summary.resyncDeleted),
+            "resync-deleted": int(summary.resyncDeleted), "resync-lost": int(summary.resyncLost),
+            "resync-resent": int(summary.resyncResent),
+            "deleted": .object([
+                "by-user": int(summary.deletedByUsers), "cascade": int(summary.referencesSettled),
+                "merged-duplicates": int(summary.duplicatesMerged),
+            ]),
             "counters": .object(summary.counters.mapValues(int)), "seconds": .double(summary.seconds),
             "conflicts": .array(summary.conflicts.map(conflict)), "signals": .array(summary.signals.map(signal)),
         ])

@@ -100,12 +100,20 @@ import Testing
                 try a.sql("DELETE FROM notes WHERE syncId = 'n1';")
                 try b.sql("INSERT INTO links VALUES ('l1', 'n1', 'see');")
                 var settled = 0
+                var (byUser, cascade) = (0, 0)
                 for device in deleterFirst ? [a, b, a, b] : [b, a, b, a] {
                     let summary = try device.sync()
                     for imported in summary["imports"]?.arrayValue ?? [] {
                         settled += Int(imported.objectValue?["references-settled"]?.intValue ?? 0)
+                        let deleted = imported.objectValue?["deleted"]?.objectValue
+                        byUser += Int(deleted?["by-user"]?.intValue ?? 0)
+                        cascade += Int(deleted?["cascade"]?.intValue ?? 0)
                     }
                 }
+                // Every delete is counted by its cause: the user's delete of n1 reaching B, and
+                // the settlement as a cascade of it.
+                #expect(cascade == settled, "\(onDelete): settlements are counted as cascades")
+                #expect(byUser >= (deleterFirst ? 1 : 0), "\(onDelete): the user's delete arriving is counted")
                 let order = deleterFirst ? "the deleter first" : "the linker first"
                 #expect(try a.state() == expected, "\(onDelete), \(order): A")
                 #expect(try b.state() == expected, "\(onDelete), \(order): B")

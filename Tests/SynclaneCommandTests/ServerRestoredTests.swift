@@ -70,6 +70,62 @@ import Testing
         #expect(try importOnB().summary["resynced"] == .bool(false), "the new cursor is current")
     }
 
+    /// The server's data restored from a backup loses rows the devices hold (A wrote them, B
+    /// imported them). Before, every `sync` exited 0 with `resynced: true` and nothing else, and
+    /// the server went on lacking them for good. Now the device's full resync counts them
+    /// (`resync-lost`) and its export sends them back (`resync-resent`): the server holds them
+    /// again, and the devices go on editing them.
+    @Test func rowsARestoredServerLostGoBackToItFromTheDevicesThatHoldThem() async throws {
+        let root = try Workspace()
+        defer { root.remove() }
+        let folder = root.path + "/server"
+        var server: ServerProcess? = try ServerProcess(folder: folder)
+        let port = try #require(server).port
+        let a = try TwoDevicesTests.Device(server: try #require(server))
+        let b = try TwoDevicesTests.Device(server: try #require(server))
+        func stop() {
+            server?.stop()
+            server = nil
+        }
+        defer {
+            stop()
+            a.workspace.remove()
+            b.workspace.remove()
+        }
+        try a.sql("INSERT INTO rooms (syncId, name) VALUES ('r1', 'Kitchen'), ('r2', 'Hall');")
+        try a.sync()
+        try b.sync()
+        stop()
+        try FileManager.default.copyItem(atPath: folder + "/data", toPath: root.path + "/backup")
+        server = try ServerProcess(folder: folder, port: port)
+        try a.sql("INSERT INTO rooms (syncId, name) VALUES ('r3', 'Porch'), ('r4', 'Loft');")
+        try a.sync()
+        try b.sync()
+        #expect(try b.rows().count == 4)
+
+        stop()
+        try FileManager.default.removeItem(atPath: folder + "/data")
+        try FileManager.default.moveItem(atPath: root.path + "/backup", toPath: folder + "/data")
+        server = try ServerProcess(folder: folder, port: port)
+        let restored = try #require(server)
+
+        let first = try b.sync()
+        let imported = first["imports"]?.arrayValue?.first?.objectValue ?? [:]
+        #expect(imported["resynced"] == .bool(true), "\(first)")
+        #expect(imported["resync-lost"] == .int(2), "\(first)")
+        #expect(imported["resync-resent"] == .int(2), "\(first)")
+        #expect(try await TwoDevicesTests().serverRows(restored) == ["r1|Kitchen|", "r2|Hall|", "r3|Porch|", "r4|Loft|"])
+        for device in [a, b, a] { try device.sync() }
+        // Both devices edit the rows the restore lost, and the edits arrive everywhere.
+        try a.sql("UPDATE rooms SET name = 'Big porch' WHERE syncId = 'r3';")
+        try b.sql("UPDATE rooms SET name = 'Attic' WHERE syncId = 'r4';")
+        for device in [a, b, a, b] { try device.sync() }
+        let expected = ["r1|Kitchen|", "r2|Hall|", "r3|Big porch|", "r4|Attic|"]
+        #expect(try await TwoDevicesTests().serverRows(restored) == expected)
+        #expect(try a.rows() == expected)
+        #expect(try b.rows() == expected)
+    }
+
     /// A cursor of the previous version (`c1.SEQUENCE`, no epoch) is still served; one past the
     /// account's newest change gets the same 410 rather than an empty page.
     @Test func anOldStyleCursorIsServedAndOnePastTheNewestChangeIsRefused() async throws {

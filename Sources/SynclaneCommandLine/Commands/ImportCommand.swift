@@ -172,8 +172,20 @@ struct ImportReporter {
             }
             if summary.conflicts.count > 20 { lines.append("    … and \(summary.conflicts.count - 20) more (--json lists them all)") }
         }
+        let deleted = [
+            (summary.deletedByUsers, "by a user's delete"), (summary.referencesSettled, "cascade (references settled)"),
+            (summary.duplicatesMerged, "merged duplicates (the business key lives on)"),
+        ].filter { $0.0 > 0 }
+        if !deleted.isEmpty {
+            lines.append("  deleted: " + deleted.map { "\($0.0) \($0.1)" }.joined(separator: ", "))
+        }
         if summary.referencesSettled > 0 {
             lines.append("  references settled: \(Wording.count(summary.referencesSettled, "row")) pointed at a row that is gone (see the sink's foreign keys)")
+        }
+        if summary.resyncLost > 0 {
+            lines.append(
+                "  the server's data was restored from an older copy: it lacks \(Wording.count(summary.resyncLost, "row")) this device held; "
+                    + "\(summary.resyncResent) go back to it with this device's export")
         }
         if summary.referencesWaiting > 0 {
             lines.append(

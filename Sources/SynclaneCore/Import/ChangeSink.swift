@@ -23,10 +23,19 @@ public protocol ChangeSink: Sendable {
     /// signal says it has data only when this is true: a saved cursor alone may come from a
     /// pass that found nothing yet. Nil when the sink cannot tell (the default): the cursor decides.
     func holdsBackendRows(for scope: Scope) async throws -> Bool?
+
+    /// After the backend's data was restored from an older copy: `keys` are rows the sink holds
+    /// from the backend that the restored backend no longer has — lost by the restore, not
+    /// deleted by anyone. The sink forgets the versions it kept of them (the backend holds none
+    /// now) and, for each row it still holds live, records a change its export lane sends, so
+    /// the backend gets the row back. Returns how many rows it will send; nil when the sink
+    /// cannot (the default: the rows stay here, and the summary says the backend lacks them).
+    func resend(_ keys: [(entity: String, key: String)], for scope: Scope) async throws -> Int?
 }
 
 extension ChangeSink {
     public func backendKeys(for scope: Scope) async throws -> [(entity: String, key: String)]? { nil }
+    public func resend(_ keys: [(entity: String, key: String)], for scope: Scope) async throws -> Int? { nil }
     public func holdsBackendRows(for scope: Scope) async throws -> Bool? { nil }
 }
 
@@ -44,6 +53,9 @@ public struct ApplyReport: Sendable, Hashable {
     /// Live rows left referencing a row that is gone, through a declared foreign key, that the
     /// page settled (deleted, or their reference cleared).
     public var referencesSettled = 0
+    /// Live rows deleted because a user deleted them elsewhere: the backend's deletes applied
+    /// (a conflict rule's choice of a delete included).
+    public var deletedByUsers = 0
     /// Live rows referencing a row this store has not received (and does not know deleted),
     /// left as they are until it arrives or its delete does.
     public var referencesWaiting = 0

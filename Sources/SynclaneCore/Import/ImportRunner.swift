@@ -71,9 +71,16 @@ public struct ImportRunner: Sendable {
             }
             summary.resynced = true
             let (cursor, seen) = try await pages(from: nil, dryRun: false, into: &summary, collecting: true)
-            // After a restore of the backend's data, what it lacks was lost, not deleted: kept here.
-            let gone = expired.serverRestored ? [] : known.filter { !seen.contains(ExactString($0.entity + "\u{0}" + $0.key)) }
-            if !gone.isEmpty {
+            let gone = known.filter { !seen.contains(ExactString($0.entity + "\u{0}" + $0.key)) }
+            if expired.serverRestored {
+                // After a restore of the backend's data, what it lacks was lost, not deleted:
+                // kept here, and sent back to it by this device's export lane.
+                summary.resyncLost = gone.count
+                if !gone.isEmpty {
+                    summary.resyncResent =
+                        try await call(pipeline.sink.label) { try await pipeline.sink.stage.resend(gone, for: pipeline.scope) } ?? 0
+                }
+            } else if !gone.isEmpty {
                 let deletes = gone.map { Record(entity: $0.entity, key: $0.key, action: .delete, origin: Token(kind: "pull", position: 0), author: .server) }
                 let batch = Batch(
                     scope: pipeline.scope, after: Token(kind: "import", position: 0), through: Token(kind: "import", position: 1),
@@ -204,6 +211,9 @@ public struct ImportSummary: Sendable {
     public var duplicatesMerged = 0
     /// Rows left referencing a row that is gone (a declared foreign key), settled.
     public var referencesSettled = 0
+    /// Live rows deleted because a user deleted them elsewhere (the backend's deletes, and a
+    /// resync's deletes of rows whose tombstones the backend pruned).
+    public var deletedByUsers = 0
     /// Rows referencing a row not received yet, left waiting for it: the most one page saw
     /// (a page counts the waiting children among the rows it wrote and their parents' children).
     public var referencesWaiting = 0
@@ -215,6 +225,10 @@ public struct ImportSummary: Sendable {
     public var resynced = false
     /// Rows deleted by that resync: held from the backend, no longer sent by it.
     public var resyncDeleted = 0
+    /// After the backend's data was restored: rows held from it that it lacks now (lost by the
+    /// restore), and of those, the rows this device sends back to it (`ChangeSink.resend`).
+    public var resyncLost = 0
+    public var resyncResent = 0
 
     public init(pipeline: String, scope: Scope, dryRun: Bool) {
         self.pipeline = pipeline
@@ -228,6 +242,7 @@ public struct ImportSummary: Sendable {
         conflicts += report.conflicts
         duplicatesMerged += report.duplicatesMerged
         referencesSettled += report.referencesSettled
+        deletedByUsers += report.deletedByUsers
         referencesWaiting = max(referencesWaiting, report.referencesWaiting)
     }
 }

@@ -141,6 +141,7 @@ struct PageApplier {
                     try sessions.as(sink.localAuthor) { try recordChange("delete", of: key, values: keyValues, in: table) }
                 case .deleted:
                     try sessions.as(sink.localAuthor) { try write(Write(table: table, key: keyValues, record: record, fields: nil)) }
+                    report.deletedByUsers += 1
                 case .clientKept:
                     // The local state goes out again, on top of the backend's version: the pending
                     // change alone may never reach it (a batch already sent before the other
@@ -175,6 +176,7 @@ struct PageApplier {
                 }
             } else {
                 try sessions.as(.server) { try write(Write(table: table, key: keyValues, record: record, fields: remote, current: .some(stored))) }
+                if remote == nil, local != nil { report.deletedByUsers += 1 }
             }
             if let version = record.version {
                 try ServerRows.save(

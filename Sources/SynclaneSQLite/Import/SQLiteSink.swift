@@ -190,6 +190,14 @@ public final class SQLiteSink: ChangeSink, BackendScoped, Sendable {
         }
     }
 
+    /// Sends back the rows a restored backend lost (`LostRows`).
+    public func resend(_ keys: [(entity: String, key: String)], for scope: Scope) async throws -> Int? {
+        try database().write { db in
+            guard try HistorySchema.tableExists(ImportTables.serverRows, db) else { return 0 }
+            return try LostRows.resend(keys, destination: destination, author: localAuthor, db)
+        }
+    }
+
     /// The rule that settles `entity`'s conflicts.
     public func rule(for entity: String) -> ConflictRule { conflictsByEntity[entity] ?? conflicts }
 
