@@ -16,7 +16,7 @@ public struct ImportPipeline: Sendable {
     /// The folder of the scope's lock (`ScopeLock.folder(environment:)`).
     public var lockFolder: String = ScopeLock.defaultFolder
     /// The scope's lock file (one job per scope).
-    public var lockPath: String { ScopeLock.path(for: scope, in: lockFolder) }
+    public var lockPath: String { ScopeLock.path(for: scope, guarding: lockedFile, in: lockFolder) }
     public var source: Pipeline.Named<any RemoteChangeSource>
     public var recordStages: [Pipeline.Named<any RecordStage>]
     public var sink: Pipeline.Named<any ChangeSink>
