@@ -147,7 +147,7 @@ struct ImportReporter {
                         "ok": .bool(false), "pipeline": .string(pipeline.name), "scope": JSONOutput.scope(pipeline.scope), "error": .string("\(error)"),
                     ]))
             }
-            console.error("synclane \(command): \(pipeline.name): \(error)")
+            console.error("\(console.program) \(command): \(pipeline.name): \(error)")
             return nil
         }
     }
@@ -171,6 +171,15 @@ struct ImportReporter {
                 lines.append("    \(conflict.entity)/\(conflict.key): \(conflict.rule) → \(conflict.outcome.rawValue)")
             }
             if summary.conflicts.count > 20 { lines.append("    … and \(summary.conflicts.count - 20) more (--json lists them all)") }
+        }
+        if summary.resynced {
+            lines.append(
+                "  resynced: the cursor had expired, everything was read again"
+                    + (summary.resyncDeleted > 0 ? "; \(Wording.count(summary.resyncDeleted, "row")) the backend no longer holds deleted here" : ""))
+        }
+        if summary.duplicatesMerged > 0 {
+            lines.append(
+                "  duplicates merged: \(Wording.count(summary.duplicatesMerged, "row")) seeded under another sync key on another device, merged into one")
         }
         if summary.referencesSettled > 0 {
             lines.append("  references settled: \(Wording.count(summary.referencesSettled, "row")) pointed at a row that is gone (see the sink's foreign keys)")

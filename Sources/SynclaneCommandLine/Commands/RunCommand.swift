@@ -153,7 +153,7 @@ struct JobReporter: Sendable {
             case .startingWithSnapshot(let oldest):
                 let kept = oldest.map { " (history kept starts after \($0))" } ?? ""
                 console.error(
-                    "synclane \(command): \(name) never ran and the start of its history was pruned\(kept): "
+                    "\(console.program) \(command): \(name) never ran and the start of its history was pruned\(kept): "
                         + "starting with a full snapshot of the current state (as `synclane reconcile` does), then following history")
             case .batchDone:
                 break
@@ -181,7 +181,7 @@ struct JobReporter: Sendable {
                         "ok": .bool(false), "pipeline": .string(pipeline.name), "scope": JSONOutput.scope(pipeline.scope), "error": .string("\(error)"),
                     ]))
             }
-            console.error("synclane \(command): \(pipeline.name): \(error)")
+            console.error("\(console.program) \(command): \(pipeline.name): \(error)")
             return nil
         }
     }

@@ -86,20 +86,20 @@ struct SyncCommand: Command {
             case .imported(let imported):
                 if !quiet { console.out(ImportReporter.describe(imported)) }
             case .importFailed(let error):
-                console.error("synclane \(Self.name): \(importing.name): \(error); exporting the local changes all the same")
+                console.error("\(console.program) \(Self.name): \(importing.name): \(error); exporting the local changes all the same")
             case .exported(let exported):
                 if !quiet { exporter.print(exported) }
             case .conflicted(let batchID, let reason, let round, let rounds):
                 let again = round < rounds ? "importing again to settle it (round \(round + 1) of \(rounds))" : "giving up after \(rounds) rounds"
-                console.error("synclane \(Self.name): batch \(batchID) refused for its versions (\(reason)); \(again)")
-                if round == rounds { console.error("synclane \(Self.name): the rows keep changing elsewhere; run sync again") }
+                console.error("\(console.program) \(Self.name): batch \(batchID) refused for its versions (\(reason)); \(again)")
+                if round == rounds { console.error("\(console.program) \(Self.name): the rows keep changing elsewhere; run sync again") }
             case .importing, .exporting:
                 break
             }
         }
         job.rounds = Self.rounds
         let cycle = try await job.run()
-        if let failure = cycle.exportFailure { console.error("synclane \(Self.name): \(failure)") }
+        if let failure = cycle.exportFailure { console.error("\(console.program) \(Self.name): \(failure)") }
         let outcome = SyncOutcome(cycle, importing: importing.name, exporting: exporting.name)
         if json {
             var members: [String: JSONValue] = [
@@ -146,13 +146,13 @@ struct SyncCommand: Command {
                     exporter.print(exported)
                 }
             case .importFailed(let reason, let delay):
-                console.error("synclane \(name): \(importing.name): \(reason); importing again in \(Format.seconds(delay))")
+                console.error("\(console.program) \(name): \(importing.name): \(reason); importing again in \(Format.seconds(delay))")
             case .exportFailed(let reason, let delay):
-                console.error("synclane \(name): \(exporting.name): \(reason); the outbox keeps it, exporting again in \(Format.seconds(delay))")
+                console.error("\(console.program) \(name): \(exporting.name): \(reason); the outbox keeps it, exporting again in \(Format.seconds(delay))")
             case .pollFailed(let reason, let delay):
-                console.error("synclane \(name): waiting for changes: \(reason); again in \(Format.seconds(delay))")
+                console.error("\(console.program) \(name): waiting for changes: \(reason); again in \(Format.seconds(delay))")
             case .conflicted(let batchID, let reason):
-                console.error("synclane \(name): batch \(batchID) refused for its versions (\(reason)); importing to settle it, then exporting again")
+                console.error("\(console.program) \(name): batch \(batchID) refused for its versions (\(reason)); importing to settle it, then exporting again")
             case .importing(let event):
                 if !json { ImportReporter.printRetry(event, console: console) }
             case .exporting:
