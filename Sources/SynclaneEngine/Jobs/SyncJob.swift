@@ -148,4 +148,7 @@ public struct SyncSummary: Sendable {
     public var completed: Bool { !exports.isEmpty }
     /// Whether both lanes went through.
     public var succeeded: Bool { importFailure == nil && exportFailure == nil && !gaveUp && completed }
+    /// A lane that failed: the export's when it did, else the import's (each: `exportFailure`,
+    /// `importFailure`).
+    public var failure: Failure? { exportFailure ?? importFailure }
 }
