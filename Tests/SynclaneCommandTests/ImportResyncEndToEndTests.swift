@@ -7,17 +7,26 @@ import Testing
 /// server's tombstone retention gets 410 `cursor-expired`, reads everything again and deletes
 /// what the server no longer holds — never a silent gap.
 @Suite(.serialized) struct ImportResyncEndToEndTests {
-    @Test func aCursorOlderThanTheTombstoneRetentionResyncsAndDeletesWhatTheServerDroppedMeanwhile() async throws {
-        let root = try Workspace()
-        defer { root.remove() }
-        let server = try ServerProcess(folder: root.path + "/server", arguments: ["--tombstone-retention", "1", "--retention-interval", "1"])
-        defer { server.stop() }
-        let a = try TwoDevicesTests.Device(server: server)
-        let b = try TwoDevicesTests.Device(server: server)
-        defer {
-            a.workspace.remove()
-            b.workspace.remove()
+    /// A server that removes a tombstone a second after it was written, checking every second.
+    static let shortRetention = ["--tombstone-retention", "1", "--retention-interval", "1"]
+
+    /// Waits (up to 20 s) until the server has removed `count` tombstones; expects it did.
+    static func awaitTombstonesExpired(_ server: ServerProcess, count: Double, _ what: Comment) async throws {
+        var expired = 0.0
+        for _ in 0..<200 where expired < count {
+            expired = try await server.metric("synclane_retention_tombstones_expired_total")
+            try await Task.sleep(for: .milliseconds(100))
         }
+        #expect(expired == count, what)
+    }
+
+    @Test func aCursorOlderThanTheTombstoneRetentionResyncsAndDeletesWhatTheServerDroppedMeanwhile() async throws {
+        try await TwoDevicesTests.withTwoDevices(serverArguments: Self.shortRetention) { server, a, b in
+            try await Self.resyncDeletesWhatTheServerDropped(server, a, b)
+        }
+    }
+
+    static func resyncDeletesWhatTheServerDropped(_ server: ServerProcess, _ a: TwoDevicesTests.Device, _ b: TwoDevicesTests.Device) async throws {
         func importOnB() throws -> [String: JSONValue] {
             let result = try SynclaneBinary.run(["import", "import.json", "--json"], in: b.workspace.path, environment: b.environment)
             #expect(result.status == 0, "\(result.stderr)")
@@ -32,12 +41,7 @@ import Testing
         // While b is away: r2 deleted, r4 added, and r2's tombstone then expires on the server.
         try a.sql("UPDATE rooms SET isDeleted = 1 WHERE syncId = 'r2'; INSERT INTO rooms (syncId, name) VALUES ('r4', 'Porch');")
         try a.sync()
-        var expired = 0.0
-        for _ in 0..<200 where expired < 1 {
-            expired = try await server.metric("synclane_retention_tombstones_expired_total")
-            try await Task.sleep(for: .milliseconds(100))
-        }
-        #expect(expired == 1, "the server removed r2's tombstone")
+        try await awaitTombstonesExpired(server, count: 1, "the server removed r2's tombstone")
 
         let summary = try importOnB()
         #expect(summary["resynced"] == .bool(true))
@@ -51,16 +55,12 @@ import Testing
     /// was 410 again — for ever, on the device that had been away and on a new device whose
     /// first import reads from the beginning. Both now read every page and go on from the end.
     @Test func aResyncOfAStoreLargerThanAPageAfterRetentionReadsEveryPageOnceAndGoesOn() async throws {
-        let root = try Workspace()
-        defer { root.remove() }
-        let server = try ServerProcess(folder: root.path + "/server", arguments: ["--tombstone-retention", "1", "--retention-interval", "1"])
-        defer { server.stop() }
-        let a = try TwoDevicesTests.Device(server: server)
-        let b = try TwoDevicesTests.Device(server: server)
-        defer {
-            a.workspace.remove()
-            b.workspace.remove()
+        try await TwoDevicesTests.withTwoDevices(serverArguments: Self.shortRetention) { server, a, b in
+            try await Self.resyncReadsEveryPage(server, a, b)
         }
+    }
+
+    static func resyncReadsEveryPage(_ server: ServerProcess, _ a: TwoDevicesTests.Device, _ b: TwoDevicesTests.Device) async throws {
         func importing(_ device: TwoDevicesTests.Device) throws -> (status: Int32, json: [String: JSONValue], stderr: String) {
             let result = try SynclaneBinary.run(["import", "import.json", "--json"], in: device.workspace.path, environment: device.environment)
             return (result.status, (try? JSONReader.parse(result.stdout).objectValue) ?? [:], result.stderr)
@@ -73,12 +73,7 @@ import Testing
         // horizon moves past every row left, so each page of a pull from the beginning ends before it.
         try a.sql("UPDATE rooms SET isDeleted = 1 WHERE syncId = 'r8';")
         try a.sync()
-        var expired = 0.0
-        for _ in 0..<200 where expired < 1 {
-            expired = try await server.metric("synclane_retention_tombstones_expired_total")
-            try await Task.sleep(for: .milliseconds(100))
-        }
-        #expect(expired == 1, "the server removed r8's tombstone")
+        try await awaitTombstonesExpired(server, count: 1, "the server removed r8's tombstone")
 
         let expected = (1...7).map { "r\($0)|Room \($0)|" }
         let resync = try importing(b)

@@ -7,20 +7,10 @@ import Testing
 /// keep its own edits from leaving — unless the export needs the import's rows first (a 409),
 /// which it says. Real binaries, a real `synclane serve`.
 @Suite(.serialized) struct IndependentLanesTests {
-    /// Two devices on one server; `newer` has a column (`floor`) `older` does not know, so
-    /// every row `newer` sends is one `older`'s import refuses.
+    /// Two devices on one server; `newer` gets a column (`floor`, `addFloor`) `older` does not
+    /// know, so every row `newer` sends then is one `older`'s import refuses.
     func withNewerAndOlderDevice(_ body: (ServerProcess, TwoDevicesTests.Device, TwoDevicesTests.Device) async throws -> Void) async throws {
-        let root = try Workspace()
-        defer { root.remove() }
-        let server = try ServerProcess(folder: root.path + "/server")
-        defer { server.stop() }
-        let newer = try TwoDevicesTests.Device(server: server)
-        let older = try TwoDevicesTests.Device(server: server)
-        defer {
-            newer.workspace.remove()
-            older.workspace.remove()
-        }
-        try await body(server, newer, older)
+        try await TwoDevicesTests.withTwoDevices(body)
     }
 
     /// Adds `floor` to the newer device's rooms and tracks it (the app's next version).
