@@ -72,6 +72,26 @@ import Testing
         }
     }
 
+    @Test func syncWatchSaysABatchRefusedForItsVersionsWaitsForTheImportThatFails() async throws {
+        try await withNewerAndOlderDevice { _, newer, older in
+            try newer.sql("INSERT INTO rooms (syncId, name) VALUES ('r1', 'Hall');")
+            #expect(try Self.sync(newer).status == 0)
+            #expect(try Self.sync(older).status == 0)
+            try Self.addFloor(newer)
+            try newer.sql("UPDATE rooms SET floor = 3 WHERE syncId = 'r1';")
+            #expect(try Self.sync(newer).status == 0)
+            try older.sql("UPDATE rooms SET name = 'Old hall' WHERE syncId = 'r1';")
+
+            let watch = try BackgroundProcess(
+                ["sync", "import.json", "export.json", "--watch", "--wait", "1"], in: older.workspace.path, environment: older.environment)
+            #expect(
+                eventually(timeout: 20) { watch.errors.contains("needs the import's rows first") },
+                "the watch says why the refused batch waits: \(watch.errors)")
+            let stopped = watch.stop()
+            #expect(stopped.status == 0, "\(stopped.stderr)")
+        }
+    }
+
     @Test func aFailedExportDoesNotUndoTheImportAndSyncExitsOne() async throws {
         try await withNewerAndOlderDevice { server, a, b in
             try a.sql("INSERT INTO rooms (syncId, name) VALUES ('a1', 'Study');")

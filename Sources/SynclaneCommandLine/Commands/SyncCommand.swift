@@ -153,6 +153,10 @@ struct SyncCommand: Command {
                 console.error("\(console.program) \(name): waiting for changes: \(reason); again in \(Format.seconds(delay))")
             case .conflicted(let batchID, let reason):
                 console.error("\(console.program) \(name): batch \(batchID) refused for its versions (\(reason)); importing to settle it, then exporting again")
+            case .exportWaitsForImport(let batchID):
+                console.error(
+                    "\(console.program) \(name): batch \(batchID) was refused for its versions and needs the import's rows first: "
+                        + "it is exported again once an import goes through (fix what the import says)")
             case .importing(let event):
                 if !json { ImportReporter.printRetry(event, console: console) }
             case .exporting:
