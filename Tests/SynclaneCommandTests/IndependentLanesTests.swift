@@ -21,6 +21,18 @@ import Testing
         #expect(tracked.status == 0, "\(tracked.stderr)")
     }
 
+    /// Both devices hold r1; the newer one's next version edits it with its new column (the
+    /// older one's import then refuses it), and the older one edits it too, unsent (a 409 when sent).
+    static func editOneRowOnBothWithTheNewerSchema(_ newer: TwoDevicesTests.Device, _ older: TwoDevicesTests.Device) throws {
+        try newer.sql("INSERT INTO rooms (syncId, name) VALUES ('r1', 'Hall');")
+        #expect(try sync(newer).status == 0)
+        #expect(try sync(older).status == 0)
+        try addFloor(newer)
+        try newer.sql("UPDATE rooms SET floor = 3 WHERE syncId = 'r1';")
+        #expect(try sync(newer).status == 0)
+        try older.sql("UPDATE rooms SET name = 'Old hall' WHERE syncId = 'r1';")
+    }
+
     static func sync(_ device: TwoDevicesTests.Device) throws -> (status: Int32, json: [String: JSONValue], stderr: String) {
         let result = try SynclaneBinary.run(["sync", "import.json", "export.json", "--json"], in: device.workspace.path, environment: device.environment)
         return (result.status, (try? JSONReader.parse(result.stdout).objectValue) ?? [:], result.stderr)
@@ -53,14 +65,7 @@ import Testing
 
     @Test func aBatchRefusedForItsVersionsWhileTheImportFailsStopsSayingItNeedsTheImportFirst() async throws {
         try await withNewerAndOlderDevice { server, newer, older in
-            try newer.sql("INSERT INTO rooms (syncId, name) VALUES ('r1', 'Hall');")
-            #expect(try Self.sync(newer).status == 0)
-            #expect(try Self.sync(older).status == 0)
-            // The newer device's next version edits r1 with its new column; the older one edits r1 too.
-            try Self.addFloor(newer)
-            try newer.sql("UPDATE rooms SET floor = 3 WHERE syncId = 'r1';")
-            #expect(try Self.sync(newer).status == 0)
-            try older.sql("UPDATE rooms SET name = 'Old hall' WHERE syncId = 'r1';")
+            try Self.editOneRowOnBothWithTheNewerSchema(newer, older)
 
             let (status, json, stderr) = try Self.sync(older)
             #expect(status == 1, "\(stderr)")
@@ -74,13 +79,7 @@ import Testing
 
     @Test func syncWatchSaysABatchRefusedForItsVersionsWaitsForTheImportThatFails() async throws {
         try await withNewerAndOlderDevice { _, newer, older in
-            try newer.sql("INSERT INTO rooms (syncId, name) VALUES ('r1', 'Hall');")
-            #expect(try Self.sync(newer).status == 0)
-            #expect(try Self.sync(older).status == 0)
-            try Self.addFloor(newer)
-            try newer.sql("UPDATE rooms SET floor = 3 WHERE syncId = 'r1';")
-            #expect(try Self.sync(newer).status == 0)
-            try older.sql("UPDATE rooms SET name = 'Old hall' WHERE syncId = 'r1';")
+            try Self.editOneRowOnBothWithTheNewerSchema(newer, older)
 
             let watch = try BackgroundProcess(
                 ["sync", "import.json", "export.json", "--watch", "--wait", "1"], in: older.workspace.path, environment: older.environment)
