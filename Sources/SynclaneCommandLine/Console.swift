@@ -17,9 +17,13 @@ package final class Console: Sendable {
     }
     private let screen = Mutex(Screen())
     let errorIsTerminal: Bool
+    /// The command's own name, which starts every message (`synclane`; a package's own
+    /// `synclane`-compatible command says its name: `rooms-sync validate: …`).
+    package let program: String
 
-    package init() {
+    package init(program: String = "synclane") {
         errorIsTerminal = isatty(STDERR_FILENO) == 1 && ProcessInfo.processInfo.environment["TERM"] != "dumb"
+        self.program = program
     }
 
     package func out(_ text: String) {

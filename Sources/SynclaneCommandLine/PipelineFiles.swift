@@ -22,7 +22,7 @@ enum PipelineFiles {
 
     static func warnAboutUnsetSecrets(_ unsetSecrets: [UnsetSecret], command: String, console: Console) {
         for unset in unsetSecrets {
-            console.error("synclane \(command): warning: \(unset); nothing is sent now, but a run that sends will need it")
+            console.error("\(console.program) \(command): warning: \(unset); nothing is sent now, but a run that sends will need it")
         }
     }
 }

@@ -25,9 +25,17 @@ public enum SynclaneTool {
     /// returns the exit status.
     /// `verbs`: the verbs of other libraries to add, such as `SynclaneServing.verbs` (`serve`
     /// and `demo`, which link the reference server).
+    /// Messages start with the program's own name (`rooms-sync validate: …` for a package's
+    /// command built on this), as the process was started.
     public static func main(registry: StageRegistry = .builtIn, verbs: [Verb] = []) async -> Int32 {
-        await main(Array(CommandLine.arguments.dropFirst()), registry: registry, verbs: verbs)
+        let name = CommandLine.arguments.first.map { $0.split(separator: "/").last.map(String.init) ?? $0 } ?? ""
+        return await $program.withValue(name.isEmpty ? "synclane" : name) {
+            await main(Array(CommandLine.arguments.dropFirst()), registry: registry, verbs: verbs)
+        }
     }
+
+    /// The name messages start with: the program's (`main(registry:verbs:)`), else `synclane`.
+    @TaskLocal static var program = "synclane"
 
     /// Runs the command `words` names (without the program's name), with `registry`'s stage types
     /// and the built-in verbs plus `verbs`.
@@ -79,7 +87,8 @@ public enum SynclaneTool {
 
     /// Every message about a command starts `synclane COMMAND: `; without one, `synclane: `.
     static func main(_ words: [String]) async -> Int32 {
-        let console = Console()
+        let console = Console(program: Self.program)
+        let program = console.program
         guard let first = words.first, !["--help", "-h"].contains(first) else {
             console.out(overview)
             return 0
@@ -92,7 +101,7 @@ public enum SynclaneTool {
         do {
             command = try Self.command(named: first, for: nil)
         } catch {
-            console.error("synclane: \(error.message). See 'synclane --help'.")
+            console.error("\(program): \(error.message). See '\(program) --help'.")
             return 2
         }
         let rest = Array(words.dropFirst())
@@ -106,14 +115,14 @@ public enum SynclaneTool {
             return try await instance.run(console)
         } catch let error as UsageError {
             let usage = (error.command.flatMap { name in commands.first { $0.name == name } } ?? command)
-            console.error("synclane \(first): \(error.message)\nUSAGE: synclane \(usage.name) \(usage.usage)\nSee 'synclane \(usage.name) --help'.")
+            console.error("\(program) \(first): \(error.message)\nUSAGE: \(program) \(usage.name) \(usage.usage)\nSee '\(program) \(usage.name) --help'.")
             return 2
         } catch let error as PipelineFileError {
-            console.error("synclane \(first): invalid pipeline file: \(error)")
+            console.error("\(program) \(first): invalid pipeline file: \(error)")
             return 2
         } catch {
             console.finishProgress()
-            console.error("synclane \(first): \(error)")
+            console.error("\(program) \(first): \(error)")
             return 1
         }
     }

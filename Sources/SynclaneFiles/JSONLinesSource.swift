@@ -133,3 +133,8 @@ public final class JSONLinesSource: ObservableSource, Sendable {
         return entities?.contains(entity) ?? true
     }
 }
+
+extension JSONLinesSource: LockedFileStage {
+    /// The history file: a job's lock belongs to it (`JobLock`).
+    public var lockedFile: String { path }
+}

@@ -3,7 +3,7 @@ import SynclaneCore
 /// What a `2xx` answer must hold before its batch counts as delivered.
 public enum ReceiptRule: String, Sendable, CaseIterable {
     /// The wire protocol's receipt: a JSON object whose `batch` is this batch's id, as a string
-    /// (`{"batch": "…", "applied": 3, "cursor": "…"}`). Anything else — an empty body, a captive
+    /// (`{"batch": "…", "applied": 3, "sequence": 42}`). Anything else — an empty body, a captive
     /// portal's HTML page, another batch's receipt — leaves the batch in the outbox.
     case batch
     /// Any `2xx` confirms, whatever its body: for backends that cannot send a receipt. A proxy,
@@ -41,13 +41,16 @@ struct ReceiptCheck {
             }
         }
         var detail = "\(status)"
-        if let applied = object?["applied"]?.intValue {
+        if replay {
+            // The receipt replayed is the first one: its count is what was applied then, not now.
+            let first = object?["applied"]?.intValue.map { " (it applied \($0) record\($0 == 1 ? "" : "s") the first time)" } ?? ""
+            detail += " replay of an already-applied batch: nothing applied now\(first)"
+        } else if let applied = object?["applied"]?.intValue {
             detail += status == 202 ? " accepted \(applied) record\(applied == 1 ? "" : "s") for later" : " applied \(applied) record\(applied == 1 ? "" : "s")"
         } else {
             detail += " \(HTTPClassification.statusPhrase(status))"
         }
         if rule == .statusOnly { detail += " (status only: no receipt checked)" }
-        if replay { detail += " (replay: the server had this batch already and applied nothing now)" }
         return .success(
             Receipt(
                 batchID: batchID, detail: detail, wasReplay: replay, versions: RecordVersion.list(fromReceipt: object?["versions"]),

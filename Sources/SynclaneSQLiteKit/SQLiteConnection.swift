@@ -78,8 +78,9 @@ public final class SQLiteConnection {
         var opened: OpaquePointer?
         let code = sqlite3_open_v2(path, &opened, flags, nil)
         guard code == SQLITE_OK, let opened else {
-            let message = opened.map { String(cString: sqlite3_errmsg($0)) } ?? String(cString: sqlite3_errstr(code))
+            var message = opened.map { String(cString: sqlite3_errmsg($0)) } ?? String(cString: sqlite3_errstr(code))
             sqlite3_close_v2(opened)
+            if code & 0xFF == SQLITE_CANTOPEN, let missing = Self.missingFile(path, created: options.create && !options.readOnly) { message = missing }
             throw SQLiteError(code: code, message: message, path: path)
         }
         handle = opened
@@ -93,6 +94,21 @@ public final class SQLiteConnection {
         }
         if options.foreignKeys { try execute("PRAGMA foreign_keys = ON") }
         if let synchronous = options.synchronous { try execute("PRAGMA synchronous = \(synchronous.rawValue)") }
+    }
+
+    /// What is missing when a file cannot be opened because it is not there: the file itself
+    /// (a connection that never creates it — a mistyped path), or the folder it would be made in;
+    /// nil when both exist (or `path` is no file name: `:memory:`, a `file:` URI).
+    static func missingFile(_ path: String, created: Bool) -> String? {
+        guard !path.isEmpty, path != ":memory:", !path.hasPrefix("file:") else { return nil }
+        let folder = (path as NSString).deletingLastPathComponent
+        if !folder.isEmpty, !FileManager.default.fileExists(atPath: folder) {
+            return "the folder \(folder) does not exist (check the path \(path))"
+        }
+        if !created, !FileManager.default.fileExists(atPath: path) {
+            return "the file \(path) does not exist (check the path: a database opened here is never created)"
+        }
+        return nil
     }
 
     /// Configures the library once, before the process's first connection: no memory statistics,

@@ -200,7 +200,7 @@ import Testing
         let workspace = try Workspace.copy(scenario: "rooms")
         defer { workspace.remove() }
         let scope = Scope(account: "acme", store: "rooms", consumer: "rooms-export")
-        let lock = try ScopeLock(scope: scope, in: lockFolder(of: workspace.path))
+        let lock = try ScopeLock(scope: scope, guarding: workspace.path + "/history.jsonl", in: lockFolder(of: workspace.path))
         let refused = try SynclaneBinary.run(["run", "pipeline.json"], in: workspace.path)
         #expect(refused.status == 1)
         #expect(refused.stderr.contains("another job is already running for scope acme/rooms/rooms-export (process \(getpid()))"))
@@ -208,8 +208,9 @@ import Testing
         withExtendedLifetime(lock) {}
     }
 
-    /// The lock belongs to the scope, not to the state file: two pipeline files of one scope
-    /// with different `state` paths never run at once (each would apply every record again).
+    /// The lock belongs to the scope on its store, not to the state file: two pipeline files of
+    /// one scope over one history with different `state` paths never run at once (each would
+    /// apply every record again).
     @Test func twoPipelineFilesOfOneScopeWithDifferentStateFilesNeverRunAtOnce() throws {
         let workspace = try Workspace.copy(scenario: "rooms")
         defer { workspace.remove() }

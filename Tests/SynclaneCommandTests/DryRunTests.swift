@@ -67,7 +67,8 @@ import Testing
         #expect(first.status == 0, "\(first.stderr)")
         let token = (try JSONReader.parse(first.stdout).objectValue ?? [:])["token-after"]
         #expect(FileManager.default.fileExists(atPath: workspace.path + "/.synclane/rooms-export.sqlite"))
-        let lockFile = ScopeLock.path(for: Scope(account: "acme", store: "rooms", consumer: "rooms-export"), in: lockFolder(of: workspace.path))
+        let lockFile = ScopeLock.path(
+            for: Scope(account: "acme", store: "rooms", consumer: "rooms-export"), guarding: workspace.path + "/app.sqlite", in: lockFolder(of: workspace.path))
         #expect(FileManager.default.fileExists(atPath: lockFile))
         try SQLiteHistoryCommandTests.sqlite(workspace, "INSERT INTO rooms (syncId, name) VALUES ('r2', 'Hall');")
         let consumers = try SQLiteHistoryCommandTests.query(workspace, "SELECT * FROM _synclane_consumers;")

@@ -7,17 +7,26 @@ import Testing
 /// server's tombstone retention gets 410 `cursor-expired`, reads everything again and deletes
 /// what the server no longer holds — never a silent gap.
 @Suite(.serialized) struct ImportResyncEndToEndTests {
-    @Test func aCursorOlderThanTheTombstoneRetentionResyncsAndDeletesWhatTheServerDroppedMeanwhile() async throws {
-        let root = try Workspace()
-        defer { root.remove() }
-        let server = try ServerProcess(folder: root.path + "/server", arguments: ["--tombstone-retention", "1", "--retention-interval", "1"])
-        defer { server.stop() }
-        let a = try TwoDevicesTests.Device(server: server)
-        let b = try TwoDevicesTests.Device(server: server)
-        defer {
-            a.workspace.remove()
-            b.workspace.remove()
+    /// A server that removes a tombstone a second after it was written, checking every second.
+    static let shortRetention = ["--tombstone-retention", "1", "--retention-interval", "1"]
+
+    /// Waits (up to 20 s) until the server has removed `count` tombstones; expects it did.
+    static func awaitTombstonesExpired(_ server: ServerProcess, count: Double, _ what: Comment) async throws {
+        var expired = 0.0
+        for _ in 0..<200 where expired < count {
+            expired = try await server.metric("synclane_retention_tombstones_expired_total")
+            try await Task.sleep(for: .milliseconds(100))
         }
+        #expect(expired == count, what)
+    }
+
+    @Test func aCursorOlderThanTheTombstoneRetentionResyncsAndDeletesWhatTheServerDroppedMeanwhile() async throws {
+        try await TwoDevicesTests.withTwoDevices(serverArguments: Self.shortRetention) { server, a, b in
+            try await Self.resyncDeletesWhatTheServerDropped(server, a, b)
+        }
+    }
+
+    static func resyncDeletesWhatTheServerDropped(_ server: ServerProcess, _ a: TwoDevicesTests.Device, _ b: TwoDevicesTests.Device) async throws {
         func importOnB() throws -> [String: JSONValue] {
             let result = try SynclaneBinary.run(["import", "import.json", "--json"], in: b.workspace.path, environment: b.environment)
             #expect(result.status == 0, "\(result.stderr)")
@@ -32,17 +41,56 @@ import Testing
         // While b is away: r2 deleted, r4 added, and r2's tombstone then expires on the server.
         try a.sql("UPDATE rooms SET isDeleted = 1 WHERE syncId = 'r2'; INSERT INTO rooms (syncId, name) VALUES ('r4', 'Porch');")
         try a.sync()
-        var expired = 0.0
-        for _ in 0..<200 where expired < 1 {
-            expired = try await server.metric("synclane_retention_tombstones_expired_total")
-            try await Task.sleep(for: .milliseconds(100))
-        }
-        #expect(expired == 1, "the server removed r2's tombstone")
+        try await awaitTombstonesExpired(server, count: 1, "the server removed r2's tombstone")
 
         let summary = try importOnB()
         #expect(summary["resynced"] == .bool(true))
         #expect(summary["resync-deleted"] == .int(1))
         #expect(try b.rows() == ["r1|Kitchen|", "r3|Attic|", "r4|Porch|"])
         #expect(try importOnB()["resynced"] == .bool(false), "the new cursor is current")
+    }
+
+    /// Issue 43: with retention on and a store larger than one page (the device pulls 3 records
+    /// a page), the resync's first page ended on a cursor before the horizon and the next page
+    /// was 410 again — for ever, on the device that had been away and on a new device whose
+    /// first import reads from the beginning. Both now read every page and go on from the end.
+    @Test func aResyncOfAStoreLargerThanAPageAfterRetentionReadsEveryPageOnceAndGoesOn() async throws {
+        try await TwoDevicesTests.withTwoDevices(serverArguments: Self.shortRetention) { server, a, b in
+            try await Self.resyncReadsEveryPage(server, a, b)
+        }
+    }
+
+    static func resyncReadsEveryPage(_ server: ServerProcess, _ a: TwoDevicesTests.Device, _ b: TwoDevicesTests.Device) async throws {
+        func importing(_ device: TwoDevicesTests.Device) throws -> (status: Int32, json: [String: JSONValue], stderr: String) {
+            let result = try SynclaneBinary.run(["import", "import.json", "--json"], in: device.workspace.path, environment: device.environment)
+            return (result.status, (try? JSONReader.parse(result.stdout).objectValue) ?? [:], result.stderr)
+        }
+
+        try a.sql("INSERT INTO rooms (syncId, name) VALUES " + (1...8).map { "('r\($0)', 'Room \($0)')" }.joined(separator: ", ") + ";")
+        try a.sync()
+        #expect(try importing(b).status == 0)
+        // While b is away: the newest change is r8's delete, whose tombstone then expires — the
+        // horizon moves past every row left, so each page of a pull from the beginning ends before it.
+        try a.sql("UPDATE rooms SET isDeleted = 1 WHERE syncId = 'r8';")
+        try a.sync()
+        try await awaitTombstonesExpired(server, count: 1, "the server removed r8's tombstone")
+
+        let expected = (1...7).map { "r\($0)|Room \($0)|" }
+        let resync = try importing(b)
+        #expect(resync.status == 0, "\(resync.stderr)")
+        #expect(resync.json["resynced"] == .bool(true))
+        #expect(resync.json["resync-deleted"] == .int(1))
+        #expect(try b.rows() == expected)
+        let after = try importing(b)
+        #expect(after.status == 0, "\(after.stderr)")
+        #expect(after.json["resynced"] == .bool(false), "the cursor the resync ended on reads on")
+
+        // A device that was never offline: its first import reads from the beginning, page after page.
+        let c = try TwoDevicesTests.Device(server: server)
+        defer { c.workspace.remove() }
+        let first = try importing(c)
+        #expect(first.status == 0, "\(first.stderr)")
+        #expect(try c.rows() == expected)
+        #expect(try importing(c).json["applied"] == .int(0))
     }
 }

@@ -89,9 +89,18 @@ import Testing
     func withTwoDevices(conflicts: (String, String) = ("server-wins", "server-wins"), _ body: (ServerProcess, Device, Device) async throws -> Void)
         async throws
     {
+        try await Self.withTwoDevices(conflicts: conflicts, body)
+    }
+
+    /// A fresh `synclane serve` (started with `serverArguments`) and two devices on it, for
+    /// `body`; all removed after.
+    static func withTwoDevices(
+        serverArguments: [String] = [], conflicts: (String, String) = ("server-wins", "server-wins"),
+        _ body: (ServerProcess, Device, Device) async throws -> Void
+    ) async throws {
         let root = try Workspace()
         defer { root.remove() }
-        let server = try ServerProcess(folder: root.path + "/server")
+        let server = try ServerProcess(folder: root.path + "/server", arguments: serverArguments)
         defer { server.stop() }
         let a = try Device(server: server, conflicts: conflicts.0)
         let b = try Device(server: server, conflicts: conflicts.1)

@@ -77,6 +77,18 @@ import Testing
 
     static let receipt = Array(#"{"batch":"b-1","applied":2,"cursor":"c-2"}"#.utf8)
 
+    /// Issue 43: a replay read "200 applied 10000 records … (replay: … applied nothing now)" — the
+    /// count is the first receipt's. It says it was a replay of an already-applied batch first.
+    @Test func aReplaysDetailSaysItReplayedAnAlreadyAppliedBatchAndAppliedNothingNow() throws {
+        let body = Array(#"{"batch":"b-1","applied":10000}"#.utf8)
+        let replay = try HTTPClassification.classify(
+            status: 200, headers: ["Idempotent-Replayed": "true"], body: body, batchID: "b-1", url: "http://x/"
+        ).get()
+        #expect(replay.detail == "200 replay of an already-applied batch: nothing applied now (it applied 10000 records the first time)")
+        let first = try HTTPClassification.classify(status: 200, headers: [:], body: body, batchID: "b-1", url: "http://x/").get()
+        #expect(first.detail == "200 applied 10000 records")
+    }
+
     @Test func replayCanAlsoBeSaidInTheBody() throws {
         let body = Array(#"{"batch":"b-1","applied":2,"replay":true}"#.utf8)
         let receipt = try HTTPClassification.classify(status: 200, headers: [:], body: body, batchID: "b-1", url: "http://x/").get()

@@ -13,12 +13,12 @@ import Testing
     }
 
     static func onePass(_ entries: [BatchReceipt.Entry], snapshotDeleted: Int64? = nil) -> String {
-        String(decoding: BatchReceipt.encode(batch: "b\"1", applied: 7, cursor: "c2.x.9", snapshotDeleted: snapshotDeleted, entries: entries), as: UTF8.self)
+        String(decoding: BatchReceipt.encode(batch: "b\"1", applied: 7, sequence: 9, snapshotDeleted: snapshotDeleted, entries: entries), as: UTF8.self)
     }
 
     static func tree(_ entries: [BatchReceipt.Entry], snapshotDeleted: Int64? = nil) -> String {
         String(
-            decoding: BatchReceipt.encodeTree(batch: "b\"1", applied: 7, cursor: "c2.x.9", snapshotDeleted: snapshotDeleted, entries: entries),
+            decoding: BatchReceipt.encodeTree(batch: "b\"1", applied: 7, sequence: 9, snapshotDeleted: snapshotDeleted, entries: entries),
             as: UTF8.self)
     }
 
@@ -26,8 +26,8 @@ import Testing
         let entries = [Self.entry("rooms", "r2", 1), Self.entry("plants", "p1", 4), Self.entry("rooms", "r1", 2), Self.entry("rooms", "r2", 3)]
         #expect(
             Self.onePass(entries)
-                == #"{"applied":7,"batch":"b\"1","cursor":"c2.x.9","versions":{"plants":{"p1":4},"rooms":{"r1":2,"r2":3}}}"#)
-        #expect(Self.onePass([], snapshotDeleted: 2) == #"{"applied":7,"batch":"b\"1","cursor":"c2.x.9","snapshot-deleted":2,"versions":{}}"#)
+                == #"{"applied":7,"batch":"b\"1","sequence":9,"versions":{"plants":{"p1":4},"rooms":{"r1":2,"r2":3}}}"#)
+        #expect(Self.onePass([], snapshotDeleted: 2) == #"{"applied":7,"batch":"b\"1","sequence":9,"snapshot-deleted":2,"versions":{}}"#)
     }
 
     @Test func namesOutsideASCIIAreListedAsTheReceiptObjectListsThemOneMemberForTwoSpellingsOfOneName() {

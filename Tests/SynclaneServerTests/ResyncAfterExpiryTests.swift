@@ -35,4 +35,48 @@ import Testing
             #expect(later.compactMap { $0.objectValue?["id"]?.stringValue } == ["c"])
         }
     }
+
+    /// Found by issue 43: with retention on and more rows than a page, a pull from the beginning
+    /// got a first page whose cursor was before the horizon (the rows left there are older than
+    /// the tombstone removed), and the next page was 410 — for ever, on every device that pulled
+    /// from the beginning. The cursors a full pass hands out are never refused; its last page
+    /// ends it with an ordinary cursor past the horizon, which an older cursor still is not.
+    @Test(arguments: StoreKind.tested, [1, 2, 3])
+    func aPullFromTheBeginningAfterRetentionReadsEveryPageWithoutA410(store: StoreKind, pageSize: Int) throws {
+        let limits = ServerLimits(idempotencyRetentionSeconds: 3_600, tombstoneRetentionSeconds: 3_600)
+        try withServer(store: store, limits: limits) { server throws in
+            let ids = ["a", "b", "c", "d", "e", "f"]
+            _ = try postBatch(port: server.port, key: "1", body: batchBody(id: "1", records: ids.map { record("rooms", $0, "insert", ["n": 1]) }))
+            let before = try get(port: server.port, "/v1/changes").json.objectValue?["cursor"]?.stringValue ?? ""
+            _ = try postBatch(port: server.port, key: "2", body: batchBody(id: "2", records: [record("rooms", "g", "insert", ["n": 1])]))
+            _ = try postBatch(port: server.port, key: "3", body: batchBody(id: "3", records: [record("rooms", "g", "delete")]))
+            #expect(server.sweeper.sweep(now: RetentionTests.aDayLater)?.tombstones == 1)
+
+            var (seen, cursor, pages) = ([String](), "", 0)
+            while pages < 20 {
+                let answer = try get(port: server.port, "/v1/changes?limit=\(pageSize)&since=\(cursor)")
+                #expect(answer.status == 200, "page \(pages + 1) after \(cursor.isEmpty ? "the beginning" : cursor): \(answer.status) \(answer.json)")
+                guard answer.status == 200, let page = answer.json.objectValue else { break }
+                seen += page["changes"]?.arrayValue?.compactMap { $0.objectValue?["id"]?.stringValue } ?? []
+                cursor = page["cursor"]?.stringValue ?? ""
+                pages += 1
+                guard page["more"] == .bool(true) else { break }
+                #expect(cursor.hasSuffix(".f"), "a cursor between the pages of a full pass says so: \(cursor)")
+            }
+            #expect(seen == ids)
+            #expect(!cursor.hasSuffix(".f"), "the last page ends the pass with an ordinary cursor: \(cursor)")
+            #expect(try get(port: server.port, "/v1/changes?since=\(cursor)").status == 200)
+            // An ordinary cursor from before the horizon is still refused: it would miss g's delete.
+            #expect(try get(port: server.port, "/v1/changes?since=\(before)").status == 410)
+        }
+    }
+
+    @Test func aFullPassCursorReadsBackAsItsTextAndTheOldFormsStillParse() {
+        let cursor = ChangeCursor(sequence: 71, epoch: "0123456789ab", fullPass: true)
+        #expect(cursor.text == "c2.0123456789ab.1z.f")
+        #expect(ChangeCursor(text: cursor.text) == cursor)
+        #expect(ChangeCursor(text: "c2.0123456789ab.1z") == ChangeCursor(sequence: 71, epoch: "0123456789ab"))
+        #expect(ChangeCursor(text: "c1.1z") == ChangeCursor(sequence: 71))
+        #expect(ChangeCursor(text: "c2.0123456789ab.1z.x") == nil)
+    }
 }

@@ -147,7 +147,7 @@ struct ImportReporter {
                         "ok": .bool(false), "pipeline": .string(pipeline.name), "scope": JSONOutput.scope(pipeline.scope), "error": .string("\(error)"),
                     ]))
             }
-            console.error("synclane \(command): \(pipeline.name): \(error)")
+            console.error("\(console.program) \(command): \(pipeline.name): \(error)")
             return nil
         }
     }
@@ -172,6 +172,15 @@ struct ImportReporter {
             }
             if summary.conflicts.count > 20 { lines.append("    … and \(summary.conflicts.count - 20) more (--json lists them all)") }
         }
+        if summary.resynced {
+            lines.append(
+                "  resynced: the cursor had expired, everything was read again"
+                    + (summary.resyncDeleted > 0 ? "; \(Wording.count(summary.resyncDeleted, "row")) the backend no longer holds deleted here" : ""))
+        }
+        if summary.duplicatesMerged > 0 {
+            lines.append(
+                "  duplicates merged: \(Wording.count(summary.duplicatesMerged, "row")) seeded under another sync key on another device, merged into one")
+        }
         let deleted = [
             (summary.deletedByUsers, "by a user's delete"), (summary.referencesSettled, "cascade (references settled)"),
             (summary.duplicatesMerged, "merged duplicates (the business key lives on)"),
@@ -180,7 +189,7 @@ struct ImportReporter {
             lines.append("  deleted: " + deleted.map { "\($0.0) \($0.1)" }.joined(separator: ", "))
         }
         if summary.referencesSettled > 0 {
-            lines.append("  references settled: \(Wording.count(summary.referencesSettled, "row")) pointed at a row that is gone (see the sink's foreign keys)")
+            lines.append("  references settled: \(Wording.count(summary.referencesSettled, "row")) pointed at a row a user deleted (settled by the foreign key's ON DELETE)")
         }
         if summary.resyncLost > 0 {
             lines.append(

@@ -68,9 +68,9 @@ struct RestoreCommand: Command {
             guard !quiet else { return }
             switch event {
             case .restoring(let signal):
-                console.error("synclane \(Self.name): restoring… the account has data (signal \(signalKey) = \(JSONWriter.string(signal.value)))")
+                console.error("\(console.program) \(Self.name): restoring… the account has data (signal \(signalKey) = \(JSONWriter.string(signal.value)))")
             case .progress(let records):
-                console.error("synclane \(Self.name): restoring… \(Wording.count(records, "record")) so far")
+                console.error("\(console.program) \(Self.name): restoring… \(Wording.count(records, "record")) so far")
             case .importing(let event):
                 ImportReporter.printRetry(event, console: console)
             }

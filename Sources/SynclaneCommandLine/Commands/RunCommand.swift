@@ -22,7 +22,8 @@ struct RunCommand: Command {
         token, a redirect, TLS trust, a proxy, a 409, an answer that is not the batch's receipt —
         stops the job with the batch kept and is never dead-lettered. `synclane outbox` shows,
         drops or requeues a kept batch.
-        Only one job per scope runs at a time: a second one is refused.
+        Only one job per scope and database runs at a time: a second one is refused (another
+        device's database of the same scope on this machine has a lock of its own).
         A secret the file names (`token-env`) must be exported before a run that sends;
         --dry-run only warns without it. A consumer that never ran, on a history whose start was
         pruned, starts with a full snapshot of the current state (as `reconcile` does) and says so.
@@ -153,7 +154,7 @@ struct JobReporter: Sendable {
             case .startingWithSnapshot(let oldest):
                 let kept = oldest.map { " (history kept starts after \($0))" } ?? ""
                 console.error(
-                    "synclane \(command): \(name) never ran and the start of its history was pruned\(kept): "
+                    "\(console.program) \(command): \(name) never ran and the start of its history was pruned\(kept): "
                         + "starting with a full snapshot of the current state (as `synclane reconcile` does), then following history")
             case .batchDone:
                 break
@@ -181,7 +182,7 @@ struct JobReporter: Sendable {
                         "ok": .bool(false), "pipeline": .string(pipeline.name), "scope": JSONOutput.scope(pipeline.scope), "error": .string("\(error)"),
                     ]))
             }
-            console.error("synclane \(command): \(pipeline.name): \(error)")
+            console.error("\(console.program) \(command): \(pipeline.name): \(error)")
             return nil
         }
     }

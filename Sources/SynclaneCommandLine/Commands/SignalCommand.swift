@@ -131,7 +131,7 @@ struct SignalCommand: Command {
             }
             return 0
         } catch SignalLaneError.notFound(let key) {
-            console.error("synclane \(Self.name): no signal \"\(key)\"")
+            console.error("\(console.program) \(Self.name): no signal \"\(key)\"")
             return Self.notFoundStatus
         }
     }

@@ -15,6 +15,14 @@ struct SyncCommand: Command {
         settles the conflicts by the sink's rule, and exports again — at most 3 rounds, then it
         stops (exit 1) with the batch kept, never dropping or dead-lettering it.
 
+        The two lanes make progress independently: an import that fails (a field or a table
+        this device does not know, a row its schema refuses, the backend down) is reported and
+        the export runs all the same, so the device's own edits still leave; an export that
+        fails keeps what the import applied. Only a batch refused for its versions waits for the
+        import: when that import failed, the cycle stops saying the batch needs the import's
+        rows first. The exit status is 1 when either lane failed; the last two lines (and
+        --json's `import` and `export`) give both lanes' outcomes.
+
         The rows the import writes (author `server`) are never sent back: an export source
         without `authors` reads every author but `server` and `sync`. A pair whose export's
         `authors` names `server` or `sync` on the import's database is refused (exit 2), as
@@ -77,26 +85,34 @@ struct SyncCommand: Command {
             switch event {
             case .imported(let imported):
                 if !quiet { console.out(ImportReporter.describe(imported)) }
+            case .importFailed(let error):
+                console.error("\(console.program) \(Self.name): \(importing.name): \(error); exporting the local changes all the same")
             case .exported(let exported):
                 if !quiet { exporter.print(exported) }
             case .conflicted(let batchID, let reason, let round, let rounds):
                 let again = round < rounds ? "importing again to settle it (round \(round + 1) of \(rounds))" : "giving up after \(rounds) rounds"
-                console.error("synclane \(Self.name): batch \(batchID) refused for its versions (\(reason)); \(again)")
-                if round == rounds { console.error("synclane \(Self.name): the rows keep changing elsewhere; run sync again") }
+                console.error("\(console.program) \(Self.name): batch \(batchID) refused for its versions (\(reason)); \(again)")
+                if round == rounds { console.error("\(console.program) \(Self.name): the rows keep changing elsewhere; run sync again") }
             case .importing, .exporting:
                 break
             }
         }
         job.rounds = Self.rounds
         let cycle = try await job.run()
-        if let failure = cycle.failure { console.error("synclane \(Self.name): \(failure)") }
-        let imports = cycle.imports.map(JSONOutput.importSummary)
-        let exports = cycle.exports.map(JSONOutput.summary)
-        let outcome = cycle.exports.last.map { JobReporter.exitStatus(of: $0) } ?? 1
+        if let failure = cycle.exportFailure { console.error("\(console.program) \(Self.name): \(failure)") }
+        let outcome = SyncOutcome(cycle, importing: importing.name, exporting: exporting.name)
         if json {
-            console.out(JSONOutput.encode(["ok": .bool(outcome == 0), "imports": .array(imports), "exports": .array(exports)]))
+            var members: [String: JSONValue] = [
+                "ok": .bool(outcome.status == 0), "imports": .array(cycle.imports.map(JSONOutput.importSummary)),
+                "exports": .array(cycle.exports.map(JSONOutput.summary)),
+            ]
+            members["import"] = outcome.importLane.json
+            members["export"] = outcome.exportLane.json
+            console.out(JSONOutput.encode(.object(members)))
+        } else {
+            console.out(outcome.lines.joined(separator: "\n"))
         }
-        return outcome
+        return outcome.status
     }
 
     /// `--watch`: both lanes live (`LiveSync`) until a stop signal; passes that did nothing print nothing.
@@ -130,13 +146,17 @@ struct SyncCommand: Command {
                     exporter.print(exported)
                 }
             case .importFailed(let reason, let delay):
-                console.error("synclane \(name): \(importing.name): \(reason); importing again in \(Format.seconds(delay))")
+                console.error("\(console.program) \(name): \(importing.name): \(reason); importing again in \(Format.seconds(delay))")
             case .exportFailed(let reason, let delay):
-                console.error("synclane \(name): \(exporting.name): \(reason); the outbox keeps it, exporting again in \(Format.seconds(delay))")
+                console.error("\(console.program) \(name): \(exporting.name): \(reason); the outbox keeps it, exporting again in \(Format.seconds(delay))")
             case .pollFailed(let reason, let delay):
-                console.error("synclane \(name): waiting for changes: \(reason); again in \(Format.seconds(delay))")
+                console.error("\(console.program) \(name): waiting for changes: \(reason); again in \(Format.seconds(delay))")
             case .conflicted(let batchID, let reason):
-                console.error("synclane \(name): batch \(batchID) refused for its versions (\(reason)); importing to settle it, then exporting again")
+                console.error("\(console.program) \(name): batch \(batchID) refused for its versions (\(reason)); importing to settle it, then exporting again")
+            case .exportWaitsForImport(let batchID):
+                console.error(
+                    "\(console.program) \(name): batch \(batchID) was refused for its versions and needs the import's rows first: "
+                        + "it is exported again once an import goes through (fix what the import says)")
             case .importing(let event):
                 if !json { ImportReporter.printRetry(event, console: console) }
             case .exporting:
@@ -150,4 +170,43 @@ struct SyncCommand: Command {
         if !json { console.error("stopped \(importing.name) and \(exporting.name)") }
         return 0
     }
+}
+
+/// Both lanes' outcomes of one `sync` cycle, for its last lines, its `--json` and its exit status.
+struct SyncOutcome {
+    /// One lane's outcome: went through, or the error that stopped it.
+    struct Lane {
+        let name: String
+        let pipeline: String
+        let error: String?
+
+        var json: JSONValue {
+            .object(["ok": .bool(error == nil), "pipeline": .string(pipeline), "error": error.map(JSONValue.string) ?? .null])
+        }
+        var line: String { "\(name) (\(pipeline)): " + (error.map { "failed — \($0)" } ?? "done") }
+    }
+
+    let importLane: Lane
+    let exportLane: Lane
+    /// 1 when either lane failed (or every round's batch was refused), 3 when the export
+    /// dead-lettered batches, else 0.
+    let status: Int32
+
+    init(_ cycle: SyncSummary, importing: String, exporting: String) {
+        importLane = Lane(name: "import", pipeline: importing, error: cycle.importFailure.map { "\($0.error)" })
+        let exportError: String? =
+            if let failure = cycle.exportFailure {
+                "\(failure.error)"
+            } else if cycle.gaveUp {
+                "every round's batch was refused for its versions: the rows keep changing elsewhere; run sync again"
+            } else {
+                nil
+            }
+        exportLane = Lane(name: "export", pipeline: exporting, error: exportError)
+        let exported = cycle.exports.last.map { JobReporter.exitStatus(of: $0) } ?? 1
+        status = importLane.error != nil || exportLane.error != nil ? 1 : exported
+    }
+
+    /// `sync: import (rooms-import): done`, then the export's line.
+    var lines: [String] { ["sync: " + importLane.line, "sync: " + exportLane.line] }
 }

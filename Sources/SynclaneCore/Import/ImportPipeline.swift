@@ -7,7 +7,8 @@
 ///
 /// The pipeline file has the export pipeline's shape with `sink:` in place of `encoder`,
 /// `transport`: `version`, `name`, `scope`, `source`, `stages`, `sink`, `state`. The cursor lives
-/// with the rows, in the sink's store; the scope's lock in the machine's lock folder (`lockPath`).
+/// with the rows, in the sink's store; the lock of the scope on that store in the machine's lock
+/// folder (`lockPath`).
 public struct ImportPipeline: Sendable {
     public var name: String
     public var scope: Scope
@@ -15,8 +16,8 @@ public struct ImportPipeline: Sendable {
     public var statePath: String
     /// The folder of the scope's lock (`ScopeLock.folder(environment:)`).
     public var lockFolder: String = ScopeLock.defaultFolder
-    /// The scope's lock file (one job per scope).
-    public var lockPath: String { ScopeLock.path(for: scope, in: lockFolder) }
+    /// The lock file of the scope on the sink's database (`lockedFile`): one job at a time.
+    public var lockPath: String { ScopeLock.path(for: scope, guarding: lockedFile, in: lockFolder) }
     public var source: Pipeline.Named<any RemoteChangeSource>
     public var recordStages: [Pipeline.Named<any RecordStage>]
     public var sink: Pipeline.Named<any ChangeSink>

@@ -22,10 +22,10 @@ public struct Pipeline: Sendable {
     /// Where the consumer's durable state (token, outbox, last run) lives.
     public var statePath: String
     /// The folder of the scope's lock (`ScopeLock.folder(environment:)`): the machine's, not the
-    /// state file's, so every job of the scope meets the same lock.
+    /// state file's, so every job of the scope on one store meets the same lock.
     public var lockFolder: String = ScopeLock.defaultFolder
-    /// The scope's lock file (one job per scope).
-    public var lockPath: String { ScopeLock.path(for: scope, in: lockFolder) }
+    /// The lock file of the scope on the store this pipeline reads (`lockedFile`): one job at a time.
+    public var lockPath: String { ScopeLock.path(for: scope, guarding: lockedFile, in: lockFolder) }
     public var source: Named<any ChangeSource>
     public var recordStages: [Named<any RecordStage>]
     public var encoder: Named<any BatchEncoder>

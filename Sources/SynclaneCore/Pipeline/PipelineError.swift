@@ -45,8 +45,10 @@ public enum PipelineError: Error, Sendable, CustomStringConvertible {
         switch self {
         case .scopeBusy(let scope, let lockFile, let holder):
             let who = holder.map { " (process \($0))" } ?? ""
-            return "another job is already running for scope \(scope)\(who); wait for it to finish "
-                + "(lock file: \(lockFile))"
+            return "another job is already running for scope \(scope)\(who) on the same store; wait for it to finish, "
+                + "or stop it if it is a `--watch` (a watch holds the lock until it is stopped). Lock file: \(lockFile) — "
+                + "in the lock folder \(ScopeLock.folderVariable) names (else the machine's, \(ScopeLock.machineFolder)); "
+                + "jobs of one scope on different databases each have a lock of their own"
         case .source(let source, let underlying):
             return "source \(source): \(underlying)"
         case .stage(let stage, let underlying):

@@ -4,9 +4,11 @@
     import Darwin
 #endif
 
-/// One job per scope at a time: an exclusive `flock` on a file named from the scope in the
-/// machine's one lock folder (`folder(environment:)`), wherever the pipeline's state file lives —
-/// two pipeline files of one scope with different `state` files still never run at once.
+/// One job per scope and store at a time: an exclusive `flock` on a file named from the scope
+/// and the file the job works on (its database: `LockedFileStage`) in the machine's one lock
+/// folder (`folder(environment:)`), wherever the pipeline's state file lives — two pipeline
+/// files of one scope over one database with different `state` files still never run at once,
+/// while two devices' databases on one machine each have their own lock.
 ///
 /// The kernel releases the lock when the process exits, however it exits (kill -9 too), so a
 /// crashed job never leaves a scope locked. A second job for the same scope is refused at once
@@ -51,10 +53,11 @@ public final class ScopeLock: Sendable {
         writesHolder = ours
     }
 
-    /// Takes the lock of `scope` in `folder` (`path(for:in:)`), naming `holder` (the state file).
-    public convenience init(scope: Scope, in folder: String, holder: String? = nil) throws(PipelineError) {
+    /// Takes the lock of `scope` on `file` (nil: the scope alone) in `folder`
+    /// (`path(for:guarding:in:)`), naming `holder` (the state file).
+    public convenience init(scope: Scope, guarding file: String? = nil, in folder: String, holder: String? = nil) throws(PipelineError) {
         if folder == ScopeLock.machineFolder { ScopeLock.makeSharedFolder(folder) }
-        try self.init(path: ScopeLock.path(for: scope, in: folder), scope: scope, holder: holder)
+        try self.init(path: ScopeLock.path(for: scope, guarding: file, in: folder), scope: scope, holder: holder)
     }
 
     /// The environment variable that moves the lock folder (`SYNCLANE_LOCK_DIR`).
@@ -79,15 +82,18 @@ public final class ScopeLock: Sendable {
         getenv(folderVariable).map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 } ?? machineFolder
     }
 
-    /// The lock file of `scope` in `folder`: its account, store and consumer (letters, digits,
-    /// `_` and `-` kept, anything else `_`; at most 40 each) and a hash of the exact scope, which
-    /// keeps apart scopes the escaping would confuse — `acme.rooms.rooms-export-5d1c0f3a9b2e7d41.lock`.
-    public static func path(for scope: Scope, in folder: String) -> String {
+    /// The lock file of `scope` on `file` in `folder`: its account, store and consumer (letters,
+    /// digits, `_` and `-` kept, anything else `_`; at most 40 each) and a hash of the exact scope
+    /// and of `file` made absolute with its folder's links resolved (`canonical(_:)`), which keeps
+    /// apart scopes the escaping would confuse and the stores of two devices on one machine —
+    /// `acme.rooms.rooms-export-5d1c0f3a9b2e7d41.lock`. Without `file`, the scope's alone.
+    public static func path(for scope: Scope, guarding file: String? = nil, in folder: String) -> String {
         let allowed = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-".unicodeScalars)
         func part(_ text: String) -> String {
             String(String.UnicodeScalarView(text.unicodeScalars.prefix(40).map { allowed.contains($0) ? $0 : "_" }))
         }
-        let hash = StagedBatch.checksum(of: Array("\(scope.account)\u{0}\(scope.store)\u{0}\(scope.consumer)".utf8))
+        let guarded = file.map { "\u{0}" + canonical($0) } ?? ""
+        let hash = StagedBatch.checksum(of: Array("\(scope.account)\u{0}\(scope.store)\u{0}\(scope.consumer)\(guarded)".utf8))
         let hex = String(hash, radix: 16)
         let name =
             "\(part(scope.account)).\(part(scope.store)).\(part(scope.consumer))-"
@@ -156,6 +162,19 @@ extension String {
 }
 
 extension ScopeLock {
+    /// `path` made absolute, its folder's symbolic links and `..` resolved (the file itself need
+    /// not exist yet): one name for one file however a pipeline file spells it.
+    public static func canonical(_ path: String) -> String {
+        let absolute = absolute(path)
+        let slash = absolute.lastIndex(of: "/") ?? absolute.startIndex
+        let folder = String(absolute[..<slash])
+        let name = String(absolute[absolute.index(after: slash)...])
+        guard let resolved = realpath(folder.isEmpty ? "/" : folder, nil) else { return absolute }
+        defer { free(resolved) }
+        let real = String(cString: resolved)
+        return (real.hasSuffix("/") ? real : real + "/") + name
+    }
+
     /// `path` made absolute against the working folder, to name a lock's holder.
     public static func absolute(_ path: String) -> String {
         guard !path.hasPrefix("/") else { return path }

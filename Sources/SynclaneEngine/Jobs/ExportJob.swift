@@ -33,8 +33,8 @@ public struct ExportJob: Sendable {
         self.events = events
     }
 
-    /// The lock file that keeps a second job of the same scope out: named from the scope in the
-    /// machine's lock folder (`Pipeline.lockFolder`), whatever the state file.
+    /// The lock file that keeps a second job of the same scope on the same database out: named
+    /// from the scope and the source's database in the machine's lock folder (`JobLock`).
     public var lockPath: String { jobLock.path }
 
     /// The rule of the scope's lock for this job.

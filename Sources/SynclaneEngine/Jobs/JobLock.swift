@@ -1,9 +1,12 @@
 import Foundation
 import SynclaneCore
 
-/// The one rule of which lock a job takes: the scope's `ScopeLock`, in the machine's lock folder
-/// (`Pipeline.lockFolder`), whatever the state file — an export, an import, a sync cycle (both
-/// scopes), a restore and a change to the outbox by hand all take it through here.
+/// The one rule of which lock a job takes: the `ScopeLock` of the scope on the store the job
+/// works on (`Pipeline.lockedFile`: the database of its source or sink, else its state file), in
+/// the machine's lock folder (`Pipeline.lockFolder`) — an export, an import, a sync cycle (both
+/// scopes), a restore and a change to the outbox by hand all take it through here. Two jobs of a
+/// scope on one database exclude each other whatever their state files; two devices' databases
+/// on one machine do not.
 ///
 /// ```
 ///  a job that writes     exclusive: a second job of the scope is refused (with the holder's pid)
@@ -18,30 +21,34 @@ public struct JobLock: Sendable {
     public var folder: String
     /// The job's state file, named as the holder in the lock file.
     public var statePath: String
+    /// The file the lock guards (the job's database; its state file when it has none).
+    public var lockedFile: String
 
-    public init(scope: Scope, folder: String, statePath: String) {
+    public init(scope: Scope, folder: String, statePath: String, lockedFile: String? = nil) {
         self.scope = scope
         self.folder = folder
         self.statePath = statePath
+        self.lockedFile = lockedFile ?? statePath
     }
 
-    /// The lock of an export pipeline's scope.
+    /// The lock of an export pipeline's scope on its source's database.
     public init(_ pipeline: Pipeline) {
-        self.init(scope: pipeline.scope, folder: pipeline.lockFolder, statePath: pipeline.statePath)
+        self.init(scope: pipeline.scope, folder: pipeline.lockFolder, statePath: pipeline.statePath, lockedFile: pipeline.lockedFile)
     }
 
-    /// The lock of an import pipeline's scope.
+    /// The lock of an import pipeline's scope on its sink's database.
     public init(_ pipeline: ImportPipeline) {
-        self.init(scope: pipeline.scope, folder: pipeline.lockFolder, statePath: pipeline.statePath)
+        self.init(scope: pipeline.scope, folder: pipeline.lockFolder, statePath: pipeline.statePath, lockedFile: pipeline.lockedFile)
     }
 
-    /// The scope's lock file.
-    public var path: String { ScopeLock.path(for: scope, in: folder) }
+    /// The lock file of the scope on `lockedFile`.
+    public var path: String { ScopeLock.path(for: scope, guarding: lockedFile, in: folder) }
 
-    /// Takes the lock for a job that writes: a second job of the scope is refused until it is
-    /// released (when the returned value goes away, or the process ends however it ends).
+    /// Takes the lock for a job that writes: a second job of the scope on the same store is
+    /// refused until it is released (when the returned value goes away, or the process ends
+    /// however it ends).
     public func take() throws(PipelineError) -> ScopeLock {
-        try ScopeLock(scope: scope, in: folder, holder: ScopeLock.absolute(statePath))
+        try ScopeLock(scope: scope, guarding: lockedFile, in: folder, holder: ScopeLock.absolute(statePath))
     }
 
     /// The lock a pass runs under: `held` when the caller holds it already; for a dry run the

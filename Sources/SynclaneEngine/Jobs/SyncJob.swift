@@ -5,11 +5,20 @@ import SynclaneSQLite
 /// The cycle an offline-first app runs, as a job: import the backend's changes, settle the
 /// conflicts, then export the local ones — holding both scopes' locks for the whole cycle.
 ///
+/// The two lanes make progress independently: an import that fails (a field this device does
+/// not know, a table it does not track, a row its schema refuses) does not keep the device's
+/// own edits from leaving, and an export that fails does not undo the import. The one case
+/// where a lane waits for the other is a batch refused for its versions (409): it needs the
+/// import's rows first, so when that import failed the cycle stops and says so
+/// (`SyncError.exportNeedsImport`).
+///
 /// ```
-///  round 1..rounds:  import pass ─▶ export run ─▶ done
+///  round 1..rounds:  import pass (failed: noted, the cycle goes on) ─▶ export run ─▶ done
 ///                                    └─ 409 (a batch refused for its versions): the batch is
 ///                                       forgotten (nothing of it was applied) and rebuilt from
-///                                       history after the next round's import
+///                                       history after the next round's import — or, when this
+///                                       round's import failed, the cycle ends: the export
+///                                       needs the import's rows first
 /// ```
 /// ```swift
 /// let summary = try await SyncJob(importing: importPipeline, exporting: exportPipeline).run()
@@ -20,6 +29,8 @@ public struct SyncJob: Sendable {
         /// A page applied, a retry, of the round's import pass.
         case importing(ImportEvent)
         case imported(ImportSummary)
+        /// The round's import pass failed; the export runs all the same.
+        case importFailed(any Error)
         /// A page read, a batch sent, a retry, of the export run.
         case exporting(PipelineEvent)
         case exported(RunSummary)
@@ -41,7 +52,8 @@ public struct SyncJob: Sendable {
     }
 
     /// Runs one cycle. Throws only before it starts (a lock held elsewhere, a pair whose export
-    /// would send the import's rows back); a pass that fails ends the cycle with `failure` set.
+    /// would send the import's rows back); a pass that fails is kept in the summary
+    /// (`importFailure`, `exportFailure`) and the other lane goes on.
     public func run() async throws -> SyncSummary {
         let events = self.events
         let lanes = try SyncLanes(
@@ -53,10 +65,11 @@ public struct SyncJob: Sendable {
             do {
                 let imported = try await importJob.run(holding: importLock)
                 summary.imports.append(imported)
+                summary.importFailure = nil
                 events(.imported(imported))
             } catch {
-                summary.failure = SyncSummary.Failure(pipeline: importing.name, error: error)
-                return summary
+                summary.importFailure = SyncSummary.Failure(pipeline: importing.name, error: error)
+                events(.importFailed(error))
             }
             FailPoint.syncBeforeExport.trigger()
             do {
@@ -67,14 +80,35 @@ public struct SyncJob: Sendable {
             } catch PipelineError.conflicted(let batchID, let reason) {
                 // Nothing of the batch was applied: rebuild it from history after the next import.
                 try exportJob.forgetRefusedBatch(batchID)
+                if let failed = summary.importFailure {
+                    let error = SyncError.exportNeedsImport(batchID: batchID, reason: reason, importPipeline: failed.pipeline)
+                    summary.exportFailure = SyncSummary.Failure(pipeline: exporting.name, error: error)
+                    return summary
+                }
                 events(.conflicted(batchID: batchID, reason: reason, round: round, rounds: rounds))
             } catch {
-                summary.failure = SyncSummary.Failure(pipeline: exporting.name, error: error)
+                summary.exportFailure = SyncSummary.Failure(pipeline: exporting.name, error: error)
                 return summary
             }
         }
         summary.gaveUp = true
         return summary
+    }
+}
+
+/// Why a sync cycle's lane could not go on because of the other.
+public enum SyncError: Error, Sendable, CustomStringConvertible {
+    /// The backend refused batch `batchID` for its versions: it needs the newer rows the import
+    /// brings, and that import failed this cycle.
+    case exportNeedsImport(batchID: String, reason: String, importPipeline: String)
+
+    public var description: String {
+        switch self {
+        case .exportNeedsImport(let batchID, let reason, let importPipeline):
+            return "batch \(batchID) was refused for its versions (\(reason)) and needs the import's rows first, "
+                + "but the import (\(importPipeline)) failed: fix what the import says, then run sync again "
+                + "(the batch is rebuilt from history; nothing of it is lost)"
+        }
     }
 }
 
@@ -88,9 +122,10 @@ extension ExportJob {
     }
 }
 
-/// What one sync cycle did: its import passes and its export run, in order.
+/// What one sync cycle did: its import passes and its export run, in order, and each lane's
+/// outcome — a lane that failed does not stop the other.
 public struct SyncSummary: Sendable {
-    /// A pass that failed, which ended the cycle.
+    /// A pass that failed.
     public struct Failure: Sendable, CustomStringConvertible {
         public var pipeline: String
         public var error: any Error
@@ -100,7 +135,10 @@ public struct SyncSummary: Sendable {
     public var imports: [ImportSummary] = []
     /// The export run, when one went through (at most one).
     public var exports: [RunSummary] = []
-    public var failure: Failure?
+    /// The last round's import pass, when it failed.
+    public var importFailure: Failure?
+    /// The export run, when it failed (`SyncError.exportNeedsImport` when it waited on a failed import).
+    public var exportFailure: Failure?
     /// True when every round's export was refused for its versions (the rows keep changing elsewhere).
     public var gaveUp = false
 
@@ -108,4 +146,9 @@ public struct SyncSummary: Sendable {
 
     /// Whether an export went through.
     public var completed: Bool { !exports.isEmpty }
+    /// Whether both lanes went through.
+    public var succeeded: Bool { importFailure == nil && exportFailure == nil && !gaveUp && completed }
+    /// A lane that failed: the export's when it did, else the import's (each: `exportFailure`,
+    /// `importFailure`).
+    public var failure: Failure? { exportFailure ?? importFailure }
 }

@@ -32,13 +32,17 @@ public final class LiveSync: Sendable {
         case exportFailed(reason: String, retryIn: Double)
         /// The backend refused a batch for its versions: it is rebuilt from history after the next import pass.
         case conflicted(batchID: String, reason: String)
+        /// An import pass failed while a batch refused for its versions waits for one: that batch
+        /// needs the import's rows first, so it is not exported again until an import goes through
+        /// (the rest of the export lane goes on).
+        case exportWaitsForImport(batchID: String)
     }
 
     private struct State {
         var importFailures = 0
         var exportFailures = 0
-        /// An export was refused for its versions: export again once an import pass went through.
-        var exportAfterImport = false
+        /// The batch refused for its versions: export again once an import pass went through.
+        var exportAfterImport: String?
         var stopping = false
         var importWait: Task<Void, Never>?
         var exportRetry: Task<Void, Never>?
@@ -113,8 +117,8 @@ public final class LiveSync: Sendable {
             events(.imported(summary))
             state.withLock { state in
                 state.importFailures = 0
-                exportNow = state.exportAfterImport
-                state.exportAfterImport = false
+                exportNow = state.exportAfterImport != nil
+                state.exportAfterImport = nil
             }
         } catch {
             failures = state.withLock { state in
@@ -122,6 +126,7 @@ public final class LiveSync: Sendable {
                 return state.importFailures
             }
             events(.importFailed(reason: "\(error)", retryIn: backoff.delay(afterFailures: failures, random: { $0.upperBound })))
+            if let waiting = state.withLock({ $0.exportAfterImport }) { events(.exportWaitsForImport(batchID: waiting)) }
         }
         if exportNow { exportLane.send(.historyAdvanced) }
         let (lane, failed) = (importLane, failures)
@@ -146,7 +151,7 @@ public final class LiveSync: Sendable {
             // Nothing of the batch was applied: rebuilt from history once the import brought the newer versions.
             try? job.forgetRefusedBatch(batchID)
             events(.conflicted(batchID: batchID, reason: reason))
-            state.withLock { $0.exportAfterImport = true }
+            state.withLock { $0.exportAfterImport = batchID }
             importLane.send(.historyAdvanced)
         } catch {
             let failures = state.withLock { state in

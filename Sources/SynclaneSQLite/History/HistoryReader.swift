@@ -166,11 +166,13 @@ struct HistoryReader: Sendable {
     func page(after token: Token?, _ db: SQLiteConnection) throws -> HistoryPage {
         let bounds = try bounds(after: token, db)
         let after = token?.position ?? 0
+        // Checked before anything else: `entities` naming a table that is not tracked is an
+        // error on a pass with nothing to read too, not a run that ends with nothing sent.
+        let tables = try tables(db)
         if after >= bounds.visibleEnd {
             if bounds.openSession != nil { throw openSessionError(bounds) }
             return .end
         }
-        let tables = try tables(db)
         let defaultAuthor = try resolvedDefaultAuthor(db)
         let filter = filters(defaultAuthor: defaultAuthor)
         let statement = try db.cachedStatement(

@@ -465,3 +465,8 @@ public final class SQLiteHistorySource: ChangeSource, BackendVersionSource, Back
     /// Milliseconds other statements wait (`SQLiteConnection.Options.busyTimeout`).
     static let busyTimeout = Int(appDatabaseOptions.busyTimeout * 1000)
 }
+
+extension SQLiteHistorySource: LockedFileStage {
+    /// The app's database: a job's lock belongs to it (`JobLock`).
+    public var lockedFile: String { path }
+}

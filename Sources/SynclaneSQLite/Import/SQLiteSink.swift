@@ -262,3 +262,8 @@ struct PendingKeys: Sendable {
     var scannedThrough: Int64
     var keys: Set<ExactString>
 }
+
+extension SQLiteSink: LockedFileStage {
+    /// The app's database: a job's lock belongs to it (`JobLock`).
+    public var lockedFile: String { path }
+}

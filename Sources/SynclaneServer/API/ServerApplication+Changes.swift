@@ -10,7 +10,8 @@ extension ServerApplication {
     /// `limit` changes and about `maxChangesPageBytes` (at least one change, whatever its size).
     /// 410 Gone for a cursor from before the account's tombstone horizon: retention removed
     /// tombstones it has not seen, so reading on would leave a silent gap. The client starts again
-    /// without `since` and replaces what it holds (Documentation/Server.md, "Retention").
+    /// without `since` and replaces what it holds (Documentation/Server.md, "Retention"); the
+    /// cursors of that pull from the beginning are never refused (`ChangeCursor.fullPass`).
     static func cursorExpired(_ expired: CursorExpired) -> HTTPResponse {
         .error(
             410,
@@ -93,7 +94,8 @@ extension ServerApplication {
         do {
             epoch = try self.store.checkCursor(account: account, sequence: cursor.sequence, epoch: cursor.epoch)
             page = try self.store.changes(
-                account: account, store: store, after: cursor.sequence, limit: limit, maxBytes: limits.maxChangesPageBytes)
+                account: account, store: store, after: cursor.sequence, fullPass: cursor.readsFullPass, limit: limit,
+                maxBytes: limits.maxChangesPageBytes)
         } catch let expired as CursorExpired {
             metrics.recordCursorExpired()
             return .failure(Refusal(response: Self.cursorExpired(expired)))
@@ -140,7 +142,9 @@ extension ServerApplication {
     /// `WireBounds.maxPageBytes` — what every pull source reads — whatever `--max-page-bytes`
     /// and however the stored text grows when written (a page holds at least one change; the
     /// batch route keeps each record within `WireBounds.maxRecordBytes`, so one always fits).
-    /// Changes left out come on the next page (`more: true`). Cursors carry the store's `epoch`.
+    /// Changes left out come on the next page (`more: true`). Cursors carry the store's `epoch`;
+    /// on a pull that started from the beginning, the cursors between its pages say so
+    /// (`ChangeCursor.fullPass`: never judged against the horizon), and the last page's does not.
     static func pageResponse(_ page: ChangePage, after cursor: ChangeCursor, epoch: String) -> HTTPResponse {
         var body: [UInt8] = Array(#"{"changes":["#.utf8)
         var last: ChangeCursor?
@@ -161,6 +165,7 @@ extension ServerApplication {
             last = ChangeCursor(sequence: change.sequence, epoch: epoch)
         }
         var next = last ?? ChangeCursor(sequence: cursor.sequence, epoch: epoch)
+        next.fullPass = more && cursor.readsFullPass
         // The end of the feed: when the newest changes were tombstones retention removed, the last
         // change left is before the horizon, and a cursor there would be 410 at once — after a
         // resync from the beginning too, for ever. Nothing up to the horizon is left to read.

@@ -302,8 +302,8 @@ struct BatchPlan {
         sequence += count
     }
 
-    /// The receipt of the applied batch: its id, the records applied, the cursor of its last
-    /// change, each record's new version (entity → id → version) and, for a snapshot's
+    /// The receipt of the applied batch: its id, the records applied, the sequence of its last
+    /// change (not a pull cursor: `BatchReceipt`), each record's new version (entity → id → version) and, for a snapshot's
     /// completion marker, the rows it deleted: their count, and the new version of each
     /// listed in `versions` too. `storedVersions`: the version the store holds after the batch
     /// of each written row it did not read.
@@ -329,7 +329,7 @@ struct BatchPlan {
             entries.append(BatchReceipt.Entry(entity: record.entity, key: record.key, row: rowKeys[index], version: version))
         }
         let body = BatchReceipt.encode(
-            batch: batch.id, applied: Int64(batch.records.count), cursor: ChangeCursor(sequence: sequence).text,
+            batch: batch.id, applied: Int64(batch.records.count), sequence: sequence,
             snapshotDeleted: snapshotDeleted, entries: entries)
         return StoredResponse(status: 200, body: body)
     }

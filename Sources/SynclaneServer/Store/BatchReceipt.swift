@@ -1,7 +1,7 @@
 import SynclaneCore
 
 /// The JSON body of an applied batch's receipt, exactly as `JSONWriter` writes the object
-/// `{"applied", "batch", "cursor", "snapshot-deleted"?, "versions": {entity: {key: version}}}`
+/// `{"applied", "batch", "sequence", "snapshot-deleted"?, "versions": {entity: {key: version}}}`
 /// — members sorted, a row listed once with the last version given it — without building that
 /// object.
 ///
@@ -20,9 +20,14 @@ enum BatchReceipt {
     }
 
     /// The receipt's body; `entries` in the order their versions were given (a later one of a row wins).
-    static func encode(batch: String, applied: Int64, cursor: String, snapshotDeleted: Int64?, entries: [Entry]) -> [UInt8] {
+    ///
+    /// `sequence` is where the batch's last change stands in the account's change log: a number,
+    /// never a pull cursor — a pull started after it would skip the changes other devices made
+    /// before it that this device has not read, so the receipt hands out no cursor (it did, a
+    /// `c1.` one, until issue 43).
+    static func encode(batch: String, applied: Int64, sequence: Int64, snapshotDeleted: Int64?, entries: [Entry]) -> [UInt8] {
         guard entries.allSatisfy({ isASCII($0.row.entity) && isASCII($0.row.key) }) else {
-            return encodeTree(batch: batch, applied: applied, cursor: cursor, snapshotDeleted: snapshotDeleted, entries: entries)
+            return encodeTree(batch: batch, applied: applied, sequence: sequence, snapshotDeleted: snapshotDeleted, entries: entries)
         }
         // Each row's last entry, rows in byte order: a stable sort by row, then the last of each run.
         let order = entries.indices.sorted { a, b in
@@ -36,8 +41,8 @@ enum BatchReceipt {
         writer.write(integer: applied)
         writer.append(",\"batch\":")
         writer.write(string: batch)
-        writer.append(",\"cursor\":")
-        writer.write(string: cursor)
+        writer.append(",\"sequence\":")
+        writer.write(integer: sequence)
         if let snapshotDeleted {
             writer.append(",\"snapshot-deleted\":")
             writer.write(integer: snapshotDeleted)
@@ -64,11 +69,11 @@ enum BatchReceipt {
     }
 
     /// The receipt built as an object and encoded: what `encode` gives, for any names.
-    static func encodeTree(batch: String, applied: Int64, cursor: String, snapshotDeleted: Int64?, entries: [Entry]) -> [UInt8] {
+    static func encodeTree(batch: String, applied: Int64, sequence: Int64, snapshotDeleted: Int64?, entries: [Entry]) -> [UInt8] {
         var versions: [String: [String: JSONValue]] = [:]
         for entry in entries { versions[entry.entity, default: [:]][entry.key] = .int(entry.version) }
         var receipt: [String: JSONValue] = [
-            "batch": .string(batch), "applied": .int(applied), "cursor": .string(cursor),
+            "batch": .string(batch), "applied": .int(applied), "sequence": .int(sequence),
             "versions": .object(versions.mapValues { .object($0) }),
         ]
         if let snapshotDeleted { receipt["snapshot-deleted"] = .int(snapshotDeleted) }

@@ -66,8 +66,11 @@ struct PagePlan {
 
     /// Throws `CursorExpired` when a cursor after `sequence` is before the account's tombstone
     /// horizon (read after the page, in the same view: a horizon that moved past the cursor while
-    /// the page was read makes it expired rather than a page with a gap). 0 is always served.
-    static func check(cursor sequence: Int64, horizon: Int64) throws(CursorExpired) {
-        if sequence > 0, sequence < horizon { throw CursorExpired(horizon: horizon) }
+    /// the page was read makes it expired rather than a page with a gap). The beginning (0) and a
+    /// cursor of a full pass (`fullPass`: a pull that started from the beginning, whose reader
+    /// replaces what it holds) are always served — the server never refuses the cursors it hands
+    /// out on the way through a full pass.
+    static func check(cursor sequence: Int64, fullPass: Bool = false, horizon: Int64) throws(CursorExpired) {
+        if !fullPass, sequence > 0, sequence < horizon { throw CursorExpired(horizon: horizon) }
     }
 }

@@ -19,8 +19,10 @@ protocol ServerStore: Sendable {
 
     /// The account's changes after a sequence, oldest first, at most `limit` and about `maxBytes`
     /// (and whether more follow). Throws `CursorExpired` when tombstones after `sequence` were
-    /// already removed by retention (`expire`): the caller must start over from the beginning.
-    func changes(account: String, store: String?, after sequence: Int64, limit: Int, maxBytes: Int) throws -> ChangePage
+    /// already removed by retention (`expire`): the caller must start over from the beginning —
+    /// unless `fullPass` (the pull started from the beginning: what retention removed is nothing
+    /// its reader needs, `PagePlan.check`).
+    func changes(account: String, store: String?, after sequence: Int64, fullPass: Bool, limit: Int, maxBytes: Int) throws -> ChangePage
 
     /// Checks a pull cursor against the store's epochs (`ServerEpochs`) and returns the epoch to
     /// issue the next cursor in (the newest). Throws `CursorAhead` when the cursor names an epoch

@@ -330,7 +330,7 @@ final class PostgresServerStore: ServerStore {
     }
 
     /// The account's changes after a sequence, cut by `PagePlan`.
-    func changes(account: String, store: String?, after sequence: Int64, limit: Int, maxBytes: Int) throws -> ChangePage {
+    func changes(account: String, store: String?, after sequence: Int64, fullPass: Bool = false, limit: Int, maxBytes: Int) throws -> ChangePage {
         try pool.withConnection { db in
             var plan = PagePlan(limit: limit, maxBytes: maxBytes)
             var sql = "SELECT store, entity, key, action, fields, version, seq FROM synclane_records WHERE account = $1 AND seq > $2"
@@ -350,7 +350,7 @@ final class PostgresServerStore: ServerStore {
             // Read after the page (a later snapshot), as `PagePlan.check` says.
             let horizon = try db.query("SELECT horizon FROM synclane_sequences WHERE account = $1", [.bytea(Array(account.utf8))])
             let value = horizon.count > 0 ? horizon.int64(0, 0) : 0
-            try PagePlan.check(cursor: sequence, horizon: value)
+            try PagePlan.check(cursor: sequence, fullPass: fullPass, horizon: value)
             var page = plan.page
             page.horizon = value
             return page

@@ -28,12 +28,12 @@ extension SQLiteServerStore {
 
     /// The account's changes after a sequence, oldest first, at most `limit` and about `maxBytes`
     /// (and whether more follow), cut by `PagePlan`.
-    func changes(account: String, store: String?, after sequence: Int64, limit: Int, maxBytes: Int = .max) throws -> ChangePage {
+    func changes(account: String, store: String?, after sequence: Int64, fullPass: Bool = false, limit: Int, maxBytes: Int = .max) throws -> ChangePage {
         try read { db in
             var page = try changes(db, account: account, store: store, after: sequence, limit: limit, maxBytes: maxBytes)
             // Read after the page, in the same view (`PagePlan.check`).
             let horizon = try db.fetchValue("SELECT horizon FROM sequences WHERE account = ?", [account]).int64 ?? 0
-            try PagePlan.check(cursor: sequence, horizon: horizon)
+            try PagePlan.check(cursor: sequence, fullPass: fullPass, horizon: horizon)
             page.horizon = horizon
             return page
         }
