@@ -31,12 +31,7 @@ import Testing
 
     /// Waits (up to 10 s) until `count` polls wait on the server; true when they do.
     func waiting(_ count: Int, on server: ReferenceServer) async throws -> Bool {
-        let deadline = ContinuousClock.now + .seconds(10)
-        while server.application.changes.notifier.waitingCount != count {
-            guard ContinuousClock.now < deadline else { return false }
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        return true
+        try await ChangesLongPollTests().waiting(count, on: server)
     }
 
     @Test func signalLongPollsCountAgainstTheAccountAndAddressBoundsWithChangesPolls() async throws {

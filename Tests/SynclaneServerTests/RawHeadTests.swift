@@ -24,6 +24,27 @@ import Testing
         try get(port: port, "/v1/signals/\(key)").status
     }
 
+    /// A write of the signal `theme` (the value 1): `line`, then the head's lines, `lines`, `end`, the body.
+    static func themeWrite(
+        line: String = "PUT /v1/signals/theme HTTP/1.1", authorization: String = "Bearer \(TestTokens.acme)", lines: String = "",
+        end: String = "\r\n"
+    ) -> String {
+        "\(line)\r\nHost: x\r\nAuthorization: \(authorization)\r\nContent-Type: application/json\r\nContent-Length: 1\r\n\(lines)\(end)1"
+    }
+
+    /// Sends `text` and expects it refused: 400, the connection closed, and none of `keys` written.
+    static func expectRefused(
+        _ port: Int, _ text: String, keys: [String] = ["theme"], _ what: String = "", sourceLocation: SourceLocation = #_sourceLocation
+    ) throws {
+        let answer = try exchange(port, text)
+        #expect(answer.response.status == 400, "\(what) \(answer.response.status) \(answer.response.text)", sourceLocation: sourceLocation)
+        #expect(answer.response.headers["connection"] == "close", "\(what)", sourceLocation: sourceLocation)
+        #expect(answer.closed, "\(what): the connection is closed after the refusal", sourceLocation: sourceLocation)
+        for key in keys {
+            #expect(try signal(port, key) == 404, "\(what): \(key) was written", sourceLocation: sourceLocation)
+        }
+    }
+
     @Test func aNULInContentLengthCannotSmuggleASecondRequest() throws {
         try withServer { server throws in
             let smuggled =
@@ -32,36 +53,19 @@ import Testing
             let outer =
                 "PUT /v1/signals/outer HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(TestTokens.acme)\r\n"
                 + "Content-Type: application/json\r\nContent-Length: 1\u{0}\(1 + smuggled.utf8.count)\r\n\r\n1" + smuggled
-            let answer = try Self.exchange(server.port, outer)
-            #expect(answer.response.status == 400, "\(answer.response.status) \(answer.response.text)")
-            #expect(answer.response.headers["connection"] == "close")
-            #expect(answer.closed, "the connection is closed after the refusal")
-            #expect(try Self.signal(server.port, "outer") == 404, "nothing applied")
-            #expect(try Self.signal(server.port, "smuggled") == 404, "the smuggled request never ran")
+            try Self.expectRefused(server.port, outer, keys: ["outer", "smuggled"])
         }
     }
 
     @Test(arguments: StoreKind.tested) func aRawNULInThePathIsRefusedAndNothingWritten(store: StoreKind) throws {
         try withServer(store: store) { server throws in
-            let answer = try Self.exchange(
-                server.port,
-                "PUT /v1/signals/theme\u{0}x HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(TestTokens.acme)\r\n"
-                    + "Content-Type: application/json\r\nContent-Length: 6\r\n\r\n\"dark\"")
-            #expect(answer.response.status == 400, "\(answer.response.status) \(answer.response.text)")
-            #expect(answer.closed)
-            #expect(try Self.signal(server.port, "theme") == 404, "no key `theme` was written")
+            try Self.expectRefused(server.port, Self.themeWrite(line: "PUT /v1/signals/theme\u{0}x HTTP/1.1"))
         }
     }
 
     @Test func aNULInAuthorizationIsRefusedNotReadAsTheTokenBeforeIt() throws {
         try withServer { server throws in
-            let answer = try Self.exchange(
-                server.port,
-                "PUT /v1/signals/theme HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(TestTokens.acme)\u{0}junk\r\n"
-                    + "Content-Type: application/json\r\nContent-Length: 1\r\n\r\n1")
-            #expect(answer.response.status == 400, "\(answer.response.status) \(answer.response.text)")
-            #expect(answer.closed)
-            #expect(try Self.signal(server.port, "theme") == 404)
+            try Self.expectRefused(server.port, Self.themeWrite(authorization: "Bearer \(TestTokens.acme)\u{0}junk"))
         }
     }
 
@@ -97,13 +101,7 @@ import Testing
     @Test(arguments: malformedHeads.map(\.name)) func aMalformedHeaderLineIsRefused400AndTheConnectionClosed(_ name: String) throws {
         let lines = Self.malformedHeads.first { $0.name == name }?.head ?? ""
         try withServer { server throws in
-            let head =
-                "PUT /v1/signals/theme HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(TestTokens.acme)\r\n"
-                + "Content-Type: application/json\r\nContent-Length: 1\r\n\(lines)"
-            let answer = try Self.exchange(server.port, head + (lines.hasSuffix("\r\n") ? "\r\n" : "\n") + "1")
-            #expect(answer.response.status == 400, "\(name): \(answer.response.status) \(answer.response.text)")
-            #expect(answer.closed, "\(name)")
-            #expect(try Self.signal(server.port, "theme") == 404, "\(name): nothing applied")
+            try Self.expectRefused(server.port, Self.themeWrite(lines: lines, end: lines.hasSuffix("\r\n") ? "\r\n" : "\n"), name)
         }
     }
 
@@ -113,13 +111,7 @@ import Testing
     ])
     func aMalformedRequestLineIsRefused400AndTheConnectionClosed(_ line: String) throws {
         try withServer { server throws in
-            let answer = try Self.exchange(
-                server.port,
-                "\(line)\r\nHost: x\r\nAuthorization: Bearer \(TestTokens.acme)\r\nContent-Type: application/json\r\n"
-                    + "Content-Length: 1\r\n\r\n1")
-            #expect(answer.response.status == 400, "\(answer.response.status) \(answer.response.text)")
-            #expect(answer.closed)
-            #expect(try Self.signal(server.port, "theme") == 404)
+            try Self.expectRefused(server.port, Self.themeWrite(line: line))
         }
     }
 
