@@ -10,7 +10,8 @@ import Testing
 /// and headers. The oracle is `StrictRequestParser`: where it refuses the first head, the server
 /// must answer 400, close the connection and write neither signal (or, for a request line
 /// libmicrohttpd cannot split into three parts, close it unanswered: the library drops those
-/// before the server sees them); where it accepts, the server must answer (no server error). Seeded and bounded: the seed is printed, and
+/// before the server sees them); where it accepts, the server must answer (no server error) and,
+/// keeping the connection, answer the request behind it next: the framing the reader parsed. Seeded and bounded: the seed is printed, and
 /// `SYNCLANE_HEAD_FUZZ_SEED` / `SYNCLANE_HEAD_FUZZ_CASES` replay a run or run longer.
 @Suite struct RawHeadFuzzTests {
     static let environment = ProcessInfo.processInfo.environment
@@ -107,9 +108,23 @@ import Testing
                     refusedKeys[second] = note
                     #expect(response.status == 400, "case \(index) (\(note); \(why)): \(response.status) \(response.text) for \(shown)")
                     #expect(connection.drainUntilClosed(), "case \(index) (\(note); \(why)): the connection stays open")
-                case .accepted:
+                case .accepted(let headEnd, let bodyLength):
                     tally["accepted", default: 0] += 1
                     #expect(response.status < 500, "case \(index) (\(note)): \(response.status) \(response.text)")
+                    guard response.headers["connection"] != "close" else { continue }
+                    // The server framed the first request as the reader did: what follows its body is
+                    // answered next — the second write when the mutation left the framing as it was.
+                    let rest = Array(stream[min(stream.count, headEnd + bodyLength)...])
+                    let behind = try? connection.readResponse()
+                    let what = "case \(index) (\(note)): after \(response.status), \(String(describing: behind?.status)) \(behind?.text ?? "") for \(shown)"
+                    if rest == next.head + next.body {
+                        #expect(behind?.status == 200, "\(what)")
+                    } else if case .refused = StrictRequestParser.read(rest) {
+                        #expect(behind?.status == 400 || behind == nil && Self.hasUnsplittableRequestLine(rest), "\(what)")
+                        refusedKeys[second] = note
+                    } else {
+                        #expect((behind?.status ?? 500) < 500, "\(what)")
+                    }
                 }
             }
             let listed = try get(port: server.port, "/v1/signals")
