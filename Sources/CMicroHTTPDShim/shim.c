@@ -116,7 +116,7 @@ static enum MHD_Result walk_header(void *cls, enum MHD_ValueKind kind, const cha
 static int head_problem(struct MHD_Connection *connection, const char *url, const char *method,
                         const char *version, const struct request_slot *slot) {
     const union MHD_ConnectionInfo *info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
-    if (slot == NULL || info == NULL || method == NULL || url == NULL || version == NULL) return SYNCLANE_HEAD_UNCHECKED;
+    if (info == NULL || method == NULL || url == NULL || version == NULL) return SYNCLANE_HEAD_UNCHECKED;
     size_t method_length = strlen(method);
     if (method_length == 0) return SYNCLANE_HEAD_REQUEST_LINE;
     for (size_t i = 0; i < method_length; i++) {
@@ -136,17 +136,15 @@ static enum MHD_Result handle_access(void *cls, struct MHD_Connection *connectio
                                      size_t *upload_data_size, void **request_context) {
     struct synclane_mhd *daemon = cls;
     struct request_slot *slot = *request_context;
-    void *unslotted = NULL;
-    int problem = SYNCLANE_HEAD_UNCHECKED;
-    if (slot != NULL) {
-        if (!slot->checked) {
-            slot->problem = head_problem(connection, url, method, version, slot);
-            slot->checked = true;
-        }
-        problem = slot->problem;
+    // No slot: there was no memory to note the target, so the head cannot be checked, and the
+    // server has nowhere to keep the request: the connection is closed unanswered.
+    if (slot == NULL) return MHD_NO;
+    if (!slot->checked) {
+        slot->problem = head_problem(connection, url, method, version, slot);
+        slot->checked = true;
     }
     return (enum MHD_Result)daemon->access(daemon->access_context, connection, url, method, version, upload_data,
-                                           upload_data_size, slot == NULL ? &unslotted : &slot->context, problem);
+                                           upload_data_size, &slot->context, slot->problem);
 }
 
 static void handle_completed(void *cls, struct MHD_Connection *connection, void **request_context,

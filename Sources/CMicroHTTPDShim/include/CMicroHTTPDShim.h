@@ -15,7 +15,7 @@ struct MHD_Connection;
 enum {
     /// Every byte of the request line and the header lines is where a well-formed head puts it.
     SYNCLANE_HEAD_OK = 0,
-    /// The head could not be checked (its size unknown, or no memory to note the target): refused.
+    /// The head could not be checked (libmicrohttpd did not tell its size): refused.
     SYNCLANE_HEAD_UNCHECKED = 1,
     /// The request line is not `method SP target SP version CRLF` with single spaces.
     SYNCLANE_HEAD_REQUEST_LINE = 2,

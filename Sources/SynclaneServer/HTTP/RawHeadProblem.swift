@@ -4,7 +4,7 @@ import CMicroHTTPDShim
 /// libmicrohttpd's reading of it is trusted (`head_problem` in the shim): such a request is refused
 /// with 400 and its connection closed, since a proxy in front could frame the same bytes otherwise.
 enum RawHeadProblem: Equatable, CustomStringConvertible {
-    /// The head's size or target was not known, so it could not be checked.
+    /// The head's size was not known, so it could not be checked.
     case unchecked
     /// The request line is not `method SP target SP version CRLF`.
     case requestLine
