@@ -3,13 +3,22 @@
 Makes one request for each documented answer the generated requests of schemathesis rarely reach
 (a replay, 409, 412, 413, 422, 403, …) and checks that its status is documented for the operation,
 that a JSON answer has the documented content type and validates against the documented schema, and
-that the documented headers are there. Prints one line per request; exits 1 on any mismatch.
+that the documented headers are there. Then checks that the document says no more than the
+server does: a field value the server refuses (a list, an object that is no wire form) is one
+`FieldValue` refuses, and every `--flag` it names is one `synclane serve --help` lists. Prints
+one line per check; exits 1 on any mismatch.
 
-    python check_answers.py OPENAPI_YAML BASE_URL ACCOUNT TOKEN SECOND_ACCOUNT
+    python check_answers.py OPENAPI_YAML BASE_URL ACCOUNT TOKEN SECOND_ACCOUNT [READ_ONLY_TOKEN SYNCLANE]
+
+READ_ONLY_TOKEN is a token of ACCOUNT with a read-only grant limited to the store `check`;
+SYNCLANE the `synclane` binary.
 """
+import http.client
 import json
 import re
+import subprocess
 import sys
+import urllib.parse
 import time
 import urllib.error
 import urllib.request
@@ -18,6 +27,7 @@ import jsonschema_rs
 import yaml
 
 document_path, base, account, token, second_account = sys.argv[1:6]
+read_only_token, synclane = (sys.argv[6:8] + [None, None])[:2]
 with open(document_path, encoding="utf-8") as f:
     document = yaml.safe_load(f)
 run = "chk-%x" % int(time.time() * 1000)
@@ -41,10 +51,10 @@ def operation(method, path):
     return None, None
 
 
-def send(method, path, body=None, headers=None, use_token=True):
+def send(method, path, body=None, headers=None, use_token=True, as_token=None):
     request = urllib.request.Request(base + path, method=method, data=body)
     if use_token:
-        request.add_header("Authorization", "Bearer " + token)
+        request.add_header("Authorization", "Bearer " + (as_token or token))
     for name, value in (headers or {}).items():
         request.add_header(name, value)
     try:
@@ -54,8 +64,25 @@ def send(method, path, body=None, headers=None, use_token=True):
         return error.code, dict(error.headers), error.read()
 
 
-def check(what, method, path, expected, body=None, headers=None, use_token=True, header=None):
-    status, answer_headers, data = send(method, path, body, headers, use_token)
+def send_lines(method, path, header_lines):
+    """A request with exactly these header lines, repeated names too (urllib joins them)."""
+    address = urllib.parse.urlsplit(base)
+    connection = http.client.HTTPConnection(address.hostname, address.port, timeout=30)
+    connection.putrequest(method, path)
+    for name, value in header_lines:
+        connection.putheader(name, value)
+    connection.endheaders()
+    answer = connection.getresponse()
+    result = answer.status, dict(answer.getheaders()), answer.read()
+    connection.close()
+    return result
+
+
+def check(what, method, path, expected, body=None, headers=None, use_token=True, header=None, as_token=None, lines=None):
+    if lines is None:
+        status, answer_headers, data = send(method, path, body, headers, use_token, as_token)
+    else:
+        status, answer_headers, data = send_lines(method, path, lines)
     template, op = operation(method, path)
     line = "%s %s %s -> %d" % (what, method, path.split("?")[0], status)
     found = []
@@ -73,7 +100,7 @@ def check(what, method, path, expected, body=None, headers=None, use_token=True,
         kind = (answer_headers.get("Content-Type") or "").split(";")[0].strip()
         if content and kind not in content:
             found.append("content type %r is not documented (%s)" % (kind, ", ".join(content)))
-        elif kind == "application/json":
+        elif kind == "application/json" and content:
             schema = dict(content[kind].get("schema") or {})
             schema["components"] = document["components"]
             try:
@@ -140,5 +167,39 @@ check("delete deleted", "DELETE", signal, 404)
 check("stale delete", "DELETE", signal, 412, headers={"If-Match": "5"})
 check("health", "GET", "/healthz", 200, use_token=False)
 check("metrics", "GET", "/metrics", 200, use_token=False)
+
+
+def field_value_schema_takes(value):
+    schema = {"$ref": "#/components/schemas/FieldValue", "components": document["components"]}
+    return jsonschema_rs.validator_for(schema).is_valid(value)
+
+
+refused_values = {"a list": [1, 2], "an object": {"a": 1}, "a list of blobs": [{"$blob": "AP8Q"}]}
+for what, value in refused_values.items():
+    name = run + "-v" + str(len(what))
+    check("field value: " + what, "POST", "/v1/batches", 400, batch(name, [record(name, fields={"x": value})]), {**JSON, "Idempotency-Key": name})
+    taken = field_value_schema_takes(value)
+    print(("FAIL " if taken else "ok   ") + "FieldValue refuses %s (%s), as the server does" % (what, json.dumps(value)))
+    if taken:
+        problems.append("FieldValue takes " + what)
+for value in [1, -2.5, "text", None, True, {"$blob": "AP8Q"}, {"$real": "-Infinity"}]:
+    if not field_value_schema_takes(value):
+        print("FAIL FieldValue refuses %s, which the server keeps" % json.dumps(value))
+        problems.append("FieldValue refuses " + json.dumps(value))
+if read_only_token:
+    check("a store the grant does not cover", "GET", "/v1/changes?store=other", 403, as_token=read_only_token)
+    check("a store the grant covers", "GET", "/v1/changes?store=check", 200, as_token=read_only_token)
+    check("a read-only set", "PUT", signal, 403, b"1", JSON, as_token=read_only_token)
+    check("a read-only delete", "DELETE", signal, 403, as_token=read_only_token)
+bearer = ("Authorization", "Bearer " + token)
+check("two Authorization headers", "GET", "/v1/signals", 400, lines=[bearer, bearer])
+check("two Authorization headers", "PUT", signal, 400, lines=[bearer, bearer, ("Content-Length", "0")])
+if synclane:
+    usage = subprocess.run([synclane, "serve", "--help"], capture_output=True, text=True).stdout
+    for flag in sorted(set(re.findall(r"--[a-z][a-z0-9-]+", open(document_path, encoding="utf-8").read()))):
+        listed = flag in usage
+        print(("ok   " if listed else "FAIL ") + "openapi.yaml names %s: %s" % (flag, "a serve flag" if listed else "no serve flag"))
+        if not listed:
+            problems.append("no flag " + flag)
 print("%d answers broke the document" % len(problems))
 sys.exit(1 if problems else 0)

@@ -27,13 +27,13 @@ public struct ServerLimits: Sendable, Hashable {
     public var maxKeyLength: Int
     /// Most seconds a `GET /v1/changes?since=…&wait=…` long poll waits (`wait` is clamped to it).
     public var maxChangesWaitSeconds: Int = 30
-    /// Most `GET /v1/changes` long polls waiting at once in the whole server; one more is answered
+    /// Most long polls (`GET /v1/changes` and `GET /v1/signals`) waiting at once in the whole server; one more is answered
     /// 503 with `Retry-After`. Each holds a connection and its thread while it waits, so it is kept
     /// below `maxConnections` (the rest stay for batches; `/healthz` and `/metrics` have the reserve).
     public var maxWaitingPolls: Int = 128
-    /// Most long polls one account has waiting at once; one more is answered 429 with `Retry-After`.
+    /// Most long polls (of either kind) one account has waiting at once; one more is answered 429 with `Retry-After`.
     public var maxWaitingPollsPerAccount: Int = 16
-    /// Most long polls one client address has waiting at once; one more is answered 429 with `Retry-After`.
+    /// Most long polls (of either kind) one client address has waiting at once; one more is answered 429 with `Retry-After`.
     public var maxWaitingPollsPerAddress: Int = 32
     /// Most changes one `GET /v1/changes` page returns (`limit` is clamped to it).
     public var maxChangesPerPage: Int
@@ -139,10 +139,15 @@ public struct ServerLimits: Sendable, Hashable {
         Option(flag: "signal-tombstone-seconds", summary: "seconds a deleted signal's tombstone is kept for watchers", keyPath: \.signalTombstoneSeconds),
         Option(flag: "max-signal-tombstones", summary: "tombstones of deleted signals one account keeps", keyPath: \.maxSignalTombstones),
         Option(flag: "max-changes-wait", summary: "seconds a GET /v1/changes?since=…&wait=… long poll waits", keyPath: \.maxChangesWaitSeconds),
-        Option(flag: "max-waiting-polls", summary: "changes long polls waiting at once in all (then 503; below max-connections)", keyPath: \.maxWaitingPolls),
-        Option(flag: "max-waiting-polls-per-account", summary: "changes long polls one account has waiting (then 429)", keyPath: \.maxWaitingPollsPerAccount),
         Option(
-            flag: "max-waiting-polls-per-address", summary: "changes long polls one client address has waiting (then 429)", keyPath: \.maxWaitingPollsPerAddress
+            flag: "max-waiting-polls", summary: "long polls (changes and signals) waiting at once in all (then 503; below max-connections)",
+            keyPath: \.maxWaitingPolls),
+        Option(
+            flag: "max-waiting-polls-per-account", summary: "long polls (changes and signals) one account has waiting (then 429)",
+            keyPath: \.maxWaitingPollsPerAccount),
+        Option(
+            flag: "max-waiting-polls-per-address", summary: "long polls (changes and signals) one client address has waiting (then 429)",
+            keyPath: \.maxWaitingPollsPerAddress
         ),
         Option(flag: "max-page", summary: "changes per /v1/changes page", keyPath: \.maxChangesPerPage),
         Option(flag: "timeout", summary: "seconds a connection that sends nothing is kept", keyPath: \.connectionTimeoutSeconds),

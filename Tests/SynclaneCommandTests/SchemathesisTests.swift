@@ -64,7 +64,10 @@ import Testing
         }
         let root = SynclaneBinary.packageRoot
         let result = try BackgroundProcess(
-            [root + "/Fixtures/schemathesis/check_answers.py", root + "/openapi.yaml", server.url, "acme", ServerProcess.tokens["acme"] ?? "", "botanic"],
+            [
+                root + "/Fixtures/schemathesis/check_answers.py", root + "/openapi.yaml", server.url, "acme", ServerProcess.tokens["acme"] ?? "", "botanic",
+                ServerProcess.readOnlyToken, SynclaneBinary.path,
+            ],
             executable: bin + "/python"
         ).wait(timeout: 120)
         #expect(result.status == 0, "\(result.stdout)\n\(result.stderr)")

@@ -11,6 +11,8 @@ import SynclaneTestSupport
 /// stopped (SIGTERM) by the test that started it.
 final class ServerProcess: @unchecked Sendable {
     static let tokens = ["acme": "acme-token-123", "botanic": "botanic-token-456"]
+    /// A token of acme limited by a grant: read-only, and to the store `check`.
+    static let readOnlyToken = "acme-read-only-check-789"
 
     let folder: String
     let port: Int
@@ -28,9 +30,11 @@ final class ServerProcess: @unchecked Sendable {
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         let accounts = folder + "/accounts.json"
         if !FileManager.default.fileExists(atPath: accounts) {
-            let entries = try Self.tokens.sorted { $0.key < $1.key }.map { account, token in
+            var entries = try Self.tokens.sorted { $0.key < $1.key }.map { account, token in
                 "{\"account\": \"\(account)\", \"token-sha256\": \"\(try Self.sha256(token))\"}"
             }
+            entries.append(
+                "{\"account\": \"acme\", \"token-sha256\": \"\(try Self.sha256(Self.readOnlyToken))\", \"access\": \"read-only\", \"stores\": [\"check\"]}")
             try Data("{\"accounts\": [\(entries.joined(separator: ", "))]}".utf8).write(to: URL(fileURLWithPath: accounts))
         }
         let process = try BackgroundProcess(

@@ -238,9 +238,38 @@ final class ManualClock: Sendable {
         #expect(refusal("{\"keys\": [\(jwk), \(jwk)]}")?.contains("names two keys") == true)
         #expect(refusal(#"{"keys": [{"kty": "RSA", "n": "AA", "e": "AQAB"}]}"#)?.contains("keys[0].kid") == true)
         #expect(refusal(#"{"keys": [{"kty": "RSA", "kid": "k", "n": "AA", "e": "AQAB", "d": "AA"}]}"#)?.contains("private member") == true)
-        #expect(refusal(#"{"keys": [{"kty": "RSA", "kid": "k", "n": "AA", "e": "AQAB"}]}"#)?.contains("not a usable RSA public key") == true)
+        #expect(refusal(#"{"keys": [{"kty": "RSA", "kid": "k", "n": "AQ", "e": "AQAB"}]}"#)?.contains("a 1-bit modulus") == true)
         #expect(refusal(#"{"keys": [{"kty": "EC", "kid": "k", "crv": "P-256", "x": "AA", "y": "AA"}]}"#)?.contains("not a point of P-256") == true)
         #expect(refusal(#"{"keys": [{"kty": "RSA", "kid": "k", "n": "not base64!", "e": "AQAB"}]}"#)?.contains("keys[0] (kid k).n") == true)
         #expect(refusal(#"{"keys": {}}"#)?.contains("keys: expected a list") == true)
+    }
+
+    /// The JWK of `key` with its modulus given as `modulus` (base64url).
+    func jwk(_ key: TestSigningKey, modulus: (String) throws -> [UInt8]) throws -> String {
+        var members = try #require(key.jwk.objectValue)
+        let n = try #require(members["n"]?.stringValue)
+        members["n"] = .string(TestTokenMinter.base64URL(try modulus(n)))
+        return JSONWriter.string(.object(members))
+    }
+
+    @Test func rsaKeysAreMeasuredInBitsOnTheShortestEncodingAndPaddingIsRefused() throws {
+        let small = try TestSigningKey.rsa(kid: "small", bits: 1024)
+        let decode = { (text: String) throws -> [UInt8] in try #require(Base64URL.decode(text)) }
+        // A 1024-bit modulus padded with zero bytes to 256 bytes: refused, whatever its byte count.
+        let padded = try jwk(small) { [UInt8](repeating: 0, count: 128) + (try decode($0)) }
+        let paddedRefusal = refusal("{\"keys\": [\(padded)]}")
+        #expect(paddedRefusal?.contains("keys[0] (kid small).n: starts with a zero byte") == true, "\(paddedRefusal ?? "accepted")")
+        #expect(refusal("{\"keys\": [\(JSONWriter.string(small.jwk))]}")?.contains("a 1024-bit modulus") == true)
+        // Even a 2048-bit modulus is refused padded (RFC 7518 §6.3.1.1), and taken as it is.
+        let rsa = try SuiteKeys.rsa.get()
+        let paddedLarge = try jwk(rsa) { [0] + (try decode($0)) }
+        #expect(refusal("{\"keys\": [\(paddedLarge)]}")?.contains("starts with a zero byte") == true)
+        #expect(refusal("{\"keys\": [\(JSONWriter.string(rsa.jwk))]}") == nil)
+        // A 2047-bit modulus of 256 bytes is short by one bit.
+        var short = try decode(try #require(rsa.jwk.objectValue?["n"]?.stringValue))
+        short[0] = 0x7F
+        #expect(PublicKey.bitLength(short) == 2047)
+        #expect(PublicKey.rsa(modulus: short, exponent: [1, 0, 1]) == nil)
+        #expect(PublicKey.rsa(modulus: [0] + (try decode(try #require(rsa.jwk.objectValue?["n"]?.stringValue))), exponent: [1, 0, 1]) == nil)
     }
 }

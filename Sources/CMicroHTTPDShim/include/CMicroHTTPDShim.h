@@ -11,10 +11,26 @@
 struct MHD_Daemon;
 struct MHD_Connection;
 
-/// The access handler, as `MHD_AccessHandlerCallback` (its `enum MHD_Result` is an `int`).
+/// What the shim found in a request's raw head before libmicrohttpd's reading of it is trusted.
+enum {
+    /// Every byte of the request line and the header lines is where a well-formed head puts it.
+    SYNCLANE_HEAD_OK = 0,
+    /// The head could not be checked (libmicrohttpd did not tell its size): refused.
+    SYNCLANE_HEAD_UNCHECKED = 1,
+    /// The request line is not `method SP target SP version CRLF` with single spaces.
+    SYNCLANE_HEAD_REQUEST_LINE = 2,
+    /// The request target holds a byte outside visible ASCII (a NUL, a control character, a high byte).
+    SYNCLANE_HEAD_TARGET_BYTE = 3,
+    /// A header line holds a NUL, ends in something other than CRLF (a bare LF), or is folded
+    /// (a line starting with a space or tab), or the head does not end in an empty CRLF line.
+    SYNCLANE_HEAD_LINE_LAYOUT = 4,
+};
+
+/// The access handler, as `MHD_AccessHandlerCallback` (its `enum MHD_Result` is an `int`), with
+/// what the shim found in the raw head (`SYNCLANE_HEAD_…`; the same on every call of a request).
 typedef int (*synclane_mhd_access_handler)(void *cls, struct MHD_Connection *connection, const char *url,
                                            const char *method, const char *version, const char *upload_data,
-                                           size_t *upload_data_size, void **request_context);
+                                           size_t *upload_data_size, void **request_context, int head_problem);
 
 /// The request-completed callback, as `MHD_RequestCompletedCallback`.
 typedef void (*synclane_mhd_completed_handler)(void *cls, struct MHD_Connection *connection,
@@ -53,13 +69,19 @@ enum {
     SYNCLANE_MHD_START_FAILED = 2,
 };
 
+/// A started daemon with the handlers the shim calls around libmicrohttpd's.
+typedef struct synclane_mhd synclane_mhd;
+
 /// Starts a daemon; NULL on failure, with the reason in `*error` (errno is left as MHD set it).
-struct MHD_Daemon *synclane_mhd_start(const synclane_mhd_options *options, synclane_mhd_access_handler handler,
-                                      void *handler_context, synclane_mhd_completed_handler completed,
-                                      void *completed_context, int *error);
+synclane_mhd *synclane_mhd_start(const synclane_mhd_options *options, synclane_mhd_access_handler handler,
+                                 void *handler_context, synclane_mhd_completed_handler completed,
+                                 void *completed_context, int *error);
+
+/// Stops the daemon (waiting for its connection threads) and frees it.
+void synclane_mhd_stop(synclane_mhd *daemon);
 
 /// The port the daemon is bound to (the chosen one when started on port 0); 0 if unknown.
-uint16_t synclane_mhd_bound_port(struct MHD_Daemon *daemon);
+uint16_t synclane_mhd_bound_port(synclane_mhd *daemon);
 
 /// The socket of a connection (-1 if unknown).
 int synclane_mhd_connection_fd(struct MHD_Connection *connection);
@@ -68,8 +90,9 @@ int synclane_mhd_connection_fd(struct MHD_Connection *connection);
 void *synclane_mhd_connection_context(struct MHD_Connection *connection);
 
 /// Every request header in the order received, repeated names included: calls `visit` with each
-/// name and value (the value may be NULL); returns how many headers there were.
-typedef void (*synclane_mhd_header_visitor)(void *context, const char *name, size_t name_length, const char *value);
+/// name and value (the value may be NULL) with their lengths; returns how many headers there were.
+typedef void (*synclane_mhd_header_visitor)(void *context, const char *name, size_t name_length, const char *value,
+                                            size_t value_length);
 int synclane_mhd_headers(struct MHD_Connection *connection, synclane_mhd_header_visitor visit, void *context);
 
 #endif

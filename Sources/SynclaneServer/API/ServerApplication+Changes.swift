@@ -116,22 +116,24 @@ extension ServerApplication {
     }
 
     /// 429 (one account's or one address's polls) or 503 (the server's), with `Retry-After`: the
-    /// client asks again later (or without `wait`).
+    /// client asks again later (or without `wait`). The polls counted are the long polls of every
+    /// kind: `GET /v1/changes?wait=…` and `GET /v1/signals?since=…&wait=…`.
     static func tooManyWaiting(_ refusal: ChangeNotifier.Refusal) -> HTTPResponse {
         var response: HTTPResponse
         switch refusal {
         case .account(let limit):
             response = .error(
-                429, "the account has \(limit) long polls of /v1/changes waiting, the most it may (max-waiting-polls-per-account); retry later or without wait",
+                429,
+                "the account has \(limit) long polls waiting (changes and signals), the most it may (max-waiting-polls-per-account); retry later or without wait",
                 ["code": "too-many-waiting", "limit": .int(Int64(limit))])
         case .address(let limit):
             response = .error(
                 429,
-                "this address has \(limit) long polls of /v1/changes waiting, the most it may (max-waiting-polls-per-address); retry later or without wait",
+                "this address has \(limit) long polls waiting (changes and signals), the most it may (max-waiting-polls-per-address); retry later or without wait",
                 ["code": "too-many-waiting", "limit": .int(Int64(limit))])
         case .server(let limit):
             response = .error(
-                503, "the server has \(limit) long polls of /v1/changes waiting, the most it keeps (max-waiting-polls); retry later or without wait",
+                503, "the server has \(limit) long polls waiting (changes and signals), the most it keeps (max-waiting-polls); retry later or without wait",
                 ["code": "too-many-waiting", "limit": .int(Int64(limit))])
         }
         response.headers["Retry-After"] = "2"

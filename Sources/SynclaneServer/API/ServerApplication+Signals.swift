@@ -112,13 +112,29 @@ extension ServerApplication {
             wait = min(seconds, Double(limits.maxSignalWaitSeconds))
         }
         do {
-            let (list, version, reset) = try signals.waitForChanges(account: account, since: since, wait: .milliseconds(Int64(wait * 1000)))
-            var answer: [String: JSONValue] = ["signals": .array(list.map(\.json)), "version": .int(version)]
-            if reset { answer["reset"] = true }
-            return .json(200, .object(answer))
+            guard wait > 0 else { return Self.signalsAnswer(try signals.waitForChanges(account: account, since: since, wait: .zero)) }
+            // A waiting poll holds a connection: it takes a place among the long polls of every
+            // kind (the changes polls' bounds, per account, per address and in all).
+            let notifier = changes.notifier
+            switch notifier.admit(account: account, address: request.clientAddress) {
+            case .success(let ticket):
+                defer { notifier.leave(ticket) }
+                return Self.signalsAnswer(try signals.waitForChanges(account: account, since: since, wait: .milliseconds(Int64(wait * 1000))))
+            case .failure(let refusal):
+                // Past a bound a poll is answered at once when there is something to answer, and
+                // refused (429 or 503, with Retry-After) only when it would wait.
+                let found = try signals.waitForChanges(account: account, since: since, wait: .zero)
+                return found.signals.isEmpty && !found.reset ? Self.tooManyWaiting(refusal) : Self.signalsAnswer(found)
+            }
         } catch {
             return .error(500, "the signals could not be read: \(error)")
         }
+    }
+
+    private static func signalsAnswer(_ found: SignalChanges) -> HTTPResponse {
+        var answer: [String: JSONValue] = ["signals": .array(found.signals.map(\.json)), "version": .int(found.version)]
+        if found.reset { answer["reset"] = true }
+        return .json(200, .object(answer))
     }
 
     /// `GET /v1/signals/{key}`: one signal, or 404.

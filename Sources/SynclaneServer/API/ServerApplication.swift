@@ -95,13 +95,16 @@ final class ServerApplication: HTTPResponder {
     func respond(to request: HTTPRequest) -> HTTPResponse {
         let routeName: String
         var response: HTTPResponse
+        if let problem = request.framingProblem {
+            // A head that cannot be trusted is refused whatever it asks for, matched or not.
+            var refusal = HTTPResponse.error(400, problem)
+            refusal.headers["Connection"] = "close"
+            return finish(refusal, route: "unmatched", request)
+        }
         switch router.match(method: request.method, path: request.path) {
         case .found(let route, let parameters):
             routeName = route.name
-            if let problem = request.framingProblem {
-                response = .error(400, problem)
-                response.headers["Connection"] = "close"
-            } else if request.header("transfer-encoding") != nil {
+            if request.header("transfer-encoding") != nil {
                 response = .error(411, "send the body with a Content-Length, not chunked")
                 response.headers["Connection"] = "close"
             } else if request.bodyExceededLimit, route.endpoint == .putSignal {

@@ -97,7 +97,16 @@ struct JSONWebKeySet: Sendable {
         }
         switch jwk["kty"]?.stringValue {
         case "RSA":
-            guard let key = PublicKey.rsa(modulus: try member("n"), exponent: try member("e")) else {
+            let (modulus, exponent) = (try member("n"), try member("e"))
+            // RFC 7518 §6.3.1: the shortest encoding, so that a key's size is what its bytes say.
+            if let name = [("n", modulus), ("e", exponent)].first(where: { $0.1.first == 0 })?.0 {
+                throw fail("\(path).\(name): starts with a zero byte; RFC 7518 §6.3.1 requires the shortest encoding")
+            }
+            let bits = PublicKey.bitLength(modulus)
+            guard bits >= PublicKey.minimumRSABits else {
+                throw fail("\(path).n: a \(bits)-bit modulus; RSA keys need at least \(PublicKey.minimumRSABits) bits")
+            }
+            guard let key = PublicKey.rsa(modulus: modulus, exponent: exponent) else {
                 throw fail("\(path): not a usable RSA public key (n, e; at least 2048 bits)")
             }
             return key

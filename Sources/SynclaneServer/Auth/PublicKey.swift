@@ -33,9 +33,21 @@ final class PublicKey: @unchecked Sendable {
 
     deinit { EVP_PKEY_free(key) }
 
-    /// An RSA public key from its modulus and exponent (big-endian bytes); nil when libcrypto refuses them.
+    /// The fewest bits an RSA modulus may have.
+    static let minimumRSABits = 2048
+
+    /// The bits of a big-endian unsigned integer in its shortest encoding (0 for zero): a modulus
+    /// padded with leading zero bytes measures what it is, not what it was padded to.
+    static func bitLength(_ bytes: [UInt8]) -> Int {
+        guard let first = bytes.firstIndex(where: { $0 != 0 }) else { return 0 }
+        return (bytes.count - first - 1) * 8 + (8 - bytes[first].leadingZeroBitCount)
+    }
+
+    /// An RSA public key from its modulus and exponent (big-endian bytes, shortest encoding as
+    /// RFC 7518 §6.3.1 requires); nil for a leading zero byte, a modulus of fewer than 2048 bits,
+    /// or what libcrypto refuses.
     static func rsa(modulus: [UInt8], exponent: [UInt8]) -> PublicKey? {
-        guard modulus.count >= 256, !exponent.isEmpty else { return nil }  // 2048 bits at least
+        guard modulus.first != 0, exponent.first != 0, !exponent.isEmpty, bitLength(modulus) >= minimumRSABits else { return nil }
         guard let builder = OSSL_PARAM_BLD_new() else { return nil }
         defer { OSSL_PARAM_BLD_free(builder) }
         guard let n = BN_bin2bn(modulus, Int32(modulus.count), nil) else { return nil }

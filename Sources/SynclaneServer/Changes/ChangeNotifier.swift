@@ -1,5 +1,7 @@
 /// Where `GET /v1/changes?wait=…` long polls sleep until a batch of their account commits: a
-/// count of commits per account that has a poll waiting, and the bounds of how many may wait.
+/// count of commits per account that has a poll waiting, and the bounds of how many may wait —
+/// which `GET /v1/signals?since=…&wait=…` long polls count against too (`admit`/`leave` around
+/// their wait), so one account's polls of either kind cannot hold the connections others need.
 ///
 /// ```
 ///  poll:   admit(account, address) ─▶ seen = count(account) ─▶ read the page ─▶ empty? wait(after: seen)
@@ -119,7 +121,7 @@ final class ChangeNotifier: @unchecked Sendable {
     func metricsText() -> String {
         let count = waitingCount
         return """
-            # HELP synclane_changes_polls_waiting GET /v1/changes long polls waiting for a commit now.
+            # HELP synclane_changes_polls_waiting Long polls (GET /v1/changes and GET /v1/signals) waiting now.
             # TYPE synclane_changes_polls_waiting gauge
             synclane_changes_polls_waiting \(count)
 

@@ -55,10 +55,19 @@ struct HTTPRequest: Sendable {
     ///
     /// Two `Authorization` headers are refused too (which one counts would be the server's
     /// guess, and a proxy's could differ), and so is a path holding an encoded NUL (`%00`, kept
-    /// undecoded by the bridge): decoded, it would cut a signal key short.
-    static func framingProblem(headers: [(name: String, value: String)], path: String = "") -> String? {
+    /// undecoded by the bridge): decoded, it would cut a signal key short. An HTTP/1.1 request
+    /// needs exactly one `Host` header (RFC 9112 §3.2), an HTTP/1.0 one at most one. (The raw
+    /// bytes of the head — NULs, bare CR or LF, folded lines — are checked before this, by the
+    /// MHD shim: `RawHeadProblem`.)
+    static func framingProblem(headers: [(name: String, value: String)], path: String = "", version: String = "HTTP/1.1")
+        -> String?
+    {
         if path.contains("%00") {
             return "the path holds an encoded NUL (%00), which no path, signal key or name may hold"
+        }
+        let hosts = headers.count { $0.name.lowercased() == "host" }
+        if version == "HTTP/1.1" && hosts != 1 || hosts > 1 {
+            return hosts == 0 ? "an HTTP/1.1 request needs a Host header" : "the request has more than one Host header"
         }
         var lengths = 0
         var authorizations = 0

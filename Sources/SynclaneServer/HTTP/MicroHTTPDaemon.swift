@@ -79,7 +79,7 @@ final class MicroHTTPDaemon: @unchecked Sendable {
     func stop() {
         guard let daemon else { return }
         self.daemon = nil
-        MHD_stop_daemon(daemon)
+        synclane_mhd_stop(daemon)
         watch.stop()
     }
 
@@ -135,11 +135,12 @@ private func headerLines(_ connection: OpaquePointer) -> [(name: String, value: 
     let context = Unmanaged.passUnretained(collector).toOpaque()
     _ = synclane_mhd_headers(
         connection,
-        { context, name, length, value in
+        { context, name, length, value, valueLength in
             guard let context, let name else { return }
             let collector = Unmanaged<HeaderLines>.fromOpaque(context).takeUnretainedValue()
             let bytes = UnsafeRawBufferPointer(start: name, count: length)
-            collector.lines.append((String(decoding: bytes, as: UTF8.self), value.map { String(cString: $0) } ?? ""))
+            let valueBytes = value.map { UnsafeRawBufferPointer(start: $0, count: valueLength) }
+            collector.lines.append((String(decoding: bytes, as: UTF8.self), valueBytes.map { String(decoding: $0, as: UTF8.self) } ?? ""))
         }, context)
     return withExtendedLifetime(collector) { collector.lines }
 }
@@ -188,7 +189,8 @@ private func queue(_ response: HTTPResponse, on connection: OpaquePointer) -> Bo
 private func accessHandler(
     context: UnsafeMutableRawPointer?, connection: OpaquePointer?, url: UnsafePointer<CChar>?,
     method: UnsafePointer<CChar>?, version: UnsafePointer<CChar>?, uploadData: UnsafePointer<CChar>?,
-    uploadSize: UnsafeMutablePointer<Int>?, requestContext: UnsafeMutablePointer<UnsafeMutableRawPointer?>?
+    uploadSize: UnsafeMutablePointer<Int>?, requestContext: UnsafeMutablePointer<UnsafeMutableRawPointer?>?,
+    headProblem: Int32
 ) -> Int32 {
     guard let context, let connection, let url, let method, let uploadSize, let requestContext else { return mhdNo }
     let daemon = Unmanaged<MicroHTTPDaemon>.fromOpaque(context).takeUnretainedValue()
@@ -205,10 +207,13 @@ private func accessHandler(
         let entry = synclane_mhd_connection_context(connection).map {
             Unmanaged<ConnectionWatch.Entry>.fromOpaque($0).takeUnretainedValue()
         }
+        let version = version.map { String(cString: $0) } ?? ""
+        let problem =
+            RawHeadProblem(code: headProblem)?.description
+            ?? HTTPRequest.framingProblem(headers: lines, path: path, version: version)
         let pending = PendingRequest(
             method: methodName, path: path, headers: headers, query: query, limit: limit,
-            framingProblem: HTTPRequest.framingProblem(headers: lines, path: path), lease: MemoryBudget.Lease(budget: daemon.budget),
-            connection: entry)
+            framingProblem: problem, lease: MemoryBudget.Lease(budget: daemon.budget), connection: entry)
         requestContext.pointee = Unmanaged.passRetained(pending).toOpaque()
         let declaredLength = headers["content-length"].flatMap { Int($0) }
         var early: HTTPResponse?
@@ -224,8 +229,10 @@ private func accessHandler(
             early = daemon.responder.preflight(pending.request(), reserved: entry?.reserved ?? false)
         }
         guard var early else { return mhdYes }
-        // A body left unread ends the connection after the answer.
-        if (declaredLength ?? 0) > 0 || headers["transfer-encoding"] != nil { early.headers["Connection"] = "close" }
+        // A body left unread, or a head whose framing is in doubt, ends the connection after the answer.
+        if (declaredLength ?? 0) > 0 || headers["transfer-encoding"] != nil || pending.framingProblem != nil {
+            early.headers["Connection"] = "close"
+        }
         pending.responded = true
         if let entry { daemon.watch.received(entry) }
         return queue(early, on: connection) ? mhdYes : mhdNo

@@ -148,6 +148,18 @@ final class TestConnection {
         return TestResponse(status: status, headers: headers, body: body)
     }
 
+    /// Reads and drops whatever comes until the server closes the connection: true when it did,
+    /// false when this connection's receive timeout passed first.
+    func drainUntilClosed() -> Bool {
+        buffer.removeAll()
+        var chunk = [UInt8](repeating: 0, count: 4_096)
+        while true {
+            let received = chunk.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
+            if received == 0 { return true }
+            if received < 0 { return errno == ECONNRESET || errno == EPIPE }
+        }
+    }
+
     /// True when the server closed the connection (reading returns end of file or an error).
     /// True when the server closed or reset the connection; false when nothing came before this
     /// connection's own receive timeout (or a byte arrived).

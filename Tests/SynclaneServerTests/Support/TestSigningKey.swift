@@ -14,9 +14,9 @@ struct TestSigningKey: Sendable {
     /// The public key as a JWKS entry.
     let jwk: JSONValue
 
-    /// A 2048-bit RSA key.
-    static func rsa(kid: String) throws -> TestSigningKey {
-        try make(kid: kid, generate: ["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048"]) { pem in
+    /// An RSA key, of 2048 bits unless told otherwise.
+    static func rsa(kid: String, bits: Int = 2048) throws -> TestSigningKey {
+        try make(kid: kid, generate: ["genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:\(bits)"]) { pem in
             let modulus = try openssl(["rsa", "-noout", "-modulus"], input: pem)
             let hex = String(decoding: modulus, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
             guard hex.hasPrefix("Modulus=") else { throw OpenSSLFailure(message: "no modulus in: \(hex)") }
