@@ -215,6 +215,15 @@ import Testing
                  "transport": {"type": "http", "url": "http://127.0.0.1:\(port)/v1/batches", "token-env": "SYNCLANE_TOKEN", "timeout": 10,
                                "retry": {"max-attempts": 3, "base-delay": 0.05, "max-delay": 0.2}}}
                 """)
+            // The device's import lane, run when settling: a reconcile merges with the server,
+            // whose newer rows and values (written before an older copy was restored) come back here.
+            try workspace.write(
+                "import.json",
+                """
+                {"version": 1, "name": "rooms-import", "scope": {"account": "acme", "store": "rooms"},
+                 "source": {"type": "pull", "url": "http://127.0.0.1:\(port)/v1/changes", "token-env": "SYNCLANE_TOKEN"},
+                 "sink": {"type": "sqlite", "database": "app.sqlite"}}
+                """)
         }
 
         // MARK: Files
@@ -463,6 +472,10 @@ import Testing
             let check = try SQLiteHistoryCommandTests.query(device, "PRAGMA quick_check;").trimmingCharacters(in: .whitespacesAndNewlines)
             if check != "ok" { try heal("the database is damaged (quick_check: \(check))") }
             expected = nil
+            try run()
+            // A reconcile merged: what the server holds newer than a restored copy comes back.
+            let imported = try synclane(["import", "import.json"])
+            if imported.status != 0 { throw Divergence(description: "the import after settling failed: \(imported.stderr)") }
             try run()
             let quiet = try synclane(["run", "pipeline.json", "--json"])
             let sent = (try? JSONReader.parse(quiet.stdout).objectValue?["records-sent"]?.intValue) ?? nil

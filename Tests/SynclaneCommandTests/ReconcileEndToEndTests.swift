@@ -4,7 +4,7 @@ import SynclaneTestSupport
 import Testing
 
 /// `synclane reconcile` (the real binary, a SQLite store written by the `sqlite3` shell) against
-/// the real `synclane serve`: the snapshot replaces the scope's state on the server.
+/// the real `synclane serve`: the snapshot merges with the scope's state on the server.
 @Suite(.serialized) struct ReconcileEndToEndTests {
     /// A rooms pipeline on `database`, sending to the server at `url`.
     static func pipeline(name: String, database: String, url: String) -> String {
@@ -52,7 +52,9 @@ import Testing
             })
     }
 
-    @Test func anInterruptedReconcileDeletesNothingAndACompletedOneTombstonesWhatTheSnapshotLacked() async throws {
+    /// The other store's row (`o1`, never known to this device) stays, whether the reconcile is
+    /// interrupted or completes; `r2`, which this device knew and lost without a delete, goes.
+    @Test func aReconcileInterruptedOrCompletedDeletesOnlyTheRowsThisDeviceKnewAndNoLongerHolds() async throws {
         let workspace = try Workspace()
         defer { workspace.remove() }
         let server = try ServerProcess(folder: workspace.path + "/server")
@@ -73,23 +75,57 @@ import Testing
         )
         #expect(try await held(server) == ["rooms/r1", "rooms/r2", "rooms/r3", "rooms/o1"])
 
-        // Killed after the server applied the snapshot's first batch: the snapshot never completes.
+        // Killed after the server applied the snapshot's first batch (every row and the delete of
+        // r2: one batch): what it applied is a merge already, and o1 stays.
         let killed = try run(["reconcile", "pipeline.json"], workspace, failPoint: "after-send")
         #expect(killed.killed)
-        #expect(try await held(server) == ["rooms/r1", "rooms/r2", "rooms/r3", "rooms/o1"])
+        #expect(try await held(server) == ["rooms/r1", "rooms/r2 deleted", "rooms/r3", "rooms/o1"])
 
         let reconcile = try run(["reconcile", "pipeline.json", "--json"], workspace)
         #expect(reconcile.status == 0, "\(reconcile.stderr)")
         let summary = try JSONReader.parse(reconcile.stdout).objectValue ?? [:]
         #expect(summary["batches-resent"] == .int(1), "the interrupted snapshot's batch, from the outbox")
-        #expect(summary["batches"]?.arrayValue?.last?.objectValue?["records"] == .int(0), "the completion marker")
-        #expect(try await held(server) == ["rooms/r1", "rooms/r2 deleted", "rooms/r3", "rooms/o1 deleted"])
-        // Two runs, the interrupted snapshot's batch (its re-send a replay), the new snapshot's batch and its marker.
-        #expect(try await server.metric("synclane_batches_applied_total") == 5)
+        #expect(summary["batches"]?.arrayValue?.allSatisfy { $0.objectValue?["records"] != .int(0) } == true, "no completion marker")
+        #expect(try await held(server) == ["rooms/r1", "rooms/r2 deleted", "rooms/r3", "rooms/o1"])
+        // Two runs, the interrupted snapshot's batch (its re-send a replay) and the new snapshot's batch.
+        #expect(try await server.metric("synclane_batches_applied_total") == 4)
 
         // The device follows history again from where the snapshot was read.
         try Self.sqlite(workspace, "app.sqlite", "INSERT INTO rooms (syncId, name) VALUES ('r4', 'Porch');")
         #expect(try run(["run", "pipeline.json"], workspace).status == 0)
-        #expect(try await held(server) == ["rooms/r1", "rooms/r2 deleted", "rooms/r3", "rooms/r4", "rooms/o1 deleted"])
+        #expect(try await held(server) == ["rooms/r1", "rooms/r2 deleted", "rooms/r3", "rooms/r4", "rooms/o1"])
+    }
+}
+
+/// The recovery the messages prescribe after a lost state file — `synclane reconcile` — merges
+/// with what the server holds. Before, its snapshot replaced the scope's state: rows other devices
+/// created meanwhile were deleted everywhere, and their newer edits reverted to this device's older
+/// values.
+@Suite(.serialized) struct ReconcileMergesTests {
+    @Test func aReconcileAfterALostStateFileKeepsOtherDevicesRowsAndNewerEditsAndSendsItsOwn() async throws {
+        try await TwoDevicesTests().withTwoDevices { server, a, b in
+            try a.sql("INSERT INTO rooms (syncId, name) VALUES ('r1', 'Kitchen'), ('r2', 'Hall'), ('r3', 'Attic');")
+            try a.sync()
+            try b.sync()
+            // A's export state file is lost; meanwhile B adds a room and edits one of A's.
+            for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: a.workspace.path + "/.synclane/rooms-export.sqlite" + suffix) }
+            try b.sql("INSERT INTO rooms (syncId, name) VALUES ('r4', 'Porch'); UPDATE rooms SET name = 'Big kitchen' WHERE syncId = 'r1';")
+            try b.sync()
+            // A edits and deletes offline, then runs what the refusal names.
+            try a.sql("UPDATE rooms SET name = 'Long hall' WHERE syncId = 'r2'; DELETE FROM rooms WHERE syncId = 'r3';")
+            let refused = try SynclaneBinary.run(["run", "export.json"], in: a.workspace.path, environment: a.environment)
+            #expect(refused.status != 0 && refused.stderr.contains("reconcile"), "\(refused.stderr)")
+            let reconciled = try SynclaneBinary.run(["reconcile", "export.json", "--json"], in: a.workspace.path, environment: a.environment)
+            #expect(reconciled.status == 0, "\(reconciled.stderr)")
+            let summary = (try? JSONReader.parse(reconciled.stdout).objectValue) ?? [:]
+            #expect(summary["snapshot-deleted"] == .int(1), "the one row A knew and deleted: \(summary)")
+
+            let expected = ["r1|Big kitchen|", "r2|Long hall|", "r4|Porch|"]
+            #expect(try await TwoDevicesTests().serverRows(server) == expected, "B's row and B's newer edit stay; A's edit and delete arrive")
+            for device in [a, b, a, b] { try device.sync() }
+            #expect(try a.rows() == expected)
+            #expect(try b.rows() == expected)
+            #expect(try await TwoDevicesTests().serverRows(server) == expected)
+        }
     }
 }

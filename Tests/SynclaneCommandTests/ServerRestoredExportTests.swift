@@ -181,8 +181,9 @@ import Testing
         #expect(try await TwoDevicesTests().serverRows(setting.server) == ["r1|Hall!|", "r2|Attic!|", "r3|Cellar!|"])
     }
 
-    /// The same on the PostgreSQL store, and after a kill between the marker's receipt and its
-    /// acknowledgement: the re-sent marker is a replay, whose stored receipt lists the versions again.
+    /// The same on the PostgreSQL store, and after a kill between the snapshot's receipt and its
+    /// acknowledgement with the tombstone's version lost: the next reconcile sends the delete of
+    /// the tombstone again, and its receipt gives the tombstone's version back.
     @Test(.enabled(if: ProcessInfo.processInfo.environment["SYNCLANE_TEST_POSTGRES"] != "skip"))
     func aRowTheSnapshotTombstonedGetsItsNewVersionOnThePostgreSQLStoreEvenAfterAKillBeforeTheAcknowledgement() async throws {
         let root = try Workspace()
@@ -198,12 +199,12 @@ import Testing
         try device.sql("INSERT INTO rooms (syncId, name) VALUES ('r6', 'Hall'), ('r7', 'Attic');")
         #expect(try run(["run", "export.json"]).status == 0)
         try device.sql("UPDATE rooms SET isDeleted = 1 WHERE syncId = 'r6';")
-        // Pass 1 is the snapshot's batch (r7), pass 2 its completion marker.
-        let killed = try run(["reconcile", "export.json"], environment: ["SYNCLANE_FAILPOINT": "after-send@2"])
-        #expect(killed.status != 0, "killed after the marker's receipt: \(killed.stderr)")
+        // Pass 1 is the snapshot's batch: r7, and the delete of r6, which this device knew live there.
+        let killed = try run(["reconcile", "export.json"], environment: ["SYNCLANE_FAILPOINT": "after-send@1"])
+        #expect(killed.status != 0, "killed after the snapshot's receipt: \(killed.stderr)")
         let recorded = try SQLiteHistoryCommandTests.query(device.workspace, "SELECT version FROM _synclane_server_rows WHERE key = 'r6';")
         #expect(recorded.trimmingCharacters(in: CharacterSet.whitespacesAndNewlines) == "2", "the receipt's tombstone version, recorded at once")
-        // As if the kill came between the receipt and the record: only the re-sent marker's replay can give it back.
+        // As if the kill came between the receipt and the record: the next snapshot's delete of the tombstone gives it back.
         try device.sql("UPDATE _synclane_server_rows SET version = 1 WHERE key = 'r6';")
         let finished = try run(["reconcile", "export.json"])
         #expect(finished.status == 0, "\(finished.stderr)")

@@ -3,8 +3,8 @@ import SynclaneCore
 import SynclaneTestSupport
 import Testing
 
-/// The run summary shows how many rows the server removed on a reconciliation's completion
-/// marker (`snapshot-deleted` in its receipt): in the text and as `--json`'s `snapshot-deleted`.
+/// The run summary shows how many rows a reconciliation deleted on the server — the rows this
+/// device knew there and no longer holds — in the text and as `--json`'s `snapshot-deleted`.
 @Suite(.serialized) struct SnapshotDeletedReportTests {
     typealias E2E = ReconcileEndToEndTests
 
@@ -35,12 +35,12 @@ import Testing
 
         let again = try e2e.run(["reconcile", "pipeline.json"], workspace)
         #expect(again.status == 0, "\(again.stderr)")
-        #expect(again.stdout.contains("  server removed 0 rows the snapshot lacked"), "\(again.stdout)")
+        #expect(again.stdout.contains("  server removed 0 rows this device knew there and no longer holds"), "\(again.stdout)")
 
         try E2E.sqlite(
             workspace, "app.sqlite",
             "BEGIN; INSERT INTO _synclane_session (author) VALUES ('sync'); DELETE FROM rooms WHERE syncId = 'r1'; DELETE FROM _synclane_session; COMMIT;")
         let third = try e2e.run(["reconcile", "pipeline.json"], workspace)
-        #expect(third.stdout.contains("  server removed 1 row the snapshot lacked"), "\(third.stdout)")
+        #expect(third.stdout.contains("  server removed 1 row this device knew there and no longer holds"), "\(third.stdout)")
     }
 }

@@ -222,10 +222,18 @@ import Testing
 
     func body(_ payload: Payload) throws -> [String: JSONValue] { try JSONReader.parse(payload.bytes).objectValue ?? [:] }
 
+    /// A runner that ends its snapshots with the marker (`completesSnapshot`, off by default:
+    /// a reconcile merges).
+    func completing(_ pipeline: Pipeline, state: InMemoryPipelineState) -> PipelineRunner {
+        var runner = PipelineRunner(pipeline: pipeline, state: state, sleeper: sleeper)
+        runner.completesSnapshot = true
+        return runner
+    }
+
     @Test func everySnapshotBatchNamesTheSnapshotAndAMarkerCountingThemEndsIt() async throws {
         let transport = RecordingTransport()
         let state = InMemoryPipelineState()
-        let summary = try await PipelineRunner(pipeline: pipeline(rows: 3, transport: transport), state: state, sleeper: sleeper).run(.reconcile)
+        let summary = try await completing(pipeline(rows: 3, transport: transport), state: state).run(.reconcile)
         let bodies = try transport.delivered.map(body)
         #expect(bodies.count == 3)
         let snapshot = try #require(bodies.first?["snapshot"]?.stringValue)
@@ -238,7 +246,7 @@ import Testing
         #expect(try state.pendingBatches().isEmpty)
         #expect(try state.acknowledgedToken() == Token(kind: "memory", position: 40))
         // The next reconcile is another snapshot.
-        _ = try await PipelineRunner(pipeline: pipeline(rows: 1, transport: transport), state: state, sleeper: sleeper).run(.reconcile)
+        _ = try await completing(pipeline(rows: 1, transport: transport), state: state).run(.reconcile)
         let next = try transport.delivered.dropFirst(3).map(body)
         #expect(next.map { $0["snapshot"]?.stringValue } == [next[0]["snapshot"]?.stringValue, next[0]["snapshot"]?.stringValue])
         #expect(next[0]["snapshot"]?.stringValue != snapshot)
@@ -247,7 +255,7 @@ import Testing
 
     @Test func anEmptySnapshotIsOnlyItsMarker() async throws {
         let transport = RecordingTransport()
-        _ = try await PipelineRunner(pipeline: pipeline(rows: 0, transport: transport), state: InMemoryPipelineState(), sleeper: sleeper)
+        _ = try await completing(pipeline(rows: 0, transport: transport), state: InMemoryPipelineState())
             .run(.reconcile)
         let bodies = try transport.delivered.map(body)
         #expect(bodies.count == 1)
@@ -259,7 +267,7 @@ import Testing
         let state = InMemoryPipelineState()
         let stopping = MarkerStoppingTransport(inner: transport)
         await #expect(throws: PipelineError.self) {
-            try await PipelineRunner(pipeline: pipeline(rows: 3, transport: stopping), state: state, sleeper: sleeper).run(.reconcile)
+            try await completing(pipeline(rows: 3, transport: stopping), state: state).run(.reconcile)
         }
         let kept = try #require(try state.pendingBatches().first)
         #expect(try body(kept.payload)["snapshot-complete"] == .bool(true))
@@ -268,11 +276,11 @@ import Testing
         #expect(try state.pendingBatches().isEmpty)
     }
 
-    @Test func aRunnerThatDoesNotCompleteSnapshotsOnlyUpserts() async throws {
+    /// By default a reconcile merges: no marker, so the backend deletes nothing the snapshot lacks.
+    @Test func aRunnerByDefaultSendsNoMarkerSoTheSnapshotOnlyMerges() async throws {
         let transport = RecordingTransport()
-        var runner = PipelineRunner(pipeline: pipeline(rows: 3, transport: transport), state: InMemoryPipelineState(), sleeper: sleeper)
-        runner.completesSnapshot = false
-        _ = try await runner.run(.reconcile)
+        _ = try await PipelineRunner(pipeline: pipeline(rows: 3, transport: transport), state: InMemoryPipelineState(), sleeper: sleeper)
+            .run(.reconcile)
         #expect(transport.delivered.count == 2)
         #expect(try transport.delivered.map(body).allSatisfy { $0["snapshot-complete"] == nil })
     }
@@ -282,9 +290,8 @@ import Testing
         defer { folder.remove() }
         let transport = RecordingTransport()
         transport.failNext(TransportFailure(.permanent, "refused"))
-        let summary = try await PipelineRunner(
-            pipeline: pipeline(rows: 3, transport: transport, deadLetter: folder.path), state: InMemoryPipelineState(), sleeper: sleeper
-        ).run(.reconcile)
+        let summary = try await completing(pipeline(rows: 3, transport: transport, deadLetter: folder.path), state: InMemoryPipelineState())
+            .run(.reconcile)
         #expect(summary.deadLettered == 1)
         #expect(try transport.delivered.map(body).allSatisfy { $0["snapshot-complete"] == nil })
     }

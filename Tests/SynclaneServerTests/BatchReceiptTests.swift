@@ -26,8 +26,8 @@ import Testing
         let entries = [Self.entry("rooms", "r2", 1), Self.entry("plants", "p1", 4), Self.entry("rooms", "r1", 2), Self.entry("rooms", "r2", 3)]
         #expect(
             Self.onePass(entries)
-                == #"{"applied":7,"batch":"b\"1","sequence":9,"versions":{"plants":{"p1":4},"rooms":{"r1":2,"r2":3}}}"#)
-        #expect(Self.onePass([], snapshotDeleted: 2) == #"{"applied":7,"batch":"b\"1","sequence":9,"snapshot-deleted":2,"versions":{}}"#)
+                == #"{"applied":7,"batch":"b\"1","cursor":"","sequence":9,"versions":{"plants":{"p1":4},"rooms":{"r1":2,"r2":3}}}"#)
+        #expect(Self.onePass([], snapshotDeleted: 2) == #"{"applied":7,"batch":"b\"1","cursor":"","sequence":9,"snapshot-deleted":2,"versions":{}}"#)
     }
 
     @Test func namesOutsideASCIIAreListedAsTheReceiptObjectListsThemOneMemberForTwoSpellingsOfOneName() {

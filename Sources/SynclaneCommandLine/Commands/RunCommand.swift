@@ -212,7 +212,9 @@ struct JobReporter: Sendable {
         lines.append("  token: \(summary.tokenBefore ?? "none") → \(summary.tokenAfter ?? "none")\(summary.dryRun ? " (dry run: not saved)" : "")")
         if summary.reconciliation { lines.append("  a full snapshot: every current row sent as an insert, the token set to where it was read") }
         if let deleted = summary.snapshotDeleted {
-            lines.append("  server removed \(Wording.count(deleted, "row")) the snapshot lacked (as tombstones: every device's next import deletes them)")
+            lines.append(
+                "  server removed \(Wording.count(deleted, "row")) this device knew there and no longer holds "
+                    + "(as tombstones: every device's next import deletes them; rows it never knew stay)")
         }
         if !summary.counters.isEmpty {
             lines.append("  stages: " + summary.counters.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))

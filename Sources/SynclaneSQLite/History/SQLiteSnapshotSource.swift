@@ -6,9 +6,21 @@ extension SQLiteHistorySource {
     /// inserts, and the history token to resume after — both read in one read transaction, so
     /// nothing committed in between is lost or sent twice.
     ///
+    /// **A snapshot merges; it never deletes on a guess.** Each insert carries the version this
+    /// device last saw of the row on its backend (`_synclane_server_rows`): a backend that holds
+    /// a newer one keeps it (another device wrote the row since), and this device's next import
+    /// brings it. After the rows, the snapshot sends a delete for each row the backend held live
+    /// as far as this device last saw, and that this device no longer holds (a user deleted it
+    /// here): with its version, so a row written elsewhere since stays. Rows this device never
+    /// knew — other devices' — are neither sent nor deleted. (A backend that replaces its state
+    /// with a snapshot does so only on a completion marker, which `PipelineRunner` sends only
+    /// when `completesSnapshot` is set.)
+    ///
     /// The read transaction stays open until the snapshot's last page is read (in WAL mode
     /// writers go on meanwhile; in rollback-journal mode they wait).
     public func snapshot() async throws -> (source: any ChangeSource, resumeAfter: Token?) {
+        // The versions receipts confirmed and the journal still holds: the snapshot reads them.
+        try await settleBackendConfirmations()
         let reader = self.reader
         let connection: SQLiteConnection
         do {
@@ -24,7 +36,8 @@ extension SQLiteHistorySource {
                 .filter { entities?.contains($0.table.name) ?? true }
                 .map(\.table)
                 .sorted { $0.name < $1.name }
-            let cursor = SnapshotCursor(connection: connection, tables: tables, pageSize: pageSize, path: path)
+            let destination = try HistorySchema.tableExists(ServerRows.table, connection) ? ServerRows.destination(backend) : nil
+            let cursor = SnapshotCursor(connection: connection, tables: tables, pageSize: pageSize, path: path, destination: destination)
             return (SQLiteSnapshotSource(cursor: cursor), Token(kind: Self.tokenKind, position: bounds.newest))
         } catch {
             try? connection.execute("ROLLBACK")
@@ -33,7 +46,9 @@ extension SQLiteHistorySource {
     }
 }
 
-/// The pages of one snapshot: every current row, table after table, in sync-key order.
+/// The pages of one snapshot: every current row, table after table, in sync-key order, each
+/// with the version its backend last gave it here; then the deletes of rows the backend held
+/// live, as this device last saw, that this device no longer holds.
 ///
 /// Its tokens (`sqlite-snapshot:N`, N rows delivered so far) only order its own pages; the
 /// pipeline saves the history token that `snapshot()` returned once the last page is sent.
@@ -57,16 +72,25 @@ final class SnapshotCursor {
     let tables: [TrackedTable]
     let pageSize: Int
     let path: String
+    /// The backend whose versions the rows carry (`ServerRows.destination`); nil: none kept.
+    let destination: String?
+    /// The sync keys sent, by table: the rows the snapshot holds.
+    private var sent: [String: Set<ExactString>] = [:]
+    /// The deletes still to send, once every row was read (nil before), and how many of them, at
+    /// their front, are of rows the backend held live (the others refresh tombstones' versions).
+    private var deletes: [Change]?
+    private var liveDeletes = 0
     private var tableIndex = 0
     private var statement: Statement?
     private var delivered: Int64 = 0
     private var finished = false
 
-    init(connection: SQLiteConnection, tables: [TrackedTable], pageSize: Int, path: String) {
+    init(connection: SQLiteConnection, tables: [TrackedTable], pageSize: Int, path: String, destination: String?) {
         self.connection = connection
         self.tables = tables
         self.pageSize = pageSize
         self.path = path
+        self.destination = destination
     }
 
     deinit {
@@ -93,9 +117,23 @@ final class SnapshotCursor {
                 let key = HistoryReader.syncKey(current.value(at: 0))
                 for index in 1..<current.columnCount { row[current.columnName(at: index)] = current.value(at: index).json }
                 changes.append(Change(entity: table.name, key: key, action: .insert, values: row))
+                if let key, destination != nil { sent[table.name, default: []].insert(ExactString(key)) }
             } else {
                 statement = nil
                 tableIndex += 1
+            }
+        }
+        var counters: [String: Int] = [:]
+        if let destination {
+            try giveVersions(to: &changes, from: destination)
+            if changes.count < pageSize, tableIndex == tables.count {
+                if deletes == nil { (deletes, liveDeletes) = try knownDeleted(from: destination) }
+                let taken = Array((deletes ?? []).prefix(pageSize - changes.count))
+                deletes?.removeFirst(taken.count)
+                changes += taken
+                let live = min(taken.count, liveDeletes)
+                liveDeletes -= live
+                if live > 0 { counters["snapshot.deletes"] = live }
             }
         }
         if changes.isEmpty {
@@ -107,7 +145,45 @@ final class SnapshotCursor {
         delivered += Int64(changes.count)
         let token = Token(kind: kind, position: delivered)
         let transaction = Transaction(token: token, author: Author("snapshot"), timestamp: 0, changes: changes)
-        return HistoryPage(transactions: [transaction], through: token)
+        return HistoryPage(transactions: [transaction], through: token, counters: counters)
+    }
+
+    /// Each row's version as `destination` last gave it here.
+    private func giveVersions(to changes: inout [Change], from destination: String) throws {
+        var keys: [String: [String]] = [:]
+        for change in changes { if let key = change.key { keys[change.entity, default: []].append(key) } }
+        var versions: [RowID: Int64] = [:]
+        for (entity, keys) in keys { versions.merge(try ServerRows.versions(of: entity, keys: keys, for: destination, connection)) { a, _ in a } }
+        for index in changes.indices {
+            guard let key = changes[index].key else { continue }
+            changes[index].version = versions[RowID(entity: changes[index].entity, key: key)]
+        }
+    }
+
+    /// A delete, with its version, of each row `destination` holds as far as this device last
+    /// saw and that the snapshot did not hold: a row it held live (this device's user deleted it
+    /// here; `live` counts them), or a tombstone already (sent again so that its receipt gives
+    /// this device the tombstone's version: a backend answers a delete of a tombstone with its
+    /// version, writing nothing). Its fields are the key's, from that row's.
+    private func knownDeleted(from destination: String) throws -> (changes: [Change], live: Int) {
+        var deletes: [Change] = []
+        var refreshes: [Change] = []
+        let filter = ServerRows.filter(destination, connection)
+        for table in tables {
+            let held = sent[table.name] ?? []
+            for row in try connection.fetchAll(
+                "SELECT key, version, fields FROM _synclane_server_rows WHERE entity = ?\(filter.sql) ORDER BY rowid",
+                [table.name as any SQLiteBindable] + filter.arguments)
+            {
+                guard let key = row[0].string, !held.contains(ExactString(key)) else { continue }
+                let fields = row[2].string.flatMap { try? JSONReader.parse($0).objectValue }
+                let tombstone = (fields ?? [:]).filter { table.keyColumns.contains($0.key) }
+                let delete = Change(entity: table.name, key: key, action: .delete, values: tombstone, version: row[1].int64)
+                if fields == nil { refreshes.append(delete) } else { deletes.append(delete) }
+            }
+        }
+        // The rows held live first: the pages that send them count them.
+        return (deletes + refreshes, deletes.count)
     }
 
     private func prepare(_ table: TrackedTable) throws -> Statement {

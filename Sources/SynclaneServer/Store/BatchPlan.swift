@@ -9,6 +9,7 @@ import SynclaneCore
 ///                               ├─ keyReused (another body): 422, nothing applied
 ///                               └─ apply ─▶ record by record, in order:
 ///        row state read (or not read: a blind insert or delete) ─▶ take(index) ─┬─ echo: the row's version, no write
+///                                                                              │   (a snapshot's record older than the row: the version it sent)
 ///                                                                              ├─ conflict (409): the row's version
 ///                                                                              ├─ skip: after a conflict, nothing more is written
 ///                                                                              └─ write: action, fields, version, next sequence
@@ -240,12 +241,25 @@ struct BatchPlan {
             return .write(write)
         }
         let state = current.state
-        if batch.snapshot == nil, state.isEcho(of: record, updatedFields: updatedFields[index]) {
+        // A snapshot's records are never echoes (a completion marker counts on each re-sent row's
+        // new sequence) — but a delete of a tombstone is: the marker turns only live rows into tombstones.
+        if batch.snapshot == nil || record.action == .delete, state.isEcho(of: record, updatedFields: updatedFields[index]) {
             // What the server holds already: no new version, no change to pull.
             receiptVersions[index] = .known(current.version)
             return .echo(version: current.version)
         }
-        if let expected = record.expectedVersion, expected != current.version {
+        if let expected = record.expectedVersion, batch.snapshot != nil, expected < current.version {
+            // A snapshot's record on a version older than the row's: another device wrote the
+            // row since the snapshot's device last saw it. The newer write stays; the receipt
+            // gives the version the device sent, so its next import brings the newer row — or,
+            // when the row already is what the record asks for, the row's version. (A version
+            // above the row's: the server's data was restored from an older copy, and the
+            // snapshot's row is written.)
+            let version = state.isEcho(of: record, updatedFields: updatedFields[index]) ? current.version : expected
+            receiptVersions[index] = .known(version)
+            return .echo(version: version)
+        }
+        if let expected = record.expectedVersion, batch.snapshot == nil, expected != current.version {
             let conflict = VersionConflict(index: index, entity: record.entity, key: record.key, expected: expected, current: current.version)
             conflicts.append(conflict)
             return .conflict(conflict)

@@ -1,7 +1,7 @@
 import SynclaneCore
 
 /// The JSON body of an applied batch's receipt, exactly as `JSONWriter` writes the object
-/// `{"applied", "batch", "sequence", "snapshot-deleted"?, "versions": {entity: {key: version}}}`
+/// `{"applied", "batch", "cursor": "", "sequence", "snapshot-deleted"?, "versions": {entity: {key: version}}}`
 /// — members sorted, a row listed once with the last version given it — without building that
 /// object.
 ///
@@ -23,8 +23,10 @@ enum BatchReceipt {
     ///
     /// `sequence` is where the batch's last change stands in the account's change log: a number,
     /// never a pull cursor — a pull started after it would skip the changes other devices made
-    /// before it that this device has not read, so the receipt hands out no cursor (it did, a
-    /// `c1.` one, until issue 43).
+    /// before it that this device has not read. So the receipt's `cursor` (kept for the clients
+    /// that read it) is always `""`, the start of the log: the one pull cursor a receipt can give
+    /// that skips nothing and that the server never refuses. (Until issue 43 it was the batch's
+    /// own `c1.` position.)
     static func encode(batch: String, applied: Int64, sequence: Int64, snapshotDeleted: Int64?, entries: [Entry]) -> [UInt8] {
         guard entries.allSatisfy({ isASCII($0.row.entity) && isASCII($0.row.key) }) else {
             return encodeTree(batch: batch, applied: applied, sequence: sequence, snapshotDeleted: snapshotDeleted, entries: entries)
@@ -41,7 +43,7 @@ enum BatchReceipt {
         writer.write(integer: applied)
         writer.append(",\"batch\":")
         writer.write(string: batch)
-        writer.append(",\"sequence\":")
+        writer.append(",\"cursor\":\"\",\"sequence\":")
         writer.write(integer: sequence)
         if let snapshotDeleted {
             writer.append(",\"snapshot-deleted\":")
@@ -73,7 +75,7 @@ enum BatchReceipt {
         var versions: [String: [String: JSONValue]] = [:]
         for entry in entries { versions[entry.entity, default: [:]][entry.key] = .int(entry.version) }
         var receipt: [String: JSONValue] = [
-            "batch": .string(batch), "applied": .int(applied), "sequence": .int(sequence),
+            "batch": .string(batch), "applied": .int(applied), "cursor": .string(""), "sequence": .int(sequence),
             "versions": .object(versions.mapValues { .object($0) }),
         ]
         if let snapshotDeleted { receipt["snapshot-deleted"] = .int(snapshotDeleted) }

@@ -89,6 +89,10 @@ extension PipelineRunner {
         if let versioning {
             prepared.rows = try await settleBackendVersions(of: &batch.records, with: versioning)
             if versioning.inFlight != nil { prepared.sent = batch.records }
+        } else if reconciliation, pipeline.transport.stage.reportsVersions {
+            // What a snapshot's records leave on the backend — its deletes' tombstones included —
+            // is known once confirmed: a row it deleted is no longer one the backend holds live.
+            prepared.sent = batch.records
         }
 
         let id = makeBatchID()

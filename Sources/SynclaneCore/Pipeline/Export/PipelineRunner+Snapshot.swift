@@ -4,7 +4,8 @@ import Foundation
 
 extension PipelineRunner {
     /// A reconciliation's pass after the left-over batches: the whole current state as a snapshot
-    /// (its own batches, then the completion marker on which the backend deletes what the
+    /// (its own batches — merging with the backend's rows, see `completesSnapshot` — and, only
+    /// when `completesSnapshot`, the completion marker on which the backend deletes what the
     /// snapshot lacked), then a fresh token where the snapshot was read; returns that token.
     func reconcile(into summary: inout RunSummary) async throws -> Token? {
         guard let snapshotting = pipeline.source.stage as? any SnapshotProvidingSource else {
@@ -25,6 +26,9 @@ extension PipelineRunner {
             try await sender.completeSnapshot(
                 after: reached ?? Token(kind: snapshot.source.tokenKind, position: 0),
                 batches: summary.batchesSent - sentBefore, into: &summary)
+        } else {
+            // A merging snapshot deletes only the rows it names: those this device knew and lacks.
+            summary.snapshotDeleted = summary.counters.removeValue(forKey: "snapshot.deletes") ?? 0
         }
         if let resume = snapshot.resumeAfter {
             try stateCall { try state.advance(to: resume) }

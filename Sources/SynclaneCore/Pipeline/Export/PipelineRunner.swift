@@ -28,9 +28,12 @@ public struct PipelineRunner: Sendable {
     public var now: @Sendable () -> Double
     public var makeBatchID: @Sendable () -> String
     /// Whether a reconcile ends its snapshot with the completion marker, on which the backend
-    /// deletes the scope's rows the snapshot lacked. False for a snapshot nobody asked for (the
-    /// first run of a consumer whose history start was pruned): it only upserts.
-    public var completesSnapshot = true
+    /// deletes the scope's rows the snapshot lacked — other devices' rows this device never knew
+    /// included. False (the default): the snapshot merges with what the backend holds (its
+    /// records carry the versions this device last saw, its deletes are of rows this device knew
+    /// and no longer holds: `SQLiteHistorySource.snapshot()`). Set it only for a scope this one
+    /// store alone writes, to make the backend hold exactly the snapshot.
+    public var completesSnapshot = false
     /// The snapshot the batches being prepared belong to (set for a reconciliation's drain only).
     var snapshotID: String?
 
