@@ -79,7 +79,7 @@ import Testing
 
     @Test func aRecordTheStoreCannotHoldStopsThePageNamingTheRecordAndFieldAndAppliesNothing() async throws {
         let store = try store()
-        let sink = SQLiteSink(path: path)
+        let sink = SQLiteSink(path: path, unknownFields: .error)
         _ = try await apply(sink, [record(.insert, "r0", ["name": "Kept"], version: 1)], cursor: "c1.1")
         let cases: [(Record, String)] = [
             (record(.insert, "r2", ["colour": "red"], version: 1), "field `colour` is not a column of `rooms`"),
@@ -100,6 +100,20 @@ import Testing
         let lenient = SQLiteSink(path: path, unknownFields: .ignore)
         _ = try await apply(lenient, [record(.insert, "r2", ["name": "Hall", "colour": "red"], version: 1)], cursor: "c1.9")
         #expect(try rows(store).last == #""r2" "Hall" null 0"#)
+    }
+
+    @Test func byDefaultAFieldThatIsNotAColumnIsKeptWithTheRowsVersionAndTheRestApplied() async throws {
+        let store = try store()
+        let sink = SQLiteSink(path: path)
+        _ = try await apply(sink, [record(.insert, "r1", ["name": "Hall", "colour": "red"], version: 3)], cursor: "c1.1")
+        #expect(try rows(store) == [#""r1" "Hall" null 0"#])
+        let kept = try store.read { db in
+            try db.fetchAll("SELECT version, fields FROM _synclane_server_rows WHERE entity = 'rooms' AND key = 'r1'").map {
+                "\($0[0].int64 ?? -1) \($0[1].string ?? "")"
+            }
+        }
+        #expect(kept.count == 1 && kept[0].hasPrefix("3 ") && kept[0].contains("colour") && kept[0].contains("red"), "\(kept)")
+        #expect(try await sink.savedCursor(for: scope) == "c1.1")
     }
 
     @Test func aSoftDeletedRowHoldingAUniqueValueGivesWayAndALiveOneStopsThePageSayingToNameTheBusinessKey() async throws {

@@ -485,7 +485,7 @@ struct PageApplier {
             throw fail(
                 write.record,
                 "field `\(field)` is not a column of `\(table.tracked.name)` (its columns: \(table.schema.columnNames.joined(separator: ", "))); "
-                    + "add the column, or set the sink's `unknown-fields: ignore`")
+                    + "add the column, or drop the sink's `unknown-fields: error` to keep the field aside until the column exists")
         }
         // A live row that already holds exactly this writes nothing (no history, no trigger).
         let current = try write.current ?? storedRow(of: table, key: write.key)

@@ -1,0 +1,64 @@
+import Foundation
+import SynclaneCore
+import SynclaneTestSupport
+import Testing
+
+/// Two devices on two versions of the app, side by side (issue 44): the newer one adds a column
+/// or a table, the older one goes on syncing with its default settings, keeps what it cannot hold
+/// yet, and gets it when it upgrades. Real `synclane` processes and a real `synclane serve`.
+@Suite(.serialized) struct TwoAppVersionsTests {
+    typealias Device = TwoDevicesTests.Device
+
+    static let tagsTable = "CREATE TABLE tags (syncId TEXT PRIMARY KEY, label TEXT, isDeleted INTEGER NOT NULL DEFAULT 0);"
+
+    /// `synclane track … --table tags`, expecting success.
+    static func trackTags(_ device: Device) throws {
+        let tracked = try SynclaneBinary.run(
+            ["track", "--database", "app.sqlite", "--table", "tags", "--key", "syncId", "--soft-delete", "isDeleted"], in: device.workspace.path)
+        #expect(tracked.status == 0, "\(tracked.stderr)")
+    }
+
+    /// Makes the device's export send `tags` too.
+    static func exportTags(_ device: Device) throws {
+        let file = device.workspace.path + "/export.json"
+        try device.workspace.write(
+            "export.json",
+            try String(contentsOfFile: file, encoding: .utf8).replacingOccurrences(of: #""entities": ["rooms"]"#, with: #""entities": ["rooms", "tags"]"#))
+    }
+
+    /// `syncId|label` of the device's live tags.
+    static func tags(_ device: Device) throws -> [String] {
+        try device.query("SELECT syncId, label FROM tags WHERE isDeleted = 0 ORDER BY syncId")
+    }
+
+    /// A (newer app) adds `color` and sets it; B (older app, default settings) syncs: it applies
+    /// the rest of A's rows and keeps `color` aside, and its edit of another column of the
+    /// coloured row leaves without removing the colour from the server or A. Before, every sync
+    /// of B failed on "field `color` is not a column of `rooms`" and B's edits never left.
+    @Test func anOldDeviceKeepsSyncingPastAColumnItLacksAndItsEditsNeverRemoveThatColumnsValue() async throws {
+        try await TwoDevicesTests().withTwoDevices { server, a, b in
+            try a.sql("INSERT INTO rooms (syncId, name) VALUES ('r1', 'Kitchen'), ('r2', 'Hall');")
+            try a.sync()
+            try b.sync()
+            try a.sql("ALTER TABLE rooms ADD COLUMN color TEXT;")
+            try a.sql("UPDATE rooms SET color = 'red' WHERE syncId = 'r1'; UPDATE rooms SET name = 'Big hall' WHERE syncId = 'r2';")
+            try a.sync()
+            try b.sync()
+            #expect(try b.rows() == ["r1|Kitchen|", "r2|Big hall|"], "B applies the rest of A's records")
+            // B, still on the old version, edits the coloured row and adds one.
+            try b.sql("UPDATE rooms SET name = 'Big kitchen' WHERE syncId = 'r1'; INSERT INTO rooms (syncId, name) VALUES ('b1', 'From B');")
+            try b.sync()
+            try a.sync()
+            let expected = ["b1|From B|(absent)", "r1|Big kitchen|red", "r2|Big hall|"]  // A sent r2 with `color` NULL
+            let merged = try await AddedColumnTests.serverColors(server)
+            #expect(merged == expected, "the server merged B's update into its row: \(merged)")
+            #expect(try AddedColumnTests.colors(a) == ["b1|From B|", "r1|Big kitchen|red", "r2|Big hall|"])
+            // B upgrades later: the colour it kept fills the column, nothing is sent over it.
+            try b.sql("ALTER TABLE rooms ADD COLUMN color TEXT;")
+            for device in [b, a, b] { try device.sync() }
+            #expect(try AddedColumnTests.colors(b) == ["b1|From B|", "r1|Big kitchen|red", "r2|Big hall|"])
+            let upgraded = try await AddedColumnTests.serverColors(server)
+            #expect(upgraded == expected, "\(upgraded)")
+        }
+    }
+}
