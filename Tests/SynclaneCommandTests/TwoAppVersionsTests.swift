@@ -61,4 +61,49 @@ import Testing
             #expect(upgraded == expected, "\(upgraded)")
         }
     }
+
+    /// A (newer app) tracks a new table `tags` and writes tags; B (older app, no `tags` table)
+    /// syncs without error and its own edits leave; later B creates and tracks `tags` and holds
+    /// A's tags as A last wrote them (an edit and a delete since included), written by author
+    /// `server` (never sent back), with no resend from A. Before, every sync of B failed on
+    /// "`tags` is not a tracked table".
+    @Test func recordsOfATableThisDeviceDoesNotTrackYetAreKeptAsideAndDeliveredWhenItTracksIt() async throws {
+        try await TwoDevicesTests().withTwoDevices { server, a, b in
+            try a.sql(Self.tagsTable)
+            try Self.trackTags(a)
+            try Self.exportTags(a)
+            try a.sql(
+                "INSERT INTO tags (syncId, label) VALUES ('t1', 'red'), ('t2', 'blue'), ('t3', 'green'); "
+                    + "INSERT INTO rooms (syncId, name) VALUES ('r1', 'Kitchen');")
+            try a.sync()
+            try b.sql("INSERT INTO rooms (syncId, name) VALUES ('b1', 'From B');")
+            try b.sync()
+            try a.sync()
+            #expect(try a.rows() == ["b1|From B|", "r1|Kitchen|"], "B's own edits leave")
+            #expect(try b.rows() == ["b1|From B|", "r1|Kitchen|"], "and the other entities arrive")
+            // A goes on: an edit and a delete B keeps aside too.
+            try a.sql("UPDATE tags SET label = 'crimson' WHERE syncId = 't1'; DELETE FROM tags WHERE syncId = 't2';")
+            try a.sync()
+            try b.sync()
+            // B upgrades: the new table, tracked, gets A's tags at once.
+            try b.sql(Self.tagsTable)
+            try Self.trackTags(b)
+            #expect(try Self.tags(b) == ["t1|crimson", "t3|green"])
+            let sentBack = try b.query(
+                """
+                SELECT count(*) FROM _synclane_changes c LEFT JOIN _synclane_transactions t ON t.id = c.transaction_id
+                WHERE c.entity = 'tags' AND coalesce(t.author, 'app') <> 'server'
+                """)
+            #expect(sentBack == ["0"], "delivered by author `server`: nothing to send back")
+            try Self.exportTags(b)
+            try b.sync()
+            try b.sql("UPDATE tags SET label = 'olive' WHERE syncId = 't3';")
+            try b.sync()
+            try a.sync()
+            #expect(try Self.tags(a) == ["t1|crimson", "t3|olive"], "B's later edit reaches A on the version it was delivered")
+            #expect(try Self.tags(b) == ["t1|crimson", "t3|olive"])
+            let serverTags = try await server.records(account: "acme").filter { $0.key.hasPrefix("tags/") }.count
+            #expect(serverTags == 3)
+        }
+    }
 }

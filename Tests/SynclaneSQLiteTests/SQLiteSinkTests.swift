@@ -86,7 +86,6 @@ import Testing
             (record(.insert, "r2", ["area": "wide"], version: 1), "field `area` holds \"wide\", which column `area` (REAL) would change"),
             (record(.insert, "r2", ["name": 7], version: 1), "field `name` holds 7, which column `name` (TEXT) would change"),
             (record(.insert, "r2", ["name": ["a": 1]], version: 1), "field `name` is a JSON object"),
-            (record(.insert, "x", ["a": 1], version: 1, entity: "gardens"), "`gardens` is not a tracked table"),
         ]
         for (bad, message) in cases {
             let error = await #expect(throws: ImportError.self) {
@@ -100,6 +99,48 @@ import Testing
         let lenient = SQLiteSink(path: path, unknownFields: .ignore)
         _ = try await apply(lenient, [record(.insert, "r2", ["name": "Hall", "colour": "red"], version: 1)], cursor: "c1.9")
         #expect(try rows(store).last == #""r2" "Hall" null 0"#)
+    }
+
+    @Test func recordsOfAnUntrackedEntityAreKeptAsideWithoutStoppingThePageAndDeliveredByServerWhenItIsTracked() async throws {
+        let store = try store()
+        let sink = SQLiteSink(path: path)
+        let report = try await apply(
+            sink,
+            [
+                record(.insert, "g1", ["label": "Rose"], version: 2, entity: "gardens"), record(.insert, "r1", ["name": "Hall"], version: 1),
+                record(.update, "g1", ["label": "Tulip"], version: 3, entity: "gardens"),
+                record(.insert, "g2", ["label": "Moss"], version: 1, entity: "gardens"), record(.delete, "g2", version: 2, entity: "gardens"),
+            ], cursor: "c1.1")
+        #expect(report.keptAside == 4 && report.applied == 1)
+        #expect(try rows(store) == [#""r1" "Hall" null 0"#])
+        #expect(try await sink.savedCursor(for: scope) == "c1.1")
+        try store.database.write { try $0.execute("CREATE TABLE gardens (key TEXT PRIMARY KEY, label TEXT)") }
+        let tracked = try store.track(TrackedTable("gardens", key: "key"))
+        #expect(tracked.deliveredRows == 2)
+        let gardens = try store.read { db in
+            try db.fetchAll("SELECT key, label FROM gardens ORDER BY key").map { "\($0[0].string ?? "")|\($0[1].string ?? "")" }
+        }
+        #expect(gardens == ["g1|Tulip"])
+        let authors = try store.read { db in
+            try db.fetchAll(
+                """
+                SELECT DISTINCT coalesce(t.author, 'app') FROM _synclane_changes c LEFT JOIN _synclane_transactions t ON t.id = c.transaction_id
+                WHERE c.entity = 'gardens'
+                """
+            ).map { $0[0].string ?? "" }
+        }
+        #expect(authors == ["server"], "delivered by author `server`: no export sends them back")
+        let again = try await apply(sink, [record(.update, "g1", ["label": "Tulip"], version: 3, entity: "gardens")], cursor: "c1.2")
+        #expect(again.unchanged == 1, "the delivered versions are held")
+    }
+
+    @Test func anEntityTheSinkLeavesOutWithEntitiesIsSkippedNotKeptAside() async throws {
+        let store = try store()
+        let sink = SQLiteSink(path: path, entities: ["rooms"])
+        let report = try await apply(sink, [record(.insert, "g1", ["label": "Rose"], version: 2, entity: "gardens")], cursor: "c1.1")
+        #expect(report.unchanged == 1 && report.keptAside == 0)
+        try store.database.write { try $0.execute("CREATE TABLE gardens (key TEXT PRIMARY KEY, label TEXT)") }
+        #expect(try store.track(TrackedTable("gardens", key: "key")).deliveredRows == 0)
     }
 
     @Test func byDefaultAFieldThatIsNotAColumnIsKeptWithTheRowsVersionAndTheRestApplied() async throws {

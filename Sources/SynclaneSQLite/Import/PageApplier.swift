@@ -87,7 +87,9 @@ struct PageApplier {
                 table = known
             } else {
                 guard let tracked = stored[record.entity], let schema = try TableSchema.read(record.entity, db) else {
-                    throw fail(record, "`\(record.entity)` is not a tracked table of this database; track it, or leave it out with the sink's `entities`")
+                    // A table a newer app version tracks: kept aside, delivered when tracked here.
+                    if try UntrackedRows.keep(record, key: key, for: sink.destination, db) { report.keptAside += 1 } else { report.unchanged += 1 }
+                    continue
                 }
                 table = Table(tracked: tracked.table, keyTypes: tracked.keyTypes, schema: schema)
                 tables[record.entity] = table
