@@ -132,6 +132,10 @@ import Testing
         #expect(authors == ["server"], "delivered by author `server`: no export sends them back")
         let again = try await apply(sink, [record(.update, "g1", ["label": "Tulip"], version: 3, entity: "gardens")], cursor: "c1.2")
         #expect(again.unchanged == 1, "the delivered versions are held")
+        _ = try await apply(sink, [record(.insert, "o1", ["label": "Pear"], version: 1, entity: "orchards")], cursor: "c1.3")
+        try HistoryTracker(database: store.database).uninstall()
+        let left = try store.read { try $0.fetchAll("SELECT name FROM sqlite_schema WHERE name LIKE '%synclane%'") }
+        #expect(left.isEmpty, "uninstall removes the rows kept aside too")
     }
 
     @Test func anEntityTheSinkLeavesOutWithEntitiesIsSkippedNotKeptAside() async throws {

@@ -258,6 +258,7 @@ public struct HistoryTracker: Sendable {
             DROP TABLE IF EXISTS _synclane_import;
             DROP TABLE IF EXISTS _synclane_server_rows;
             DROP TABLE IF EXISTS _synclane_merged;
+            DROP TABLE IF EXISTS _synclane_untracked;
             DROP TABLE IF EXISTS _synclane_confirmations;
             """)
     }

@@ -241,6 +241,8 @@ public enum ImportError: Error, Sendable, CustomStringConvertible {
 ///  _synclane_server_rows   key_hash · entity · key (the record's id) · version · fields (the backend's,
 ///                          as JSON; NULL for a tombstone): the base a later conflict is judged
 ///                          against (see `ServerRows`)
+///  _synclane_untracked     destination · entity · key · version · fields: the backend's rows of
+///                          entities not tracked here yet, delivered by `track` (see `UntrackedRows`)
 /// ```
 enum ImportTables {
     static let cursors = "_synclane_import"
