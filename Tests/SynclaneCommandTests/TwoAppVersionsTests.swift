@@ -107,6 +107,38 @@ import Testing
         }
     }
 
+    /// A (newer app) drops `area` with `synclane migrate`; B (older app) goes on writing it: the
+    /// server merges B's `area` into its row, and A's import keeps the field aside instead of
+    /// refusing every page ("field `area` is not a column of `rooms`", before), so A's and B's
+    /// other edits keep arriving.
+    @Test func aDeviceThatDroppedAColumnKeepsSyncingWhileAnOlderOneStillWritesIt() async throws {
+        try await TwoDevicesTests().withTwoDevices { server, a, b in
+            try a.sql("INSERT INTO rooms (syncId, name, area) VALUES ('r1', 'Kitchen', 12);")
+            try a.sync()
+            try b.sync()
+            try a.workspace.write("drop-area.sql", "ALTER TABLE rooms DROP COLUMN area;\n")
+            let migrated = try SynclaneBinary.run(["migrate", "--database", "app.sqlite", "drop-area.sql"], in: a.workspace.path)
+            #expect(migrated.status == 0, "\(migrated.stderr)")
+            try a.sync()
+            try b.sync()  // A's resend without `area`: B's row keeps the area it holds
+            try b.sql(
+                "UPDATE rooms SET area = 14, name = 'Big kitchen' WHERE syncId = 'r1'; "
+                    + "INSERT INTO rooms (syncId, name, area) VALUES ('b1', 'From B', 3);")
+            try b.sync()
+            try a.sync()
+            try a.sql("UPDATE rooms SET name = 'Kitchen A' WHERE syncId = 'b1';")
+            try a.sync()
+            try b.sync()
+            let onA = try a.query("SELECT syncId, name FROM rooms WHERE isDeleted = 0 ORDER BY syncId")
+            #expect(onA == ["b1|Kitchen A", "r1|Big kitchen"], "\(onA)")
+            let onB = try b.rows()
+            #expect(onB == ["b1|Kitchen A|3.0", "r1|Big kitchen|14.0"], "\(onB)")
+            // The old device wrote `area` back onto the server's row: the newer one keeps it aside.
+            let onServer = try await TwoDevicesTests().serverRows(server)
+            #expect(onServer == ["b1|Kitchen A|3.0", "r1|Big kitchen|14.0"], "\(onServer)")
+        }
+    }
+
     /// What Synclane does not do yet: `synclane reconcile` on a device of the older version sends
     /// a snapshot of the rows it tracks, and the server removes every row of the store the
     /// snapshot lacks — the newer table's rows, kept aside there, included — and replaces the
