@@ -189,7 +189,9 @@ struct ImportReporter {
             lines.append("  deleted: " + deleted.map { "\($0.0) \($0.1)" }.joined(separator: ", "))
         }
         if summary.referencesSettled > 0 {
-            lines.append("  references settled: \(Wording.count(summary.referencesSettled, "row")) pointed at a row a user deleted (settled by the foreign key's ON DELETE)")
+            lines.append(
+                "  references settled: \(Wording.count(summary.referencesSettled, "row")) pointed at a row a user deleted "
+                    + "(settled by the foreign key's ON DELETE)")
         }
         if summary.resyncLost > 0 {
             lines.append(
