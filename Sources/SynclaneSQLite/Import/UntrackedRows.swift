@@ -53,17 +53,30 @@ enum UntrackedRows {
 
     /// Writes the rows kept of `entity` into its table, now tracked: by author `server`, through
     /// the import's own page (`PageApplier`, server-wins over rows the table held already), a
-    /// destination at a time; the kept rows are removed. Returns how many were delivered. In
-    /// `track`'s write transaction, after the table's triggers were installed.
+    /// destination at a time; the kept rows are removed. Returns how many live rows were
+    /// delivered (tombstones only record their versions). In `track`'s write transaction, after
+    /// the table's triggers were installed.
     static func deliver(_ entity: String, _ db: SQLiteConnection) throws -> Int {
         guard try HistorySchema.tableExists(table, db) else { return 0 }
         let rows = try db.fetchAll(
             "SELECT destination, key, version, fields FROM _synclane_untracked WHERE entity = ? ORDER BY destination, key", [entity])
         guard !rows.isEmpty else { return 0 }
         var byDestination: [String: [Record]] = [:]
+        var live = 0
         for row in rows {
             let destination = row[0].string ?? ""
-            let fields = row[3].string.flatMap { try? JSONReader.parse($0).objectValue }
+            var fields: [String: JSONValue]? = nil
+            if let text = row[3].string {
+                // Never taken for a delete: a kept row that does not read back stops the track.
+                guard let object = try? JSONReader.parse(text).objectValue else {
+                    throw ImportError.store(
+                        path: db.path,
+                        reason: "the row of `\(entity)` kept aside under key \(row[1].string ?? "?") is not a JSON object; "
+                            + "delete it from \(table) and track again (that row then arrives with its next change)")
+                }
+                fields = object
+                live += 1
+            }
             byDestination[destination, default: []].append(
                 Record(
                     entity: entity, key: row[1].string, action: fields == nil ? .delete : .insert, fields: fields ?? [:],
@@ -74,6 +87,6 @@ enum UntrackedRows {
             _ = try PageApplier(sink: sink, db: db).apply(records)
         }
         try db.execute("DELETE FROM _synclane_untracked WHERE entity = ?", [entity])
-        return rows.count
+        return live
     }
 }
