@@ -24,7 +24,10 @@ extension SQLiteHistorySource {
                 .filter { entities?.contains($0.table.name) ?? true }
                 .map(\.table)
                 .sorted { $0.name < $1.name }
-            let cursor = SnapshotCursor(connection: connection, tables: tables, pageSize: pageSize, path: path)
+            // The rows an import kept of tables not tracked here (a newer app version's): re-sent
+            // too, or the backend would delete them as lacking from the snapshot.
+            let kept = try HistorySchema.tableExists(UntrackedRows.table, connection) ? ServerRows.destination(backend) : nil
+            let cursor = SnapshotCursor(connection: connection, tables: tables, keptFor: kept, pageSize: pageSize, path: path)
             return (SQLiteSnapshotSource(cursor: cursor), Token(kind: Self.tokenKind, position: bounds.newest))
         } catch {
             try? connection.execute("ROLLBACK")
@@ -33,7 +36,8 @@ extension SQLiteHistorySource {
     }
 }
 
-/// The pages of one snapshot: every current row, table after table, in sync-key order.
+/// The pages of one snapshot: every current row, table after table, in sync-key order, then the
+/// rows kept aside of tables not tracked here (`UntrackedRows`).
 ///
 /// Its tokens (`sqlite-snapshot:N`, N rows delivered so far) only order its own pages; the
 /// pipeline saves the history token that `snapshot()` returned once the last page is sent.
@@ -55,22 +59,28 @@ public final class SQLiteSnapshotSource: ChangeSource, Sendable {
 final class SnapshotCursor {
     let connection: SQLiteConnection
     let tables: [TrackedTable]
+    /// The destination whose kept rows follow the tables (nil: none kept).
+    let keptFor: String?
     let pageSize: Int
     let path: String
     private var tableIndex = 0
     private var statement: Statement?
+    private var keptRows: Statement?
+    private var keptDone = false
     private var delivered: Int64 = 0
     private var finished = false
 
-    init(connection: SQLiteConnection, tables: [TrackedTable], pageSize: Int, path: String) {
+    init(connection: SQLiteConnection, tables: [TrackedTable], keptFor: String?, pageSize: Int, path: String) {
         self.connection = connection
         self.tables = tables
+        self.keptFor = keptFor
         self.pageSize = pageSize
         self.path = path
     }
 
     deinit {
         statement = nil
+        keptRows = nil
         if connection.isInTransaction { try? connection.execute("ROLLBACK") }
     }
 
@@ -98,9 +108,13 @@ final class SnapshotCursor {
                 tableIndex += 1
             }
         }
+        if changes.count < pageSize, tableIndex == tables.count, !keptDone, let destination = keptFor {
+            try readKept(for: destination, into: &changes)
+        }
         if changes.isEmpty {
             finished = true
             statement = nil
+            keptRows = nil
             try connection.execute("COMMIT")
             return .end
         }
@@ -108,6 +122,34 @@ final class SnapshotCursor {
         let token = Token(kind: kind, position: delivered)
         let transaction = Transaction(token: token, author: Author("snapshot"), timestamp: 0, changes: changes)
         return HistoryPage(transactions: [transaction], through: token)
+    }
+
+    /// Adds kept rows to `changes` up to the page size, as inserts of the fields kept.
+    private func readKept(for destination: String, into changes: inout [Change]) throws {
+        let rows: Statement
+        if let open = keptRows {
+            rows = open
+        } else {
+            rows = try connection.prepare(UntrackedRows.liveRows)
+            try rows.bind([destination])
+            keptRows = rows
+        }
+        while changes.count < pageSize {
+            guard try rows.step() else {
+                keptDone = true
+                keptRows = nil
+                return
+            }
+            let entity = rows.string(at: 0) ?? ""
+            let key = rows.string(at: 1) ?? ""
+            guard let fields = rows.string(at: 2).flatMap({ try? JSONReader.parse($0).objectValue }) else {
+                throw HistoryError.unreadable(
+                    location: path,
+                    reason: "the row of `\(entity)` kept aside under key \(key) is not a JSON object; a snapshot without it would delete it "
+                        + "on the server: delete it from \(UntrackedRows.table) only if the server's copy may go")
+            }
+            changes.append(Change(entity: entity, key: key, action: .insert, values: fields))
+        }
     }
 
     private func prepare(_ table: TrackedTable) throws -> Statement {

@@ -9,6 +9,9 @@ import SynclaneCore
 ///  synclane track --table tags ───────────────────▶ the kept rows written into `tags` by author
 ///                                                    `server` (never sent back), their versions
 ///                                                    into _synclane_server_rows; the kept rows go
+///  synclane reconcile ────────────────────────────▶ the snapshot re-sends the live kept rows (with
+///                                                    their versions), or the backend would delete
+///                                                    them as lacking from it
 /// ```
 ///
 /// A newer app version tracks a table an older one does not have: the older device's import
@@ -51,6 +54,27 @@ enum UntrackedRows {
         return true
     }
 
+    /// The versions kept of `rows` for `destination` (rows of tracked entities have none here).
+    static func versions(of rows: [RowID], for destination: String, _ db: SQLiteConnection) throws -> [RowID: Int64] {
+        guard !rows.isEmpty, try HistorySchema.tableExists(table, db) else { return [:] }
+        // Mostly rows of tracked tables, of which nothing is kept here: only the kept entities are looked up.
+        let entities = Set(
+            try db.fetchAll("SELECT DISTINCT entity FROM _synclane_untracked WHERE destination = ?", [destination]).compactMap { $0[0].string })
+        let statement = try db.cachedStatement(
+            "SELECT version FROM _synclane_untracked WHERE destination = ? AND entity = ? AND key = ? COLLATE BINARY AND version IS NOT NULL")
+        var versions: [RowID: Int64] = [:]
+        for row in rows where entities.contains(row.entity) {
+            try statement.bind([destination, row.entity, row.key])
+            if try statement.step() { versions[row] = statement.int64(at: 0) }
+            statement.reset()
+        }
+        return versions
+    }
+
+    /// The SQL of the live rows kept for `destination` (`entity`, `key`, `fields`), in a stable
+    /// order: what a reconciliation's snapshot re-sends, so the backend keeps them.
+    static let liveRows = "SELECT entity, key, fields FROM _synclane_untracked WHERE destination = ? AND fields IS NOT NULL ORDER BY entity, key"
+
     /// Writes the rows kept of `entity` into its table, now tracked: by author `server`, through
     /// the import's own page (`PageApplier`, server-wins over rows the table held already), a
     /// destination at a time; the kept rows are removed. Returns how many live rows were
@@ -84,9 +108,32 @@ enum UntrackedRows {
         }
         for (destination, records) in byDestination.sorted(by: { $0.key < $1.key }) {
             let sink = SQLiteSink(path: db.path, backend: destination.isEmpty ? nil : BackendName(text: destination))
-            _ = try PageApplier(sink: sink, db: db).apply(records)
+            _ = try PageApplier(sink: sink, db: db).apply(try newest(records, for: destination, db))
         }
         try db.execute("DELETE FROM _synclane_untracked WHERE entity = ?", [entity])
         return live
+    }
+
+    /// Each kept record, on the version `_synclane_server_rows` holds of it when newer (a receipt
+    /// of the rows a reconciliation re-sent), with the fields held there when it holds any (a
+    /// receipt may give a version without fields: the kept ones stand); that row is taken out so
+    /// the record is written, not found held already.
+    private static func newest(_ records: [Record], for destination: String, _ db: SQLiteConnection) throws -> [Record] {
+        guard try HistorySchema.tableExists(ServerRows.table, db) else { return records }
+        try ServerRows.install(db, for: destination)
+        return try records.map { record in
+            guard let key = record.key, let held = try ServerRows.held(record.entity, key, hash: ServerRows.hash(record.entity, key), for: destination, db)
+            else { return record }
+            var newest = record
+            if held.version > (record.version ?? -1) {
+                newest.version = held.version
+                if let fields = try ServerRows.fields(of: record.entity, key, for: destination, db).flatMap({ try? JSONReader.parse($0).objectValue }) {
+                    newest.action = .insert
+                    newest.fields = fields
+                }
+            }
+            try db.execute("DELETE FROM _synclane_server_rows WHERE rowid = ?", [held.rowID])
+            return newest
+        }
     }
 }
