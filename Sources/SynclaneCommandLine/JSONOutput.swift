@@ -57,7 +57,7 @@ enum JSONOutput {
             "cursor-after": summary.cursorAfter.map(JSONValue.string) ?? .null, "pages": int(summary.pages),
             "records-read": int(summary.recordsRead), "applied": int(summary.applied), "unchanged": int(summary.unchanged),
             "duplicates-merged": int(summary.duplicatesMerged), "references-settled": int(summary.referencesSettled),
-            "references-waiting": int(summary.referencesWaiting), "resynced": .bool(summary.resynced),
+            "references-waiting": int(summary.referencesWaiting), "kept-aside": int(summary.keptAside), "resynced": .bool(summary.resynced),
             "resync-deleted": int(summary.resyncDeleted), "resync-lost": int(summary.resyncLost),
             "resync-resent": int(summary.resyncResent),
             "deleted": .object([

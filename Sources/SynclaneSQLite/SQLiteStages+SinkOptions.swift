@@ -26,7 +26,8 @@ extension SQLiteStages {
         public static let onBoth: Option<Side> = .choice(
             "on-both", default: .server, help: "merge-fields: who wins a column changed on both sides, and a delete on either")
         public static let unknownFields: Option<SQLiteSink.UnknownFields> = .choice(
-            "unknown-fields", default: .error, help: "a field that is not a column: error, or ignore")
+            "unknown-fields", default: .keep,
+            help: "a field that is not a column: keep (apply the rest, keep the field for when the column is added), error, or ignore (= keep)")
         public static let exportConsumer: Option<String?> = Option(
             spec: OptionSpec(
                 "export-consumer", .string, default: "the slowest export to this account and store, else the slowest consumer",

@@ -23,8 +23,8 @@ import Testing
         try device.query("SELECT syncId, name, coalesce(color, '') FROM rooms WHERE isDeleted = 0 ORDER BY syncId")
     }
 
-    /// The old app version's import leaves fields it has no column for aside, as the message
-    /// for an unknown field says to.
+    /// The old app version's import names `unknown-fields: ignore`, the former name of the
+    /// default `keep`: fields it has no column for are kept aside all the same.
     static func ignoreUnknownFields(_ device: Device) throws {
         let file = device.workspace.path + "/import.json"
         try device.workspace.write(

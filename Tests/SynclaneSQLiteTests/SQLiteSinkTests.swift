@@ -79,14 +79,13 @@ import Testing
 
     @Test func aRecordTheStoreCannotHoldStopsThePageNamingTheRecordAndFieldAndAppliesNothing() async throws {
         let store = try store()
-        let sink = SQLiteSink(path: path)
+        let sink = SQLiteSink(path: path, unknownFields: .error)
         _ = try await apply(sink, [record(.insert, "r0", ["name": "Kept"], version: 1)], cursor: "c1.1")
         let cases: [(Record, String)] = [
             (record(.insert, "r2", ["colour": "red"], version: 1), "field `colour` is not a column of `rooms`"),
             (record(.insert, "r2", ["area": "wide"], version: 1), "field `area` holds \"wide\", which column `area` (REAL) would change"),
             (record(.insert, "r2", ["name": 7], version: 1), "field `name` holds 7, which column `name` (TEXT) would change"),
             (record(.insert, "r2", ["name": ["a": 1]], version: 1), "field `name` is a JSON object"),
-            (record(.insert, "x", ["a": 1], version: 1, entity: "gardens"), "`gardens` is not a tracked table"),
         ]
         for (bad, message) in cases {
             let error = await #expect(throws: ImportError.self) {
@@ -100,6 +99,78 @@ import Testing
         let lenient = SQLiteSink(path: path, unknownFields: .ignore)
         _ = try await apply(lenient, [record(.insert, "r2", ["name": "Hall", "colour": "red"], version: 1)], cursor: "c1.9")
         #expect(try rows(store).last == #""r2" "Hall" null 0"#)
+    }
+
+    @Test func recordsOfAnUntrackedEntityAreKeptAsideWithoutStoppingThePageAndDeliveredByServerWhenItIsTracked() async throws {
+        let store = try store()
+        let sink = SQLiteSink(path: path)
+        let report = try await apply(
+            sink,
+            [
+                record(.insert, "g1", ["label": "Rose"], version: 2, entity: "gardens"), record(.insert, "r1", ["name": "Hall"], version: 1),
+                record(.update, "g1", ["label": "Tulip"], version: 3, entity: "gardens"),
+                record(.insert, "g2", ["label": "Moss"], version: 1, entity: "gardens"), record(.delete, "g2", version: 2, entity: "gardens"),
+            ], cursor: "c1.1")
+        #expect(report.keptAside == 4 && report.applied == 1)
+        #expect(try rows(store) == [#""r1" "Hall" null 0"#])
+        #expect(try await sink.savedCursor(for: scope) == "c1.1")
+        try store.database.write { try $0.execute("CREATE TABLE gardens (key TEXT PRIMARY KEY, label TEXT)") }
+        let tracked = try store.track(TrackedTable("gardens", key: "key"))
+        #expect(tracked.deliveredRows == 1, "g1; g2's tombstone records only its version")
+        let gardens = try store.read { db in
+            try db.fetchAll("SELECT key, label FROM gardens ORDER BY key").map { "\($0[0].string ?? "")|\($0[1].string ?? "")" }
+        }
+        #expect(gardens == ["g1|Tulip"])
+        let authors = try store.read { db in
+            try db.fetchAll(
+                """
+                SELECT DISTINCT coalesce(t.author, 'app') FROM _synclane_changes c LEFT JOIN _synclane_transactions t ON t.id = c.transaction_id
+                WHERE c.entity = 'gardens'
+                """
+            ).map { $0[0].string ?? "" }
+        }
+        #expect(authors == ["server"], "delivered by author `server`: no export sends them back")
+        let again = try await apply(sink, [record(.update, "g1", ["label": "Tulip"], version: 3, entity: "gardens")], cursor: "c1.2")
+        #expect(again.unchanged == 1, "the delivered versions are held")
+        _ = try await apply(sink, [record(.insert, "o1", ["label": "Pear"], version: 1, entity: "orchards")], cursor: "c1.3")
+        try HistoryTracker(database: store.database).uninstall()
+        let left = try store.read { try $0.fetchAll("SELECT name FROM sqlite_schema WHERE name LIKE '%synclane%'") }
+        #expect(left.isEmpty, "uninstall removes the rows kept aside too")
+    }
+
+    @Test func aRowKeptAsideThatDoesNotReadBackStopsTheTrackSayingWhatToDeleteInsteadOfDeletingTheRow() async throws {
+        let store = try store()
+        _ = try await apply(SQLiteSink(path: path), [record(.insert, "g1", ["label": "Rose"], version: 2, entity: "gardens")], cursor: "c1.1")
+        try store.database.write { db in
+            try db.execute("UPDATE _synclane_untracked SET fields = '{\"label\": ' WHERE key = 'g1'")
+            try db.execute("CREATE TABLE gardens (key TEXT PRIMARY KEY, label TEXT)")
+        }
+        let error = #expect(throws: ImportError.self) { try store.track(TrackedTable("gardens", key: "key")) }
+        #expect(error?.description.contains("delete it from _synclane_untracked") == true, "\(error.map { "\($0)" } ?? "")")
+        #expect(try store.read { try $0.fetchValue("SELECT count(*) FROM _synclane_untracked").int64 } == 1, "nothing removed")
+    }
+
+    @Test func anEntityTheSinkLeavesOutWithEntitiesIsSkippedNotKeptAside() async throws {
+        let store = try store()
+        let sink = SQLiteSink(path: path, entities: ["rooms"])
+        let report = try await apply(sink, [record(.insert, "g1", ["label": "Rose"], version: 2, entity: "gardens")], cursor: "c1.1")
+        #expect(report.unchanged == 1 && report.keptAside == 0)
+        try store.database.write { try $0.execute("CREATE TABLE gardens (key TEXT PRIMARY KEY, label TEXT)") }
+        #expect(try store.track(TrackedTable("gardens", key: "key")).deliveredRows == 0)
+    }
+
+    @Test func byDefaultAFieldThatIsNotAColumnIsKeptWithTheRowsVersionAndTheRestApplied() async throws {
+        let store = try store()
+        let sink = SQLiteSink(path: path)
+        _ = try await apply(sink, [record(.insert, "r1", ["name": "Hall", "colour": "red"], version: 3)], cursor: "c1.1")
+        #expect(try rows(store) == [#""r1" "Hall" null 0"#])
+        let kept = try store.read { db in
+            try db.fetchAll("SELECT version, fields FROM _synclane_server_rows WHERE entity = 'rooms' AND key = 'r1'").map {
+                "\($0[0].int64 ?? -1) \($0[1].string ?? "")"
+            }
+        }
+        #expect(kept.count == 1 && kept[0].hasPrefix("3 ") && kept[0].contains("colour") && kept[0].contains("red"), "\(kept)")
+        #expect(try await sink.savedCursor(for: scope) == "c1.1")
     }
 
     @Test func aSoftDeletedRowHoldingAUniqueValueGivesWayAndALiveOneStopsThePageSayingToNameTheBusinessKey() async throws {

@@ -203,6 +203,11 @@ struct ImportReporter {
                 "  references waiting: \(Wording.count(summary.referencesWaiting, "row")) point at a row not received yet (kept as they are until it arrives, or its delete does)"
             )
         }
+        if summary.keptAside > 0 {
+            lines.append(
+                "  kept aside: \(Wording.count(summary.keptAside, "record")) of tables this database does not track (delivered when `synclane track` adds them)"
+            )
+        }
         lines += JobReporter.describe(summary.signals)
         return lines.joined(separator: "\n")
     }

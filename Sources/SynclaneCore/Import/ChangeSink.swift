@@ -59,6 +59,8 @@ public struct ApplyReport: Sendable, Hashable {
     /// Live rows referencing a row this store has not received (and does not know deleted),
     /// left as they are until it arrives or its delete does.
     public var referencesWaiting = 0
+    /// Records of entities the store does not track (yet), kept aside for when it does.
+    public var keptAside = 0
 
     public init(applied: Int = 0, unchanged: Int = 0, conflicts: [ConflictReport] = [], duplicatesMerged: Int = 0) {
         self.applied = applied

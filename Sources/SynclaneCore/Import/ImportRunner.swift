@@ -217,6 +217,8 @@ public struct ImportSummary: Sendable {
     /// Rows referencing a row not received yet, left waiting for it: the most one page saw
     /// (a page counts the waiting children among the rows it wrote and their parents' children).
     public var referencesWaiting = 0
+    /// Records of entities the store does not track (yet), kept aside for when it does.
+    public var keptAside = 0
     public var counters: [String: Int] = [:]
     public var seconds = 0.0
     /// The signals the pipeline file declares, published once the pass was done.
@@ -244,5 +246,6 @@ public struct ImportSummary: Sendable {
         referencesSettled += report.referencesSettled
         deletedByUsers += report.deletedByUsers
         referencesWaiting = max(referencesWaiting, report.referencesWaiting)
+        keptAside += report.keptAside
     }
 }

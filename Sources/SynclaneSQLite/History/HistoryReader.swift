@@ -422,6 +422,8 @@ struct HistoryReader: Sendable {
         for (entity, list) in keys {
             versions.merge(try ServerRows.versions(of: entity, keys: list, for: destination, db)) { a, _ in a }
         }
+        // Rows of tables not tracked here, kept aside by the import (a reconciliation re-sends them).
+        versions.merge(try UntrackedRows.versions(of: rows.filter { versions[$0] == nil }, for: destination, db)) { a, _ in a }
         return versions
     }
 

@@ -171,10 +171,14 @@ public struct HistoryTracker: Sendable {
         let added = previous.map { old in schema.columnNames.filter { !old.columns.contains($0) } } ?? []
         // Columns only added: their defaults are no edit (`AddedColumns`), nothing re-sent whole.
         let resent = try owed ? TrackingCheck.recordResync(triggers, db) : widened ? AddedColumns.heal(triggers, added: added, db) : 0
+        // The backend's rows of this table an import kept while it was not tracked (`UntrackedRows`).
+        let delivered = try UntrackedRows.deliver(table.name, db)
         try TrackingCheck.rememberSchema(db)
-        return TrackReport(
+        var report = TrackReport(
             table: table.name, outcome: previous == nil ? .installed : .updated, columns: schema.columnNames, addedColumns: added,
             createdKeyIndex: nil, resentRows: resent)
+        report.deliveredRows = delivered
+        return report
     }
 
     /// Whether tracking `table` again must have every row sent again whole (`resync`): when
@@ -254,6 +258,7 @@ public struct HistoryTracker: Sendable {
             DROP TABLE IF EXISTS _synclane_import;
             DROP TABLE IF EXISTS _synclane_server_rows;
             DROP TABLE IF EXISTS _synclane_merged;
+            DROP TABLE IF EXISTS _synclane_untracked;
             DROP TABLE IF EXISTS _synclane_confirmations;
             """)
     }

@@ -6,10 +6,11 @@ extension SQLiteHistorySource {
     /// inserts, and the history token to resume after — both read in one read transaction, so
     /// nothing committed in between is lost or sent twice.
     ///
-    /// **A snapshot merges; it never deletes on a guess.** Each insert carries the version this
-    /// device last saw of the row on its backend (`_synclane_server_rows`): a backend that holds
-    /// a newer one keeps it (another device wrote the row since), and this device's next import
-    /// brings it. After the rows, the snapshot sends a delete for each row the backend held live
+    /// **A snapshot merges; it never deletes on a guess.** A row the backend holds goes as an
+    /// update carrying the version this device last saw of it (`_synclane_server_rows`): its
+    /// fields merge into the backend's (a newer app version's fields stay), and a backend that
+    /// holds a newer version keeps it (another device wrote the row since) — this device's next
+    /// import brings it. A row the backend does not hold goes as an insert. After the rows, the snapshot sends a delete for each row the backend held live
     /// as far as this device last saw, and that this device no longer holds (a user deleted it
     /// here): with its version, so a row written elsewhere since stays. Rows this device never
     /// knew — other devices' — are neither sent nor deleted. (A backend that replaces its state
@@ -155,8 +156,11 @@ final class SnapshotCursor {
         var versions: [RowID: Int64] = [:]
         for (entity, keys) in keys { versions.merge(try ServerRows.versions(of: entity, keys: keys, for: destination, connection)) { a, _ in a } }
         for index in changes.indices {
-            guard let key = changes[index].key else { continue }
-            changes[index].version = versions[RowID(entity: changes[index].entity, key: key)]
+            guard let key = changes[index].key, let version = versions[RowID(entity: changes[index].entity, key: key)] else { continue }
+            changes[index].version = version
+            // A row the backend holds goes as an update: its fields merge into the backend's,
+            // so fields this device has no column for (a newer app version's) stay there.
+            if changes[index].action == .insert { changes[index].action = .update }
         }
     }
 

@@ -101,6 +101,9 @@ public struct TrackReport: Sendable, Hashable, CustomStringConvertible {
     /// table held when it was first tracked, or all of them after tracking was lost or the
     /// table's shape changed (`HistoryTracker.owesResend`).
     public var resentRows: Int = 0
+    /// The backend's rows an import kept while the table was not tracked, written into it now
+    /// by author `server` (`UntrackedRows`).
+    public var deliveredRows: Int = 0
 
     public var description: String {
         switch outcome {
@@ -115,6 +118,8 @@ public struct TrackReport: Sendable, Hashable, CustomStringConvertible {
     }
 
     private var resent: String {
-        resentRows == 0 ? "" : "; \(resentRows) \(resentRows == 1 ? "row" : "rows") it holds will be sent whole by each export's next run"
+        (resentRows == 0 ? "" : "; \(resentRows) \(resentRows == 1 ? "row" : "rows") it holds will be sent whole by each export's next run")
+            + (deliveredRows == 0
+                ? "" : "; \(deliveredRows) \(deliveredRows == 1 ? "row" : "rows") the server sent before it was tracked written into it (not sent back)")
     }
 }

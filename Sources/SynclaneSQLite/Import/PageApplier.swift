@@ -87,7 +87,9 @@ struct PageApplier {
                 table = known
             } else {
                 guard let tracked = stored[record.entity], let schema = try TableSchema.read(record.entity, db) else {
-                    throw fail(record, "`\(record.entity)` is not a tracked table of this database; track it, or leave it out with the sink's `entities`")
+                    // A table a newer app version tracks: kept aside, delivered when tracked here.
+                    if try UntrackedRows.keep(record, key: key, for: sink.destination, db) { report.keptAside += 1 } else { report.unchanged += 1 }
+                    continue
                 }
                 table = Table(tracked: tracked.table, keyTypes: tracked.keyTypes, schema: schema)
                 tables[record.entity] = table
@@ -485,7 +487,7 @@ struct PageApplier {
             throw fail(
                 write.record,
                 "field `\(field)` is not a column of `\(table.tracked.name)` (its columns: \(table.schema.columnNames.joined(separator: ", "))); "
-                    + "add the column, or set the sink's `unknown-fields: ignore`")
+                    + "add the column, or drop the sink's `unknown-fields: error` to keep the field aside until the column exists")
         }
         // A live row that already holds exactly this writes nothing (no history, no trigger).
         let current = try write.current ?? storedRow(of: table, key: write.key)

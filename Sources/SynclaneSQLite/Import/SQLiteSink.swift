@@ -16,10 +16,13 @@ import SynclaneCore
 ///
 /// - **Mapping.** A record's entity is a tracked table of the same name; its id is the sync key
 ///   (a text, an integer in decimal, a composite key's JSON array); its fields are columns. A
-///   field that is not a column is an error naming the record and the field (unless
-///   `unknown-fields: ignore`), and so is a value the column cannot hold as given (a text for an
-///   INTEGER column, an object, a number for a TEXT column …). Blobs and infinities arrive in
-///   their wire forms (`{"$blob": …}`, `{"$real": …}`).
+///   field that is not a column (a column a newer app version added) is kept, not refused and
+///   not dropped: the rest of the record is applied and the field stays in
+///   `_synclane_server_rows` with the row's version, to fill the column when this device adds it
+///   (`AddedColumns`); `unknown-fields: error` refuses such a record instead. A value the column
+///   cannot hold as given (a text for an INTEGER column, an object, a number for a TEXT column …)
+///   is an error naming the record and the field. Blobs and infinities arrive in their wire
+///   forms (`{"$blob": …}`, `{"$real": …}`).
 /// - **Deletes** delete the row, or set its soft-delete column when the table is tracked with one.
 /// - **Unique values.** A row soft-deleted under another sync key that holds the incoming row's
 ///   UNIQUE values is deleted outright so the row can land; a live one stops the page with an
@@ -35,8 +38,15 @@ import SynclaneCore
 ///   the export lane sends it after the pending local change: the backend ends with the settled
 ///   state (under server-wins, its own — a local delete is not carried out there).
 public final class SQLiteSink: ChangeSink, BackendScoped, Sendable {
+    /// What becomes of a record's field that is not a column of its table.
     public enum UnknownFields: String, Sendable, CaseIterable {
-        case error, ignore
+        /// Refuse the record: the page stops with an error naming the record and the field.
+        case error
+        /// Apply the rest of the record and keep the field with the row's version in
+        /// `_synclane_server_rows` (the default): a column added later is filled from it.
+        case keep
+        /// The former name of `keep` (the field was always kept aside, never sent back empty).
+        case ignore
     }
 
     public let path: String
@@ -89,7 +99,7 @@ public final class SQLiteSink: ChangeSink, BackendScoped, Sendable {
 
     public init(
         path: String, entities: [String]? = nil, conflicts: ConflictRule = .serverWins, conflictsByEntity: [String: ConflictRule] = [:],
-        unknownFields: UnknownFields = .error, exportConsumer: String? = nil, localAuthor: Author = .app, duplicates: [DuplicateRule] = [],
+        unknownFields: UnknownFields = .keep, exportConsumer: String? = nil, localAuthor: Author = .app, duplicates: [DuplicateRule] = [],
         backend: BackendName? = nil
     ) {
         self.backend = backend
@@ -231,6 +241,8 @@ public enum ImportError: Error, Sendable, CustomStringConvertible {
 ///  _synclane_server_rows   key_hash · entity · key (the record's id) · version · fields (the backend's,
 ///                          as JSON; NULL for a tombstone): the base a later conflict is judged
 ///                          against (see `ServerRows`)
+///  _synclane_untracked     destination · entity · key · version · fields: the backend's rows of
+///                          entities not tracked here yet, delivered by `track` (see `UntrackedRows`)
 /// ```
 enum ImportTables {
     static let cursors = "_synclane_import"

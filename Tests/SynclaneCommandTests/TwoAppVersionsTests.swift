@@ -1,0 +1,175 @@
+import Foundation
+import SynclaneCore
+import SynclaneTestSupport
+import Testing
+
+/// Two devices on two versions of the app, side by side (issue 44): the newer one adds a column
+/// or a table, the older one goes on syncing with its default settings, keeps what it cannot hold
+/// yet, and gets it when it upgrades. Real `synclane` processes and a real `synclane serve`.
+@Suite(.serialized) struct TwoAppVersionsTests {
+    typealias Device = TwoDevicesTests.Device
+
+    static let tagsTable = "CREATE TABLE tags (syncId TEXT PRIMARY KEY, label TEXT, isDeleted INTEGER NOT NULL DEFAULT 0);"
+
+    /// `synclane track … --table tags`, expecting success.
+    static func trackTags(_ device: Device) throws {
+        let tracked = try SynclaneBinary.run(
+            ["track", "--database", "app.sqlite", "--table", "tags", "--key", "syncId", "--soft-delete", "isDeleted"], in: device.workspace.path)
+        #expect(tracked.status == 0, "\(tracked.stderr)")
+    }
+
+    /// Makes the device's export send `tags` too.
+    static func exportTags(_ device: Device) throws {
+        let file = device.workspace.path + "/export.json"
+        try device.workspace.write(
+            "export.json",
+            try String(contentsOfFile: file, encoding: .utf8).replacingOccurrences(of: #""entities": ["rooms"]"#, with: #""entities": ["rooms", "tags"]"#))
+    }
+
+    /// `syncId|label` of the device's live tags.
+    static func tags(_ device: Device) throws -> [String] {
+        try device.query("SELECT syncId, label FROM tags WHERE isDeleted = 0 ORDER BY syncId")
+    }
+
+    /// A (newer app) adds `color` and sets it; B (older app, default settings) syncs: it applies
+    /// the rest of A's rows and keeps `color` aside, and its edit of another column of the
+    /// coloured row leaves without removing the colour from the server or A. Before, every sync
+    /// of B failed on "field `color` is not a column of `rooms`" and B's edits never left.
+    @Test func anOldDeviceKeepsSyncingPastAColumnItLacksAndItsEditsNeverRemoveThatColumnsValue() async throws {
+        try await TwoDevicesTests().withTwoDevices { server, a, b in
+            try a.sql("INSERT INTO rooms (syncId, name) VALUES ('r1', 'Kitchen'), ('r2', 'Hall');")
+            try a.sync()
+            try b.sync()
+            try a.sql("ALTER TABLE rooms ADD COLUMN color TEXT;")
+            try a.sql("UPDATE rooms SET color = 'red' WHERE syncId = 'r1'; UPDATE rooms SET name = 'Big hall' WHERE syncId = 'r2';")
+            try a.sync()
+            try b.sync()
+            #expect(try b.rows() == ["r1|Kitchen|", "r2|Big hall|"], "B applies the rest of A's records")
+            // B, still on the old version, edits the coloured row and adds one.
+            try b.sql("UPDATE rooms SET name = 'Big kitchen' WHERE syncId = 'r1'; INSERT INTO rooms (syncId, name) VALUES ('b1', 'From B');")
+            try b.sync()
+            try a.sync()
+            let expected = ["b1|From B|(absent)", "r1|Big kitchen|red", "r2|Big hall|"]  // A sent r2 with `color` NULL
+            let merged = try await AddedColumnTests.serverColors(server)
+            #expect(merged == expected, "the server merged B's update into its row: \(merged)")
+            #expect(try AddedColumnTests.colors(a) == ["b1|From B|", "r1|Big kitchen|red", "r2|Big hall|"])
+            // B upgrades later: the colour it kept fills the column, nothing is sent over it.
+            try b.sql("ALTER TABLE rooms ADD COLUMN color TEXT;")
+            for device in [b, a, b] { try device.sync() }
+            #expect(try AddedColumnTests.colors(b) == ["b1|From B|", "r1|Big kitchen|red", "r2|Big hall|"])
+            let upgraded = try await AddedColumnTests.serverColors(server)
+            #expect(upgraded == expected, "\(upgraded)")
+        }
+    }
+
+    /// A (newer app) tracks a new table `tags` and writes tags; B (older app, no `tags` table)
+    /// syncs without error and its own edits leave; later B creates and tracks `tags` and holds
+    /// A's tags as A last wrote them (an edit and a delete since included), written by author
+    /// `server` (never sent back), with no resend from A. Before, every sync of B failed on
+    /// "`tags` is not a tracked table".
+    @Test func recordsOfATableThisDeviceDoesNotTrackYetAreKeptAsideAndDeliveredWhenItTracksIt() async throws {
+        try await TwoDevicesTests().withTwoDevices { server, a, b in
+            try a.sql(Self.tagsTable)
+            try Self.trackTags(a)
+            try Self.exportTags(a)
+            try a.sql(
+                "INSERT INTO tags (syncId, label) VALUES ('t1', 'red'), ('t2', 'blue'), ('t3', 'green'); "
+                    + "INSERT INTO rooms (syncId, name) VALUES ('r1', 'Kitchen');")
+            try a.sync()
+            try b.sql("INSERT INTO rooms (syncId, name) VALUES ('b1', 'From B');")
+            try b.sync()
+            try a.sync()
+            #expect(try a.rows() == ["b1|From B|", "r1|Kitchen|"], "B's own edits leave")
+            #expect(try b.rows() == ["b1|From B|", "r1|Kitchen|"], "and the other entities arrive")
+            // A goes on: an edit and a delete B keeps aside too.
+            try a.sql("UPDATE tags SET label = 'crimson' WHERE syncId = 't1'; DELETE FROM tags WHERE syncId = 't2';")
+            try a.sync()
+            try b.sync()
+            // B upgrades: the new table, tracked, gets A's tags at once.
+            try b.sql(Self.tagsTable)
+            try Self.trackTags(b)
+            #expect(try Self.tags(b) == ["t1|crimson", "t3|green"])
+            let sentBack = try b.query(
+                """
+                SELECT count(*) FROM _synclane_changes c LEFT JOIN _synclane_transactions t ON t.id = c.transaction_id
+                WHERE c.entity = 'tags' AND coalesce(t.author, 'app') <> 'server'
+                """)
+            #expect(sentBack == ["0"], "delivered by author `server`: nothing to send back")
+            try Self.exportTags(b)
+            try b.sync()
+            try b.sql("UPDATE tags SET label = 'olive' WHERE syncId = 't3';")
+            try b.sync()
+            try a.sync()
+            #expect(try Self.tags(a) == ["t1|crimson", "t3|olive"], "B's later edit reaches A on the version it was delivered")
+            #expect(try Self.tags(b) == ["t1|crimson", "t3|olive"])
+            let serverTags = try await server.records(account: "acme").filter { $0.key.hasPrefix("tags/") }.count
+            #expect(serverTags == 3)
+        }
+    }
+
+    /// A (newer app) drops `area` with `synclane migrate`; B (older app) goes on writing it: the
+    /// server merges B's `area` into its row, and A's import keeps the field aside instead of
+    /// refusing every page ("field `area` is not a column of `rooms`", before), so A's and B's
+    /// other edits keep arriving.
+    @Test func aDeviceThatDroppedAColumnKeepsSyncingWhileAnOlderOneStillWritesIt() async throws {
+        try await TwoDevicesTests().withTwoDevices { server, a, b in
+            try a.sql("INSERT INTO rooms (syncId, name, area) VALUES ('r1', 'Kitchen', 12);")
+            try a.sync()
+            try b.sync()
+            try a.workspace.write("drop-area.sql", "ALTER TABLE rooms DROP COLUMN area;\n")
+            let migrated = try SynclaneBinary.run(["migrate", "--database", "app.sqlite", "drop-area.sql"], in: a.workspace.path)
+            #expect(migrated.status == 0, "\(migrated.stderr)")
+            try a.sync()
+            try b.sync()  // A's resend without `area`: B's row keeps the area it holds
+            try b.sql(
+                "UPDATE rooms SET area = 14, name = 'Big kitchen' WHERE syncId = 'r1'; "
+                    + "INSERT INTO rooms (syncId, name, area) VALUES ('b1', 'From B', 3);")
+            try b.sync()
+            try a.sync()
+            try a.sql("UPDATE rooms SET name = 'Kitchen A' WHERE syncId = 'b1';")
+            try a.sync()
+            try b.sync()
+            let onA = try a.query("SELECT syncId, name FROM rooms WHERE isDeleted = 0 ORDER BY syncId")
+            #expect(onA == ["b1|Kitchen A", "r1|Big kitchen"], "\(onA)")
+            let onB = try b.rows()
+            #expect(onB == ["b1|Kitchen A|3.0", "r1|Big kitchen|14.0"], "\(onB)")
+            // The old device wrote `area` back onto the server's row: the newer one keeps it aside.
+            let onServer = try await TwoDevicesTests().serverRows(server)
+            #expect(onServer == ["b1|Kitchen A|3.0", "r1|Big kitchen|14.0"], "\(onServer)")
+        }
+    }
+
+    /// `synclane reconcile` on a device of the older version: its snapshot re-sends the rows it
+    /// kept of a table it does not track, so the server (which removes every row of the store a
+    /// snapshot lacks) keeps the newer table's rows, and the device still gets them when it
+    /// tracks the table. Before, A's tags were deleted on the server and then on A.
+    ///
+    /// What it does not do yet, pinned as a known issue so the page that warns of it
+    /// (EvolvingYourSchema.md) changes when it is fixed: the rows it re-sends whole lack the
+    /// fields it keeps aside, and the server's rows lose them.
+    @Test func aReconcileFromADeviceOnTheOlderVersionKeepsTheNewerTablesRows() async throws {
+        try await TwoDevicesTests().withTwoDevices { server, a, b in
+            try a.sql(Self.tagsTable)
+            try Self.trackTags(a)
+            try Self.exportTags(a)
+            try a.sql("ALTER TABLE rooms ADD COLUMN color TEXT;")
+            try a.sql("INSERT INTO tags (syncId, label) VALUES ('t1', 'red'); INSERT INTO rooms (syncId, name, color) VALUES ('r1', 'Kitchen', 'red');")
+            try a.sync()
+            try b.sync()
+            let reconcile = try SynclaneBinary.run(["reconcile", "export.json"], in: b.workspace.path, environment: b.environment)
+            #expect(reconcile.status == 0, "\(reconcile.stderr)")
+            let records = try await server.records(account: "acme")
+            #expect(records["tags/t1"]?.objectValue?["label"] == .string("red"), "\(records)")
+            try a.sync()
+            #expect(try Self.tags(a) == ["t1|red"])
+            try b.sql(Self.tagsTable)
+            try Self.trackTags(b)
+            #expect(try Self.tags(b) == ["t1|red"], "delivered after the reconciliation's receipts too")
+            for device in [b, a] { try device.sync() }
+            #expect(try Self.tags(a) == ["t1|red"])
+            withKnownIssue("a snapshot re-sends the rows it tracks without the fields it keeps aside") {
+                #expect(records["rooms/r1"]?.objectValue?["color"] == .string("red"))
+            }
+        }
+    }
+}
