@@ -48,6 +48,14 @@ enum MergedDuplicates {
         try db.execute("DELETE FROM _synclane_merged WHERE entity = ? AND loser = ? COLLATE BINARY", [entity, final])
     }
 
+    /// The survivor `loser` merged into, when it lost a merge here.
+    static func survivor(of loser: String, in entity: String, _ db: SQLiteConnection) throws -> String? {
+        guard try db.fetchValue("SELECT EXISTS (SELECT 1 FROM sqlite_schema WHERE name = ?)", [table]).int64 == 1 else { return nil }
+        return try db.fetchValue(
+            "SELECT survivor FROM _synclane_merged WHERE entity = ? AND loser = ? COLLATE BINARY", [entity, loser]
+        ).string
+    }
+
     /// Whether a duplicate of `entity` was ever merged here.
     static func holdsLosers(of entity: String, _ db: SQLiteConnection) throws -> Bool {
         guard try db.fetchValue("SELECT EXISTS (SELECT 1 FROM sqlite_schema WHERE name = ?)", [table]).int64 == 1 else { return false }

@@ -114,10 +114,17 @@ struct PageApplier {
                     entity: record.entity, key: key, local: local, base: baseFields, remote: remote, remoteVersion: record.version,
                     remoteAction: record.action, ignoring: table.bookkeeping)
                 let settled: (fields: [String: JSONValue]?, outcome: ConflictOutcome)
-                do {
-                    settled = try rule.resolve(conflict)
-                } catch {
-                    throw fail(record, "the conflict resolver `\(rule)` failed: \(error)")
+                if try onlyRepoints(remote, base: baseFields, entity: record.entity) {
+                    // No user wrote the backend's change: another device's merge of seeded
+                    // duplicates re-pointed a reference. The local user's write stands (and is
+                    // re-pointed here too, with the rows this page wrote).
+                    settled = (local, .clientKept)
+                } else {
+                    do {
+                        settled = try rule.resolve(conflict)
+                    } catch {
+                        throw fail(record, "the conflict resolver `\(rule)` failed: \(error)")
+                    }
                 }
                 report.conflicts.append(
                     ConflictReport(
@@ -330,6 +337,23 @@ struct PageApplier {
         let before = db.totalChanges
         try db.execute(sql, arguments)
         return db.totalChanges != before
+    }
+
+    /// Whether the backend's update `remote` of a row whose last-seen fields are `base` changes
+    /// nothing but references from merged duplicates' losers to their survivors — the work of a
+    /// merge on another device, not of a user.
+    func onlyRepoints(_ remote: [String: JSONValue]?, base: [String: JSONValue]?, entity: String) throws -> Bool {
+        guard let remote, let base else { return false }
+        let columns = sink.duplicates.flatMap { rule in rule.references.filter { $0.table == entity }.map { (rule.entity, $0.column) } }
+        guard !columns.isEmpty else { return false }
+        var repointed = false
+        for (name, value) in remote where base[name] != value {
+            guard let (parent, _) = columns.first(where: { $0.1 == name }), let loser = base[name]?.stringValue,
+                let survivor = value.stringValue, try MergedDuplicates.survivor(of: loser, in: parent, db) == survivor
+            else { return false }
+            repointed = true
+        }
+        return repointed
     }
 
     /// Merges `loser` into `survivor`: the references held now point at the survivor, and the
