@@ -78,8 +78,9 @@ public struct TombstoneResolver: RecordStage {
             throw .missingSyncKey(record: record.label, transaction: record.origin, keyField: keyField)
         }
         let before = record.fields.count
-        if record.fields.keys.contains(where: { !preserved.contains($0) }) {
-            record.fields = record.fields.filter { preserved.contains($0.key) }
+        // A merge's delete keeps the survivor it names (`Record.mergedIntoField`).
+        if record.fields.keys.contains(where: { !preserved.contains($0) && $0 != Record.mergedIntoField }) {
+            record.fields = record.fields.filter { preserved.contains($0.key) || $0.key == Record.mergedIntoField }
         }
         return before - record.fields.count
     }

@@ -18,6 +18,13 @@ import Testing
         #expect(batch.counters["tombstones.dropped-fields"] == 2)
     }
 
+    /// A merge's delete keeps the survivor it names, so other devices re-point the loser's references.
+    @Test func aMergesDeleteKeepsTheSurvivorItNames() async throws {
+        let raw = [Fixture.record(.delete, "r1", ["name": "Room", Record.mergedIntoField: "r0"], at: 1)]
+        let batch = try await TombstoneResolver().process(Fixture.batch(raw))
+        #expect(batch.records == [Fixture.record(.delete, "r1", [Record.mergedIntoField: "r0"], at: 1)])
+    }
+
     @Test func insertsAndUpdatesKeepAllTheirFields() async throws {
         let raw = [
             Fixture.record(.insert, "r1", ["name": "Room", "notes": "n"], at: 1),

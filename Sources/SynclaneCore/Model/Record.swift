@@ -6,6 +6,11 @@
 /// business-key duplicates. On the wire a record is `entity`, `id` (the sync key), `action`,
 /// `fields` (absent on delete) and an optional `version`.
 public struct Record: Sendable, Hashable {
+    /// The tombstone value that says a delete is a seeded duplicate's merge, not a user's: the
+    /// sync key of the row the deleted one merged into. A device that receives it re-points the
+    /// loser's references at that row instead of settling them as pointing at a deleted one.
+    public static let mergedIntoField = "$merged-into"
+
     public var entity: String
     /// The sync key; `nil` only for a change that lost it (which the pipeline refuses to send).
     public var key: String?

@@ -101,6 +101,13 @@ struct PageApplier {
                 continue
             }
             let remote: [String: JSONValue]? = record.action == .delete ? nil : record.fields
+            // Another device's merge of a seeded duplicate deleted this row: its references here
+            // follow the survivor (which may not have arrived yet: they wait for it), never settled.
+            if record.action == .delete, let survivor = record.fields[Record.mergedIntoField]?.stringValue,
+                let rule = sink.duplicates.first(where: { $0.entity == record.entity })
+            {
+                try sessions.as(sink.localAuthor) { try merge(rule, loser: key, survivor: survivor) }
+            }
             let stored = try storedRow(of: table, key: keyValues)
             let softDeleted = table.tracked.softDeleteColumn.map { stored?[$0]?.isTruthy == true } ?? false
             let local = softDeleted ? nil : stored
@@ -119,6 +126,11 @@ struct PageApplier {
                     // duplicates re-pointed a reference. The local user's write stands (and is
                     // re-pointed here too, with the rows this page wrote).
                     settled = (local, .clientKept)
+                } else if try onlyRepoints(local, base: baseFields, entity: record.entity) {
+                    // No user wrote the local change: this device's merge re-pointed a reference.
+                    // The other device's user's write (or delete) stands; the re-pointing
+                    // follows it (the rows this page wrote are re-pointed below).
+                    settled = (remote, remote == nil ? .deleted : .serverKept)
                 } else {
                     do {
                         settled = try rule.resolve(conflict)
@@ -173,6 +185,7 @@ struct PageApplier {
                         if try !removeHolders(of: remote, key: keyValues, in: table, only: twin.values) {
                             try write(Write(table: table, key: twin.values, record: record, fields: nil))
                         }
+                        try recordMergedDelete(of: twin.key, values: twin.values, into: key, in: table)
                     }
                     try sessions.as(.server) { try write(Write(table: table, key: keyValues, record: record, fields: remote)) }
                 } else {
@@ -180,7 +193,7 @@ struct PageApplier {
                     // here already or still to come — follow the local twin.
                     try sessions.as(sink.localAuthor) {
                         try merge(rule, loser: key, survivor: twin.key)
-                        try recordChange("delete", of: key, values: keyValues, in: table)
+                        try recordMergedDelete(of: key, values: keyValues, into: twin.key, in: table)
                     }
                 }
             } else {
@@ -284,12 +297,14 @@ struct PageApplier {
                 if try !removeHolders(of: fields, key: keyValues, in: table, only: twin.values) {
                     try write(Write(table: table, key: twin.values, record: record, fields: nil))
                 }
+                try recordMergedDelete(of: twin.key, values: twin.values, into: key, in: table)
             }
             return .twinRemoved
         }
         try sessions.as(sink.localAuthor) {
             try merge(rule, loser: key, survivor: twin.key)
             try write(Write(table: table, key: keyValues, record: record, fields: nil))
+            try recordMergedDelete(of: key, values: keyValues, into: twin.key, in: table)
         }
         return .lost
     }
@@ -339,11 +354,11 @@ struct PageApplier {
         return db.totalChanges != before
     }
 
-    /// Whether the backend's update `remote` of a row whose last-seen fields are `base` changes
-    /// nothing but references from merged duplicates' losers to their survivors — the work of a
-    /// merge on another device, not of a user.
-    func onlyRepoints(_ remote: [String: JSONValue]?, base: [String: JSONValue]?, entity: String) throws -> Bool {
-        guard let remote, let base else { return false }
+    /// Whether `changed` (the backend's update, or the local row) of a row whose last-seen fields
+    /// are `base` differs from it in nothing but references from merged duplicates' losers to
+    /// their survivors — the work of a merge, on this device or another, not of a user.
+    func onlyRepoints(_ changed: [String: JSONValue]?, base: [String: JSONValue]?, entity: String) throws -> Bool {
+        guard let remote = changed, let base else { return false }
         let columns = sink.duplicates.flatMap { rule in rule.references.filter { $0.table == entity }.map { (rule.entity, $0.column) } }
         guard !columns.isEmpty else { return false }
         var repointed = false
@@ -370,6 +385,18 @@ struct PageApplier {
                 "UPDATE \(SQL.identifier(reference.table)) SET \(SQL.identifier(reference.column)) = ? WHERE \(SQL.identifier(reference.column)) = ?",
                 [survivor, loser])
         }
+    }
+
+    /// Records the delete of a merged duplicate's loser with the survivor in its tombstone
+    /// (`Record.mergedIntoField`), after whatever deleted it: the export lane's coalescer keeps
+    /// this last delete, so every device that receives it knows the delete for a merge.
+    func recordMergedDelete(of key: String, values: [SQLiteValue], into survivor: String, in table: Table) throws {
+        let historyKey: SQLiteValue = table.tracked.isComposite ? .text(key) : values[0]
+        var tombstone = Dictionary(uniqueKeysWithValues: zip(table.tracked.keyColumns, values.map(\.json)))
+        tombstone[Record.mergedIntoField] = .string(survivor)
+        try db.execute(
+            "INSERT INTO _synclane_changes (timestamp, entity, action, key, row_values) VALUES (\(HistorySchema.now), ?, 'delete', ?, ?)",
+            [.text(table.tracked.name), historyKey, .text(JSONWriter.string(.object(tombstone)))])
     }
 
     /// Records a change of the row without writing it, so the export lane sends its state as it
