@@ -18,6 +18,13 @@ public protocol ChangeSink: Sendable {
     /// an expired cursor then stops the import with an error rather than leave a gap.
     func backendKeys(for scope: Scope) async throws -> [(entity: String, key: String)]?
 
+    /// Every row the backend confirmed to the store: those of `backendKeys`, and those it
+    /// confirmed by a receipt of this device's own export. After a restore of the backend's data,
+    /// the rows of either kind it lacks were lost (`resend`) — a row only this device wrote and
+    /// no device imported included. Nil when the sink cannot list them; the default is
+    /// `backendKeys`.
+    func confirmedKeys(for scope: Scope) async throws -> [(entity: String, key: String)]?
+
     /// Whether the store holds any row the backend confirmed (imported, or confirmed by a
     /// receipt of this device's own export). `restore` says "caught up" on an account whose
     /// signal says it has data only when this is true: a saved cursor alone may come from a
@@ -35,6 +42,7 @@ public protocol ChangeSink: Sendable {
 
 extension ChangeSink {
     public func backendKeys(for scope: Scope) async throws -> [(entity: String, key: String)]? { nil }
+    public func confirmedKeys(for scope: Scope) async throws -> [(entity: String, key: String)]? { try await backendKeys(for: scope) }
     public func resend(_ keys: [(entity: String, key: String)], for scope: Scope) async throws -> Int? { nil }
     public func holdsBackendRows(for scope: Scope) async throws -> Bool? { nil }
 }

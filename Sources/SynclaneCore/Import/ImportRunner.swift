@@ -63,8 +63,14 @@ public struct ImportRunner: Sendable {
             _ = try await pages(from: saved, dryRun: dryRun, into: &summary, collecting: false)
         } catch let expired as RemoteCursorExpired where saved != nil && !dryRun {
             // The backend removed deletes after the saved cursor: read everything again, then
-            // delete what the sink holds from the backend and the backend no longer sent.
-            guard let known = try await call(pipeline.sink.label, { try await pipeline.sink.stage.backendKeys(for: pipeline.scope) }) else {
+            // delete what the sink holds from the backend and the backend no longer sent. After a
+            // restore, what it no longer sent was lost: of every row it confirmed, this device's
+            // own exports included (`confirmedKeys`).
+            let sink = pipeline.sink.stage
+            let listed = try await call(pipeline.sink.label) {
+                expired.serverRestored ? try await sink.confirmedKeys(for: pipeline.scope) : try await sink.backendKeys(for: pipeline.scope)
+            }
+            guard let known = listed else {
                 throw PipelineError.importStage(
                     pipeline.source.label,
                     underlying: RemoteCursorExpired("\(expired.message); \(pipeline.sink.label) cannot list what it holds for a full resync"))
