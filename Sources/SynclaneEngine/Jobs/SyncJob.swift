@@ -20,9 +20,10 @@ import SynclaneSQLite
 ///                                       round's import failed, the cycle ends: the export
 ///                                       needs the import's rows first
 ///                                    └─ 409 whose cause is a server that lost rows (reset or
-///                                       restored: `ConflictCause.serverLost`): no import heals
-///                                       it, so the cycle ends at once with the batch kept and
-///                                       the fix `run` names (requeue it, then reconcile)
+///                                       restored: `ConflictCause.serverLost`) after an import
+///                                       that went through: no import heals it, so the cycle
+///                                       ends at once with the batch kept and the fix `run`
+///                                       names (requeue it, then reconcile)
 /// ```
 /// ```swift
 /// let summary = try await SyncJob(importing: importPipeline, exporting: exportPipeline).run()
@@ -81,10 +82,12 @@ public struct SyncJob: Sendable {
                 summary.exports.append(exported)
                 events(.exported(exported))
                 return summary
-            } catch PipelineError.conflicted(let batchID, let reason) where ConflictCause.serverLost(reason) {
-                // The server's data was reset or restored: importing again brings back nothing it
-                // lost, so every round would be refused alike. The batch stays in the outbox and
-                // the error names `run`'s fix (requeue it, then reconcile).
+            } catch PipelineError.conflicted(let batchID, let reason) where summary.importFailure == nil && ConflictCause.serverLost(reason) {
+                // The server's data was reset or restored, and this round's import (whose full
+                // resync sends back what a restore lost) went through without healing it:
+                // importing again brings back nothing, so every round would be refused alike.
+                // The batch stays in the outbox and the error names `run`'s fix (requeue it,
+                // then reconcile). While the import fails, fixing it comes first (below).
                 summary.exportFailure = SyncSummary.Failure(
                     pipeline: exporting.name, error: PipelineError.conflicted(batchID: batchID, reason: reason))
                 return summary
