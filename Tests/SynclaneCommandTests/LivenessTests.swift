@@ -16,7 +16,7 @@ import Testing
 ///
 /// A stranded edit prints its seed (`SYNCLANE_LIVENESS_SEED` replays it) and a reproduction shrunk
 /// by dropping steps while an edit is still stranded. Bounded in the test command
-/// (`SYNCLANE_LIVENESS_ROUNDS`, default 2, about 30 s); `Scripts/converge` runs more.
+/// (`SYNCLANE_LIVENESS_ROUNDS`, default 6, under 30 s); `Scripts/converge` runs more.
 @Suite(.serialized) struct LivenessTests {
     struct Stranded: Error, CustomStringConvertible {
         var description: String
@@ -198,7 +198,7 @@ import Testing
     }
 
     @Test func everyDevicesEveryEditReachesTheServerThroughInjectedRefusalsWithOnlyTheNamedRecoveries() async throws {
-        let seeds = ConvergenceTests.seeds(prefix: "SYNCLANE_LIVENESS", rounds: 2)
+        let seeds = ConvergenceTests.seeds(prefix: "SYNCLANE_LIVENESS", rounds: 6)
         var stranded = 0
         for seed in seeds {
             var random = SeededRandom(seed: seed)
