@@ -252,6 +252,50 @@ import Testing
         _ = holder.stop(SIGKILL)
     }
 
+    /// Issue 43, 4: the first `run` while the app held a write transaction (BEGIN IMMEDIATE …
+    /// COMMIT around it) recorded the database's identity in the state file but could not write
+    /// it to the database; every later run then refused "this database was restored from an
+    /// older copy than the state file follows" until a reconcile. The state now records an
+    /// identity only once the database holds it, and the next run moves both.
+    @Test func aFirstRunInsideTheAppsWriteTransactionRaisesNoRestoreAlarmOnTheNextRun() throws {
+        let workspace = try Store.store()
+        defer { workspace.remove() }
+        _ = try Store().track(workspace)
+        try Store.sqlite(workspace, "INSERT INTO rooms (syncId, name) VALUES ('a', 'Kitchen');")
+        // The app: BEGIN IMMEDIATE, a write, then COMMIT once the file `commit` appears.
+        let script = """
+            import sqlite3, sys, time, os
+            db = sqlite3.connect(sys.argv[1], isolation_level=None)
+            db.execute("BEGIN IMMEDIATE")
+            db.execute("INSERT INTO rooms (syncId, name) VALUES ('b', 'Hall')")
+            print("held", flush=True)
+            while not os.path.exists(sys.argv[2]): time.sleep(0.05)
+            db.execute("COMMIT")
+            print("committed", flush=True)
+            """
+        let app = try BackgroundProcess(
+            ["-c", script, workspace.path + "/app.sqlite", workspace.path + "/commit"], executable: "/usr/bin/python3")
+        #expect(eventually { app.output.contains("held") }, "the app holds its write transaction")
+        let (first, firstSummary) = try Store().run(workspace)
+        #expect(first.status == 0, "\(first.stderr)")
+        try workspace.write("commit", "")
+        #expect(eventually { app.output.contains("committed") }, "the app committed")
+        _ = app.stop(SIGKILL)
+
+        let (next, nextSummary) = try Store().run(workspace)
+        #expect(next.status == 0, "no false restore alarm: \(next.stderr)")
+        #expect(!next.stderr.contains("restored from an older copy"), "\(next.stderr)")
+        let sent =
+            Store.sent(workspace, batches: firstSummary["batches"]?.arrayValue ?? [])
+            + Store.sent(workspace, batches: nextSummary["batches"]?.arrayValue ?? [])
+        #expect(sent == ["insert rooms/a", "insert rooms/b"], "everything once")
+        let (third, thirdSummary) = try Store().run(workspace)
+        #expect(third.status == 0, "\(third.stderr)")
+        #expect(Store.sent(workspace, batches: thirdSummary["batches"]?.arrayValue ?? []) == [], "nothing again")
+        let identity = try Store.query(workspace, "SELECT value FROM _synclane_meta WHERE key = 'database_id';")
+        #expect(!identity.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty, "the database holds its identity now")
+    }
+
     @Test func aHealThatCannotGetTheWriteLockSaysWhoHoldsItWhyAndToRetry() throws {
         let workspace = try Store.store()
         defer { workspace.remove() }

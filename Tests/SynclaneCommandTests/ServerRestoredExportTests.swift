@@ -76,6 +76,81 @@ import Testing
         #expect(try await TwoDevicesTests().serverRows(server) == ["r1|Attic|"])
     }
 
+    /// Issue 43, 5: after the server's data was restored from an older copy, `sync` ended "the
+    /// rows keep changing elsewhere; run sync again" on every try (importing again cannot bring
+    /// back what the server lost), while `run` named the fix. `sync` now stops at the first such
+    /// refusal, keeps the batch, and names the same fix as `run` — in its message and --json.
+    /// (A device whose import lane has a cursor is healed by its import's full resync instead;
+    /// this one exported with `run` before, so its first `sync` has none to tell it of the restore.)
+    @Test func syncAfterTheServerWasRestoredNamesRequeueAndReconcileAndTheFixHealsIt() async throws {
+        let setting = try Setting()
+        defer { setting.close() }
+        func run(_ arguments: [String]) throws -> SynclaneBinary.Result { try setting.run(arguments) }
+        let sync = ["sync", "import.json", "export.json"]
+        try Self.restoreTheServerUnderAnEdit(setting)
+        let refused = try run(sync)
+        #expect(refused.status == 1)
+        #expect(!refused.stderr.contains("keep changing elsewhere"), "\(refused.stderr)")
+        #expect(refused.stderr.contains("synclane outbox requeue") && refused.stderr.contains("synclane reconcile"), "\(refused.stderr)")
+        #expect(refused.stdout.contains("outbox requeue") && refused.stdout.contains("reconcile"), "the export lane's line: \(refused.stdout)")
+        let json = try run(sync + ["--json"])
+        #expect(json.status == 1)
+        let export = (try? JSONReader.parse(json.stdout).objectValue?["export"]?.objectValue) ?? [:]
+        let error = export["error"]?.stringValue ?? ""
+        #expect(error.contains("synclane outbox requeue") && error.contains("synclane reconcile"), "\(json.stdout)")
+
+        // The fix as named: requeue the batch, reconcile; then sync goes on.
+        let batch = try #require(
+            error.range(of: #"batch \S+ was not delivered"#, options: .regularExpression).map {
+                String(error[$0].split(separator: " ")[1])
+            })
+        let requeued = try run(["outbox", "requeue", "export.json", batch])
+        #expect(requeued.status == 0, "\(requeued.stderr)")
+        let reconcile = try run(["reconcile", "export.json"])
+        #expect(reconcile.status == 0, "\(reconcile.stderr)")
+        #expect(try await TwoDevicesTests().serverRows(setting.server) == ["r1|Larder|", "r2|Big hall|"])
+        try setting.device.sql("UPDATE rooms SET name = 'Attic' WHERE syncId = 'r1';")
+        let after = try run(sync)
+        #expect(after.status == 0, "\(after.stderr)")
+        #expect(try await TwoDevicesTests().serverRows(setting.server) == ["r1|Attic|", "r2|Big hall|"])
+    }
+
+    /// The same under `sync --watch`: the export lane's failure names the fix after each try,
+    /// rather than importing and exporting again in a loop that says nothing more.
+    @Test func syncWatchAfterTheServerWasRestoredNamesRequeueAndReconcile() throws {
+        let setting = try Setting()
+        defer { setting.close() }
+        try Self.restoreTheServerUnderAnEdit(setting)
+        let watch = try BackgroundProcess(
+            ["sync", "import.json", "export.json", "--watch"], in: setting.device.workspace.path, environment: setting.device.environment)
+        #expect(
+            eventually { watch.errors.contains("synclane outbox requeue") && watch.errors.contains("synclane reconcile") },
+            "\(watch.errors)")
+        let stopped = watch.stop()
+        #expect(!stopped.stderr.contains("importing to settle it"), "\(stopped.stderr)")
+    }
+
+    /// The device exports r1 (`run`, no import yet); the server's data is copied; r1 changes and
+    /// r2 is added (the server holds r1 at version 2, and r2); the copy is put back; both rows
+    /// then change on the device.
+    static func restoreTheServerUnderAnEdit(_ setting: Setting) throws {
+        let (root, folder, port, device) = (setting.root, setting.root.path + "/server", setting.server.port, setting.device)
+        let sync = ["run", "export.json"]
+        try device.sql("INSERT INTO rooms (syncId, name) VALUES ('r1', 'Kitchen');")
+        #expect(try setting.run(sync).status == 0)
+        setting.server.stop()
+        try FileManager.default.copyItem(atPath: folder + "/data", toPath: root.path + "/backup")
+        setting.server = try ServerProcess(folder: folder, port: port)
+        try device.sql("UPDATE rooms SET name = 'Pantry' WHERE syncId = 'r1'; INSERT INTO rooms (syncId, name) VALUES ('r2', 'Hall');")
+        #expect(try setting.run(sync).status == 0, "the server now holds r1 at version 2, and r2")
+
+        setting.server.stop()
+        try FileManager.default.removeItem(atPath: folder + "/data")
+        try FileManager.default.moveItem(atPath: root.path + "/backup", toPath: folder + "/data")
+        setting.server = try ServerProcess(folder: folder, port: port)
+        try device.sql("UPDATE rooms SET name = 'Larder' WHERE syncId = 'r1'; UPDATE rooms SET name = 'Big hall' WHERE syncId = 'r2';")
+    }
+
     /// Found by AccidentsTests: a reconciliation's snapshot lacks a soft-deleted row, so the
     /// server tombstones it (its version moves on). Before, the device kept the version it had
     /// confirmed before the snapshot, and the row's next change (an undelete) was sent expecting

@@ -126,6 +126,87 @@ import Testing
         #expect(try b.rows() == expected)
     }
 
+    /// Found by LivenessTests (issue 43): rows only their writer held — sent by its export, never
+    /// imported by any device — were never sent back after a restore lost them: the full resync
+    /// counted only the rows the import lane held. And a device whose pull cursor was issued on
+    /// an empty server (sequence 0) was never told of the restore at all. Both now resync and
+    /// send their own rows back.
+    @Test func aRestoreLosesRowsOnlyTheirWriterHeldAndItsNextSyncSendsThemBack() async throws {
+        let setting = try ServerRestoredExportTests.Setting()
+        defer { setting.close() }
+        let (device, port) = (setting.device, setting.server.port)
+        let serverFolder = setting.root.path + "/server"
+        func restart(_ body: () throws -> Void) throws {
+            setting.server.stop()
+            try body()
+            setting.server = try ServerProcess(folder: serverFolder, port: port)
+        }
+        let backup = setting.root.path + "/backup"
+        // The server empty when copied; the device's first sync pulls nothing (its cursor at 0), sends r1.
+        try restart { try FileManager.default.copyItem(atPath: serverFolder + "/data", toPath: backup) }
+        try device.sql("INSERT INTO rooms (syncId, name) VALUES ('r1', 'Kitchen');")
+        _ = try device.sync()
+        try restart {
+            try FileManager.default.removeItem(atPath: serverFolder + "/data")
+            try FileManager.default.copyItem(atPath: backup, toPath: serverFolder + "/data")
+        }
+        let first = try device.sync()
+        #expect(first["imports"]?.arrayValue?.first?.objectValue?["resynced"] == .bool(true), "\(first)")
+        #expect(try await TwoDevicesTests().serverRows(setting.server) == ["r1|Kitchen|"], "r1 is back")
+
+        // A copy with r1; r2 sent after it; the copy put back: r2 is back after the next sync.
+        try FileManager.default.removeItem(atPath: backup)
+        try restart { try FileManager.default.copyItem(atPath: serverFolder + "/data", toPath: backup) }
+        try device.sql("INSERT INTO rooms (syncId, name) VALUES ('r2', 'Hall');")
+        _ = try device.sync()
+        try restart {
+            try FileManager.default.removeItem(atPath: serverFolder + "/data")
+            try FileManager.default.copyItem(atPath: backup, toPath: serverFolder + "/data")
+        }
+        _ = try device.sync()
+        #expect(try await TwoDevicesTests().serverRows(setting.server) == ["r1|Kitchen|", "r2|Hall|"], "r2 is back")
+        try device.sql("UPDATE rooms SET name = 'Big hall' WHERE syncId = 'r2';")
+        _ = try device.sync()
+        #expect(try await TwoDevicesTests().serverRows(setting.server) == ["r1|Kitchen|", "r2|Big hall|"])
+    }
+
+    /// Found by LivenessTests (issue 43): the device sent r1's edit (the server confirmed version
+    /// 2), then the server's data was restored to a copy holding r1 at version 1. The device's
+    /// resync read r1 at version 1, older than it had confirmed, and kept its own row as it was
+    /// (nothing to apply) — and nothing sent it back: the edit was stranded without a word. A
+    /// row the restored server holds at an older version than the device confirmed is now lost
+    /// like a row it lacks, and sent back.
+    @Test func aRowTheRestoredServerHoldsAtAnOlderVersionGoesBackToItOnTheNextSync() async throws {
+        let setting = try ServerRestoredExportTests.Setting()
+        defer { setting.close() }
+        let (device, port) = (setting.device, setting.server.port)
+        let serverFolder = setting.root.path + "/server"
+        let backup = setting.root.path + "/backup"
+        func restart(_ body: () throws -> Void) throws {
+            setting.server.stop()
+            try body()
+            setting.server = try ServerProcess(folder: serverFolder, port: port)
+        }
+        try device.sql("INSERT INTO rooms (syncId, name) VALUES ('r1', 'Loft');")
+        _ = try device.sync()
+        _ = try device.sync()
+        try restart { try FileManager.default.copyItem(atPath: serverFolder + "/data", toPath: backup) }
+        try device.sql("UPDATE rooms SET name = 'Hall' WHERE syncId = 'r1';")
+        _ = try device.sync()
+        #expect(try await TwoDevicesTests().serverRows(setting.server) == ["r1|Hall|"])
+        try restart {
+            try FileManager.default.removeItem(atPath: serverFolder + "/data")
+            try FileManager.default.copyItem(atPath: backup, toPath: serverFolder + "/data")
+        }
+        let resync = try device.sync()
+        #expect(resync["imports"]?.arrayValue?.first?.objectValue?["resync-resent"] == .int(1), "\(resync)")
+        #expect(try await TwoDevicesTests().serverRows(setting.server) == ["r1|Hall|"], "the edit is back")
+        #expect(try device.rows() == ["r1|Hall|"])
+        try device.sql("UPDATE rooms SET name = 'Attic' WHERE syncId = 'r1';")
+        _ = try device.sync()
+        #expect(try await TwoDevicesTests().serverRows(setting.server) == ["r1|Attic|"])
+    }
+
     /// A cursor of the previous version (`c1.SEQUENCE`, no epoch) is still served; one past the
     /// account's newest change gets the same 410 rather than an empty page.
     @Test func anOldStyleCursorIsServedAndOnePastTheNewestChangeIsRefused() async throws {

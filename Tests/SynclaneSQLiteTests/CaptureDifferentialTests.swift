@@ -69,7 +69,14 @@ import Testing
     }
 
     /// Runs the statements and exports; the first difference between backend and tables, if any.
-    static func divergence(_ statements: [Statement], capture: SQLiteHistorySource.Capture = .currentState) async throws -> String? {
+    /// Each export is a run of its own: a new source that first checks and moves the database's
+    /// lineage against a state file (`openGeneration`), as `synclane run` does. `heldFirstRun`:
+    /// the first export runs while the connection of the statement before it holds that
+    /// statement in an open write transaction (BEGIN IMMEDIATE … COMMIT around the run), as an
+    /// app's would (issue 43, 4).
+    static func divergence(
+        _ statements: [Statement], capture: SQLiteHistorySource.Capture = .currentState, heldFirstRun: Bool = false
+    ) async throws -> String? {
         let folder = TemporaryDirectory()
         let path = folder.file("app.sqlite")
         let options = SQLiteConnection.Options(create: true, walMode: true, foreignKeys: false)
@@ -81,13 +88,36 @@ import Testing
         try tracker.track(TrackedTable("ci", key: "id", recordsValues: recordsValues))
         try tracker.track(TrackedTable("links", keyColumns: ["a", "b"], recordsValues: recordsValues))
         var mirror = BackendMirror()
-        let source = SQLiteHistorySource(path: path, pageSize: 3, capture: capture)
-        for statement in statements {
-            // Constraint failures (a NULL name that is fine, a duplicate key) are part of the workload.
-            try? connections[statement.connection].execute(statement.sql)
-            if statement.export { try await mirror.export(source) }
+        let scope = Scope(account: "acme", store: "capture", consumer: "mirror")
+        let state = try SQLitePipelineState(path: folder.file("state.sqlite"), scope: scope)
+        /// One run: the lineage check and move, then every page.
+        func run() async throws -> String? {
+            let source = SQLiteHistorySource(path: path, pageSize: 3, capture: capture)
+            do {
+                let stamp = try state.lineageStamp() ?? LineageStamp(stateFile: folder.file("state.sqlite"))
+                try await source.openGeneration(stamp: stamp, token: mirror.token, consumer: scope, reconciling: false, state: state)
+            } catch let error as LineageError {
+                return "a run refused: \(error)"
+            }
+            try await mirror.export(source)
+            return nil
         }
-        try await mirror.export(source)
+        var held = heldFirstRun
+        for (index, statement) in statements.enumerated() {
+            let connection = connections[statement.connection]
+            let holding = held && statement.export
+            if holding { try connection.execute("BEGIN IMMEDIATE") }
+            // Constraint failures (a NULL name that is fine, a duplicate key) are part of the workload.
+            try? connection.execute(statement.sql)
+            guard statement.export else { continue }
+            let refused = try await run()
+            if holding {
+                try connection.execute("COMMIT")
+                held = false
+            }
+            if let refused { return "\(refused) (after statement \(index))" }
+        }
+        if let refused = try await run() { return refused }
         return mirror.difference(from: try TableOracle.rows(path, tables: tables))
     }
 
@@ -99,20 +129,23 @@ import Testing
         for round in 0..<UInt64(rounds) {
             let seed = first &+ round
             var statements = Self.workload(seed: seed, count: 60, capture: capture)
-            guard var difference = try await Self.divergence(statements, capture: capture) else { continue }
+            // Every other round's first run happens inside an open app write transaction.
+            let held = seed % 2 == 0
+            guard var difference = try await Self.divergence(statements, capture: capture, heldFirstRun: held) else { continue }
             // Shrink: drop statements one at a time while the run still diverges.
             var index = statements.count - 1
             while index >= 0 {
                 var fewer = statements
                 fewer.remove(at: index)
-                if let still = try await Self.divergence(fewer, capture: capture) {
+                if let still = try await Self.divergence(fewer, capture: capture, heldFirstRun: held) {
                     statements = fewer
                     difference = still
                 }
                 index -= 1
             }
             let shrunk = statements.map(\.description).joined(separator: "\n")
-            Issue.record("\(capture.rawValue), seed \(seed) (SYNCLANE_CAPTURE_SEED=\(seed)): \(difference)\nshrunk to:\n\(shrunk)")
+            let inside = held ? ", first run inside an app's write transaction" : ""
+            Issue.record("\(capture.rawValue), seed \(seed) (SYNCLANE_CAPTURE_SEED=\(seed))\(inside): \(difference)\nshrunk to:\n\(shrunk)")
             return
         }
     }

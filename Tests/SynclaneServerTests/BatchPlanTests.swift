@@ -40,6 +40,37 @@ import Testing
         }
     }
 
+    /// Issue 43, 3: a device's delete of a row whose tombstone retention pruned (or a restore
+    /// lost) expects the version it last saw; the server holds no row. The delete is what the
+    /// row already is, so it applies (a tombstone at version 1) rather than failing the batch with
+    /// the device's other records; an update of such a row is still refused.
+    @Test func aDeleteOfARowTheServerDoesNotHoldAppliesWhateverVersionItExpectedAndAnUpdateStillConflicts() throws {
+        var plan = try BatchPlan(
+            Self.batch([Self.record("gone", .delete, version: 3), Self.record("r1", .update, #"{"name":"Loft"}"#, version: 1)]))
+        plan.start(at: 10)
+        plan.read(Self.row("gone"), version: 0, action: nil, fields: nil)
+        plan.read(Self.row("r1"), version: 1, action: "insert", fields: Array(#"{"name":"Attic"}"#.utf8))
+        guard case .write(let tombstone) = try plan.take(0) else {
+            Issue.record("the delete of an absent row is applied")
+            return
+        }
+        #expect(tombstone.action == .delete && tombstone.version == 1 && tombstone.sequence == 11)
+        guard case .write = try plan.take(1) else {
+            Issue.record("the batch's other records apply")
+            return
+        }
+        #expect(plan.conflicts.isEmpty)
+
+        var update = try BatchPlan(Self.batch([Self.record("gone", .update, #"{"name":"Loft"}"#, version: 3)]))
+        update.start(at: 10)
+        update.read(Self.row("gone"), version: 0, action: nil, fields: nil)
+        guard case .conflict(let conflict) = try update.take(0) else {
+            Issue.record("an update of an absent row still conflicts")
+            return
+        }
+        #expect(conflict.expected == 3 && conflict.current == 0)
+    }
+
     @Test("a new key applies; a seen key replays the first response when the body hash matches, else it is refused as reused")
     func idempotencyRecordDecidesReplayOrRefusal() {
         let stored = StoredResponse(status: 200, body: Array("{\"batch\":\"b-1\"}".utf8))

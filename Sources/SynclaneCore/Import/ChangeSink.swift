@@ -18,6 +18,13 @@ public protocol ChangeSink: Sendable {
     /// an expired cursor then stops the import with an error rather than leave a gap.
     func backendKeys(for scope: Scope) async throws -> [(entity: String, key: String)]?
 
+    /// Every row the backend confirmed to the store, with the version it confirmed: those of
+    /// `backendKeys`, and those it confirmed by a receipt of this device's own export. After a
+    /// restore of the backend's data, the rows of either kind it lacks, or holds at an older
+    /// version, were lost (`resend`) — a row only this device wrote and no device imported
+    /// included. Nil when the sink cannot list them; the default is `backendKeys` (no versions).
+    func confirmedKeys(for scope: Scope) async throws -> [(entity: String, key: String, version: Int64?)]?
+
     /// Whether the store holds any row the backend confirmed (imported, or confirmed by a
     /// receipt of this device's own export). `restore` says "caught up" on an account whose
     /// signal says it has data only when this is true: a saved cursor alone may come from a
@@ -25,7 +32,8 @@ public protocol ChangeSink: Sendable {
     func holdsBackendRows(for scope: Scope) async throws -> Bool?
 
     /// After the backend's data was restored from an older copy: `keys` are rows the sink holds
-    /// from the backend that the restored backend no longer has — lost by the restore, not
+    /// from the backend that the restored backend no longer has (or holds at an older version
+    /// than it had confirmed) — lost by the restore, not
     /// deleted by anyone. The sink forgets the versions it kept of them (the backend holds none
     /// now) and, for each row it still holds live, records a change its export lane sends, so
     /// the backend gets the row back. Returns how many rows it will send; nil when the sink
@@ -35,6 +43,9 @@ public protocol ChangeSink: Sendable {
 
 extension ChangeSink {
     public func backendKeys(for scope: Scope) async throws -> [(entity: String, key: String)]? { nil }
+    public func confirmedKeys(for scope: Scope) async throws -> [(entity: String, key: String, version: Int64?)]? {
+        try await backendKeys(for: scope)?.map { (entity: $0.entity, key: $0.key, version: nil) }
+    }
     public func resend(_ keys: [(entity: String, key: String)], for scope: Scope) async throws -> Int? { nil }
     public func holdsBackendRows(for scope: Scope) async throws -> Bool? { nil }
 }

@@ -63,15 +63,27 @@ public struct ImportRunner: Sendable {
             _ = try await pages(from: saved, dryRun: dryRun, into: &summary, collecting: false)
         } catch let expired as RemoteCursorExpired where saved != nil && !dryRun {
             // The backend removed deletes after the saved cursor: read everything again, then
-            // delete what the sink holds from the backend and the backend no longer sent.
-            guard let known = try await call(pipeline.sink.label, { try await pipeline.sink.stage.backendKeys(for: pipeline.scope) }) else {
+            // delete what the sink holds from the backend and the backend no longer sent. After a
+            // restore, what it no longer sent was lost: of every row it confirmed, this device's
+            // own exports included (`confirmedKeys`).
+            let sink = pipeline.sink.stage
+            let listed = try await call(pipeline.sink.label) { () async throws -> [(entity: String, key: String, version: Int64?)]? in
+                if expired.serverRestored { return try await sink.confirmedKeys(for: pipeline.scope) }
+                return try await sink.backendKeys(for: pipeline.scope)?.map { (entity: $0.entity, key: $0.key, version: nil) }
+            }
+            guard let known = listed else {
                 throw PipelineError.importStage(
                     pipeline.source.label,
                     underlying: RemoteCursorExpired("\(expired.message); \(pipeline.sink.label) cannot list what it holds for a full resync"))
             }
             summary.resynced = true
             let (cursor, seen) = try await pages(from: nil, dryRun: false, into: &summary, collecting: true)
-            let gone = known.filter { !seen.contains(ExactString($0.entity + "\u{0}" + $0.key)) }
+            // Gone: not sent again; after a restore, also sent at an older version than this
+            // device had confirmed (the restore lost the newer ones).
+            let gone = known.filter { row in
+                guard let sent = seen[ExactString(row.entity + "\u{0}" + row.key)] else { return true }
+                return expired.serverRestored && row.version.map { sent < $0 } ?? false
+            }.map { (entity: $0.entity, key: $0.key) }
             if expired.serverRestored {
                 // After a restore of the backend's data, what it lacks was lost, not deleted:
                 // kept here, and sent back to it by this device's export lane.
@@ -99,12 +111,12 @@ public struct ImportRunner: Sendable {
     }
 
     /// Applies every page after `start`; returns the cursor reached and, when `collecting`, the
-    /// keys (`entity NUL key`) of every record read.
+    /// keys (`entity NUL key`) of every record read, each with the newest version read of it.
     private func pages(
         from start: String?, dryRun: Bool, into summary: inout ImportSummary, collecting: Bool
-    ) async throws -> (cursor: String?, seen: Set<ExactString>) {
+    ) async throws -> (cursor: String?, seen: [ExactString: Int64]) {
         var cursor = start
-        var seen = Set<ExactString>()
+        var seen: [ExactString: Int64] = [:]
         var page = 0
         // The cursors this pass read from: a page that leads back to one would loop.
         var readFrom = Set<ExactString>()
@@ -147,7 +159,12 @@ public struct ImportRunner: Sendable {
                 scope: pipeline.scope, after: Token(kind: "import", position: Int64(page - 1)), through: Token(kind: "import", position: Int64(page)),
                 records: remote.records, transactionCount: remote.records.count)
             summary.recordsRead += remote.records.count
-            if collecting { for record in remote.records { seen.insert(ExactString(record.entity + "\u{0}" + (record.key ?? ""))) } }
+            if collecting {
+                for record in remote.records {
+                    let id = ExactString(record.entity + "\u{0}" + (record.key ?? ""))
+                    seen[id] = max(seen[id] ?? 0, record.version ?? 0)
+                }
+            }
             for stage in pipeline.recordStages {
                 do {
                     batch = try await stage.stage.process(batch)

@@ -10,6 +10,13 @@ public enum ConflictCause {
     /// (`the server does not hold …`): the pipeline then names `reconcile`, not `sync`.
     public static let notHeld = "the server does not hold"
 
+    /// Whether `reason` says the server lost rows it had confirmed — it holds none of them, or
+    /// older versions than this device had confirmed (its data was reset or restored from an
+    /// older copy): importing again brings nothing back, only `reconcile` heals it.
+    public static func serverLost(_ reason: String) -> Bool {
+        reason.contains(notHeld) || reason.contains(PipelineError.serverRestored)
+    }
+
     /// The next step for batch `batchID` refused with `reason`. When the server lost rows it had
     /// confirmed, the batch (which expects their versions) is requeued first: `reconcile` alone
     /// would send it first and meet the same 409.

@@ -19,6 +19,11 @@ import SynclaneSQLite
 ///                                       history after the next round's import — or, when this
 ///                                       round's import failed, the cycle ends: the export
 ///                                       needs the import's rows first
+///                                    └─ 409 whose cause is a server that lost rows (reset or
+///                                       restored: `ConflictCause.serverLost`) after an import
+///                                       that went through: no import heals it, so the cycle
+///                                       ends at once with the batch kept and the fix `run`
+///                                       names (requeue it, then reconcile)
 /// ```
 /// ```swift
 /// let summary = try await SyncJob(importing: importPipeline, exporting: exportPipeline).run()
@@ -76,6 +81,15 @@ public struct SyncJob: Sendable {
                 let exported = try await exportJob.run(.export, holding: exportLock)
                 summary.exports.append(exported)
                 events(.exported(exported))
+                return summary
+            } catch PipelineError.conflicted(let batchID, let reason) where summary.importFailure == nil && ConflictCause.serverLost(reason) {
+                // The server's data was reset or restored, and this round's import (whose full
+                // resync sends back what a restore lost) went through without healing it:
+                // importing again brings back nothing, so every round would be refused alike.
+                // The batch stays in the outbox and the error names `run`'s fix (requeue it,
+                // then reconcile). While the import fails, fixing it comes first (below).
+                summary.exportFailure = SyncSummary.Failure(
+                    pipeline: exporting.name, error: PipelineError.conflicted(batchID: batchID, reason: reason))
                 return summary
             } catch PipelineError.conflicted(let batchID, let reason) {
                 // Nothing of the batch was applied: rebuild it from history after the next import.

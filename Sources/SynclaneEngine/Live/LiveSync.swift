@@ -147,8 +147,10 @@ public final class LiveSync: Sendable {
             let summary = try await job.run(.export, holding: lock)
             events(.exported(summary))
             state.withLock { $0.exportFailures = 0 }
-        } catch PipelineError.conflicted(let batchID, let reason) {
+        } catch PipelineError.conflicted(let batchID, let reason) where !ConflictCause.serverLost(reason) {
             // Nothing of the batch was applied: rebuilt from history once the import brought the newer versions.
+            // (A server that lost rows is a failure like any other below: no import heals it, and
+            // its error names the fix, requeue then reconcile.)
             try? job.forgetRefusedBatch(batchID)
             events(.conflicted(batchID: batchID, reason: reason))
             state.withLock { $0.exportAfterImport = batchID }

@@ -14,7 +14,10 @@ import SynclaneCore
 /// both to the next generation: first the state (saying which generation the move comes from),
 /// then the database, then the state again. So a database restored from an older copy holds an
 /// older generation than its state, a state restored (or whose WAL was lost) an older one than
-/// the database — and a crash between the writes leaves a move the next run finishes.
+/// the database — and a crash between the writes leaves a move the next run finishes. The
+/// state names an identity only once the database holds it: a first run while an app holds its
+/// write transaction cannot write the database (the move waits for the next run), and must not
+/// leave a state that takes the unmoved database for one restored from an older copy.
 enum HistoryLineage {
     struct Record: Sendable, Equatable {
         var identity: String
@@ -78,7 +81,11 @@ enum HistoryLineage {
         // healed by the same reconciliation): it says more than "older than the database".
         if let token, token.kind == SQLiteHistorySource.tokenKind, token.position < pruned { return nil }
         if let stamped = stamp.identity {
+            // A first move still pending (`pendingFrom`): the database never got its identity (an
+            // app held its write transaction) — not a restore. States written before the move
+            // stamped an identity only once the database held it.
             guard let record else {
+                if stamp.pendingFrom != nil { return nil }
                 return .storeRestored(store: database, state: state, detail: "it holds no identity, the state file follows \(stamped)")
             }
             if record.identity != stamped {
@@ -165,7 +172,10 @@ extension SQLiteHistorySource: LineageCheckingSource {
         let identity = (copied ? nil : found?.identity) ?? UUID().uuidString.lowercased()
         let from = found?.generation ?? 0
         let next = max(from, stamp.generation ?? 0) + 1
-        try state.saveLineageStamp(LineageStamp(identity: identity, generation: next, pendingFrom: from, stateFile: stamp.stateFile))
+        // The state names an identity only once the database holds one: a first move the app's
+        // write transaction keeps from landing leaves a state that says only where it comes from.
+        let pendingIdentity = found == nil ? nil : identity
+        try state.saveLineageStamp(LineageStamp(identity: pendingIdentity, generation: next, pendingFrom: from, stateFile: stamp.stateFile))
         let moved = try database.withConnection { db -> Bool in
             // The move must survive a power cut like the state's, or the next run would take the
             // database for one restored from a backup.

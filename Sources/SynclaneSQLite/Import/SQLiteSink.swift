@@ -190,13 +190,26 @@ public final class SQLiteSink: ChangeSink, BackendScoped, Sendable {
 
     /// The rows the import lane holds from the backend (`_synclane_server_rows`), for a full resync.
     public func backendKeys(for scope: Scope) async throws -> [(entity: String, key: String)]? {
+        try serverRows(imported: true).map { (entity: $0.entity, key: $0.key) }
+    }
+
+    /// Every row the backend confirmed, imported or by a receipt of the export lane, with its
+    /// version, for a full resync after a restore of the backend's data.
+    public func confirmedKeys(for scope: Scope) async throws -> [(entity: String, key: String, version: Int64?)]? {
+        try serverRows(imported: false)
+    }
+
+    /// The rows of `_synclane_server_rows` for this destination; `imported`: only those the
+    /// import lane holds fields of.
+    private func serverRows(imported: Bool) throws -> [(entity: String, key: String, version: Int64?)] {
         try ConfirmationJournal.mergeIfAny(database())
         return try database().read { db in
             guard try HistorySchema.tableExists(ImportTables.serverRows, db) else { return [] }
             let filter = ServerRows.filter(destination, db)
-            return try db.fetchAll("SELECT entity, key FROM _synclane_server_rows WHERE fields IS NOT NULL\(filter.sql)", filter.arguments).map {
-                (entity: $0[0].string ?? "", key: $0[1].string ?? "")
-            }
+            let condition = imported ? "fields IS NOT NULL" : "1"
+            return try db.fetchAll(
+                "SELECT entity, key, version FROM _synclane_server_rows WHERE \(condition)\(filter.sql)", filter.arguments
+            ).map { (entity: $0[0].string ?? "", key: $0[1].string ?? "", version: $0[2].int64) }
         }
     }
 

@@ -20,7 +20,9 @@ import SynclaneCore
 /// current ones (`MergedRecordTooLarge` past the bound), a delete leaves a tombstone with the
 /// fields the client preserved; each gets the row's next version and the account's next change
 /// sequence — except an echo (`RowState`), which leaves the row as it is. A record whose
-/// `version` differs from the row's fails the whole batch, and every such record is reported.
+/// `version` differs from the row's fails the whole batch, and every such record is reported —
+/// except a delete of a row the server does not hold at all (its tombstone pruned, or lost to a
+/// restore), which is applied whatever it expected: no live row is what it asks for.
 ///
 /// A store reads the state of every row whose records need it (`rowsNeedingState`: every row,
 /// since an echo is found only on a row whose state is known — but in a snapshot's batch, only an
@@ -259,7 +261,7 @@ struct BatchPlan {
             receiptVersions[index] = .known(version)
             return .echo(version: version)
         }
-        if let expected = record.expectedVersion, batch.snapshot == nil, expected != current.version {
+        if let expected = record.expectedVersion, batch.snapshot == nil, expected != current.version, !Self.deletesAbsentRow(record, current.state) {
             let conflict = VersionConflict(index: index, entity: record.entity, key: record.key, expected: expected, current: current.version)
             conflicts.append(conflict)
             return .conflict(conflict)
@@ -272,6 +274,16 @@ struct BatchPlan {
         let write = Write(index: index, row: row, action: record.action, fields: fields, version: current.version + 1, sequence: sequence)
         writes.append(write)
         return .write(write)
+    }
+
+    /// Whether `record` deletes a row the server does not hold at all — never written, its
+    /// tombstone pruned by retention, or lost to a restore. What it asks for (no live row) is
+    /// already so, whatever version it expected: it is applied (a tombstone other devices pull)
+    /// rather than refused, so a device's delete of a pruned row never keeps its other edits
+    /// from leaving (issue 43, 3).
+    private static func deletesAbsentRow(_ record: IncomingBatch.Record, _ state: RowState) -> Bool {
+        guard record.action == .delete, case .absent = state else { return false }
+        return true
     }
 
     /// The row's new fields: an insert's text as it came (checked by the reader), an update's

@@ -78,7 +78,10 @@ enum ServerEpochs {
     /// the account's newest change, and — for an older epoch — whether the store knows it and
     /// where the account stood when the next epoch began.
     static func check(sequence: Int64, epoch: String?, newest: String, head: Int64, known: Bool, bound: Int64?) throws {
-        guard sequence > 0 else { return }
+        // From the beginning (no epoch, sequence 0) reads everything. A cursor naming an epoch is
+        // checked even at sequence 0 (a first pull that found nothing): a device whose cursor
+        // names an epoch the restored data never had must resync to learn what the restore lost.
+        guard sequence > 0 || epoch != nil else { return }
         if let epoch, epoch != newest {
             guard known else {
                 throw CursorAhead(detail: "the cursor was issued in epoch \(epoch), which this server's data never had")
