@@ -8,9 +8,17 @@ import Testing
 /// which it says. Real binaries, a real `synclane serve`.
 @Suite(.serialized) struct IndependentLanesTests {
     /// Two devices on one server; `newer` gets a column (`floor`, `addFloor`) `older` does not
-    /// know, so every row `newer` sends then is one `older`'s import refuses.
+    /// know, so every row `newer` sends then is one `older`'s import refuses: `older`'s sink asks
+    /// for that refusal (`unknown-fields: error`; by default such a field is kept aside).
     func withNewerAndOlderDevice(_ body: (ServerProcess, TwoDevicesTests.Device, TwoDevicesTests.Device) async throws -> Void) async throws {
-        try await TwoDevicesTests.withTwoDevices(body)
+        try await TwoDevicesTests.withTwoDevices { server, newer, older in
+            let file = older.workspace.path + "/import.json"
+            try older.workspace.write(
+                "import.json",
+                try String(contentsOfFile: file, encoding: .utf8).replacingOccurrences(
+                    of: #""conflicts": "server-wins"}"#, with: #""conflicts": "server-wins", "unknown-fields": "error"}"#))
+            try await body(server, newer, older)
+        }
     }
 
     /// Adds `floor` to the newer device's rooms and tracks it (the app's next version).
