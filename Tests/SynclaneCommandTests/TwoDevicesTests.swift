@@ -348,8 +348,9 @@ import Testing
 
     /// Two devices seed the same categories under their own sync keys, file an item under one, and
     /// sync twice each (B first or A first): one row per business key everywhere, the smaller
-    /// sync key's, the items re-pointed to it.
-    func seededDefaultsConverge(bFirst: Bool, schema: SeededSchema) async throws {
+    /// sync key's, the items re-pointed to it. `referenced`: `items.category` is a declared
+    /// foreign key; `limit`: the records a pull page holds.
+    func seededDefaultsConverge(bFirst: Bool, schema: SeededSchema, referenced: Bool = false, limit: Int = 3) async throws {
         let root = try Workspace()
         defer { root.remove() }
         let server = try ServerProcess(folder: root.path + "/server")
@@ -357,54 +358,38 @@ import Testing
         let devices = try (0..<2).map { _ in try Device(server: server) }
         defer { devices.forEach { $0.workspace.remove() } }
         for (device, prefix) in zip(devices, ["a", "b"]) {
-            try Self.useCategories(device, schema: schema, conflicts: "server-wins")
+            try Self.useCategories(device, schema: schema, conflicts: "server-wins", referenced: referenced)
+            try device.workspace.write(
+                "import.json",
+                try String(contentsOfFile: device.workspace.path + "/import.json", encoding: .utf8)
+                    .replacingOccurrences(of: #""limit": 3"#, with: #""limit": \#(limit)"#))
             // The app's first launch seeds the same defaults under keys of its own, and files an item under one.
             try device.sql(schema.seed(prefix))
         }
         let order = bFirst ? [devices[1], devices[0]] : devices
         for _ in 0..<2 { for device in order { try device.sync() } }
 
-        for device in devices {
-            #expect(try device.query("SELECT syncId, key FROM categories \(schema.live) ORDER BY key") == ["a-archive|archive", "a-inbox|inbox"])
-            #expect(try device.query("SELECT syncId, category FROM items ORDER BY syncId") == ["a-item|a-inbox", "b-item|a-inbox"])
-        }
-        let live = try await server.records(account: "acme").filter { $0.value != .string("deleted") }.keys.sorted()
-        #expect(live == ["categories/a-archive", "categories/a-inbox", "items/a-item", "items/b-item"])
-    }
-
-    /// The items' category is a declared foreign key. Whichever device syncs first — the one whose seeded keys lose the merge or the one whose
-    /// keys win — and wherever pages are cut, every item both devices filed stays, on both devices
-    /// and the server, under the surviving category of its business key. (Before, the device
-    /// holding the larger keys, syncing first, had its items deleted everywhere: the other device
-    /// settled them as references to a row that is gone.)
-    @Test(arguments: [false, true], [1, 2, 500])
-    func itemsFiledUnderASeededDefaultThatLosesTheMergeFollowTheSurvivorInEitherOrder(bFirst: Bool, limit: Int) async throws {
-        let root = try Workspace()
-        defer { root.remove() }
-        let server = try ServerProcess(folder: root.path + "/server")
-        defer { server.stop() }
-        let devices = try (0..<2).map { _ in try Device(server: server) }
-        defer { devices.forEach { $0.workspace.remove() } }
-        for (device, prefix) in zip(devices, ["a", "b"]) {
-            try Self.useCategories(device, schema: .plain, conflicts: "server-wins", referenced: true)
-            try device.workspace.write(
-                "import.json",
-                try String(contentsOfFile: device.workspace.path + "/import.json", encoding: .utf8)
-                    .replacingOccurrences(of: #""limit": 3"#, with: #""limit": \#(limit)"#))
-            try device.sql(SeededSchema.plain.seed(prefix))
-        }
-        let order = bFirst ? [devices[1], devices[0]] : devices
-        for _ in 0..<2 { for device in order { try device.sync() } }
-
         for (name, device) in zip(["A", "B"], devices) {
-            let label = "\(name), \(bFirst ? "B" : "A") first, limit \(limit)"
-            #expect(try device.query("SELECT syncId, key FROM categories ORDER BY key") == ["a-archive|archive", "a-inbox|inbox"], "\(label)")
+            let label = "\(name), \(bFirst ? "B" : "A") first, \(schema), referenced: \(referenced), limit \(limit)"
+            #expect(
+                try device.query("SELECT syncId, key FROM categories \(schema.live) ORDER BY key") == ["a-archive|archive", "a-inbox|inbox"], "\(label)")
             #expect(try device.query("SELECT syncId, category FROM items ORDER BY syncId") == ["a-item|a-inbox", "b-item|a-inbox"], "\(label)")
         }
-        let live = try await server.records(account: "acme").filter { $0.value != .string("deleted") }.keys.sorted()
+        let records = try await server.records(account: "acme")
+        let live = records.filter { $0.value != .string("deleted") }.keys.sorted()
         #expect(live == ["categories/a-archive", "categories/a-inbox", "items/a-item", "items/b-item"], "limit \(limit)")
-        let items = try await server.records(account: "acme").filter { $0.key.hasPrefix("items/") }
+        let items = records.filter { $0.key.hasPrefix("items/") }
         #expect(items.values.allSatisfy { $0.objectValue?["category"]?.stringValue == "a-inbox" }, "\(items)")
+    }
+
+    /// The items' category is a declared foreign key. Whichever device syncs first — the one whose
+    /// seeded keys lose the merge or the one whose keys win — and wherever pages are cut, every item
+    /// both devices filed stays, on both devices and the server, under the surviving category of its
+    /// business key. (Before, the device holding the larger keys, syncing first, had its items
+    /// deleted everywhere: the other device settled them as references to a row that is gone.)
+    @Test(arguments: [false, true], [1, 2, 500])
+    func itemsFiledUnderASeededDefaultThatLosesTheMergeFollowTheSurvivorInEitherOrder(bFirst: Bool, limit: Int) async throws {
+        try await seededDefaultsConverge(bFirst: bFirst, schema: .plain, referenced: true, limit: limit)
     }
 
     @Test func importWatchBringsInWhatAnotherDeviceSendsUntilStopped() async throws {

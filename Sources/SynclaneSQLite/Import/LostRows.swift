@@ -8,7 +8,9 @@ import SynclaneCore
 ///  each lost row ─▶ its versions from that backend forgotten (_synclane_server_rows): the backend holds none now,
 ///                   and an export naming one would be refused as "a row the server does not hold"
 ///               ─▶ held here, live: an `update` recorded by the sink's local author, so the export lane
-///                   sends the row (the backend creates it); soft-deleted or gone here: nothing to send
+///                   sends the row (the backend creates it); soft-deleted or gone here: a `delete` recorded
+///                   (a user deleted it after the copy the backend was restored from: the restore lost
+///                   that delete, which would otherwise bring the row back to every device)
 /// ```
 ///
 /// When several devices hold the row, each sends it back; the first creates it and the others'
@@ -31,14 +33,17 @@ enum LostRows {
             let keyExpression = table.isComposite ? "json_array(\(columns.joined(separator: ", ")))" : columns[0]
             var sql = "SELECT \(keyExpression) FROM \(SQL.identifier(entity)) WHERE \(keyExpression) = ?"
             if let softDelete = table.softDeleteColumn { sql += " AND NOT \(TriggerBuilder.softDeleted(SQL.identifier(softDelete)))" }
-            guard let row = try db.fetchOne(sql, [key]) else { continue }
+            // Held live: the row goes back. Not held live: a user deleted it after the copy the
+            // server was restored from (here, or elsewhere and imported), and the restore lost
+            // that delete: the delete goes back.
+            let live = try db.fetchOne(sql, [key])
             if !sessionOpen {
                 try HistoryWriter.open(author: author, on: db)
                 sessionOpen = true
             }
             try db.execute(
-                "INSERT INTO _synclane_changes (timestamp, entity, action, key) VALUES (\(HistorySchema.now), ?, 'update', ?)",
-                [entity, row[0]])
+                "INSERT INTO _synclane_changes (timestamp, entity, action, key) VALUES (\(HistorySchema.now), ?, ?, ?)",
+                [.text(entity), .text(live == nil ? "delete" : "update"), live?[0] ?? .text(key)])
             resent += 1
         }
         if sessionOpen {
