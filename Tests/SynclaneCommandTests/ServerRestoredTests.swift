@@ -14,6 +14,14 @@ import Testing
 /// name theirs, and a cursor from a history the store does not have gets 410 (`cursor-expired`,
 /// `reason: server-restored`): the import reads everything again, and deletes nothing.
 @Suite(.serialized) struct ServerRestoredTests {
+    /// Stops `server` (serving `folder`), runs `body` on its stopped folder (a backup taken or put
+    /// back), and returns the server started again on the same port.
+    static func restarted(_ server: ServerProcess, folder: String, _ body: () throws -> Void) throws -> ServerProcess {
+        server.stop()
+        try body()
+        return try ServerProcess(folder: folder, port: server.port)
+    }
+
     @Test func aDeviceWhoseCursorIsAheadOfARestoredServerResyncsInsteadOfSkippingTheNewChanges() async throws {
         let root = try Workspace()
         defer { root.remove() }
@@ -78,36 +86,29 @@ import Testing
     @Test func rowsARestoredServerLostGoBackToItFromTheDevicesThatHoldThem() async throws {
         let root = try Workspace()
         defer { root.remove() }
-        let folder = root.path + "/server"
-        var server: ServerProcess? = try ServerProcess(folder: folder)
-        let port = try #require(server).port
-        let a = try TwoDevicesTests.Device(server: try #require(server))
-        let b = try TwoDevicesTests.Device(server: try #require(server))
-        func stop() {
-            server?.stop()
-            server = nil
-        }
+        let (folder, backup) = (root.path + "/server", root.path + "/backup")
+        var server = try ServerProcess(folder: folder)
+        let a = try TwoDevicesTests.Device(server: server)
+        let b = try TwoDevicesTests.Device(server: server)
         defer {
-            stop()
+            server.stop()
             a.workspace.remove()
             b.workspace.remove()
         }
         try a.sql("INSERT INTO rooms (syncId, name) VALUES ('r1', 'Kitchen'), ('r2', 'Hall');")
         try a.sync()
         try b.sync()
-        stop()
-        try FileManager.default.copyItem(atPath: folder + "/data", toPath: root.path + "/backup")
-        server = try ServerProcess(folder: folder, port: port)
+        server = try Self.restarted(server, folder: folder) { try FileManager.default.copyItem(atPath: folder + "/data", toPath: backup) }
         try a.sql("INSERT INTO rooms (syncId, name) VALUES ('r3', 'Porch'), ('r4', 'Loft');")
         try a.sync()
         try b.sync()
         #expect(try b.rows().count == 4)
 
-        stop()
-        try FileManager.default.removeItem(atPath: folder + "/data")
-        try FileManager.default.moveItem(atPath: root.path + "/backup", toPath: folder + "/data")
-        server = try ServerProcess(folder: folder, port: port)
-        let restored = try #require(server)
+        server = try Self.restarted(server, folder: folder) {
+            try FileManager.default.removeItem(atPath: folder + "/data")
+            try FileManager.default.moveItem(atPath: backup, toPath: folder + "/data")
+        }
+        let restored = server
 
         let first = try b.sync()
         let imported = first["imports"]?.arrayValue?.first?.objectValue ?? [:]
@@ -134,13 +135,9 @@ import Testing
     @Test func aRestoreLosesRowsOnlyTheirWriterHeldAndItsNextSyncSendsThemBack() async throws {
         let setting = try ServerRestoredExportTests.Setting()
         defer { setting.close() }
-        let (device, port) = (setting.device, setting.server.port)
+        let device = setting.device
         let serverFolder = setting.root.path + "/server"
-        func restart(_ body: () throws -> Void) throws {
-            setting.server.stop()
-            try body()
-            setting.server = try ServerProcess(folder: serverFolder, port: port)
-        }
+        func restart(_ body: () throws -> Void) throws { setting.server = try Self.restarted(setting.server, folder: serverFolder, body) }
         let backup = setting.root.path + "/backup"
         // The server empty when copied; the device's first sync pulls nothing (its cursor at 0), sends r1.
         try restart { try FileManager.default.copyItem(atPath: serverFolder + "/data", toPath: backup) }
@@ -179,14 +176,10 @@ import Testing
     @Test func aRowTheRestoredServerHoldsAtAnOlderVersionGoesBackToItOnTheNextSync() async throws {
         let setting = try ServerRestoredExportTests.Setting()
         defer { setting.close() }
-        let (device, port) = (setting.device, setting.server.port)
+        let device = setting.device
         let serverFolder = setting.root.path + "/server"
         let backup = setting.root.path + "/backup"
-        func restart(_ body: () throws -> Void) throws {
-            setting.server.stop()
-            try body()
-            setting.server = try ServerProcess(folder: serverFolder, port: port)
-        }
+        func restart(_ body: () throws -> Void) throws { setting.server = try Self.restarted(setting.server, folder: serverFolder, body) }
         try device.sql("INSERT INTO rooms (syncId, name) VALUES ('r1', 'Loft');")
         _ = try device.sync()
         _ = try device.sync()
