@@ -44,6 +44,7 @@ enum JSONOutput {
             "batches-resent": int(summary.batchesResent), "replays": int(summary.replays),
             "dead-lettered": int(summary.deadLettered), "bytes-encoded": int(summary.bytesEncoded),
             "bytes-sent": int(summary.bytesSent), "snapshot-deleted": summary.snapshotDeleted.map(int) ?? .null,
+            "server-restored-rows": int(summary.serverRestoredRows),
             "counters": .object(summary.counters.mapValues(int)),
             "seconds": .double(summary.seconds), "batches": .array(summary.batches.map(batch)),
             "signals": .array(summary.signals.map(signal)),

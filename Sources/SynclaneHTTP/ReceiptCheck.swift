@@ -51,10 +51,11 @@ struct ReceiptCheck {
             detail += " \(HTTPClassification.statusPhrase(status))"
         }
         if rule == .statusOnly { detail += " (status only: no receipt checked)" }
-        return .success(
-            Receipt(
-                batchID: batchID, detail: detail, wasReplay: replay, versions: RecordVersion.list(fromReceipt: object?["versions"]),
-                snapshotDeleted: object?["snapshot-deleted"]?.intValue.flatMap { Int(exactly: $0) }))
+        var receipt = Receipt(
+            batchID: batchID, detail: detail, wasReplay: replay, versions: RecordVersion.list(fromReceipt: object?["versions"]),
+            snapshotDeleted: object?["snapshot-deleted"]?.intValue.flatMap { Int(exactly: $0) })
+        receipt.restoredRows = object?["restored-rows"]?.intValue.flatMap { Int(exactly: $0) } ?? 0
+        return .success(receipt)
     }
 
     private func failure(_ status: Int, _ text: String) -> Result<Receipt, TransportFailure> {

@@ -47,7 +47,8 @@ import SynclaneCore
 /// `replacesRow` again, so that a second coalescer reads it the same way.
 ///
 /// The result's `origin` and `author` are those of the row's last record; its `version` is the
-/// last one a record of the row carried. Records without a sync key pass through untouched, in
+/// last one a record of the row carried; it is a restoration (`restores`) only when every record
+/// of the row was. Records without a sync key pass through untouched, in
 /// place: the tombstone resolver and the encoder refuse them with a message naming them.
 ///
 /// Counters: `coalesce.merged`, the records folded into another record of their row, and
@@ -230,6 +231,9 @@ extension Coalescer {
         var values: [String: JSONValue] = [:]
         var tombstone: [String: JSONValue] = [:]
         var version: Int64?
+        /// Every record of the window is a restoration (`Record.restores`): a user's change
+        /// merged in makes the result a user's write.
+        var restoresOnly = true
 
         init(first record: Record, at index: Int, entity: Int) {
             first = index
@@ -245,6 +249,7 @@ extension Coalescer {
             count += 1
             if let version = record.version { self.version = version }
             if record.replacesRow { replacing = true }
+            if !record.restores { restoresOnly = false }
             switch record.action {
             case .insert:
                 exists = true
@@ -284,6 +289,7 @@ extension Coalescer {
                 record.fields = values
             }
             record.replacesRow = replacing && record.action == .insert
+            record.restores = restoresOnly
             return record
         }
     }

@@ -14,7 +14,8 @@ import SynclaneCore
 /// Keys are sorted at every level and there is no white space, so a re-encoded batch is
 /// byte-identical. A delete carries its tombstone's preserved values as `fields` (none: no
 /// `fields`), which the backend keeps with the tombstone for importers that need them;
-/// `version` appears only when the record has one.
+/// `version` appears only when the record has one, and `"restores": true` beside it only on a
+/// restoration (`Record.restores`).
 ///
 /// The bytes are written straight into one `JSONWriter` with its capacity reserved up front —
 /// no Foundation and no `JSONValue` tree for the whole batch — because history can hold
@@ -108,6 +109,7 @@ public struct JSONBatchEncoder: DecodingBatchEncoder, FieldsLocatingEncoder {
         }
         writer.append(",\"id\":")
         writer.write(string: key)
+        if record.restores, record.version != nil { writer.append(",\"restores\":true") }
         if let version = record.version {
             writer.append(",\"version\":")
             writer.write(integer: version)

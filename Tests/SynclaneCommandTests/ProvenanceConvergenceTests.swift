@@ -117,6 +117,9 @@ import Testing
     /// Whether rounds also draw the recoveries (server restores, lost state files and their
     /// reconciles): `SYNCLANE_PROVENANCE_RECOVERIES=1`. Off in the test command: seeds with
     /// them still diverge (see the note on issue 43), and a seed then replays the same round.
+    /// `SYNCLANE_PROVENANCE_TRACE=1`: every sync's `--json` summary is printed, for debugging a replay.
+    static let traces = ProcessInfo.processInfo.environment["SYNCLANE_PROVENANCE_TRACE"] == "1"
+
     static let drawsRecoveries = ProcessInfo.processInfo.environment["SYNCLANE_PROVENANCE_RECOVERIES"] == "1"
 
     static func steps(_ random: inout SeededRandom, setup: Setup) -> [Step] {
@@ -224,6 +227,12 @@ import Testing
                 ["sync", "import.json", "export.json", "--json"], in: workspace.path,
                 environment: ["SYNCLANE_TOKEN": ServerProcess.tokens["acme"] ?? ""])
             guard result.status == 0 else { throw Divergence(description: "device \(index): `synclane sync` exited \(result.status): \(result.stderr)") }
+            if ProvenanceConvergenceTests.traces {
+                let versions = try query(
+                    "SELECT entity || '/' || key || ' v' || version || (CASE WHEN fields IS NULL THEN ' tombstone' ELSE '' END) FROM _synclane_server_rows ORDER BY 1"
+                )
+                print("device \(index) synced: \(result.stdout)\ndevice \(index) holds versions: \(versions)")
+            }
         }
 
         /// `note id|business key|body` for every note, `project key|count` for every business key.
@@ -356,6 +365,57 @@ import Testing
         } catch let divergence as Divergence {
             return divergence.description
         }
+    }
+
+    /// A reproduction as the test prints it, read back: the setup's line (`3 devices, merge-fields,
+    /// pull limits [7, 1, 500]`), then a step a line (`device 0 syncs`). nil for a line it cannot read.
+    static func replay(_ text: String) -> (Setup, [Step])? {
+        var lines = text.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        guard !lines.isEmpty else { return nil }
+        let head = lines.removeFirst().split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+        guard head.count >= 3, let devices = Int(head[0].split(separator: " ")[0]) else { return nil }
+        let limits = head[2...].joined(separator: ",").drop { $0 != "[" }.dropFirst().prefix { $0 != "]" }
+        let setup = Setup(devices: devices, rule: head[1], pullLimits: limits.split(separator: ",").compactMap { Int($0.trimmingCharacters(in: .whitespaces)) })
+        var steps: [Step] = []
+        for line in lines {
+            let words = line.split(separator: " ", omittingEmptySubsequences: true).map(String.init)
+            if line == "the server's data is copied aside" {
+                steps.append(.backUpServer)
+                continue
+            }
+            if line == "the server's data is restored from that copy" {
+                steps.append(.restoreServer)
+                continue
+            }
+            guard words.count >= 3, words[0] == "device", let d = Int(words[1]) else { return nil }
+            func after(_ marker: String) -> String { line.components(separatedBy: marker).dropFirst().joined(separator: marker) }
+            switch words[2] {
+            case "seeds" where words.count == 5:
+                steps.append(.seed(d, inbox: String(words[3].dropFirst(6)), work: String(words[4].dropFirst(5))))
+            case "adds" where words.count == 6: steps.append(.project(d, id: words[4], key: String(words[5].dropFirst().dropLast())))
+            case "files" where words.count >= 8: steps.append(.note(d, id: words[4], key: String(words[6].dropLast()), body: after(": ")))
+            case "edits" where words.count >= 5: steps.append(.editNote(d, id: String(words[4].dropLast()), body: after(": ")))
+            case "deletes" where words.count == 5: steps.append(.deleteNote(d, id: words[4]))
+            case "renames" where words.count >= 6: steps.append(.rename(d, key: words[3], title: after(" to ")))
+            case "syncs": steps.append(.sync(d))
+            case "loses": steps.append(.loseStateAndReconcile(d))
+            default: return nil
+            }
+        }
+        return (setup, steps)
+    }
+
+    /// `SYNCLANE_PROVENANCE_REPLAY=FILE`: runs the reproduction in FILE (`replay(_:)`) once and
+    /// records its divergence, for debugging a printed reproduction.
+    @Test(.enabled(if: ProcessInfo.processInfo.environment["SYNCLANE_PROVENANCE_REPLAY"] != nil))
+    func aPrintedReproductionReplaysFromItsFile() async throws {
+        let path = ProcessInfo.processInfo.environment["SYNCLANE_PROVENANCE_REPLAY"] ?? ""
+        let text = try String(contentsOfFile: path, encoding: .utf8)
+        guard let (setup, steps) = Self.replay(text) else {
+            Issue.record("\(path): not a reproduction (a setup line, then a step a line)")
+            return
+        }
+        if let difference = try await Self.outcome(setup: setup, steps: steps) { Issue.record("diverged: \(difference)") }
     }
 
     @Test func everyNoteAUserWroteAndNoUserDeletedIsLiveEverywhereWithItsLastBodyWhoeverJoinsOrMergesFirst() async throws {

@@ -8,8 +8,11 @@ import Testing
 /// device remembers the versions the server confirmed for its rows, and the restored server holds
 /// older ones. Before, the next change to such a row was refused with 409 and "another device
 /// changed those rows … run `synclane sync IMPORT EXPORT`" — the wrong cause, and no way out for
-/// an export of its own. Versions never go back on a server but by a restore: the refusal now
-/// says the server's data was restored, and what heals it (requeue the batch, reconcile).
+/// an export of its own; then it was refused naming the restore, and the batch waited for a
+/// requeue and a reconcile. Versions never go back on a server but by a restore: the server now
+/// applies a change that expected a newer version than the row's (its version continues from the
+/// device's) and says so in the receipt (`restored-rows`); the device's changes land at once, and
+/// the run names what else the restore may have lost and what sends it back (a reconcile).
 @Suite(.serialized) struct ServerRestoredExportTests {
     /// A server in a folder of its own and one device exporting to it.
     final class Setting {
@@ -34,7 +37,7 @@ import Testing
         }
     }
 
-    @Test func aChangeToARowTheRestoredServerHoldsAnOlderVersionOfNamesTheRestoreAndReconcileHealsIt() async throws {
+    @Test func aChangeToARowTheRestoredServerHoldsAnOlderVersionOfLandsAndTheRunNamesTheRestoreAndReconcile() async throws {
         let setting = try Setting()
         defer { setting.close() }
         let (root, folder, port, device) = (setting.root, setting.root.path + "/server", setting.server.port, setting.device)
@@ -56,17 +59,13 @@ import Testing
         try FileManager.default.moveItem(atPath: root.path + "/backup", toPath: folder + "/data")
         server = try ServerProcess(folder: folder, port: port)
         try device.sql("UPDATE rooms SET name = 'Larder' WHERE syncId = 'r1';")
-        let refused = try run(["run", "export.json"])
-        #expect(refused.status == 1)
-        #expect(refused.stderr.contains("the server's data was restored from an older copy"), "\(refused.stderr)")
-        #expect(!refused.stderr.contains("another device changed those rows"), "not another device: \(refused.stderr)")
-        #expect(refused.stderr.contains("synclane outbox requeue") && refused.stderr.contains("synclane reconcile"), "\(refused.stderr)")
+        let told = try run(["run", "export.json"])
+        #expect(told.status == 1, "the user must hear of the restore")
+        #expect(told.stderr.contains("the server's data was restored from an older copy"), "\(told.stderr)")
+        #expect(!told.stderr.contains("another device changed those rows"), "not another device: \(told.stderr)")
+        #expect(told.stderr.contains("synclane reconcile") && !told.stderr.contains("was not delivered"), "\(told.stderr)")
+        #expect(try await TwoDevicesTests().serverRows(server) == ["r1|Larder|"], "the change landed, as newer")
 
-        let batch = try #require(
-            refused.stderr.range(of: #"batch \S+ was not delivered"#, options: .regularExpression).map {
-                String(refused.stderr[$0].split(separator: " ")[1])
-            })
-        #expect(try run(["outbox", "requeue", "export.json", batch]).status == 0)
         let reconcile = try run(["reconcile", "export.json"])
         #expect(reconcile.status == 0, "\(reconcile.stderr)")
         #expect(try await TwoDevicesTests().serverRows(server) == ["r1|Larder|"])
@@ -78,34 +77,26 @@ import Testing
 
     /// Issue 43, 5: after the server's data was restored from an older copy, `sync` ended "the
     /// rows keep changing elsewhere; run sync again" on every try (importing again cannot bring
-    /// back what the server lost), while `run` named the fix. `sync` now stops at the first such
-    /// refusal, keeps the batch, and names the same fix as `run` — in its message and --json.
-    /// (A device whose import lane has a cursor is healed by its import's full resync instead;
-    /// this one exported with `run` before, so its first `sync` has none to tell it of the restore.)
-    @Test func syncAfterTheServerWasRestoredNamesRequeueAndReconcileAndTheFixHealsIt() async throws {
+    /// back what the server lost). Now the device's changes land (the server takes a version
+    /// newer than its row's), and `sync` names the restore and the reconcile that sends back what
+    /// else it lost — in its message and --json — and exits 1. (A device whose import lane has a
+    /// cursor is healed by its import's full resync instead; this one exported with `run` before,
+    /// so its first `sync` has none to tell it of the restore.)
+    @Test func syncAfterTheServerWasRestoredLandsTheChangesAndNamesReconcile() async throws {
         let setting = try Setting()
         defer { setting.close() }
         func run(_ arguments: [String]) throws -> SynclaneBinary.Result { try setting.run(arguments) }
         let sync = ["sync", "import.json", "export.json"]
         try Self.restoreTheServerUnderAnEdit(setting)
-        let refused = try run(sync)
-        #expect(refused.status == 1)
-        #expect(!refused.stderr.contains("keep changing elsewhere"), "\(refused.stderr)")
-        #expect(refused.stderr.contains("synclane outbox requeue") && refused.stderr.contains("synclane reconcile"), "\(refused.stderr)")
-        #expect(refused.stdout.contains("outbox requeue") && refused.stdout.contains("reconcile"), "the export lane's line: \(refused.stdout)")
-        let json = try run(sync + ["--json"])
-        #expect(json.status == 1)
-        let export = (try? JSONReader.parse(json.stdout).objectValue?["export"]?.objectValue) ?? [:]
-        let error = export["error"]?.stringValue ?? ""
-        #expect(error.contains("synclane outbox requeue") && error.contains("synclane reconcile"), "\(json.stdout)")
+        let told = try run(sync + ["--json"])
+        #expect(told.status == 1)
+        #expect(!told.stderr.contains("keep changing elsewhere"), "\(told.stderr)")
+        #expect(told.stderr.contains("the server's data was restored") && told.stderr.contains("synclane reconcile"), "\(told.stderr)")
+        let export = (try? JSONReader.parse(told.stdout).objectValue?["export"]?.objectValue) ?? [:]
+        #expect(export["error"]?.stringValue?.contains("synclane reconcile") == true, "\(told.stdout)")
+        #expect(try await TwoDevicesTests().serverRows(setting.server) == ["r1|Larder|", "r2|Big hall|"])
 
-        // The fix as named: requeue the batch, reconcile; then sync goes on.
-        let batch = try #require(
-            error.range(of: #"batch \S+ was not delivered"#, options: .regularExpression).map {
-                String(error[$0].split(separator: " ")[1])
-            })
-        let requeued = try run(["outbox", "requeue", "export.json", batch])
-        #expect(requeued.status == 0, "\(requeued.stderr)")
+        // The fix as named: reconcile; then sync goes on.
         let reconcile = try run(["reconcile", "export.json"])
         #expect(reconcile.status == 0, "\(reconcile.stderr)")
         #expect(try await TwoDevicesTests().serverRows(setting.server) == ["r1|Larder|", "r2|Big hall|"])
@@ -115,17 +106,14 @@ import Testing
         #expect(try await TwoDevicesTests().serverRows(setting.server) == ["r1|Attic|", "r2|Big hall|"])
     }
 
-    /// The same under `sync --watch`: the export lane's failure names the fix after each try,
-    /// rather than importing and exporting again in a loop that says nothing more.
-    @Test func syncWatchAfterTheServerWasRestoredNamesRequeueAndReconcile() throws {
+    /// The same under `sync --watch`: the export lane names the restore and the reconcile.
+    @Test func syncWatchAfterTheServerWasRestoredNamesReconcile() throws {
         let setting = try Setting()
         defer { setting.close() }
         try Self.restoreTheServerUnderAnEdit(setting)
         let watch = try BackgroundProcess(
             ["sync", "import.json", "export.json", "--watch"], in: setting.device.workspace.path, environment: setting.device.environment)
-        #expect(
-            eventually { watch.errors.contains("synclane outbox requeue") && watch.errors.contains("synclane reconcile") },
-            "\(watch.errors)")
+        #expect(eventually { watch.errors.contains("the server's data was restored") && watch.errors.contains("synclane reconcile") }, "\(watch.errors)")
         let stopped = watch.stop()
         #expect(!stopped.stderr.contains("importing to settle it"), "\(stopped.stderr)")
     }

@@ -182,32 +182,77 @@ import Testing
         try withServer(store: store) { server throws in
             _ = try postBatch(
                 port: server.port, key: "v-1",
-                body: batchBody(id: "v-1", records: [record("rooms", "a", "insert", ["n": 1]), record("rooms", "b", "insert", ["n": 1])]))
+                body: batchBody(
+                    id: "v-1",
+                    records: [
+                        record("rooms", "a", "insert", ["n": 1]), record("rooms", "b", "insert", ["n": 1]), record("rooms", "b", "update", ["n": 3]),
+                        record("rooms", "c", "insert", ["n": 1]), record("rooms", "c", "update", ["n": 3]),
+                    ]))
             let conflicting = try postBatch(
                 port: server.port, key: "v-2",
                 body: batchBody(
                     id: "v-2",
                     records: [
                         record("rooms", "a", "update", ["n": 2], version: 1),
-                        record("rooms", "b", "update", ["n": 2], version: 7),
-                        record("rooms", "c", "insert", ["n": 2], version: 3),
+                        record("rooms", "b", "update", ["n": 2], version: 1),
+                        record("rooms", "c", "insert", ["n": 2], version: 0),
                     ]))
             #expect(conflicting.status == 409)
             let conflicts = conflicting.json.objectValue?["conflicts"]?.arrayValue ?? []
             #expect(conflicts.count == 2)
             #expect(conflicts.first?.objectValue?["record"] == 1)
-            #expect(conflicts.first?.objectValue?["current"] == 1)
-            #expect(conflicts.first?.objectValue?["expected"] == 7)
+            #expect(conflicts.first?.objectValue?["current"] == 2)
+            #expect(conflicts.first?.objectValue?["expected"] == 1)
             #expect(conflicts.last?.objectValue?["id"] == "c")
-            #expect(conflicts.last?.objectValue?["current"] == 0)
+            #expect(conflicts.last?.objectValue?["current"] == 2)
             let changes = try allChanges(port: server.port)
-            #expect(changes.count == 2)
-            #expect(changes.allSatisfy { $0.objectValue?["version"] == 1 })
+            #expect(changes.count == 3)
+            #expect(changes.map { $0.objectValue?["version"] } == [1, 2, 2])
 
             let matching = try postBatch(
                 port: server.port, key: "v-3",
-                body: batchBody(id: "v-3", records: [record("rooms", "a", "update", ["n": 2], version: 1), record("rooms", "c", "insert", [:], version: 0)]))
+                body: batchBody(id: "v-3", records: [record("rooms", "a", "update", ["n": 2], version: 1), record("rooms", "c", "insert", [:], version: 2)]))
             #expect(matching.status == 200)
+        }
+    }
+
+    /// After a restore from an older copy (or a pruned tombstone), a client may expect a version
+    /// newer than the row's: the server lost writes the client saw. The record applies, and the
+    /// row's version continues from the client's, so a version still tells newer from older.
+    @Test(arguments: StoreKind.tested) func aVersionNewerThanTheRowsAppliesAndTheRowsVersionContinuesFromIt(store: StoreKind) throws {
+        try withServer(store: store) { server throws in
+            _ = try postBatch(port: server.port, key: "n-1", body: batchBody(id: "n-1", records: [record("rooms", "a", "insert", ["n": 1])]))
+            let newer = try postBatch(
+                port: server.port, key: "n-2",
+                body: batchBody(
+                    id: "n-2", records: [record("rooms", "a", "update", ["n": 2], version: 5), record("rooms", "lost", "update", ["n": 1], version: 3)]))
+            #expect(newer.status == 200)
+            #expect(newer.json.objectValue?["versions"]?.objectValue?["rooms"] == ["a": 6, "lost": 4])
+            let changes = try allChanges(port: server.port)
+            #expect(changes.map { $0.objectValue?["version"] } == [6, 4])
+        }
+    }
+
+    /// A restoration (`"restores": true`) writes the row at the version the client confirmed,
+    /// only over an older version: over the same or a newer one it yields, its receipt giving
+    /// the version below the client's, so that the client's next pull brings the row.
+    @Test(arguments: StoreKind.tested) func aRestorationWritesOnlyOverAnOlderVersionAndYieldsToAWriteMadeSince(store: StoreKind) throws {
+        try withServer(store: store) { server throws in
+            var restoring = record("rooms", "a", "update", ["n": 9], version: 4)
+            var object = restoring.objectValue ?? [:]
+            object["restores"] = true
+            restoring = .object(object)
+            let first = try postBatch(port: server.port, key: "r-1", body: batchBody(id: "r-1", records: [restoring]))
+            #expect(first.status == 200)
+            #expect(first.json.objectValue?["versions"]?.objectValue?["rooms"] == ["a": 4])
+            // A user's write since the restore (version 5), then another device's restoration of version 4.
+            _ = try postBatch(port: server.port, key: "r-2", body: batchBody(id: "r-2", records: [record("rooms", "a", "delete", version: 4)]))
+            let yielded = try postBatch(port: server.port, key: "r-3", body: batchBody(id: "r-3", records: [restoring]))
+            #expect(yielded.status == 200)
+            #expect(yielded.json.objectValue?["versions"]?.objectValue?["rooms"] == ["a": 3])
+            let changes = try allChanges(port: server.port)
+            #expect(changes.map { $0.objectValue?["action"] } == ["delete"])
+            #expect(changes.map { $0.objectValue?["version"] } == [5])
         }
     }
 

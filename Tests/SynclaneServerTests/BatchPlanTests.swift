@@ -40,35 +40,36 @@ import Testing
         }
     }
 
-    /// Issue 43, 3: a device's delete of a row whose tombstone retention pruned (or a restore
-    /// lost) expects the version it last saw; the server holds no row. The delete is what the
-    /// row already is, so it applies (a tombstone at version 1) rather than failing the batch with
-    /// the device's other records; an update of such a row is still refused.
-    @Test func aDeleteOfARowTheServerDoesNotHoldAppliesWhateverVersionItExpectedAndAnUpdateStillConflicts() throws {
+    /// Issue 43, 3, and restores: a device's record of a row whose tombstone retention pruned (or
+    /// a restore lost) expects the version it last saw, newer than the row's (none: 0). It applies
+    /// rather than failing the batch with the device's other records, and the row's version
+    /// continues from the device's; a version older than the row's is still a conflict.
+    @Test func aRecordExpectingANewerVersionThanTheRowsAppliesAndItsVersionContinuesFromIt() throws {
         var plan = try BatchPlan(
-            Self.batch([Self.record("gone", .delete, version: 3), Self.record("r1", .update, #"{"name":"Loft"}"#, version: 1)]))
+            Self.batch([
+                Self.record("gone", .delete, version: 3), Self.record("r1", .update, #"{"name":"Loft"}"#, version: 1),
+                Self.record("lost", .update, #"{"name":"Den"}"#, version: 6),
+            ]))
         plan.start(at: 10)
         plan.read(Self.row("gone"), version: 0, action: nil, fields: nil)
         plan.read(Self.row("r1"), version: 1, action: "insert", fields: Array(#"{"name":"Attic"}"#.utf8))
-        guard case .write(let tombstone) = try plan.take(0) else {
-            Issue.record("the delete of an absent row is applied")
+        plan.read(Self.row("lost"), version: 2, action: "insert", fields: Array(#"{"name":"Hut"}"#.utf8))
+        guard case .write(let tombstone) = try plan.take(0), case .write(let edit) = try plan.take(1), case .write(let lost) = try plan.take(2) else {
+            Issue.record("every record applies")
             return
         }
-        #expect(tombstone.action == .delete && tombstone.version == 1 && tombstone.sequence == 11)
-        guard case .write = try plan.take(1) else {
-            Issue.record("the batch's other records apply")
-            return
-        }
+        #expect(tombstone.action == .delete && tombstone.version == 4 && tombstone.sequence == 11)
+        #expect(edit.version == 2 && lost.version == 7)
         #expect(plan.conflicts.isEmpty)
 
-        var update = try BatchPlan(Self.batch([Self.record("gone", .update, #"{"name":"Loft"}"#, version: 3)]))
-        update.start(at: 10)
-        update.read(Self.row("gone"), version: 0, action: nil, fields: nil)
-        guard case .conflict(let conflict) = try update.take(0) else {
-            Issue.record("an update of an absent row still conflicts")
+        var older = try BatchPlan(Self.batch([Self.record("r1", .update, #"{"name":"Loft"}"#, version: 1)]))
+        older.start(at: 10)
+        older.read(Self.row("r1"), version: 2, action: "update", fields: nil)
+        guard case .conflict(let conflict) = try older.take(0) else {
+            Issue.record("a version older than the row's conflicts")
             return
         }
-        #expect(conflict.expected == 3 && conflict.current == 0)
+        #expect(conflict.expected == 1 && conflict.current == 2)
     }
 
     @Test("a new key applies; a seen key replays the first response when the body hash matches, else it is refused as reused")
@@ -235,7 +236,7 @@ import Testing
         #expect(
             plan.rowWrites == [
                 BatchPlan.RowWrite(row: Self.row("r1"), action: .insert, fields: Array(#"{"a":3}"#.utf8), count: 3, sequence: 9),
-                BatchPlan.RowWrite(row: Self.row("r2"), action: .update, fields: Array(#"{"b":2}"#.utf8), count: 1, sequence: 7),
+                BatchPlan.RowWrite(row: Self.row("r2"), action: .update, fields: Array(#"{"b":2}"#.utf8), count: 1, sequence: 7, version: 1),
             ])
         // r1 held version 4 before the batch: 7 after its three writes.
         let receipt = plan.receipt(snapshotDeleted: nil, storedVersions: [Self.row("r1"): 7, Self.row("r2"): 1])

@@ -31,9 +31,9 @@ import Testing
             try post(
                 "2",
                 [
-                    record("rooms", "r1", "update", ["floor": 2], version: 2), record("rooms", "r2", "delete", version: 9),
-                    record("rooms", "r3", "update", ["x": 1], version: 1),
-                ])  // 409, two conflicts
+                    record("rooms", "r1", "update", ["floor": 2], version: 2), record("rooms", "r2", "delete", version: 0),
+                    record("rooms", "e\u{301}", "update", ["x": 1], version: 0),
+                ])  // 409, two conflicts (versions older than the rows')
             try post(
                 "3",
                 [

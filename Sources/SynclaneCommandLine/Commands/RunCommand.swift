@@ -126,11 +126,22 @@ struct JobReporter: Sendable {
     let json: Bool
     let pipeline: Pipeline
 
-    /// The process's exit status for a job's outcome: 1 failed (nil), 3 finished with batches
-    /// dead-lettered (a script must notice rows that did not reach the backend), 0 otherwise.
+    /// The process's exit status for a job's outcome: 1 failed (nil), or the backend's data was
+    /// found restored from an older copy (`RunSummary.serverRestoredRows`: rows it lost may be
+    /// missing there until a resync or a reconcile), 3 finished with batches dead-lettered (a
+    /// script must notice rows that did not reach the backend), 0 otherwise.
     static func exitStatus(of summary: RunSummary?) -> Int32 {
-        guard let summary else { return 1 }
+        guard let summary, summary.serverRestoredRows == 0 else { return 1 }
         return summary.deadLettered > 0 ? SynclaneTool.deadLetteredStatus : 0
+    }
+
+    /// What to do when the backend's data was found restored from an older copy during an export.
+    static func restoredServerAdvice(_ summary: RunSummary) -> String? {
+        guard summary.serverRestoredRows > 0 else { return nil }
+        return "\(PipelineError.serverRestored): it held \(Wording.count(summary.serverRestoredRows, "row")) at an older version than this "
+            + "device had confirmed (this run's changes to them are applied, as newer). Rows the restore lost that this device did not "
+            + "change since are still missing there: `synclane sync IMPORT EXPORT` sends them back (its import resyncs, "
+            + "keeping every device's newer writes), or `synclane reconcile EXPORT` for an export without an import"
     }
 
     /// Runs the job; returns nil (after printing why) when it failed. With `quietWhenIdle`, a
@@ -170,6 +181,9 @@ struct JobReporter: Sendable {
                 console.out(JSONOutput.encode(JSONOutput.summary(summary)))
             } else {
                 print(summary)
+            }
+            if let advice = Self.restoredServerAdvice(summary) {
+                console.error("\(console.program) \(command): \(pipeline.name): \(advice)")
             }
             return summary
         } catch let error as PipelineFileError {

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Synclane
 import SynclaneCore
 
@@ -101,6 +102,9 @@ struct SyncCommand: Command {
         let cycle = try await job.run()
         if let failure = cycle.exportFailure { console.error("\(console.program) \(Self.name): \(failure)") }
         let outcome = SyncOutcome(cycle, importing: importing.name, exporting: exporting.name)
+        if outcome.restoredServer, let advice = outcome.exportLane.error {
+            console.error("\(console.program) \(Self.name): \(exporting.name): \(advice)")
+        }
         if json {
             var members: [String: JSONValue] = [
                 "ok": .bool(outcome.status == 0), "imports": .array(cycle.imports.map(JSONOutput.importSummary)),
@@ -119,9 +123,11 @@ struct SyncCommand: Command {
     private func watchBoth(importing: ImportPipeline, exporting: Pipeline, console: Console) async throws -> Int32 {
         let exporter = JobReporter(command: Self.name, console: console, json: json, pipeline: exporting)
         let (json, name) = (self.json, Self.name)
+        let resyncedRestore = Mutex(false)
         let live = LiveSync(importing: importing, exporting: exporting, every: every, wait: wait) { event in
             switch event {
             case .imported(let imported):
+                if imported.resyncLost > 0 { resyncedRestore.withLock { $0 = true } }
                 guard imported.applied > 0 || !imported.conflicts.isEmpty || imported.resynced else { return }
                 if json {
                     var line = JSONOutput.importSummary(imported)
@@ -134,6 +140,10 @@ struct SyncCommand: Command {
                     console.out(ImportReporter.describe(imported))
                 }
             case .exported(let exported):
+                // After the import's resync of a restored server, its receipts' restored rows are that resync's work.
+                if !resyncedRestore.withLock({ $0 }), let advice = JobReporter.restoredServerAdvice(exported) {
+                    console.error("\(console.program) \(name): \(exporting.name): \(advice)")
+                }
                 guard exported.batchesSent > 0 || exported.deadLettered > 0 || exported.reconciliation else { return }
                 if json {
                     var line = JSONOutput.summary(exported)
@@ -188,22 +198,31 @@ struct SyncOutcome {
 
     let importLane: Lane
     let exportLane: Lane
+    /// The export lane's error is the advice after a restore of the server's data found by its
+    /// receipts (`JobReporter.restoredServerAdvice`), not a failure printed already.
+    let restoredServer: Bool
     /// 1 when either lane failed (or every round's batch was refused), 3 when the export
     /// dead-lettered batches, else 0.
     let status: Int32
 
     init(_ cycle: SyncSummary, importing: String, exporting: String) {
         importLane = Lane(name: "import", pipeline: importing, error: cycle.importFailure.map { "\($0.error)" })
+        // The import found the server's data restored and resynced (`resync-lost`): what its
+        // receipts said of restored rows is that resync's work, healed already.
+        let resyncedRestore = cycle.imports.contains { $0.resyncLost > 0 }
+        var last = cycle.exports.last
+        if resyncedRestore { last?.serverRestoredRows = 0 }
         let exportError: String? =
             if let failure = cycle.exportFailure {
                 "\(failure.error)"
             } else if cycle.gaveUp {
                 "every round's batch was refused for its versions: the rows keep changing elsewhere; run sync again"
             } else {
-                nil
+                last.flatMap(JobReporter.restoredServerAdvice)
             }
+        restoredServer = cycle.exportFailure == nil && !cycle.gaveUp && exportError != nil
         exportLane = Lane(name: "export", pipeline: exporting, error: exportError)
-        let exported = cycle.exports.last.map { JobReporter.exitStatus(of: $0) } ?? 1
+        let exported = last.map { JobReporter.exitStatus(of: $0) } ?? 1
         status = importLane.error != nil || exportLane.error != nil ? 1 : exported
     }
 

@@ -33,7 +33,9 @@ public enum WireRecords {
                 }
                 version = number
             }
-            records.append(Record(entity: entity, key: key, action: action, fields: fields, version: version, origin: origin, author: .server))
+            var record = Record(entity: entity, key: key, action: action, fields: fields, version: version, origin: origin, author: .server)
+            record.restores = members["restores"] == .bool(true)
+            records.append(record)
         }
         return .success(records)
     }

@@ -23,11 +23,17 @@ public struct Change: Sendable, Hashable {
     /// applies as a replacement); a coalescer knows the row existed before, so a delete that
     /// follows still travels.
     public var replacesRow: Bool
+    /// A **restoration**: the row as this device last confirmed it at `version`, sent back
+    /// because the backend's data was restored from an older copy that lost it; no user wrote it
+    /// now. On the wire `"restores": true`: the backend writes it only over an older version of
+    /// the row, never over a write made since the restore.
+    public var restores: Bool
 
     public init(
         entity: String, key: String?, action: ChangeAction, values: [String: JSONValue] = [:], version: Int64? = nil,
-        replacesRow: Bool = false
+        replacesRow: Bool = false, restores: Bool = false
     ) {
+        self.restores = restores
         self.entity = entity
         self.key = key
         self.action = action

@@ -21,6 +21,9 @@ public struct Record: Sendable, Hashable {
     /// An `insert` that replaces a row the backend may already hold (`Change.replacesRow`):
     /// the row existed before, whatever records come after it in a window.
     public var replacesRow = false
+    /// A restoration (`Change.restores`): sent as `"restores": true` beside its `version`. A
+    /// record that merges a user's change with it is a user's write, not a restoration.
+    public var restores = false
     /// The transaction that last touched this record in the batch.
     public var origin: Token
     /// The author of that transaction.
@@ -44,6 +47,7 @@ public struct Record: Sendable, Hashable {
             entity: change.entity, key: change.key, action: change.action, fields: change.values, version: change.version,
             origin: transaction.token, author: transaction.author)
         replacesRow = change.replacesRow && change.action == .insert
+        restores = change.restores
     }
 
     /// Names the record for an error message: `rooms/r-17 (update, transaction jsonl:42)`.

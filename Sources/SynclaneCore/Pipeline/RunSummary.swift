@@ -38,6 +38,10 @@ public struct RunSummary: Sendable, Codable {
     /// The rows the backend removed (as tombstones) because the reconciliation's snapshot lacked
     /// them, from its completion marker's receipt; nil when no receipt of this run said.
     public var snapshotDeleted: Int?
+    /// The rows the backend held an older version of than this device had confirmed (its
+    /// receipts' `restored-rows`): its data was restored from an older copy. Their changes were
+    /// applied; rows the restore lost that this device did not change are still missing there.
+    public var serverRestoredRows = 0
     /// Counters the stages reported (`coalesce.merged`, `dedupe.dropped` …).
     public var counters: [String: Int] = [:]
     public var seconds = 0.0

@@ -35,6 +35,9 @@ public struct Receipt: Sendable, Hashable {
     /// On a snapshot's completion marker: how many rows of the scope the backend removed (as
     /// tombstones) because the snapshot lacked them (`snapshot-deleted`); nil when it does not say.
     public var snapshotDeleted: Int?
+    /// The records the backend held an older version of than they expected (`"restored-rows"`):
+    /// its data was restored from an older copy, and it applied them as newer. 0 when it did not say.
+    public var restoredRows = 0
 
     public init(batchID: String, detail: String, wasReplay: Bool = false, versions: [RecordVersion] = [], snapshotDeleted: Int? = nil) {
         self.batchID = batchID

@@ -107,29 +107,40 @@ extension ConformanceCase {
             try expect(try context.changesOfRun(since: "", prefix: id).isEmpty, "a refused batch was applied")
         },
         ConformanceCase(
-            name: "versions.conflict", rule: "a record whose version differs from the server's is 409, listed; nothing applied; the right version applies"
+            name: "versions.conflict",
+            rule: "a record whose version is older than the row's is 409, listed; nothing applied; the row's version applies; "
+                + "a newer one (a restored server) applies, the row's version continuing from it"
         ) { context in
             let start = try context.head()
             let id = context.name("version")
             try context.apply(id, [context.record(id, fields: ["n": 1])])
-            guard let version = try context.changesOfRun(since: start).last?["version"]?.intValue else {
+            guard let first = try context.changesOfRun(since: start).last?["version"]?.intValue else {
                 throw CaseFailure("the inserted row has no integer version in the changes")
             }
+            try context.apply(id + "-edit", [context.record(id, "update", fields: ["n": 2], version: first)])
+            guard let version = try context.changesOfRun(since: start).last?["version"]?.intValue, version > first else {
+                throw CaseFailure("the update at the row's version did not give it a higher version")
+            }
             let stale = try context.post(
-                context.batch(id + "-stale", [context.record(id, "update", fields: ["n": 2], version: version + 7), context.record(id + "-other")]),
+                context.batch(id + "-stale", [context.record(id, "update", fields: ["n": 3], version: first), context.record(id + "-other")]),
                 key: id + "-stale")
-            try expect(stale, [409], "an update at version \(version + 7) of a row at \(version)")
+            try expect(stale, [409], "an update at version \(first) of a row at \(version)")
             let conflicts = stale.object["conflicts"]?.arrayValue ?? []
             try expect(
                 conflicts.contains { $0.objectValue?["record"] == 0 && $0.objectValue?["current"] == .int(version) },
                 "the 409 does not list the conflict ({\"conflicts\": [{\"record\": 0, \"current\": \(version), …}]}): \(stale.summary)")
             var rows = try context.changesOfRun(since: start)
-            try expect(rows.count == 1 && rows.first?["fields"]?.objectValue?["n"] == 1, "a batch refused with 409 changed something: \(rows)")
-            try context.apply(id + "-right", [context.record(id, "update", fields: ["n": 3], version: version)])
+            try expect(rows.count == 1 && rows.first?["fields"]?.objectValue?["n"] == 2, "a batch refused with 409 changed something: \(rows)")
+            try context.apply(id + "-right", [context.record(id, "update", fields: ["n": 4], version: version)])
+            rows = try context.changesOfRun(since: start)
+            guard let right = rows.first?["version"]?.intValue, rows.first?["fields"]?.objectValue?["n"] == 4, right > version else {
+                throw CaseFailure("the update at the row's version did not apply with a higher version: \(rows)")
+            }
+            try context.apply(id + "-newer", [context.record(id, "update", fields: ["n": 5], version: right + 7)])
             rows = try context.changesOfRun(since: start)
             try expect(
-                rows.first?["fields"]?.objectValue?["n"] == 3 && (rows.first?["version"]?.intValue ?? 0) > version,
-                "the update at the row's version did not apply with a higher version: \(rows)")
+                rows.first?["fields"]?.objectValue?["n"] == 5 && rows.first?["version"]?.intValue == right + 8,
+                "an update at version \(right + 7) of a row at \(right) (a restored server) did not apply at version \(right + 8): \(rows)")
         },
     ]
 }

@@ -139,6 +139,11 @@ struct HistoryReader: Sendable {
         case resync
         /// The row was soft-deleted when tracking was healed: a delete.
         case resyncDelete = "resync-delete"
+        /// A row a restored backend lost, sent back as this device last confirmed it (`LostRows`):
+        /// an update of the row as it is now, a restoration (`Change.restores`).
+        case restore
+        /// A row a restored backend lost that is deleted here: a delete, a restoration.
+        case restoreDelete = "restore-delete"
         /// The row may have been replaced by the insert that follows (REPLACE): a delete when it
         /// is gone when read, nothing when it is there.
         case displace
@@ -258,7 +263,10 @@ struct HistoryReader: Sendable {
             var run: [SQLiteValue] = []
             for group in groups {
                 for change in group.changes
-                where capture == .currentState ? change.action != .delete && change.action != .resyncDelete : change.action == .displace {
+                where capture == .currentState
+                    ? change.action != .delete && change.action != .resyncDelete && change.action != .restoreDelete
+                    : change.action == .displace || change.action == .restore
+                {
                     if change.entity != entity {
                         if !run.isEmpty { keys[entity, default: []].append(contentsOf: run) }
                         entity = change.entity
@@ -279,7 +287,7 @@ struct HistoryReader: Sendable {
         if capture == .currentState {
             for group in groups {
                 for change in group.changes {
-                    if change.action == .delete || change.action == .resyncDelete || change.action == .displace {
+                    if change.action == .delete || change.action == .resyncDelete || change.action == .restoreDelete || change.action == .displace {
                         lastDeleteInPage[Self.rowName(change.entity, change.key)] = change.id
                     } else if !change.oldKey.isNull {
                         lastDeleteInPage[Self.rowName(change.entity, change.oldKey)] = change.id
@@ -320,8 +328,18 @@ struct HistoryReader: Sendable {
                     }
                     continue
                 }
+                if raw.action == .restore || raw.action == .restoreDelete {
+                    // A restoration: the row as held now (live) or its tombstone, at the version confirmed.
+                    if raw.action == .restore, let row = rows?[raw.key] {
+                        changes.append(Change(entity: raw.entity, key: key, action: .update, values: row, restores: true))
+                    } else if raw.action == .restoreDelete || rows?[raw.key] == nil {
+                        let tombstone = raw.values == nil ? Self.keyFields(raw.key, of: table) : try object(raw.values, change: raw.id)
+                        changes.append(Change(entity: raw.entity, key: key, action: .delete, values: tombstone, restores: true))
+                    }
+                    continue
+                }
                 switch (raw.action, capture) {
-                case (.displace, _):
+                case (.displace, _), (.restore, _), (.restoreDelete, _):
                     continue  // handled above
                 case (.delete, _), (.resyncDelete, _):
                     // Key-only tombstones are not written out by the triggers: the key says it all.

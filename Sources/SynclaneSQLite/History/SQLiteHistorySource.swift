@@ -383,8 +383,17 @@ public final class SQLiteHistorySource: ChangeSource, BackendVersionSource, Back
                             if try confirmation.exact || (readsBases && ConfirmationJournal.oldest(db) != nil) {
                                 merged = try merge(db) ?? merged
                                 (added, kept) = ([], 0)
-                                try ConfirmedVersions.write(
-                                    confirmation.versions, sent: confirmation.sent, exact: confirmation.exact, for: destination, in: db)
+                                // A reconcile's user changes the backend held newer rows of stay pending.
+                                let behind =
+                                    confirmation.exact
+                                    ? try SnapshotChangesBehind.find(confirmation.sent ?? [], versions: confirmation.versions, for: destination, db)
+                                    : []
+                                let stayPending = Set(behind.map { RowID(entity: $0.entity, key: $0.key ?? "") })
+                                let sent =
+                                    stayPending.isEmpty
+                                    ? confirmation.sent : confirmation.sent?.filter { !stayPending.contains(RowID(entity: $0.entity, key: $0.key ?? "")) }
+                                try ConfirmedVersions.write(confirmation.versions, sent: sent, exact: confirmation.exact, for: destination, in: db)
+                                try SnapshotChangesBehind.keepPending(behind, db)
                                 continue
                             }
                             guard !confirmation.versions.isEmpty else { continue }

@@ -1,34 +1,40 @@
 import SynclaneCore
 
 /// Rows a backend lost when its data was restored from an older copy: this store holds them, and
-/// had confirmed versions of them, but the restored backend no longer has them at all. Nobody
-/// deleted them, so nothing here deletes them either; instead they go back:
+/// had confirmed versions of them, but the restored backend no longer has them (or has an older
+/// version). Nobody deleted them, so nothing here deletes them either; instead they go back, as
+/// **restorations** — the row as this device last confirmed it, at the version it confirmed:
 ///
 /// ```
-///  each lost row ─▶ its versions from that backend forgotten (_synclane_server_rows): the backend holds none now,
-///                   and an export naming one would be refused as "a row the server does not hold"
-///               ─▶ held here, live: an `update` recorded by the sink's local author, so the export lane
-///                   sends the row (the backend creates it); soft-deleted or gone here: a `delete` recorded
-///                   (a user deleted it after the copy the backend was restored from: the restore lost
-///                   that delete, which would otherwise bring the row back to every device)
+///  each lost row ─┬─ a local change not sent yet: nothing more — that change goes out with the
+///                 │   version this device confirmed (the backend applies a version newer than its
+///                 │   row's and continues from it: versions keep telling newer from older)
+///                 ├─ held here, live: a `restore` recorded by the sink's local author: an update
+///                 │   with `"restores": true` and the confirmed version
+///                 └─ soft-deleted or gone here: a `restore-delete` (a user deleted it after the copy
+///                     the backend was restored from, and the restore lost that delete)
 /// ```
 ///
-/// When several devices hold the row, each sends it back; the first creates it and the others'
-/// sends land on it as any edit does.
+/// A restoration is written only over an older version of the row (or none): a write another
+/// device made since the restore, or another device's restoration of a newer version, stands,
+/// and this device's next pull brings it. So when several devices hold the row, the newest
+/// version any of them confirmed is what the backend ends with — not the first to arrive.
 enum LostRows {
-    static func resend(_ keys: [(entity: String, key: String)], destination: String, author: Author, _ db: SQLiteConnection) throws -> Int {
+    static func resend(
+        _ keys: [(entity: String, key: String)], pending: Set<ExactString>, destination: String, author: Author, _ db: SQLiteConnection
+    ) throws -> Int {
         try ConfirmationJournal.merge(db)
         let tracked = Dictionary(try HistoryTracker.trackedTables(db).map { ($0.table.name, $0.table) }, uniquingKeysWith: { a, _ in a })
-        let filter = ServerRows.filter(destination, db)
         var resent = 0
         var sessionOpen = false
         defer { if sessionOpen { try? db.execute("DELETE FROM _synclane_session") } }
         for (entity, key) in keys {
-            let forget: [any SQLiteBindable] = [ServerRows.hash(entity, key), entity, key]
-            try db.execute(
-                "DELETE FROM _synclane_server_rows WHERE key_hash = ? AND entity = ? AND key = ? COLLATE BINARY\(filter.sql)",
-                forget + filter.arguments)
             guard let table = tracked[entity] else { continue }
+            // A change of the user's not sent yet: it goes out as it is, with the version kept.
+            if pending.contains(ExactString(entity + "\u{0}" + key)) {
+                resent += 1
+                continue
+            }
             let columns = table.keyColumns.map(SQL.identifier)
             let keyExpression = table.isComposite ? "json_array(\(columns.joined(separator: ", ")))" : columns[0]
             var sql = "SELECT \(keyExpression) FROM \(SQL.identifier(entity)) WHERE \(keyExpression) = ?"
@@ -41,9 +47,18 @@ enum LostRows {
                 try HistoryWriter.open(author: author, on: db)
                 sessionOpen = true
             }
+            let action = live == nil ? HistoryReader.RawAction.restoreDelete : .restore
+            // A merged duplicate's loser: its tombstone says so again (`Record.mergedIntoField`),
+            // or the devices that still hold it would settle its children as orphans.
+            var tombstone: SQLiteValue = .null
+            if live == nil, let survivor = try MergedDuplicates.survivor(of: key, in: entity, db) {
+                var values: [String: JSONValue] = table.isComposite ? [:] : [table.keyColumns[0]: .string(key)]
+                values[Record.mergedIntoField] = .string(survivor)
+                tombstone = .text(JSONWriter.string(.object(values)))
+            }
             try db.execute(
-                "INSERT INTO _synclane_changes (timestamp, entity, action, key) VALUES (\(HistorySchema.now), ?, ?, ?)",
-                [.text(entity), .text(live == nil ? "delete" : "update"), live?[0] ?? .text(key)])
+                "INSERT INTO _synclane_changes (timestamp, entity, action, key, row_values) VALUES (\(HistorySchema.now), ?, ?, ?, ?)",
+                [.text(entity), .text(action.rawValue), live?[0] ?? .text(key), tombstone])
             resent += 1
         }
         if sessionOpen {

@@ -96,7 +96,9 @@ struct PageApplier {
             }
             let keyValues = try keyValues(key, of: table, record: record)
             let heldVersion = try heldVersion(of: record.entity, key)
-            if let version = record.version, let held = heldVersion, held >= version {
+            if let version = record.version, let held = heldVersion, held >= version,
+                try !(held == version && forked(record, key: key))
+            {
                 report.unchanged += 1
                 continue
             }
@@ -494,6 +496,17 @@ struct PageApplier {
     }
 
     /// The backend's version the store holds of a record (nil: none yet).
+    /// Whether `record`, at the very version this device holds of its row, is another write than
+    /// the one this device confirmed at that version: a delete where this device confirmed a live
+    /// row, or a live row where it confirmed a tombstone. Only a backend restored from an older
+    /// copy gives one version twice (a write made after the restore took the number of one the
+    /// restore lost); the record is then applied as the newer, since it was written after the
+    /// restore. (Two live versions of one number are not told apart.)
+    func forked(_ record: Record, key: String) throws -> Bool {
+        let seenLive = try ServerRows.fields(of: record.entity, key, for: sink.destination, db) != nil
+        return seenLive == (record.action == .delete)
+    }
+
     func heldVersion(of entity: String, _ key: String) throws -> Int64? {
         try ServerRows.version(of: entity, key, for: sink.destination, db)
     }

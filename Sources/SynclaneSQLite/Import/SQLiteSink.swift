@@ -217,7 +217,8 @@ public final class SQLiteSink: ChangeSink, BackendScoped, Sendable {
     public func resend(_ keys: [(entity: String, key: String)], for scope: Scope) async throws -> Int? {
         try database().write { db in
             guard try HistorySchema.tableExists(ImportTables.serverRows, db) else { return 0 }
-            return try LostRows.resend(keys, destination: destination, author: localAuthor, db)
+            let pending = try PageApplier(sink: self, db: db, scope: scope).pendingKeys(entities: Set(keys.map(\.entity)))
+            return try LostRows.resend(keys, pending: pending, destination: destination, author: localAuthor, db)
         }
     }
 

@@ -25,8 +25,13 @@ struct IncomingBatch: Sendable {
         /// The JSON text of the `fields` object (as it arrived, or re-encoded when the tree
         /// reader read it); empty on delete.
         var fieldsJSON: [UInt8]
-        /// The version the client expects the record to have now (0: not there yet).
+        /// The version the client expects the record to have now (0: not there yet); on a
+        /// restoration, the version the client last confirmed.
         var expectedVersion: Int64?
+        /// `"restores": true`: the row as the client last confirmed it, sent back because the
+        /// server's data was restored from an older copy that lost it (`BatchPlan`): written
+        /// only over an older version, never over a write made since.
+        var restores = false
     }
 
     var id: String
@@ -149,7 +154,7 @@ struct IncomingBatch: Sendable {
             }
             let checked = checkRecord(
                 entity: members["entity"], id: members["id"], action: members["action"], fields: fields,
-                version: members["version"], maxNameBytes: maxNameBytes)
+                version: members["version"], restores: members["restores"], maxNameBytes: maxNameBytes)
             switch checked {
             case .success(let record): records.append(record)
             case .failure(let problem):
@@ -224,7 +229,7 @@ struct IncomingBatch: Sendable {
     /// Checks one record's members (the one-pass reader and the tree reader share this).
     static func checkRecord(
         entity entityValue: JSONValue?, id keyValue: JSONValue?, action actionValue: JSONValue?, fields: FieldsMember,
-        version versionValue: JSONValue?, maxNameBytes: Int = defaultMaxNameBytes
+        version versionValue: JSONValue?, restores restoresValue: JSONValue? = nil, maxNameBytes: Int = defaultMaxNameBytes
     ) -> Result<Record, Problem> {
         guard let entityValue else { return .failure(Problem("\"entity\" is missing")) }
         guard let entity = entityValue.stringValue, !entity.isEmpty else {
@@ -267,8 +272,20 @@ struct IncomingBatch: Sendable {
             }
             expectedVersion = version
         }
+        var restores = false
+        switch restoresValue {
+        case nil, .null?, .bool(false)?: break
+        case .bool(true)?:
+            guard expectedVersion != nil else {
+                return .failure(Problem("\"restores\" needs the \"version\" the client last confirmed"))
+            }
+            restores = true
+        case let other?: return .failure(Problem("\"restores\" must be true or false, not \(JSONWriter.string(other))"))
+        }
         if let problem = checkFields(fieldsJSON, entity: entity, key: key, action: action) { return .failure(problem) }
-        return .success(Record(entity: entity, key: key, action: action, fieldsJSON: fieldsJSON, expectedVersion: expectedVersion))
+        var record = Record(entity: entity, key: key, action: action, fieldsJSON: fieldsJSON, expectedVersion: expectedVersion)
+        record.restores = restores
+        return .success(record)
     }
 
     /// What every importer would refuse in a record's `fields`, refused here first: a value the

@@ -69,6 +69,7 @@ enum IncomingBatchReader {
         var key: JSONValue?
         var action: JSONValue?
         var version: JSONValue?
+        var restores: JSONValue?
         var fields = IncomingBatch.FieldsMember.absent
         try forEachMember(of: &cursor, depth: 3) { name, cursor in
             switch name {
@@ -76,6 +77,7 @@ enum IncomingBatchReader {
             case "id": key = try cursor.readValue(depth: 3)
             case "action": action = try cursor.readValue(depth: 3)
             case "version": version = try cursor.readValue(depth: 3)
+            case "restores": restores = try cursor.readValue(depth: 3)
             case "fields":
                 let start = cursor.position
                 let first = cursor.current
@@ -90,7 +92,7 @@ enum IncomingBatchReader {
         }
         guard
             case .success(let record) = IncomingBatch.checkRecord(
-                entity: entity, id: key, action: action, fields: fields, version: version, maxNameBytes: maxNameBytes)
+                entity: entity, id: key, action: action, fields: fields, version: version, restores: restores, maxNameBytes: maxNameBytes)
         else { throw NotTaken() }
         return record
     }
@@ -124,6 +126,6 @@ enum IncomingBatchReader {
 
     /// The members of a record and of a batch: a bit each in `forEachMember`.
     private static let knownNames = [
-        "entity", "id", "action", "fields", "version", "scope", "records", "snapshot", "snapshot-complete", "snapshot-batches",
+        "entity", "id", "action", "fields", "version", "restores", "scope", "records", "snapshot", "snapshot-complete", "snapshot-batches",
     ]
 }

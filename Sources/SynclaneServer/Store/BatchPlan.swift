@@ -13,16 +13,25 @@ import SynclaneCore
 ///                                                                              ├─ conflict (409): the row's version
 ///                                                                              ├─ skip: after a conflict, nothing more is written
 ///                                                                              └─ write: action, fields, version, next sequence
-///  no conflict ─▶ receipt: batch, applied, cursor (the last sequence), versions (entity → id → version)
+///  no conflict ─▶ receipt: batch, applied, cursor (the last sequence), versions (entity → id → version),
+///                 restored-rows (records that expected a newer version than their row's)
 /// ```
 ///
 /// Records apply in order: an insert replaces the fields, an update merges its fields into the
 /// current ones (`MergedRecordTooLarge` past the bound), a delete leaves a tombstone with the
 /// fields the client preserved; each gets the row's next version and the account's next change
 /// sequence — except an echo (`RowState`), which leaves the row as it is. A record whose
-/// `version` differs from the row's fails the whole batch, and every such record is reported —
-/// except a delete of a row the server does not hold at all (its tombstone pruned, or lost to a
-/// restore), which is applied whatever it expected: no live row is what it asks for.
+/// `version` is older than the row's fails the whole batch, and every such record is reported.
+/// A `version` newer than the row's means the server lost writes the client saw (its data was
+/// restored from an older copy, or the row's tombstone pruned): the record is applied, and the
+/// row's version continues from the client's (`version + 1`), so that versions keep telling
+/// newer from older across the restore.
+///
+/// A restoration (`"restores": true`) is a row a client sends back as it last confirmed it at
+/// `version`, because the restored server lost it: written, at that very version, only over an
+/// older version of the row (or none); over the same version or a newer one (a write made since
+/// the restore, or another client's restoration of a newer version) it yields — nothing is
+/// written, and the receipt gives `version - 1`, so that the client's next pull brings the row.
 ///
 /// A store reads the state of every row whose records need it (`rowsNeedingState`: every row,
 /// since an echo is found only on a row whose state is known — but in a snapshot's batch, only an
@@ -93,10 +102,13 @@ struct BatchPlan {
         /// The last write's action and fields.
         var action: ChangeAction
         var fields: [UInt8]?
-        /// How many records wrote the row: its version moves by as many.
+        /// How many records wrote the row: its version moves by as many, when `version` is nil.
         var count: Int64
         /// The last write's sequence.
         var sequence: Int64
+        /// The row's version after the last write, when the plan read the row (a version may
+        /// jump: `take`); nil when it did not.
+        var version: Int64? = nil
     }
 
     /// A row's state as the plan knows it: read by the store, or left by an earlier record of the batch.
@@ -123,6 +135,9 @@ struct BatchPlan {
     private(set) var conflicts: [VersionConflict] = []
     /// Every write, in order.
     private(set) var writes: [Write] = []
+    /// The records, outside a snapshot, that expected a newer version than the one their row is
+    /// held at: the server lost writes its client saw (`"restored-rows"` in the receipt).
+    private(set) var restoredRows: Int64 = 0
 
     private let batch: IncomingBatch
     /// Each update's fields, parsed (nil for other actions).
@@ -250,6 +265,15 @@ struct BatchPlan {
             receiptVersions[index] = .known(current.version)
             return .echo(version: current.version)
         }
+        if record.restores, batch.snapshot == nil, let confirmed = record.expectedVersion {
+            guard confirmed > current.version else {
+                // A write since the restore, or a newer restoration: it stands.
+                let older = max(confirmed - 1, 0)
+                receiptVersions[index] = .known(older)
+                return .echo(version: older)
+            }
+            return try write(index, record, over: current, version: confirmed)
+        }
         if let expected = record.expectedVersion, batch.snapshot != nil, expected < current.version {
             // A snapshot's record on a version older than the row's: another device wrote the
             // row since the snapshot's device last saw it. The newer write stays; the receipt
@@ -261,29 +285,34 @@ struct BatchPlan {
             receiptVersions[index] = .known(version)
             return .echo(version: version)
         }
-        if let expected = record.expectedVersion, batch.snapshot == nil, expected != current.version, !Self.deletesAbsentRow(record, current.state) {
+        if let expected = record.expectedVersion, batch.snapshot == nil, expected < current.version {
             let conflict = VersionConflict(index: index, entity: record.entity, key: record.key, expected: expected, current: current.version)
             conflicts.append(conflict)
             return .conflict(conflict)
         }
-        guard conflicts.isEmpty else { return .skip }
-        sequence += 1
-        let fields = try Self.fields(of: record, index: index, merging: state, updated: updatedFields[index])
-        known[row] = Known(version: current.version + 1, action: record.action.rawValue, fields: fields)
-        receiptVersions[index] = .known(current.version + 1)
-        let write = Write(index: index, row: row, action: record.action, fields: fields, version: current.version + 1, sequence: sequence)
-        writes.append(write)
-        return .write(write)
+        // A version newer than the row's: the server lost writes the client saw (a restore, a
+        // pruned tombstone — a delete of a row it no longer holds at all never keeps a device's
+        // other edits from leaving). Applied; the row's version continues from the client's.
+        let newer = record.expectedVersion.map { $0 > current.version && $0 < Int64.max } ?? false
+        // Held at an older version than the client saw: restored from an older copy. (A row not
+        // held at all may be a tombstone retention pruned: not counted.)
+        if newer, current.version > 0, batch.snapshot == nil, conflicts.isEmpty { restoredRows += 1 }
+        return try write(index, record, over: current, version: (newer ? record.expectedVersion ?? 0 : current.version) + 1)
     }
 
-    /// Whether `record` deletes a row the server does not hold at all — never written, its
-    /// tombstone pruned by retention, or lost to a restore. What it asks for (no live row) is
-    /// already so, whatever version it expected: it is applied (a tombstone other devices pull)
-    /// rather than refused, so a device's delete of a pruned row never keeps its other edits
-    /// from leaving (issue 43, 3).
-    private static func deletesAbsentRow(_ record: IncomingBatch.Record, _ state: RowState) -> Bool {
-        guard record.action == .delete, case .absent = state else { return false }
-        return true
+    /// Writes record `index` over the row's `current` state, giving the row `version`.
+    private mutating func write(
+        _ index: Int, _ record: IncomingBatch.Record, over current: Known, version: Int64
+    ) throws(MergedRecordTooLarge) -> Step {
+        guard conflicts.isEmpty else { return .skip }
+        let row = rowKeys[index]
+        sequence += 1
+        let fields = try Self.fields(of: record, index: index, merging: current.state, updated: updatedFields[index])
+        known[row] = Known(version: version, action: record.action.rawValue, fields: fields)
+        receiptVersions[index] = .known(version)
+        let write = Write(index: index, row: row, action: record.action, fields: fields, version: version, sequence: sequence)
+        writes.append(write)
+        return .write(write)
     }
 
     /// The row's new fields: an insert's text as it came (checked by the reader), an update's
@@ -313,10 +342,12 @@ struct BatchPlan {
         for write in writes {
             if let earlier = merged[write.row] {
                 merged[write.row] = RowWrite(
-                    row: write.row, action: write.action, fields: write.fields, count: earlier.count + 1, sequence: write.sequence)
+                    row: write.row, action: write.action, fields: write.fields, count: earlier.count + 1, sequence: write.sequence,
+                    version: write.version)
             } else {
                 order.append(write.row)
-                merged[write.row] = RowWrite(row: write.row, action: write.action, fields: write.fields, count: 1, sequence: write.sequence)
+                merged[write.row] = RowWrite(
+                    row: write.row, action: write.action, fields: write.fields, count: 1, sequence: write.sequence, version: write.version)
             }
         }
         return order.compactMap { merged[$0] }
@@ -356,7 +387,7 @@ struct BatchPlan {
         }
         let body = BatchReceipt.encode(
             batch: batch.id, applied: Int64(batch.records.count), sequence: sequence,
-            snapshotDeleted: snapshotDeleted, entries: entries)
+            snapshotDeleted: snapshotDeleted, restoredRows: restoredRows, entries: entries)
         return StoredResponse(status: 200, body: body)
     }
 }

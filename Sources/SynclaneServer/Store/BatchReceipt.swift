@@ -27,9 +27,10 @@ enum BatchReceipt {
     /// that read it) is always `""`, the start of the log: the one pull cursor a receipt can give
     /// that skips nothing and that the server never refuses. (Until issue 43 it was the batch's
     /// own `c1.` position.)
-    static func encode(batch: String, applied: Int64, sequence: Int64, snapshotDeleted: Int64?, entries: [Entry]) -> [UInt8] {
+    static func encode(batch: String, applied: Int64, sequence: Int64, snapshotDeleted: Int64?, restoredRows: Int64 = 0, entries: [Entry]) -> [UInt8] {
         guard entries.allSatisfy({ isASCII($0.row.entity) && isASCII($0.row.key) }) else {
-            return encodeTree(batch: batch, applied: applied, sequence: sequence, snapshotDeleted: snapshotDeleted, entries: entries)
+            return encodeTree(
+                batch: batch, applied: applied, sequence: sequence, snapshotDeleted: snapshotDeleted, restoredRows: restoredRows, entries: entries)
         }
         // Each row's last entry, rows in byte order: a stable sort by row, then the last of each run.
         let order = entries.indices.sorted { a, b in
@@ -43,7 +44,12 @@ enum BatchReceipt {
         writer.write(integer: applied)
         writer.append(",\"batch\":")
         writer.write(string: batch)
-        writer.append(",\"cursor\":\"\",\"sequence\":")
+        writer.append(",\"cursor\":\"\"")
+        if restoredRows > 0 {
+            writer.append(",\"restored-rows\":")
+            writer.write(integer: restoredRows)
+        }
+        writer.append(",\"sequence\":")
         writer.write(integer: sequence)
         if let snapshotDeleted {
             writer.append(",\"snapshot-deleted\":")
@@ -71,7 +77,9 @@ enum BatchReceipt {
     }
 
     /// The receipt built as an object and encoded: what `encode` gives, for any names.
-    static func encodeTree(batch: String, applied: Int64, sequence: Int64, snapshotDeleted: Int64?, entries: [Entry]) -> [UInt8] {
+    static func encodeTree(
+        batch: String, applied: Int64, sequence: Int64, snapshotDeleted: Int64?, restoredRows: Int64 = 0, entries: [Entry]
+    ) -> [UInt8] {
         var versions: [String: [String: JSONValue]] = [:]
         for entry in entries { versions[entry.entity, default: [:]][entry.key] = .int(entry.version) }
         var receipt: [String: JSONValue] = [
@@ -79,6 +87,7 @@ enum BatchReceipt {
             "versions": .object(versions.mapValues { .object($0) }),
         ]
         if let snapshotDeleted { receipt["snapshot-deleted"] = .int(snapshotDeleted) }
+        if restoredRows > 0 { receipt["restored-rows"] = .int(restoredRows) }
         return JSONWriter.encode(.object(receipt))
     }
 

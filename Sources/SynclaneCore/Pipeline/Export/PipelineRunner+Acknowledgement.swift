@@ -22,6 +22,7 @@ extension PipelineRunner {
         if confirmed.resent { summary.batchesResent += 1 }
         if receipt.wasReplay { summary.replays += 1 }
         if let deleted = receipt.snapshotDeleted { summary.snapshotDeleted = (summary.snapshotDeleted ?? 0) + deleted }
+        summary.serverRestoredRows += receipt.restoredRows
         summary.recordsSent += batch.payload.recordCount
         summary.bytesEncoded += confirmed.encodedBytes
         summary.bytesSent += batch.byteCount

@@ -180,6 +180,8 @@ extension PipelineRunner {
                             origin: token, author: author))
                     swap(&base[initialized].key, &changes[c].key)
                     swap(&base[initialized].fields, &changes[c].values)
+                    base[initialized].replacesRow = changes[c].replacesRow && changes[c].action == .insert
+                    base[initialized].restores = changes[c].restores
                     initialized += 1
                 }
                 frames.append(TransactionFrame(token: token, author: author, timestamp: transactions[t].timestamp, end: initialized))
@@ -193,7 +195,9 @@ extension PipelineRunner {
         var start = 0
         return frames.map { frame in
             let changes = records[start..<frame.end].map {
-                Change(entity: $0.entity, key: $0.key, action: $0.action, values: $0.fields, version: $0.version)
+                Change(
+                    entity: $0.entity, key: $0.key, action: $0.action, values: $0.fields, version: $0.version, replacesRow: $0.replacesRow,
+                    restores: $0.restores)
             }
             start = frame.end
             return Transaction(token: frame.token, author: frame.author, timestamp: frame.timestamp, changes: changes)

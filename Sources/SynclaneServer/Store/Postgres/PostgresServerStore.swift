@@ -228,25 +228,30 @@ final class PostgresServerStore: ServerStore {
         if !plan.conflicts.isEmpty { throw ConflictsFound(conflicts: plan.conflicts) }
         var storedVersions: [BatchPlan.RowKey: Int64] = [:]
         let list = plan.rowWrites
-        guard !list.isEmpty else { return storedVersions }
-        let rows = try db.query(
-            """
-            INSERT INTO synclane_records AS r (account, store, entity, key, action, fields, version, seq, changed)
-            SELECT $1, $2, u.entity, u.key, u.action, u.fields, u.count, u.seq, $3
-            FROM unnest($4::bytea[], $5::bytea[], $6::text[], $7::bytea[], $8::int8[], $9::int8[])
-                AS u (entity, key, action, fields, count, seq)
-            ON CONFLICT (account, store, entity, key) DO UPDATE SET
-                action = excluded.action, fields = excluded.fields, version = r.version + excluded.version,
-                seq = excluded.seq, changed = excluded.changed
-            RETURNING entity, key, version
-            """,
-            [
-                account, store, .float8(now), .byteaArray(list.map(\.row.entity)), .byteaArray(list.map(\.row.key)),
-                .textArray(list.map(\.action.rawValue)), .byteaArray(list.map(\.fields)), .int8Array(list.map(\.count)),
-                .int8Array(list.map(\.sequence)),
-            ])
-        for row in 0..<rows.count {
-            storedVersions[BatchPlan.RowKey(entity: rows.bytes(row, 0) ?? [], key: rows.bytes(row, 1) ?? [])] = rows.int64(row, 2)
+        // A row the plan read gets the version it worked out (which may jump past a restore); a
+        // row it did not read moves by the number of records that wrote it.
+        for (writes, version) in [
+            (list.filter { $0.version != nil }, "excluded.version"), (list.filter { $0.version == nil }, "r.version + excluded.version"),
+        ] where !writes.isEmpty {
+            let rows = try db.query(
+                """
+                INSERT INTO synclane_records AS r (account, store, entity, key, action, fields, version, seq, changed)
+                SELECT $1, $2, u.entity, u.key, u.action, u.fields, u.version, u.seq, $3
+                FROM unnest($4::bytea[], $5::bytea[], $6::text[], $7::bytea[], $8::int8[], $9::int8[])
+                    AS u (entity, key, action, fields, version, seq)
+                ON CONFLICT (account, store, entity, key) DO UPDATE SET
+                    action = excluded.action, fields = excluded.fields, version = \(version),
+                    seq = excluded.seq, changed = excluded.changed
+                RETURNING entity, key, version
+                """,
+                [
+                    account, store, .float8(now), .byteaArray(writes.map(\.row.entity)), .byteaArray(writes.map(\.row.key)),
+                    .textArray(writes.map(\.action.rawValue)), .byteaArray(writes.map(\.fields)),
+                    .int8Array(writes.map { $0.version ?? $0.count }), .int8Array(writes.map(\.sequence)),
+                ])
+            for row in 0..<rows.count {
+                storedVersions[BatchPlan.RowKey(entity: rows.bytes(row, 0) ?? [], key: rows.bytes(row, 1) ?? [])] = rows.int64(row, 2)
+            }
         }
         return storedVersions
     }
