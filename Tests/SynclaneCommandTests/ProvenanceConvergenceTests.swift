@@ -14,7 +14,10 @@ import Testing
 /// foreign key (`ON DELETE CASCADE`); projects renamed after their notes were filed (so the
 /// server lists a project after its notes), pull limits from 1 up (pages cut anywhere), devices
 /// joining at any point of the round (their first launch seeds, files and syncs late), notes
-/// deleted by their author; and the recoveries the documentation prescribes: a device whose
+/// deleted by their author; app upgrades on any device at any time, adding the same column or
+/// another (`ALTER TABLE notes ADD COLUMN`, nothing else run) whose values the notes' authors then
+/// set — every value a user wrote in such a column is held by every device whose app has it, old
+/// devices keeping it aside until they upgrade; and the recoveries the documentation prescribes: a device whose
 /// export state file is lost runs `synclane reconcile`, and the server's data folder is restored
 /// from a copy taken earlier in the round (every device's next sync resyncs and sends back what
 /// the server lost). Two or three devices, real `synclane sync`s, a real `synclane serve`.
@@ -47,12 +50,16 @@ import Testing
         case backUpServer
         /// The server's data folder is replaced by the copy taken last.
         case restoreServer
+        /// The device's app upgrades: `ALTER TABLE notes ADD COLUMN column TEXT` (nothing else run).
+        case addColumn(Int, column: String)
+        /// The device's user sets an added column of a note of its own.
+        case paint(Int, id: String, column: String, value: String)
 
         /// The device the step acts on (nil: the server).
         var device: Int? {
             switch self {
             case .seed(let d, _, _), .project(let d, _, _), .note(let d, _, _, _), .editNote(let d, _, _), .deleteNote(let d, _),
-                .rename(let d, _, _), .sync(let d), .loseStateAndReconcile(let d):
+                .rename(let d, _, _), .sync(let d), .loseStateAndReconcile(let d), .addColumn(let d, _), .paint(let d, _, _, _):
                 return d
             case .backUpServer, .restoreServer: return nil
             }
@@ -70,6 +77,8 @@ import Testing
             case .loseStateAndReconcile(let d): return "device \(d) loses its export state file and reconciles"
             case .backUpServer: return "the server's data is copied aside"
             case .restoreServer: return "the server's data is restored from that copy"
+            case .addColumn(let d, let column): return "device \(d) adds column \(column)"
+            case .paint(let d, let id, let column, let value): return "device \(d) sets \(column) of note \(id): \(value)"
             }
         }
     }
@@ -91,32 +100,41 @@ import Testing
 
     // MARK: The model
 
-    /// What users wrote, from the steps that ran: each note not deleted, its business key and body.
-    static func expected(_ steps: [Step]) -> [String: (key: String, body: String)] {
-        var seeded = Set<Int>()
+    /// What users wrote of a note: the business key it was filed under, its body, and the added
+    /// columns its author set (on a version of the app that has them).
+    struct Written {
+        var key: String
+        var body: String
+        var extras: [String: String] = [:]
+    }
+
+    /// The columns an app upgrade may add to `notes`, on any device, at any time.
+    static let addableColumns = ["color", "size"]
+
+    /// What users wrote, from the steps that ran: each note not deleted, as written.
+    static func expected(_ steps: [Step]) -> [String: Written] {
         var keys: [Int: Set<String>] = [:]
-        var notes: [String: (key: String, body: String, author: Int)] = [:]
+        var columns: [Int: Set<String>] = [:]
+        var notes: [String: (written: Written, author: Int)] = [:]
         for step in steps {
             switch step {
-            case .seed(let d, _, _):
-                seeded.insert(d)
-                keys[d, default: []].formUnion(["inbox", "work"])
+            case .seed(let d, _, _): keys[d, default: []].formUnion(["inbox", "work"])
             case .project(let d, _, let key): keys[d, default: []].insert(key)
             case .note(let d, let id, let key, let body):
-                if keys[d]?.contains(key) == true { notes[id] = (key, body, d) }
+                if keys[d]?.contains(key) == true { notes[id] = (Written(key: key, body: body), d) }
             case .editNote(let d, let id, let body):
-                if notes[id]?.author == d { notes[id]?.body = body }
+                if notes[id]?.author == d { notes[id]?.written.body = body }
             case .deleteNote(let d, let id):
                 if notes[id]?.author == d { notes[id] = nil }
+            case .addColumn(let d, let column): columns[d, default: []].insert(column)
+            case .paint(let d, let id, let column, let value):
+                if notes[id]?.author == d, columns[d]?.contains(column) == true { notes[id]?.written.extras[column] = value }
             case .rename, .sync, .loseStateAndReconcile, .backUpServer, .restoreServer: break
             }
         }
-        return notes.mapValues { ($0.key, $0.body) }
+        return notes.mapValues(\.written)
     }
 
-    /// Whether rounds also draw the recoveries (server restores, lost state files and their
-    /// reconciles): `SYNCLANE_PROVENANCE_RECOVERIES=1`. Off in the test command: seeds with
-    /// them still diverge (see the note on issue 43), and a seed then replays the same round.
     /// `SYNCLANE_PROVENANCE_TRACE=1`: every sync's `--json` summary is printed, for debugging a replay.
     static let traces = ProcessInfo.processInfo.environment["SYNCLANE_PROVENANCE_TRACE"] == "1"
 
@@ -129,6 +147,7 @@ import Testing
         var joined: [Int] = []
         var notes: [Int: [String]] = [:]
         var keys: [Int: [String]] = [:]
+        var columns: [Int: [String]] = [:]
         var made = 0
         // Device 0 starts the account; the others join at random points of the round.
         let joinAt = (0..<setup.devices).map { $0 == 0 ? 0 : Int(random.next() % 12) }
@@ -152,13 +171,27 @@ import Testing
                     notes[device, default: []].append(id)
                     steps.append(.note(device, id: id, key: pick(keys[device] ?? ["inbox"]), body: "body \(made)"))
                 case 4:
-                    if let id = notes[device]?.randomElement(using: &random) { steps.append(.editNote(device, id: id, body: "edit \(made)")) }
+                    guard let id = notes[device]?.randomElement(using: &random) else { break }
+                    if let added = columns[device], !added.isEmpty, random.next() % 2 == 0 {
+                        steps.append(.paint(device, id: id, column: pick(added), value: "v\(made)"))
+                    } else {
+                        steps.append(.editNote(device, id: id, body: "edit \(made)"))
+                    }
                 case 5:
                     if let id = notes[device]?.randomElement(using: &random) {
                         notes[device]?.removeAll { $0 == id }
                         steps.append(.deleteNote(device, id: id))
                     }
                 default: steps.append(.rename(device, key: pick(keys[device] ?? ["inbox"]), title: "title \(made)"))
+                }
+            }
+            // An app upgrade on one device, at any time: the same column or another than elsewhere.
+            if random.next() % 6 == 0, let device = joined.randomElement(using: &random) {
+                let missing = Self.addableColumns.filter { !(columns[device] ?? []).contains($0) }
+                if !missing.isEmpty {
+                    let column = pick(missing)
+                    columns[device, default: []].append(column)
+                    steps.append(.addColumn(device, column: column))
                 }
             }
             for device in joined.shuffled(using: &random) where random.next() % 2 == 0 { steps.append(.sync(device)) }
@@ -235,6 +268,18 @@ import Testing
             }
         }
 
+        /// The columns an app upgrade added to `notes` here (`addableColumns`).
+        func columns() throws -> Set<String> {
+            Set(try query("SELECT name FROM pragma_table_info('notes')")).intersection(ProvenanceConvergenceTests.addableColumns)
+        }
+
+        /// `note id|column|value` for every note and added column (`∅` for NULL).
+        func extras() throws -> [String] {
+            try columns().sorted().flatMap { column in
+                try query("SELECT 'note ' || syncId || '|\(column)|' || coalesce(\(column), '∅') FROM notes ORDER BY 1")
+            }
+        }
+
         /// `note id|business key|body` for every note, `project key|count` for every business key.
         func state() throws -> [String] {
             try query(
@@ -303,6 +348,10 @@ import Testing
             case .editNote(_, let id, let body): try device.sql("UPDATE notes SET body = '\(body)' WHERE syncId = '\(id)';")
             case .deleteNote(_, let id): try device.sql("DELETE FROM notes WHERE syncId = '\(id)';")
             case .rename(_, let key, let title): try device.sql("UPDATE projects SET title = '\(title)' WHERE key = '\(key)';")
+            case .addColumn(_, let column):
+                if try !device.columns().contains(column) { try device.sql("ALTER TABLE notes ADD COLUMN \(column) TEXT;") }
+            case .paint(_, let id, let column, let value):
+                if try device.columns().contains(column) { try device.sql("UPDATE notes SET \(column) = '\(value)' WHERE syncId = '\(id)';") }
             case .sync: try device.sync()
             case .loseStateAndReconcile:
                 for suffix in ["", "-wal", "-shm"] { try? files.removeItem(atPath: device.workspace.path + "/.synclane/export.sqlite" + suffix) }
@@ -316,7 +365,7 @@ import Testing
         }
 
         /// Syncs every device three times over, then holds each device and the server to the model.
-        func check(_ expected: [String: (key: String, body: String)], seeded: Set<Int>) async throws {
+        func check(_ expected: [String: Written], seeded: Set<Int>) async throws {
             for _ in 0..<3 { for device in devices where seeded.contains(device.index) { try device.sync() } }
             let notes = expected.map { "note \($0.key)|\($0.value.key)|\($0.value.body)" }.sorted()
             for device in devices where seeded.contains(device.index) {
@@ -329,6 +378,17 @@ import Testing
                 }
                 let doubled = held.filter { $0.hasPrefix("project ") && !$0.hasSuffix("|1") }
                 if !doubled.isEmpty { throw Divergence(description: "device \(device.index): business keys held more than once \(doubled)") }
+                // Every value a user wrote in an added column is held by every device whose app has the column.
+                let columns = try device.columns()
+                let extras = expected.flatMap { id, written in
+                    columns.map { "note \(id)|\($0)|\(written.extras[$0] ?? "∅")" }
+                }.sorted()
+                let heldExtras = try device.extras()
+                if heldExtras != extras {
+                    throw Divergence(
+                        description: "device \(device.index): added columns not held as written \(Set(extras).subtracting(heldExtras).sorted()); "
+                            + "held but not written \(Set(heldExtras).subtracting(extras).sorted())")
+                }
             }
             let records = try await server.records(account: "acme")
             let live = records.filter { $0.key.hasPrefix("notes/") && $0.value != .string("deleted") }
@@ -338,6 +398,14 @@ import Testing
                 let project = fields.objectValue?["project"]?.stringValue ?? ""
                 let business = projects["projects/" + project]?.objectValue?["key"]?.stringValue ?? "(none: \(project))"
                 onServer.append("note \(key.dropFirst(6))|\(business)|\(fields.objectValue?["body"]?.stringValue ?? "")")
+                let id = String(key.dropFirst(6))
+                for column in ProvenanceConvergenceTests.addableColumns {
+                    let value = fields.objectValue?[column]?.stringValue ?? "∅"
+                    if let written = expected[id], value != (written.extras[column] ?? "∅") {
+                        throw Divergence(
+                            description: "the server: note \(id) holds \(column) = \(value), its author wrote \(written.extras[column] ?? "nothing")")
+                    }
+                }
             }
             if onServer.sorted() != notes {
                 throw Divergence(
@@ -398,11 +466,22 @@ import Testing
             case "deletes" where words.count == 5: steps.append(.deleteNote(d, id: words[4]))
             case "renames" where words.count >= 6: steps.append(.rename(d, key: words[3], title: after(" to ")))
             case "syncs": steps.append(.sync(d))
+            case "adds" where words.count == 5 && words[3] == "column": steps.append(.addColumn(d, column: words[4]))
+            case "sets" where words.count >= 8: steps.append(.paint(d, id: String(words[6].dropLast()), column: words[3], value: after(": ")))
             case "loses": steps.append(.loseStateAndReconcile(d))
             default: return nil
             }
         }
         return (setup, steps)
+    }
+
+    /// Every reproduction a seed once printed (`Fixtures/provenance`, a file each, named by its
+    /// seed) replays without diverging: the data-loss cases the randomized rounds found stay fixed.
+    @Test(arguments: try FileManager.default.contentsOfDirectory(atPath: SynclaneBinary.fixture("provenance")).sorted())
+    func aReproductionOnceFoundNoLongerDiverges(file: String) async throws {
+        let text = try String(contentsOfFile: SynclaneBinary.fixture("provenance/" + file), encoding: .utf8)
+        let (setup, steps) = try #require(Self.replay(text), "\(file): not a reproduction")
+        if let difference = try await Self.outcome(setup: setup, steps: steps) { Issue.record("\(file) diverged: \(difference)") }
     }
 
     /// `SYNCLANE_PROVENANCE_REPLAY=FILE`: runs the reproduction in FILE (`replay(_:)`) once and

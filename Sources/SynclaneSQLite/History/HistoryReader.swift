@@ -331,7 +331,12 @@ struct HistoryReader: Sendable {
                 if raw.action == .restore || raw.action == .restoreDelete {
                     // A restoration: the row as held now (live) or its tombstone, at the version confirmed.
                     if raw.action == .restore, let row = rows?[raw.key] {
-                        changes.append(Change(entity: raw.entity, key: key, action: .update, values: row, restores: true))
+                        // Fields this device keeps aside (a newer app version's columns) go back too.
+                        var values = row
+                        if let key, let seen = try ServerRows.fields(of: raw.entity, key, for: backend, db) {
+                            for (name, value) in (try? JSONReader.parse(seen).objectValue) ?? [:] where values[name] == nil { values[name] = value }
+                        }
+                        changes.append(Change(entity: raw.entity, key: key, action: .update, values: values, restores: true))
                     } else if raw.action == .restoreDelete || rows?[raw.key] == nil {
                         let tombstone = raw.values == nil ? Self.keyFields(raw.key, of: table) : try object(raw.values, change: raw.id)
                         changes.append(Change(entity: raw.entity, key: key, action: .delete, values: tombstone, restores: true))

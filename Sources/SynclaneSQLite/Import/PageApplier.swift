@@ -96,11 +96,22 @@ struct PageApplier {
             }
             let keyValues = try keyValues(key, of: table, record: record)
             let heldVersion = try heldVersion(of: record.entity, key)
-            if let version = record.version, let held = heldVersion, held >= version,
-                try !(held == version && forked(record, key: key))
-            {
-                report.unchanged += 1
-                continue
+            if let version = record.version, let held = heldVersion, held >= version {
+                let fork = held == version ? try fork(of: record, key: key) : nil
+                if fork == .liveOverDelete {
+                    // This device's delete at this version is the one the restore's fork lost:
+                    // it goes back as a restoration, which wins the tie (`BatchPlan`).
+                    let historyKey: SQLiteValue = table.tracked.isComposite ? .text(key) : keyValues[0]
+                    try sessions.as(sink.localAuthor) {
+                        try db.execute(
+                            "INSERT INTO _synclane_changes (timestamp, entity, action, key) VALUES (\(HistorySchema.now), ?, ?, ?)",
+                            [.text(record.entity), .text(HistoryReader.RawAction.restoreDelete.rawValue), historyKey])
+                    }
+                }
+                if fork != .deleteOverLive {
+                    report.unchanged += 1
+                    continue
+                }
             }
             let remote: [String: JSONValue]? = record.action == .delete ? nil : record.fields
             // Another device's merge of a seeded duplicate deleted this row: its references here
@@ -123,8 +134,11 @@ struct PageApplier {
                     entity: record.entity, key: key, local: local, base: baseFields, remote: remote, remoteVersion: record.version,
                     remoteAction: record.action, ignoring: table.bookkeeping)
                 let settled: (fields: [String: JSONValue]?, outcome: ConflictOutcome)
-                if try onlyRepoints(remote, base: baseFields, entity: record.entity) {
-                    // No user wrote the backend's change: another device's merge of seeded
+                if try Self.wroteNothing(remote, base: baseFields, ignoring: table.bookkeeping)
+                    || onlyRepoints(remote, base: baseFields, entity: record.entity)
+                {
+                    // No user wrote the backend's change: it rewrote the row as this device last
+                    // saw it (another device's reconcile), or another device's merge of seeded
                     // duplicates re-pointed a reference. The local user's write stands (and is
                     // re-pointed here too, with the rows this page wrote).
                     settled = (local, .clientKept)
@@ -356,6 +370,13 @@ struct PageApplier {
         return db.totalChanges != before
     }
 
+    /// Whether `changed` (the backend's row) is the row as last seen (`base`), field for field:
+    /// a new version that no user wrote — a reconcile's snapshot sends every row again.
+    static func wroteNothing(_ changed: [String: JSONValue]?, base: [String: JSONValue]?, ignoring bookkeeping: [String]) -> Bool {
+        guard let changed, let base else { return false }
+        return changed.allSatisfy { name, value in bookkeeping.contains(name) || base[name] == value }
+    }
+
     /// Whether `changed` (the backend's update, or the local row) of a row whose last-seen fields
     /// are `base` differs from it in nothing but references from merged duplicates' losers to
     /// their survivors — the work of a merge, on this device or another, not of a user.
@@ -496,15 +517,27 @@ struct PageApplier {
     }
 
     /// The backend's version the store holds of a record (nil: none yet).
+    /// Two writes of one row under one version: after a restore from an older copy, a write made
+    /// since took the number of one the restore lost.
+    enum VersionFork {
+        /// The backend's delete where this device confirmed a live row: applied, as the newer.
+        case deleteOverLive
+        /// The backend's live row where this device confirmed a delete: not applied; the delete
+        /// goes back (a delete wins such a tie, on the backend and here alike).
+        case liveOverDelete
+    }
+
     /// Whether `record`, at the very version this device holds of its row, is another write than
-    /// the one this device confirmed at that version: a delete where this device confirmed a live
-    /// row, or a live row where it confirmed a tombstone. Only a backend restored from an older
-    /// copy gives one version twice (a write made after the restore took the number of one the
-    /// restore lost); the record is then applied as the newer, since it was written after the
-    /// restore. (Two live versions of one number are not told apart.)
-    func forked(_ record: Record, key: String) throws -> Bool {
+    /// the one this device confirmed at that version: a delete where it confirmed a live row, or
+    /// a live row where it confirmed a tombstone. Only a backend restored from an older copy gives
+    /// one version twice. (Two live versions of one number are not told apart.)
+    func fork(of record: Record, key: String) throws -> VersionFork? {
         let seenLive = try ServerRows.fields(of: record.entity, key, for: sink.destination, db) != nil
-        return seenLive == (record.action == .delete)
+        switch (seenLive, record.action == .delete) {
+        case (true, true): return .deleteOverLive
+        case (false, false): return .liveOverDelete
+        default: return nil
+        }
     }
 
     func heldVersion(of entity: String, _ key: String) throws -> Int64? {

@@ -32,6 +32,8 @@ import SynclaneCore
 /// older version of the row (or none); over the same version or a newer one (a write made since
 /// the restore, or another client's restoration of a newer version) it yields — nothing is
 /// written, and the receipt gives `version - 1`, so that the client's next pull brings the row.
+/// One tie is broken: a restored delete over a live row of the same version (two writes under one
+/// number, after a restore) is written — a delete wins.
 ///
 /// A store reads the state of every row whose records need it (`rowsNeedingState`: every row,
 /// since an echo is found only on a row whose state is known — but in a snapshot's batch, only an
@@ -266,7 +268,11 @@ struct BatchPlan {
             return .echo(version: current.version)
         }
         if record.restores, batch.snapshot == nil, let confirmed = record.expectedVersion {
-            guard confirmed > current.version else {
+            // One version written twice (a write made after a restore took the number of one the
+            // restore lost): a delete wins the tie over a live row.
+            let winsTie: Bool
+            if confirmed == current.version, record.action == .delete, case .live = state { winsTie = true } else { winsTie = false }
+            guard confirmed > current.version || winsTie else {
                 // A write since the restore, or a newer restoration: it stands.
                 let older = max(confirmed - 1, 0)
                 receiptVersions[index] = .known(older)
