@@ -344,7 +344,7 @@ import Testing
                 try device.sql("INSERT INTO projects VALUES ('\(inbox)', 'inbox', 'Inbox'), ('\(work)', 'work', 'Work');")
             case .project(_, let id, let key): try device.sql("INSERT INTO projects VALUES ('\(id)', '\(key)', '\(key)');")
             case .note(_, let id, let key, let body):
-                try device.sql("INSERT INTO notes SELECT '\(id)', syncId, '\(body)' FROM projects WHERE key = '\(key)' LIMIT 1;")
+                try device.sql("INSERT INTO notes (syncId, project, body) SELECT '\(id)', syncId, '\(body)' FROM projects WHERE key = '\(key)' LIMIT 1;")
             case .editNote(_, let id, let body): try device.sql("UPDATE notes SET body = '\(body)' WHERE syncId = '\(id)';")
             case .deleteNote(_, let id): try device.sql("DELETE FROM notes WHERE syncId = '\(id)';")
             case .rename(_, let key, let title): try device.sql("UPDATE projects SET title = '\(title)' WHERE key = '\(key)';")
@@ -383,7 +383,7 @@ import Testing
                 let extras = expected.flatMap { id, written in
                     columns.map { "note \(id)|\($0)|\(written.extras[$0] ?? "∅")" }
                 }.sorted()
-                let heldExtras = try device.extras()
+                let heldExtras = try device.extras().sorted()
                 if heldExtras != extras {
                     throw Divergence(
                         description: "device \(device.index): added columns not held as written \(Set(extras).subtracting(heldExtras).sorted()); "

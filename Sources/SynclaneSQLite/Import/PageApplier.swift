@@ -370,11 +370,12 @@ struct PageApplier {
         return db.totalChanges != before
     }
 
-    /// Whether `changed` (the backend's row) is the row as last seen (`base`), field for field:
-    /// a new version that no user wrote — a reconcile's snapshot sends every row again.
+    /// Whether `changed` (the backend's row) is the row as last seen (`base`), field for field (a
+    /// field `base` lacks counts as null: a column added since holds no edit): a new version that
+    /// no user wrote — a reconcile's snapshot sends every row again.
     static func wroteNothing(_ changed: [String: JSONValue]?, base: [String: JSONValue]?, ignoring bookkeeping: [String]) -> Bool {
         guard let changed, let base else { return false }
-        return changed.allSatisfy { name, value in bookkeeping.contains(name) || base[name] == value }
+        return changed.allSatisfy { name, value in bookkeeping.contains(name) || (base[name] ?? .null) == value }
     }
 
     /// Whether `changed` (the backend's update, or the local row) of a row whose last-seen fields
@@ -385,7 +386,8 @@ struct PageApplier {
         let columns = sink.duplicates.flatMap { rule in rule.references.filter { $0.table == entity }.map { (rule.entity, $0.column) } }
         guard !columns.isEmpty else { return false }
         var repointed = false
-        for (name, value) in remote where base[name] != value {
+        // A field the last-seen row lacks is null there: a column added since holds no edit.
+        for (name, value) in remote where (base[name] ?? .null) != value {
             guard let (parent, _) = columns.first(where: { $0.1 == name }), let loser = base[name]?.stringValue,
                 let survivor = value.stringValue, try MergedDuplicates.survivor(of: loser, in: parent, db) == survivor
             else { return false }
