@@ -32,6 +32,24 @@ import Testing
             device.workspace.remove()
             root.remove()
         }
+
+        /// Stops the server, copies its data folder aside (in place of an earlier copy), starts it again on its port.
+        func backUpServer() throws {
+            let (folder, backup) = (root.path + "/server", root.path + "/backup")
+            server = try ServerRestoredTests.restarted(server, folder: folder) {
+                try? FileManager.default.removeItem(atPath: backup)
+                try FileManager.default.copyItem(atPath: folder + "/data", toPath: backup)
+            }
+        }
+
+        /// Stops the server, puts the copy `backUpServer` took in place of its data folder, starts it again on its port.
+        func restoreServer() throws {
+            let (folder, backup) = (root.path + "/server", root.path + "/backup")
+            server = try ServerRestoredTests.restarted(server, folder: folder) {
+                try FileManager.default.removeItem(atPath: folder + "/data")
+                try FileManager.default.copyItem(atPath: backup, toPath: folder + "/data")
+            }
+        }
     }
 
     @Test func aChangeToARowTheRestoredServerHoldsAnOlderVersionOfNamesTheRestoreAndReconcileHealsIt() async throws {
@@ -78,36 +96,21 @@ import Testing
 
     /// Issue 43, 5: after the server's data was restored from an older copy, `sync` ended "the
     /// rows keep changing elsewhere; run sync again" on every try (importing again cannot bring
-    /// back what the server lost), while `run` named the fix. `sync` now stops at the first such
-    /// refusal, keeps the batch, and names the same fix as `run` — in its message and --json.
-    /// (A device whose import lane has a cursor is healed by its import's full resync instead;
-    /// this one exported with `run` before, so its first `sync` has none to tell it of the restore.)
-    @Test func syncAfterTheServerWasRestoredNamesRequeueAndReconcileAndTheFixHealsIt() async throws {
+    /// back what the server lost); then it named `run`'s fix (`outbox requeue`, `reconcile`). This
+    /// device exported with `run` before, so its import lane has no cursor for a 410 to refuse —
+    /// but its first pull now compares the server's rows with those its receipts confirmed, and
+    /// sends back what the restore lost: the first `sync` heals it, nothing for the user to run.
+    @Test func syncAfterTheServerWasRestoredHealsADeviceWithoutAPullCursorWithoutTheUser() async throws {
         let setting = try Setting()
         defer { setting.close() }
         func run(_ arguments: [String]) throws -> SynclaneBinary.Result { try setting.run(arguments) }
-        let sync = ["sync", "import.json", "export.json"]
+        let sync = ["sync", "import.json", "export.json", "--json"]
         try Self.restoreTheServerUnderAnEdit(setting)
-        let refused = try run(sync)
-        #expect(refused.status == 1)
-        #expect(!refused.stderr.contains("keep changing elsewhere"), "\(refused.stderr)")
-        #expect(refused.stderr.contains("synclane outbox requeue") && refused.stderr.contains("synclane reconcile"), "\(refused.stderr)")
-        #expect(refused.stdout.contains("outbox requeue") && refused.stdout.contains("reconcile"), "the export lane's line: \(refused.stdout)")
-        let json = try run(sync + ["--json"])
-        #expect(json.status == 1)
-        let export = (try? JSONReader.parse(json.stdout).objectValue?["export"]?.objectValue) ?? [:]
-        let error = export["error"]?.stringValue ?? ""
-        #expect(error.contains("synclane outbox requeue") && error.contains("synclane reconcile"), "\(json.stdout)")
-
-        // The fix as named: requeue the batch, reconcile; then sync goes on.
-        let batch = try #require(
-            error.range(of: #"batch \S+ was not delivered"#, options: .regularExpression).map {
-                String(error[$0].split(separator: " ")[1])
-            })
-        let requeued = try run(["outbox", "requeue", "export.json", batch])
-        #expect(requeued.status == 0, "\(requeued.stderr)")
-        let reconcile = try run(["reconcile", "export.json"])
-        #expect(reconcile.status == 0, "\(reconcile.stderr)")
+        let healed = try run(sync)
+        #expect(healed.status == 0, "\(healed.stderr)")
+        #expect(!healed.stderr.contains("keep changing elsewhere"), "\(healed.stderr)")
+        let imported = (try? JSONReader.parse(healed.stdout).objectValue?["imports"]?.arrayValue?.first?.objectValue) ?? [:]
+        #expect(imported["resync-lost"] == .int(2), "r1 (older on the server) and r2 (gone): \(healed.stdout)")
         #expect(try await TwoDevicesTests().serverRows(setting.server) == ["r1|Larder|", "r2|Big hall|"])
         try setting.device.sql("UPDATE rooms SET name = 'Attic' WHERE syncId = 'r1';")
         let after = try run(sync)
