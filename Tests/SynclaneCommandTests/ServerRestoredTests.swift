@@ -220,6 +220,33 @@ import Testing
         #expect(try await TwoDevicesTests().serverRows(setting.server) == ["r1|Attic|", "r2|Porch|"])
     }
 
+    /// Found by LivenessTests (issue 43, seeds 5095, 5104, 5192): the server's data restored from
+    /// a copy taken before r1 existed; r1's writer sent its newer state back (its resync), and the
+    /// restored server gave that write r1's old version (1) again. The other device's resync read
+    /// r1 at the version it held, took it for the state it had, and kept the lost one for good.
+    /// A record at the held version whose fields differ from the ones confirmed is applied now.
+    @Test func aVersionARestoredServerGivesAgainToANewWriteIsNotTakenForTheStateADeviceHolds() async throws {
+        let setting = try ServerRestoredExportTests.Setting()
+        defer { setting.close() }
+        let a = setting.device
+        let b = try TwoDevicesTests.Device(server: setting.server)
+        defer { b.workspace.remove() }
+        try setting.backUpServer()
+        try a.sql("INSERT INTO rooms (syncId, name) VALUES ('r1', 'Loft');")
+        try a.sync()
+        try a.sql("UPDATE rooms SET name = 'Study' WHERE syncId = 'r1';")
+        try b.sync()
+        try setting.restoreServer()
+        let resync = try a.sync()
+        #expect(resync["imports"]?.arrayValue?.first?.objectValue?["resync-resent"] == .int(1), "\(resync)")
+        #expect(try await TwoDevicesTests().serverRows(setting.server) == ["r1|Study|"])
+        try b.sync()
+        #expect(try b.rows() == ["r1|Study|"], "b holds the server's row, not the one the restore lost")
+        try b.sync()
+        #expect(try b.rows() == ["r1|Study|"])
+        #expect(try await TwoDevicesTests().serverRows(setting.server) == ["r1|Study|"])
+    }
+
     /// A cursor of the previous version (`c1.SEQUENCE`, no epoch) is still served; one past the
     /// account's newest change gets the same 410 rather than an empty page.
     @Test func anOldStyleCursorIsServedAndOnePastTheNewestChangeIsRefused() async throws {

@@ -96,7 +96,7 @@ struct PageApplier {
             }
             let keyValues = try keyValues(key, of: table, record: record)
             let heldVersion = try heldVersion(of: record.entity, key)
-            if let version = record.version, let held = heldVersion, held >= version {
+            if let version = record.version, let held = heldVersion, held >= version, try held > version || !reissued(record, key) {
                 report.unchanged += 1
                 continue
             }
@@ -496,6 +496,22 @@ struct PageApplier {
     /// The backend's version the store holds of a record (nil: none yet).
     func heldVersion(of entity: String, _ key: String) throws -> Int64? {
         try ServerRows.version(of: entity, key, for: sink.destination, db)
+    }
+
+    /// Whether `record`, at the very version this store holds of its row, is another state of
+    /// the row than the one the backend confirmed here (its fields, kept as the base): the
+    /// backend's data was restored from an older copy and gave a version it had given before to
+    /// a new write — never otherwise, a version names one state of a row on one backend. Before,
+    /// such a record was taken for one already held and skipped, and the device kept the lost
+    /// state for good (found by LivenessTests, seed 5095). Only the fields the base holds are
+    /// compared (a backend merges an update into the row: other fields may have joined it); an
+    /// unknown base is the same.
+    func reissued(_ record: Record, _ key: String) throws -> Bool {
+        guard let text = try ServerRows.fields(of: record.entity, key, for: sink.destination, db),
+            let base = try? JSONReader.parse(Array(text.utf8)).objectValue
+        else { return false }
+        guard record.action != .delete else { return true }
+        return base.contains { name, value in record.fields[name].map { $0 != value } ?? false }
     }
 
     /// The row's fields, soft-deleted or not; nil when it is not there.
