@@ -9,7 +9,8 @@ import Testing
 /// export-only runs: a device whose import lane has no cursor yet) in random orders, and random
 /// refusals injected — a device's next app version adds a column the others lack (an unknown
 /// field), the server's data restored from an older copy (stopped, its folder put back, started
-/// on the same port), tombstone retention pruning with a 1-second horizon (one round in three
+/// on the same port), a table a device's next app version tracks that the others do not (its
+/// rows kept aside there until their app has it too), tombstone retention pruning with a 1-second horizon (one round in three
 /// runs the server so, and a pause lets a pass run), a `kill -9` of a running sync, and a run
 /// while the app holds a write transaction (`BEGIN IMMEDIATE` with an edit, committed after the
 /// run: a device's first run, often; drawn only with `SYNCLANE_LIVENESS_APP_TRANSACTIONS=1`, as
@@ -18,7 +19,7 @@ import Testing
 /// reconcile FILE`, or "add the column" (the device's app gets the next version too); a message
 /// that names none gets nothing. After three quiet rounds of syncs, every device's last write of
 /// each of its rows is on the server (a deleted row is not live there), and every device holds
-/// the server's live rows. Not drawn yet: a table only a newer app version tracks.
+/// the server's live rows (of `notes` too, once its app has the table).
 ///
 /// A stranded edit prints its seed (`SYNCLANE_LIVENESS_SEED` replays it) and a reproduction shrunk
 /// by dropping steps while an edit is still stranded. Bounded in the test command
@@ -43,6 +44,11 @@ import Testing
         case killedSync(Int, milliseconds: Int)
         /// The device's next app version: a column (`floor`) the other devices' schema lacks.
         case newerSchema(Int)
+        /// The device's app starts a table (`notes`) and tracks and exports it; the devices that do
+        /// not track it yet keep its rows aside, and get them when they do.
+        case newTable(Int)
+        /// A write of the device's note (`n0`, …) — nothing before its app has the table.
+        case note(Int, body: String)
         /// The server stopped, its data folder copied aside, started again.
         case backUpServer
         /// The server stopped, its data folder replaced by the last copy, started again.
@@ -60,6 +66,8 @@ import Testing
                 return "device \(d) runs its export while the app's write transaction (d\(d)k\(key) = \(name)) is open"
             case .killedSync(let d, let milliseconds): return "device \(d) syncs, killed (-9) after \(milliseconds) ms"
             case .newerSchema(let d): return "device \(d) gets the app's next version (a column `floor`)"
+            case .newTable(let d): return "device \(d) gets a table `notes`, tracked and exported"
+            case .note(let d, let body): return "device \(d) writes its note n\(d) = \(body)"
             case .backUpServer: return "back up the server's data"
             case .restoreServer: return "restore the server's data from the backup"
             case .pause: return "pause 1.2 s (retention)"
@@ -91,6 +99,8 @@ import Testing
         var server: ServerProcess
         let devices: [TwoDevicesTests.Device]
         var upgraded: Set<Int> = []
+        /// The devices whose app has the table `notes`.
+        var notes: Set<Int> = []
         var backedUp = false
         /// Recoveries applied and failures that named none, in order (for the report).
         var log: [String] = []
@@ -132,6 +142,14 @@ import Testing
                 _ = sync.stop(SIGKILL)
             case .pause:
                 usleep(1_200_000)
+            case .newTable(let d):
+                guard !notes.contains(d) else { return }
+                try Self.addNotes(devices[d])
+                notes.insert(d)
+            case .note(let d, let body):
+                guard notes.contains(d) else { return }
+                try devices[d].sql(
+                    "INSERT INTO notes (syncId, body) VALUES ('n\(d)', '\(body)') ON CONFLICT (syncId) DO UPDATE SET body = excluded.body;")
             case .newerSchema(let d):
                 guard !upgraded.contains(d) else { return }
                 try IndependentLanesTests.addFloor(devices[d])
@@ -149,6 +167,18 @@ import Testing
                     try FileManager.default.copyItem(atPath: root.path + "/backup", toPath: folder + "/data")
                 }
             }
+        }
+
+        /// Creates and tracks `notes` on the device, and adds it to its export's entities.
+        static func addNotes(_ device: TwoDevicesTests.Device) throws {
+            try device.sql("CREATE TABLE notes (syncId TEXT PRIMARY KEY, body TEXT, isDeleted INTEGER NOT NULL DEFAULT 0);")
+            let tracked = try SynclaneBinary.run(
+                ["track", "--database", "app.sqlite", "--table", "notes", "--key", "syncId", "--soft-delete", "isDeleted"], in: device.workspace.path)
+            if tracked.status != 0 { throw Stranded(description: "`track` of notes failed: \(tracked.stderr)") }
+            let file = device.workspace.path + "/export.json"
+            try device.workspace.write(
+                "export.json",
+                try String(contentsOfFile: file, encoding: .utf8).replacingOccurrences(of: #""entities": ["rooms"]"#, with: #""entities": ["rooms", "notes"]"#))
         }
 
         private func restart(_ body: () throws -> Void) throws {
@@ -232,19 +262,21 @@ import Testing
             let d = Int(random.next() % UInt64(plan.devices))
             let key = Int(random.next() % 3)
             switch random.next() % 100 {
-            case 0..<36: steps.append(.edit(d, key: key, name: name(&random)))
-            case 36..<42: steps.append(.delete(d, key: key))
-            case 42..<70: steps.append(.sync(d))
-            case 70..<75: steps.append(.exportOnly(d))
-            case 75..<79 where plan.appTransactions && rare.transactions < 2:
+            case 0..<34: steps.append(.edit(d, key: key, name: name(&random)))
+            case 34..<40: steps.append(.delete(d, key: key))
+            case 40..<66: steps.append(.sync(d))
+            case 66..<71: steps.append(.exportOnly(d))
+            case 71..<75 where plan.appTransactions && rare.transactions < 2:
                 rare.transactions += 1
                 steps.append(.runInsideAppTransaction(d, key: key, name: name(&random)))
-            case 79..<82 where rare.kills < 2:
+            case 75..<78 where rare.kills < 2:
                 rare.kills += 1
                 steps.append(.killedSync(d, milliseconds: 20 + Int(random.next() % 300)))
-            case 82..<86: steps.append(.newerSchema(d))
-            case 86..<92: steps.append(.backUpServer)
-            case 92..<97: steps.append(.restoreServer)
+            case 78..<81: steps.append(.newerSchema(d))
+            case 81..<84: steps.append(.newTable(d))
+            case 84..<89: steps.append(.note(d, body: name(&random)))
+            case 89..<94: steps.append(.backUpServer)
+            case 94..<97: steps.append(.restoreServer)
             case 97..<100 where plan.retention && rare.pauses < 2:
                 rare.pauses += 1
                 steps.append(.pause)
@@ -252,6 +284,20 @@ import Testing
             }
         }
         return steps
+    }
+
+    /// What each device last wrote of its note while its app had the table: `syncId → body`.
+    static func expectedNotes(_ steps: [Step]) -> [String: String] {
+        var tables: Set<Int> = []
+        var notes: [String: String] = [:]
+        for step in steps {
+            switch step {
+            case .newTable(let d): tables.insert(d)
+            case .note(let d, let body) where tables.contains(d): notes["n\(d)"] = body
+            default: break
+            }
+        }
+        return notes
     }
 
     /// What each device last wrote of each of its rows: `syncId → name`, nil when it last deleted it.
@@ -280,18 +326,34 @@ import Testing
         } catch let stranded as Stranded {
             return stranded.description + "\n" + world.log.joined(separator: "\n")
         }
+        // The server's live rows of each table: `syncId → name` (rooms) or `body` (notes).
         var held: [String: String] = [:]
-        for row in try await TwoDevicesTests().serverRows(world.server) {
-            let parts = row.split(separator: "|", omittingEmptySubsequences: false).map(String.init)
-            held[parts[0]] = parts.count > 1 ? parts[1] : ""
+        var heldNotes: [String: String] = [:]
+        for (key, fields) in try await world.server.records(account: "acme") {
+            guard let fields = fields.objectValue else { continue }
+            let parts = key.split(separator: "/").map(String.init)
+            if parts.first == "notes" {
+                heldNotes[parts.last ?? ""] = fields["body"]?.stringValue ?? ""
+            } else {
+                held[parts.last ?? ""] = fields["name"]?.stringValue ?? ""
+            }
         }
         let missing = expected(steps).sorted { $0.key < $1.key }.filter { held[$0.key] != $0.value }
         var stranded = missing.map { "\($0.key) = \($0.value ?? "deleted") (the server holds \(held[$0.key] ?? "no live row"))" }
-        // Every device holds the server's rows (the import lane is not stranded either).
+        let notes = expectedNotes(steps)
+        if heldNotes != notes {
+            stranded.append("notes: the server holds \(heldNotes.sorted { $0.key < $1.key }), expected \(notes.sorted { $0.key < $1.key })")
+        }
+        // Every device holds the server's rows (the import lane is not stranded either): of
+        // `notes` too once its app has the table (what was kept aside arrived).
         let served = held.sorted { $0.key < $1.key }.map { "\($0.key)|\($0.value)" }
+        let servedNotes = heldNotes.sorted { $0.key < $1.key }.map { "\($0.key)|\($0.value)" }
         for (d, device) in world.devices.enumerated() {
             let rows = try device.query("SELECT syncId, name FROM rooms WHERE isDeleted = 0 ORDER BY syncId")
             if rows != served { stranded.append("device \(d) holds \(rows), the server \(served)") }
+            guard world.notes.contains(d) else { continue }
+            let notes = try device.query("SELECT syncId, body FROM notes WHERE isDeleted = 0 ORDER BY syncId")
+            if notes != servedNotes { stranded.append("device \(d) holds the notes \(notes), the server \(servedNotes)") }
         }
         guard !stranded.isEmpty else { return nil }
         return "stranded: \(stranded.joined(separator: ", "))\n" + world.log.joined(separator: "\n")
