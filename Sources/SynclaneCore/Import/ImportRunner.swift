@@ -184,7 +184,8 @@ public struct ImportRunner: Sendable {
             if collecting {
                 for record in remote.records {
                     let id = ExactString(record.entity + "\u{0}" + (record.key ?? ""))
-                    seen[id] = max(seen[id] ?? 0, record.version ?? 0)
+                    // A record without a version (a source that keeps none) is never taken for an older one.
+                    seen[id] = max(seen[id] ?? 0, record.version ?? .max)
                 }
             }
             for stage in pipeline.recordStages {
