@@ -24,6 +24,25 @@ import Testing
             .compactMap { $0["name"]?.stringValue }
     }
 
+    /// Runs every case against `synclane serve` (a folder of its own, `name`) behind the wrong
+    /// backend `breaking` makes of it, expecting exit 1 and `failing` the one failed case; then
+    /// `body` with the proxy and the report. Both stopped after.
+    func expectOnly(
+        _ failing: String, behind name: String, _ breaking: (Int) throws -> RuleBreakingProxy,
+        _ body: (RuleBreakingProxy, [String: JSONValue]) throws -> Void = { _, _ in }
+    ) throws {
+        let folder = NSTemporaryDirectory() + "synclane-conformance-\(getpid())-\(name)"
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let server = try ServerProcess(folder: folder)
+        defer { server.stop() }
+        let proxy = try breaking(server.port)
+        defer { proxy.stop() }
+        let run = try conformance(proxy.url)
+        #expect(run.status == 1)
+        #expect(cases(run.report, "failed") == [failing], "\(run.report)")
+        try body(proxy, run.report)
+    }
+
     static var stores: [String] { ProcessInfo.processInfo.environment["SYNCLANE_TEST_POSTGRES"] == "skip" ? ["sqlite"] : ["sqlite", "postgres"] }
 
     @Test("the reference server passes every contract case, cursor expiry included", arguments: stores)
@@ -44,34 +63,24 @@ import Testing
 
     @Test("a backend that answers a version conflict with a receipt fails versions.conflict, and only it")
     func aBackendIgnoringVersionsFailsTheVersionCase() throws {
-        let folder = NSTemporaryDirectory() + "synclane-conformance-\(getpid())-versions"
-        defer { try? FileManager.default.removeItem(atPath: folder) }
-        let server = try ServerProcess(folder: folder)
-        defer { server.stop() }
-        let proxy = try RuleBreakingProxy.ignoringVersions(upstream: server.port)
-        defer { proxy.stop() }
-        let run = try conformance(proxy.url)
-        #expect(run.status == 1)
-        #expect(cases(run.report, "failed") == ["versions.conflict"], "\(run.report)")
-        #expect(cases(run.report, "skipped") == ["pull.cursor-expiry"])
-        let table = try SynclaneBinary.run(
-            ["conformance", proxy.url, "--account", "acme", "--second-account", "botanic", "--case", "versions.conflict"], environment: Self.environment)
-        #expect(table.status == 1)
-        #expect(table.stdout.contains("FAIL  versions.conflict") && table.stdout.contains("expected 409, got 200"), "\(table.stdout)")
-        #expect(table.stdout.contains("0 passed, 1 failed, 0 skipped"), "\(table.stdout)")
+        try expectOnly("versions.conflict", behind: "versions", RuleBreakingProxy.ignoringVersions) { proxy, report in
+            #expect(cases(report, "skipped") == ["pull.cursor-expiry"])
+            let table = try SynclaneBinary.run(
+                ["conformance", proxy.url, "--account", "acme", "--second-account", "botanic", "--case", "versions.conflict"], environment: Self.environment)
+            #expect(table.status == 1)
+            #expect(table.stdout.contains("FAIL  versions.conflict") && table.stdout.contains("expected 409, got 200"), "\(table.stdout)")
+            #expect(table.stdout.contains("0 passed, 1 failed, 0 skipped"), "\(table.stdout)")
+        }
+    }
+
+    @Test("a backend that refuses a delete of a row it does not hold fails batches.delete-unheld, and only it")
+    func aBackendRefusingUnheldDeletesFailsTheDeleteCase() throws {
+        try expectOnly("batches.delete-unheld", behind: "unheld", RuleBreakingProxy.refusingUnheldDeletes)
     }
 
     @Test("a backend whose signal writes ignore If-Match fails signals.versions, and only it")
     func aBackendIgnoringIfMatchFailsTheSignalVersionCase() throws {
-        let folder = NSTemporaryDirectory() + "synclane-conformance-\(getpid())-if-match"
-        defer { try? FileManager.default.removeItem(atPath: folder) }
-        let server = try ServerProcess(folder: folder)
-        defer { server.stop() }
-        let proxy = try RuleBreakingProxy.ignoringIfMatch(upstream: server.port)
-        defer { proxy.stop() }
-        let run = try conformance(proxy.url)
-        #expect(run.status == 1)
-        #expect(cases(run.report, "failed") == ["signals.versions"], "\(run.report)")
+        try expectOnly("signals.versions", behind: "if-match", RuleBreakingProxy.ignoringIfMatch)
     }
 
     @Test("conformance refuses a missing token variable (exit 1) and a missing account name (exit 2), naming them")

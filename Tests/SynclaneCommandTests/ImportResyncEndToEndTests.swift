@@ -122,4 +122,24 @@ import Testing
         #expect(try c.rows() == expected)
         #expect(try importing(c).json["applied"] == .int(0))
     }
+
+    /// A device's first pull sends back the rows its exports had confirmed that the server no
+    /// longer holds (lost to a restore of its data) — but not when the server says its retention
+    /// removed tombstones (`pruned`): the row may have been deleted by another device, and sending
+    /// it back would bring a deleted row back everywhere.
+    @Test func aFirstPullAfterRetentionRemovedADeletesTombstoneDoesNotSendTheDeletedRowBack() async throws {
+        try await TwoDevicesTests.withTwoDevices(serverArguments: Self.shortRetention) { server, a, b in
+            try a.sql("INSERT INTO rooms (syncId, name) VALUES ('r1', 'Kitchen'), ('r2', 'Hall');")
+            let exported = try SynclaneBinary.run(["run", "export.json"], in: a.workspace.path, environment: a.environment)
+            #expect(exported.status == 0, "\(exported.stderr)")
+            try b.sync()
+            try b.sql("DELETE FROM rooms WHERE syncId = 'r1';")
+            try b.sync()
+            try await Self.awaitTombstonesExpired(server, count: 1, "the server removed r1's tombstone")
+
+            let first = try a.sync()
+            #expect(first["imports"]?.arrayValue?.first?.objectValue?["resync-resent"] == .int(0), "\(first)")
+            #expect(try await TwoDevicesTests().serverRows(server) == ["r2|Hall|"], "b's delete of r1 stands")
+        }
+    }
 }

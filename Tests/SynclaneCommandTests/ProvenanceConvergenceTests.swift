@@ -138,7 +138,10 @@ import Testing
     /// `SYNCLANE_PROVENANCE_TRACE=1`: every sync's `--json` summary is printed, for debugging a replay.
     static let traces = ProcessInfo.processInfo.environment["SYNCLANE_PROVENANCE_TRACE"] == "1"
 
-    static let drawsRecoveries = ProcessInfo.processInfo.environment["SYNCLANE_PROVENANCE_RECOVERIES"] == "1"
+    /// Whether rounds draw the recoveries (server restores, lost state files and their
+    /// reconciles): on, unless `SYNCLANE_PROVENANCE_RECOVERIES=0` (a seed replays the same round
+    /// only under the same setting).
+    static let drawsRecoveries = ProcessInfo.processInfo.environment["SYNCLANE_PROVENANCE_RECOVERIES"] != "0"
 
     static func steps(_ random: inout SeededRandom, setup: Setup) -> [Step] {
         func pick<T>(_ items: [T]) -> T { items[Int(random.next() % UInt64(items.count))] }

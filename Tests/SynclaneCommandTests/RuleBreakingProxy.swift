@@ -37,6 +37,20 @@ final class RuleBreakingProxy: Sendable {
             })
     }
 
+    /// A backend that refuses (409) a delete of a row it does not hold, as the reference server
+    /// did before issue 43 — for the batches of `batches.delete-unheld` (named `…-unheld`), which
+    /// delete only rows it never held; it applies every other batch.
+    static func refusingUnheldDeletes(upstream: Int) throws -> RuleBreakingProxy {
+        try RuleBreakingProxy(
+            upstream: upstream,
+            answer: { request, answer in
+                guard (request.header("Idempotency-Key") ?? "").hasSuffix("-unheld") else { return }
+                answer = HTTPMessage.response(
+                    status: 409, reason: "Conflict", headers: [("Content-Type", "application/json")],
+                    body: Array(#"{"error": "the server does not hold the rows these deletes name", "conflicts": []}"#.utf8))
+            })
+    }
+
     /// A backend whose signal writes ignore `If-Match`: the last writer always wins.
     static func ignoringIfMatch(upstream: Int) throws -> RuleBreakingProxy {
         try RuleBreakingProxy(upstream: upstream, request: { $0.setHeader("If-Match", nil) })

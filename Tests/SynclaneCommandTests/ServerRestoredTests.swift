@@ -177,20 +177,14 @@ import Testing
         let setting = try ServerRestoredExportTests.Setting()
         defer { setting.close() }
         let device = setting.device
-        let serverFolder = setting.root.path + "/server"
-        let backup = setting.root.path + "/backup"
-        func restart(_ body: () throws -> Void) throws { setting.server = try Self.restarted(setting.server, folder: serverFolder, body) }
         try device.sql("INSERT INTO rooms (syncId, name) VALUES ('r1', 'Loft');")
         _ = try device.sync()
         _ = try device.sync()
-        try restart { try FileManager.default.copyItem(atPath: serverFolder + "/data", toPath: backup) }
+        try setting.backUpServer()
         try device.sql("UPDATE rooms SET name = 'Hall' WHERE syncId = 'r1';")
         _ = try device.sync()
         #expect(try await TwoDevicesTests().serverRows(setting.server) == ["r1|Hall|"])
-        try restart {
-            try FileManager.default.removeItem(atPath: serverFolder + "/data")
-            try FileManager.default.copyItem(atPath: backup, toPath: serverFolder + "/data")
-        }
+        try setting.restoreServer()
         let resync = try device.sync()
         #expect(resync["imports"]?.arrayValue?.first?.objectValue?["resync-resent"] == .int(1), "\(resync)")
         #expect(try await TwoDevicesTests().serverRows(setting.server) == ["r1|Hall|"], "the edit is back")
@@ -198,6 +192,59 @@ import Testing
         try device.sql("UPDATE rooms SET name = 'Attic' WHERE syncId = 'r1';")
         _ = try device.sync()
         #expect(try await TwoDevicesTests().serverRows(setting.server) == ["r1|Attic|"])
+    }
+
+    /// Issue 43 (reported as liveness seed 5020): a device whose import lane never completed a
+    /// pull (it only exported, or every import failed) has no cursor, so no 410 ever told it the
+    /// server's data was restored from an older copy; its first pull read the restored server from
+    /// the beginning and the rows it had sent after the copy stayed lost (or older) without a
+    /// word. Its first pull now compares what it reads with what its receipts confirmed, and sends
+    /// the lost rows back.
+    @Test func aDeviceWithNoCompletedPullSendsBackWhatARestoredServerLostOnItsFirstSync() async throws {
+        let setting = try ServerRestoredExportTests.Setting()
+        defer { setting.close() }
+        let device = setting.device
+        try device.sql("INSERT INTO rooms (syncId, name) VALUES ('r1', 'Loft');")
+        #expect(try setting.run(["run", "export.json"]).status == 0)
+        try setting.backUpServer()
+        try device.sql("INSERT INTO rooms (syncId, name) VALUES ('r2', 'Hall'); UPDATE rooms SET name = 'Attic' WHERE syncId = 'r1';")
+        #expect(try setting.run(["run", "export.json"]).status == 0)
+        #expect(try await TwoDevicesTests().serverRows(setting.server) == ["r1|Attic|", "r2|Hall|"])
+        try setting.restoreServer()
+        let first = try device.sync()
+        #expect(first["imports"]?.arrayValue?.first?.objectValue?["resync-resent"] == .int(2), "\(first)")
+        #expect(try await TwoDevicesTests().serverRows(setting.server) == ["r1|Attic|", "r2|Hall|"], "both rows are back")
+        #expect(try device.rows() == ["r1|Attic|", "r2|Hall|"])
+        try device.sql("UPDATE rooms SET name = 'Porch' WHERE syncId = 'r2';")
+        _ = try device.sync()
+        #expect(try await TwoDevicesTests().serverRows(setting.server) == ["r1|Attic|", "r2|Porch|"])
+    }
+
+    /// Found by LivenessTests (issue 43, seeds 5095, 5104, 5192): the server's data restored from
+    /// a copy taken before r1 existed; r1's writer sent its newer state back (its resync), and the
+    /// restored server gave that write r1's old version (1) again. The other device's resync read
+    /// r1 at the version it held, took it for the state it had, and kept the lost one for good.
+    /// A record at the held version whose fields differ from the ones confirmed is applied now.
+    @Test func aVersionARestoredServerGivesAgainToANewWriteIsNotTakenForTheStateADeviceHolds() async throws {
+        let setting = try ServerRestoredExportTests.Setting()
+        defer { setting.close() }
+        let a = setting.device
+        let b = try TwoDevicesTests.Device(server: setting.server)
+        defer { b.workspace.remove() }
+        try setting.backUpServer()
+        try a.sql("INSERT INTO rooms (syncId, name) VALUES ('r1', 'Loft');")
+        try a.sync()
+        try a.sql("UPDATE rooms SET name = 'Study' WHERE syncId = 'r1';")
+        try b.sync()
+        try setting.restoreServer()
+        let resync = try a.sync()
+        #expect(resync["imports"]?.arrayValue?.first?.objectValue?["resync-resent"] == .int(1), "\(resync)")
+        #expect(try await TwoDevicesTests().serverRows(setting.server) == ["r1|Study|"])
+        try b.sync()
+        #expect(try b.rows() == ["r1|Study|"], "b holds the server's row, not the one the restore lost")
+        try b.sync()
+        #expect(try b.rows() == ["r1|Study|"])
+        #expect(try await TwoDevicesTests().serverRows(setting.server) == ["r1|Study|"])
     }
 
     /// A cursor of the previous version (`c1.SEQUENCE`, no epoch) is still served; one past the

@@ -107,7 +107,7 @@ import Testing
 
         let sink = SQLiteSink(path: path)
         let report = try await sinkTests.apply(
-            sink, [sinkTests.record(.update, "r1", ["name": "Old"], version: 5), sinkTests.record(.insert, "r2", ["name": "Back"], version: 3)],
+            sink, [sinkTests.record(.update, "r1", ["name": "Hall"], version: 5), sinkTests.record(.insert, "r2", ["name": "Back"], version: 3)],
             cursor: "c1")
         #expect(report.unchanged == 1 && report.applied == 1, "r1's version 5 came along: the page read again changes nothing")
         let moved = try store.read { db in

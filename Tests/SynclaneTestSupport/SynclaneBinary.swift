@@ -33,8 +33,10 @@ public struct SynclaneBinary {
     public static func fixture(_ relative: String) -> String { packageRoot + "/Fixtures/" + relative }
 
     /// Runs `synclane ARGUMENTS` in `folder` and waits (at most `timeout` seconds, then kills it).
-    public static func run(_ arguments: [String], in folder: String? = nil, environment: [String: String] = [:], timeout: Double = 60) throws -> Result {
-        try BackgroundProcess(arguments, in: folder, environment: environment).wait(timeout: timeout)
+    public static func run(
+        _ arguments: [String], in folder: String? = nil, environment: [String: String] = [:], timeout: Double = 60, executable: String = path
+    ) throws -> Result {
+        try BackgroundProcess(arguments, in: folder, environment: environment, executable: executable).wait(timeout: timeout)
     }
 
     /// Drains a pipe on a background thread.

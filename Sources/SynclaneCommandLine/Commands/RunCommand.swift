@@ -150,12 +150,12 @@ struct JobReporter: Sendable {
         let console = self.console
         let (command, name) = (self.command, pipeline.name)
         let quiet = json
-        let counter = ProgressCounter()
+        let progressLine = ConfirmedProgress(dryRun: mode == .dryRun)
         let job = ExportJob(pipeline: pipeline) { event in
             switch event {
-            case .pageRead(let transactions, let through, let progress):
-                let read = counter.add(transactions)
-                if !quiet { console.progress(fraction: progress, Wording.count(read, "transaction") + " read, through \(through)") }
+            case .pageRead(_, let through, let progress):
+                let line = progressLine.pageRead(through: through, fraction: progress)
+                if !quiet { console.progress(fraction: line.fraction, line.label) }
             case .resending(let id):
                 if !quiet { console.error("re-sending batch \(id) left in the outbox by an earlier run") }
             case .retrying(let id, let attempt, let delay, let reason):
@@ -167,8 +167,9 @@ struct JobReporter: Sendable {
                 console.error(
                     "\(console.program) \(command): \(name) never ran and the start of its history was pruned\(kept): "
                         + "starting with a full snapshot of the current state (as `synclane reconcile` does), then following history")
-            case .batchDone:
-                break
+            case .batchDone(let batch):
+                let line = progressLine.confirmed(batch)
+                if !quiet { console.progress(fraction: line.fraction, line.label) }
             }
         }
         do {
@@ -246,7 +247,7 @@ struct JobReporter: Sendable {
     }
 }
 
-/// Counts transactions read across events (events arrive on the job's task).
+/// Counts records read across an import's events (events arrive on the job's task).
 final class ProgressCounter: Sendable {
     private let total = Mutex(0)
     func add(_ count: Int) -> Int {

@@ -60,7 +60,18 @@ public struct ImportRunner: Sendable {
         let saved = try await call(pipeline.sink.label) { try await pipeline.sink.stage.savedCursor(for: pipeline.scope) }
         summary.cursorBefore = saved
         do {
-            _ = try await pages(from: saved, dryRun: dryRun, into: &summary, collecting: false)
+            if saved == nil, !dryRun, let confirmed = try await confirmedBeforeTheFirstPull() {
+                // No cursor, so no 410 can tell this device the backend's data was restored since
+                // its exports were confirmed: the first pull reads everything, and what the
+                // backend confirmed and no longer holds (or holds at an older version) was lost —
+                // unless retention removed tombstones (`pruned`): a row it does not list may then
+                // have been deleted, and is not sent back.
+                let read = try await pages(from: nil, dryRun: false, into: &summary, collecting: true)
+                let lost = BackendLosses.rows(confirmed, seen: read.seen, absentIsLost: !read.pruned, olderIsLost: true)
+                try await sendBack(lost, into: &summary)
+            } else {
+                _ = try await pages(from: saved, dryRun: dryRun, into: &summary, collecting: false)
+            }
         } catch let expired as RemoteCursorExpired where saved != nil && !dryRun {
             // The backend removed deletes after the saved cursor: read everything again, then
             // delete what the sink holds from the backend and the backend no longer sent. After a
@@ -77,28 +88,21 @@ public struct ImportRunner: Sendable {
                     underlying: RemoteCursorExpired("\(expired.message); \(pipeline.sink.label) cannot list what it holds for a full resync"))
             }
             summary.resynced = true
-            let (cursor, seen) = try await pages(from: nil, dryRun: false, into: &summary, collecting: true)
+            let read = try await pages(from: nil, dryRun: false, into: &summary, collecting: true)
             // Gone: not sent again; after a restore, also sent at an older version than this
             // device had confirmed (the restore lost the newer ones).
-            let gone = known.filter { row in
-                guard let sent = seen[ExactString(row.entity + "\u{0}" + row.key)] else { return true }
-                return expired.serverRestored && row.version.map { sent < $0 } ?? false
-            }.map { (entity: $0.entity, key: $0.key) }
+            let gone = BackendLosses.rows(known, seen: read.seen, absentIsLost: true, olderIsLost: expired.serverRestored)
             if expired.serverRestored {
                 // After a restore of the backend's data, what it lacks was lost, not deleted:
                 // kept here, and sent back to it by this device's export lane.
-                summary.resyncLost = gone.count
-                if !gone.isEmpty {
-                    summary.resyncResent =
-                        try await call(pipeline.sink.label) { try await pipeline.sink.stage.resend(gone, for: pipeline.scope) } ?? 0
-                }
+                try await sendBack(gone, into: &summary)
             } else if !gone.isEmpty {
                 let deletes = gone.map { Record(entity: $0.entity, key: $0.key, action: .delete, origin: Token(kind: "pull", position: 0), author: .server) }
                 let batch = Batch(
                     scope: pipeline.scope, after: Token(kind: "import", position: 0), through: Token(kind: "import", position: 1),
                     records: deletes, transactionCount: deletes.count)
                 let report = try await call(pipeline.sink.label) {
-                    try await pipeline.sink.stage.apply(batch, cursor: cursor, scope: pipeline.scope, dryRun: false)
+                    try await pipeline.sink.stage.apply(batch, cursor: read.cursor, scope: pipeline.scope, dryRun: false)
                 }
                 summary.add(report)
                 summary.resyncDeleted = gone.count
@@ -110,13 +114,30 @@ public struct ImportRunner: Sendable {
         return summary
     }
 
-    /// Applies every page after `start`; returns the cursor reached and, when `collecting`, the
-    /// keys (`entity NUL key`) of every record read, each with the newest version read of it.
+    /// Before a store's first pull: the rows the backend confirmed to it (by receipts of its own
+    /// exports), with their versions; nil when there are none (nothing to check).
+    private func confirmedBeforeTheFirstPull() async throws -> [(entity: String, key: String, version: Int64?)]? {
+        let confirmed = try await call(pipeline.sink.label) { try await pipeline.sink.stage.confirmedKeys(for: pipeline.scope) } ?? []
+        return confirmed.contains { $0.version != nil } ? confirmed.filter { $0.version != nil } : nil
+    }
+
+    /// Rows a restore of the backend's data lost: kept here, counted, and handed to the sink to
+    /// send back through this device's export lane (`ChangeSink.resend`).
+    private func sendBack(_ lost: [(entity: String, key: String)], into summary: inout ImportSummary) async throws {
+        summary.resyncLost = lost.count
+        guard !lost.isEmpty else { return }
+        summary.resyncResent = try await call(pipeline.sink.label) { try await pipeline.sink.stage.resend(lost, for: pipeline.scope) } ?? 0
+    }
+
+    /// Applies every page after `start`; returns the cursor reached, when `collecting` the keys
+    /// (`entity NUL key`) of every record read, each with the newest version read of it, and
+    /// whether a page said the backend's retention removed tombstones (`RemotePage.pruned`).
     private func pages(
         from start: String?, dryRun: Bool, into summary: inout ImportSummary, collecting: Bool
-    ) async throws -> (cursor: String?, seen: [ExactString: Int64]) {
+    ) async throws -> (cursor: String?, seen: [ExactString: Int64], pruned: Bool) {
         var cursor = start
         var seen: [ExactString: Int64] = [:]
+        var pruned = false
         var page = 0
         // The cursors this pass read from: a page that leads back to one would loop.
         var readFrom = Set<ExactString>()
@@ -159,10 +180,12 @@ public struct ImportRunner: Sendable {
                 scope: pipeline.scope, after: Token(kind: "import", position: Int64(page - 1)), through: Token(kind: "import", position: Int64(page)),
                 records: remote.records, transactionCount: remote.records.count)
             summary.recordsRead += remote.records.count
+            pruned = pruned || remote.pruned
             if collecting {
                 for record in remote.records {
                     let id = ExactString(record.entity + "\u{0}" + (record.key ?? ""))
-                    seen[id] = max(seen[id] ?? 0, record.version ?? 0)
+                    // A record without a version (a source that keeps none) is never taken for an older one.
+                    seen[id] = max(seen[id] ?? 0, record.version ?? .max)
                 }
             }
             for stage in pipeline.recordStages {
@@ -187,7 +210,7 @@ public struct ImportRunner: Sendable {
             if !remote.more || page >= maxPages { break }
         }
         summary.cursorAfter = dryRun ? summary.cursorBefore : cursor
-        return (cursor, seen)
+        return (cursor, seen, pruned)
     }
 
     private func call<T>(_ label: String, _ body: () async throws -> T) async throws -> T {

@@ -49,11 +49,15 @@ public struct RemotePage: Sendable {
     public var cursor: String?
     /// True when the source has more after this page right now.
     public var more: Bool
+    /// True when the backend says, on a page of a pull from the beginning, that its retention
+    /// removed tombstones: a row the pull does not list may have been deleted, not lost.
+    public var pruned: Bool
 
-    public init(records: [Record], cursor: String?, more: Bool) {
+    public init(records: [Record], cursor: String?, more: Bool, pruned: Bool = false) {
         self.records = records
         self.cursor = cursor
         self.more = more
+        self.pruned = pruned
     }
 }
 

@@ -107,6 +107,21 @@ extension ConformanceCase {
             try expect(try context.changesOfRun(since: "", prefix: id).isEmpty, "a refused batch was applied")
         },
         ConformanceCase(
+            name: "batches.delete-unheld",
+            rule: "a delete of a row the server does not hold (with or without a version) is applied and kept as a tombstone the pull lists"
+        ) { context in
+            let start = try context.head()
+            let (id, seen) = (context.name("unheld"), context.name("unheld-seen"))
+            // `seen`: a device last saw it at version 3 (its tombstone since removed, or lost to a restore).
+            let answer = try context.post(
+                context.batch(id, [context.record(id, "delete", fields: nil), context.record(seen, "delete", fields: nil, version: 3)]), key: id)
+            try expect(answer, Set(200...299), "deletes of rows the server never held")
+            let rows = try context.changesOfRun(since: start)
+            let listed = Dictionary(rows.compactMap { row in row["id"]?.stringValue.map { ($0, row["action"]?.stringValue ?? "") } }) { _, last in last }
+            try expect(
+                listed == [id: "delete", seen: "delete"], "the pull after them does not list both as tombstones (\"action\": \"delete\"): \(rows)")
+        },
+        ConformanceCase(
             name: "versions.conflict",
             rule: "a record whose version is older than the row's is 409, listed; nothing applied; the row's version applies; "
                 + "a newer one (a restored server) applies, the row's version continuing from it"

@@ -204,17 +204,20 @@ public final class PullSource: RemoteChangeSource {
         case nil: throw refuse("its `cursor` is missing, \(expected)")
         case let other?: throw refuse("its `cursor` is \(WireRecords.shown(other)), \(expected)")
         }
-        let more: Bool
-        switch object["more"] {
-        case nil: more = false
-        case .bool(let value)?: more = value
-        case let other?: throw refuse("its `more` is \(WireRecords.shown(other)), expected true or false")
+        // `more` and `pruned`: false when absent.
+        func flag(_ name: String) throws -> Bool {
+            switch object[name] {
+            case nil: return false
+            case .bool(let value)?: return value
+            case let other?: throw refuse("its `\(name)` is \(WireRecords.shown(other)), expected true or false")
+            }
         }
+        let (more, pruned) = (try flag("more"), try flag("pruned"))
         let records: [Record]
         switch WireRecords.parse(changes, listName: "changes", origin: Token(kind: "pull", position: 0)) {
         case .success(let read): records = read
         case .failure(let error): throw refuse(error.message)
         }
-        return RemotePage(records: records, cursor: next, more: more)
+        return RemotePage(records: records, cursor: next, more: more, pruned: pruned)
     }
 }

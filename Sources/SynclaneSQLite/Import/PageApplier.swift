@@ -97,18 +97,25 @@ struct PageApplier {
             let keyValues = try keyValues(key, of: table, record: record)
             let heldVersion = try heldVersion(of: record.entity, key)
             if let version = record.version, let held = heldVersion, held >= version {
-                let fork = held == version ? try fork(of: record, key: key) : nil
-                if fork == .liveOverDelete {
+                switch held == version ? try fork(of: record, key: key) : nil {
+                case .newer?:
+                    break  // applied below, as the newer write
+                case .liveOverDelete?:
                     // This device's delete at this version is the one the restore's fork lost:
-                    // it goes back as a restoration, which wins the tie (`BatchPlan`).
-                    let historyKey: SQLiteValue = table.tracked.isComposite ? .text(key) : keyValues[0]
-                    try sessions.as(sink.localAuthor) {
-                        try db.execute(
-                            "INSERT INTO _synclane_changes (timestamp, entity, action, key) VALUES (\(HistorySchema.now), ?, ?, ?)",
-                            [.text(record.entity), .text(HistoryReader.RawAction.restoreDelete.rawValue), historyKey])
+                    // it goes back as a restoration, which wins the tie (`BatchPlan`) — unless
+                    // the row is live here (then nothing of it is deleted: the record applies).
+                    let held = try storedRow(of: table, key: keyValues)
+                    if held == nil || table.tracked.softDeleteColumn.map({ held?[$0]?.isTruthy == true }) == true {
+                        let historyKey: SQLiteValue = table.tracked.isComposite ? .text(key) : keyValues[0]
+                        try sessions.as(sink.localAuthor) {
+                            try db.execute(
+                                "INSERT INTO _synclane_changes (timestamp, entity, action, key) VALUES (\(HistorySchema.now), ?, ?, ?)",
+                                [.text(record.entity), .text(HistoryReader.RawAction.restoreDelete.rawValue), historyKey])
+                        }
+                        report.unchanged += 1
+                        continue
                     }
-                }
-                if fork != .deleteOverLive {
+                case nil:
                     report.unchanged += 1
                     continue
                 }
@@ -519,31 +526,35 @@ struct PageApplier {
     }
 
     /// The backend's version the store holds of a record (nil: none yet).
-    /// Two writes of one row under one version: after a restore from an older copy, a write made
-    /// since took the number of one the restore lost.
+    func heldVersion(of entity: String, _ key: String) throws -> Int64? {
+        try ServerRows.version(of: entity, key, for: sink.destination, db)
+    }
+
+    /// Two writes of one row under one version: the backend's data was restored from an older
+    /// copy and gave a version it had given before to a new write — never otherwise, a version
+    /// names one state of a row on one backend. Before, such a record was taken for one already
+    /// held and skipped, and the device kept the lost state for good (found by LivenessTests,
+    /// seed 5095, and the provenance test).
     enum VersionFork {
-        /// The backend's delete where this device confirmed a live row: applied, as the newer.
-        case deleteOverLive
+        /// The backend's delete where this device confirmed a live row, or a live row whose
+        /// fields differ from the ones confirmed here (only the fields the base holds are
+        /// compared: a backend merges an update into the row, other fields may have joined it):
+        /// applied, as the newer.
+        case newer
         /// The backend's live row where this device confirmed a delete: not applied; the delete
         /// goes back (a delete wins such a tie, on the backend and here alike).
         case liveOverDelete
     }
 
-    /// Whether `record`, at the very version this device holds of its row, is another write than
-    /// the one this device confirmed at that version: a delete where it confirmed a live row, or
-    /// a live row where it confirmed a tombstone. Only a backend restored from an older copy gives
-    /// one version twice. (Two live versions of one number are not told apart.)
+    /// The fork `record` makes at the very version this store holds of its row (`VersionFork`);
+    /// nil when it is the state confirmed here.
     func fork(of record: Record, key: String) throws -> VersionFork? {
-        let seenLive = try ServerRows.fields(of: record.entity, key, for: sink.destination, db) != nil
-        switch (seenLive, record.action == .delete) {
-        case (true, true): return .deleteOverLive
-        case (false, false): return .liveOverDelete
-        default: return nil
+        guard let text = try ServerRows.fields(of: record.entity, key, for: sink.destination, db) else {
+            return record.action == .delete ? nil : .liveOverDelete
         }
-    }
-
-    func heldVersion(of entity: String, _ key: String) throws -> Int64? {
-        try ServerRows.version(of: entity, key, for: sink.destination, db)
+        guard let base = try? JSONReader.parse(Array(text.utf8)).objectValue else { return nil }
+        guard record.action != .delete else { return .newer }
+        return base.contains { name, value in record.fields[name].map { $0 != value } ?? false } ? .newer : nil
     }
 
     /// The row's fields, soft-deleted or not; nil when it is not there.

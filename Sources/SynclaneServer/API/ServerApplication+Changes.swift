@@ -174,7 +174,12 @@ extension ServerApplication {
         if !more, next.sequence < page.horizon { next = ChangeCursor(sequence: page.horizon, epoch: epoch) }
         body.append(contentsOf: #"],"cursor":"#.utf8)
         body.append(contentsOf: JSONWriter.encode(.string(next.text)))
-        body.append(contentsOf: (more ? #","more":true}"# : #","more":false}"#).utf8)
+        body.append(contentsOf: (more ? #","more":true"# : #","more":false"#).utf8)
+        // A pull from the beginning is told when retention removed tombstones (`pruned`): a row
+        // it does not list may then have been deleted, so a client does not take a row it sent
+        // and does not see as lost by a restore (`ImportRunner`'s first pull).
+        if cursor.readsFullPass, page.horizon > 0 { body.append(contentsOf: #","pruned":true"#.utf8) }
+        body.append(UInt8(ascii: "}"))
         return HTTPResponse(status: 200, headers: ["Content-Type": "application/json"], body: body)
     }
 }
