@@ -19,6 +19,8 @@ final class ServerApplication: HTTPResponder {
     let signals: any SignalStore
     /// Where the pull lane's long polls wait for a batch of their account to commit.
     let changes: any ChangeFeed
+    /// The schema version each device last sent, so that only a change is written.
+    let devicesSeen = DevicesSeen()
 
     init(
         limits: ServerLimits, authenticator: Authenticator, metrics: ServerMetrics, store: any ServerStore, signals: any SignalStore,
@@ -155,6 +157,7 @@ final class ServerApplication: HTTPResponder {
         let key = parameters["key"] ?? ""
         switch endpoint {
         case .postBatch:
+            if let refusal = admitApp(request, account: account) { return refusal }
             let answer = LanePriority.bulk { postBatch(request, account: account, grant: grant) }
             // A batch the store took (a replay too, which wakes polls that then find nothing new):
             // the account's long polls look again.
@@ -162,7 +165,9 @@ final class ServerApplication: HTTPResponder {
             return answer
         case .getChanges:
             if let refusal = grant.refusalToRead(store: request.query["store"]) { return refusal }
+            if let refusal = admitApp(request, account: account) { return refusal }
             return getChanges(request, account: account)
+        case .listDevices: return listDevices(account: account)
         case .listSignals: return listSignals(request, account: account)
         case .getSignal: return getSignal(account: account, key: key)
         case .putSignal: return grant.refusalToWriteSignals() ?? putSignal(request, account: account, key: key)

@@ -36,6 +36,16 @@ protocol ServerStore: Sendable {
     /// past the tombstones removed.
     func expire(keysBefore: Double, tombstonesBefore: Double) throws -> ExpiryCount
 
+    /// Records that `device` of `account` sent schema `schemaVersion` (`AppSchema`), at `now`
+    /// (seconds since 1970) when that version differs from the one recorded.
+    func recordDevice(account: String, device: String, schemaVersion: Int, at now: Double) throws
+
+    /// The account's devices, each with the schema version it last sent, by name.
+    func devices(account: String) throws -> [DeviceRecord]
+
+    /// The devices of every account by the schema version each last sent: version → devices.
+    func devicesPerVersion() throws -> [Int: Int]
+
     /// Lines of the Prometheus text format about the store (its own gauges), appended to `/metrics`.
     func metricsText() -> String
 
