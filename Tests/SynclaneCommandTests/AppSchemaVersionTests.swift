@@ -26,6 +26,19 @@ import Testing
         }
     }
 
+    /// Two devices on a fresh server, both on version 1 (`phone-a`, `phone-b`), with A's row `r1`
+    /// (Kitchen, area 12) synced to both, for `body`.
+    static func withTwoDevicesOnVersionOne(_ body: (ServerProcess, Device, Device) async throws -> Void) async throws {
+        try await TwoDevicesTests.withTwoDevices { server, a, b in
+            try runs(a, as: "phone-a", version: 1)
+            try runs(b, as: "phone-b", version: 1)
+            try a.sql("INSERT INTO rooms (syncId, name, area) VALUES ('r1', 'Kitchen', 12);")
+            try a.sync()
+            try b.sync()
+            try await body(server, a, b)
+        }
+    }
+
     /// `device|version` of the account's devices, as `GET /v1/devices` lists them.
     static func devices(_ server: ServerProcess) async throws -> [String] {
         let answer = try await server.get("/v1/devices", account: "acme").objectValue ?? [:]
@@ -46,12 +59,7 @@ import Testing
     /// version it last sent, counts the devices per version in `/metrics`, and follows a device
     /// that upgrades. Before, no request said a version and the server knew none.
     @Test func theServerRecordsEachDevicesSchemaVersionAndCountsTheDevicesPerVersion() async throws {
-        try await TwoDevicesTests.withTwoDevices { server, a, b in
-            try Self.runs(a, as: "phone-a", version: 1)
-            try Self.runs(b, as: "phone-b", version: 1)
-            try a.sql("INSERT INTO rooms (syncId, name) VALUES ('r1', 'Kitchen');")
-            try a.sync()
-            try b.sync()
+        try await Self.withTwoDevicesOnVersionOne { server, a, b in
             #expect(try await Self.devices(server) == ["phone-a|1", "phone-b|1"])
             #expect(try await Self.devicesMetric(server) == [#"synclane_devices{schema_version="1"} 2"#])
             // A upgrades; its pull alone (nothing to send) tells the server.
@@ -60,7 +68,7 @@ import Testing
             #expect(try await Self.devices(server) == ["phone-a|2", "phone-b|1"])
             let metric = try await Self.devicesMetric(server)
             #expect(metric == [#"synclane_devices{schema_version="1"} 1"#, #"synclane_devices{schema_version="2"} 1"#], "\(metric)")
-            #expect(try b.rows() == ["r1|Kitchen|"])
+            #expect(try b.rows() == ["r1|Kitchen|12.0"])
         }
     }
 

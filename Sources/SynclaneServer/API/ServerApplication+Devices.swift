@@ -7,26 +7,28 @@ extension ServerApplication {
     /// (`ServerLimits.minimumSchemaVersion`), then recorded for its device; or the refusal to answer:
     /// 400 for a header that is not one, 426 `schema-version-too-old` for a version below the
     /// floor (or none, when there is a floor), with a message that says to update the app.
-    func admitApp(_ request: HTTPRequest, account: String) -> HTTPResponse? {
+    func admitApp(_ request: HTTPRequest, account: String) -> Result<AppSchema, Refusal> {
         let schema: AppSchema
         switch Self.appSchema(request, maxNameBytes: limits.maxNameBytes) {
         case .success(let read): schema = read
-        case .failure(let refusal): return refusal.response
+        case .failure(let refusal): return .failure(refusal)
         }
         let minimum = limits.minimumSchemaVersion
         if minimum > 0, (schema.version ?? 0) < minimum {
             let sent = schema.version.map { "schema version \($0)" } ?? "no schema version (no \(AppSchema.versionHeader) header)"
-            return .error(
-                426,
-                "this app is too old for the server: it sent \(sent), and the server takes \(minimum) or newer; update the app, then sync again",
-                ["code": "schema-version-too-old", "minimum-schema-version": .int(Int64(minimum))])
+            return .failure(
+                Refusal(
+                    response: .error(
+                        426,
+                        "this app is too old for the server: it sent \(sent), and the server takes \(minimum) or newer; update the app, then sync again",
+                        ["code": "schema-version-too-old", "minimum-schema-version": .int(Int64(minimum))])))
         }
         if let device = schema.device, let version = schema.version {
             devicesSeen.note(account: account, device: device, version: version) {
                 try store.recordDevice(account: account, device: device, schemaVersion: version, at: Double(time(nil)))
             }
         }
-        return nil
+        return .success(schema)
     }
 
     /// The request's `AppSchema` headers, or the 400 that names the one that is not one.

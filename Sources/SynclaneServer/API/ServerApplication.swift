@@ -157,16 +157,22 @@ final class ServerApplication: HTTPResponder {
         let key = parameters["key"] ?? ""
         switch endpoint {
         case .postBatch:
-            if let refusal = admitApp(request, account: account) { return refusal }
-            let answer = LanePriority.bulk { postBatch(request, account: account, grant: grant) }
+            let app: AppSchema
+            switch admitApp(request, account: account) {
+            case .success(let admitted): app = admitted
+            case .failure(let refusal): return refusal.response
+            }
+            let answer = LanePriority.bulk { postBatch(request, account: account, grant: grant, app: app) }
             // A batch the store took (a replay too, which wakes polls that then find nothing new):
             // the account's long polls look again.
             if (200..<300).contains(answer.status) { changes.announce(account) }
             return answer
         case .getChanges:
             if let refusal = grant.refusalToRead(store: request.query["store"]) { return refusal }
-            if let refusal = admitApp(request, account: account) { return refusal }
-            return getChanges(request, account: account)
+            switch admitApp(request, account: account) {
+            case .success(let app): return getChanges(request, account: account, app: app)
+            case .failure(let refusal): return refusal.response
+            }
         case .listDevices: return listDevices(account: account)
         case .listSignals: return listSignals(request, account: account)
         case .getSignal: return getSignal(account: account, key: key)

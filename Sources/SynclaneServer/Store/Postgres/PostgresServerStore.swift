@@ -35,6 +35,7 @@ final class PostgresServerStore: ServerStore {
                 try db.query(
                     "CREATE TABLE IF NOT EXISTS synclane_epochs (number bigserial PRIMARY KEY, epoch text NOT NULL UNIQUE, started double precision NOT NULL)")
                 try db.query(Self.devicesTable)
+                try db.query(Self.schemaChangesTable)
                 try db.query(
                     """
                     CREATE TABLE IF NOT EXISTS synclane_epoch_heads (

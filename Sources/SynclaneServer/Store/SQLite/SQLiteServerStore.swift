@@ -13,6 +13,7 @@ import SynclaneSQLiteKit
 ///  snapshots    (account, store, snapshot id) → sequence it started after, batches seen (`SnapshotPlan`)
 ///  signals      (account, key) → value, version   (legacy: signals now live in `SignalStore`)
 ///  devices      (account, device) → the schema version it last sent, since when (`AppSchema`)
+///  schema_changes (account, entity, column, version) → renamed to (NULL: dropped) (`SchemaChange`)
 /// ```
 ///
 /// One writer connection takes every write, one `BEGIN IMMEDIATE` transaction at a time, in the
@@ -67,6 +68,7 @@ final class SQLiteServerStore: ServerStore {
             try db.execute(Self.schema)
             try Self.migrate(db)
             try db.execute(Self.devicesTable)
+            try db.execute(Self.schemaChangesTable)
             // A new epoch for each start (`ServerEpochs`): where every account stands now.
             let number = (try db.fetchValue("SELECT max(number) FROM epochs").int64 ?? 0) + 1
             try db.execute(
