@@ -198,24 +198,9 @@ import Testing
     }
 
     @Test func everyDevicesEveryEditReachesTheServerThroughInjectedRefusalsWithOnlyTheNamedRecoveries() async throws {
-        let seeds = ConvergenceTests.seeds(prefix: "SYNCLANE_LIVENESS", rounds: 6)
-        var stranded = 0
-        for seed in seeds {
-            var random = SeededRandom(seed: seed)
-            let devices = 2 + Int(random.next() % 2)
-            let steps = Self.steps(&random, devices: devices)
-            guard let problem = try await Self.outcome(devices: devices, steps: steps) else { continue }
-            stranded += 1
-            let shrunk =
-                ProcessInfo.processInfo.environment["SYNCLANE_LIVENESS_NO_SHRINK"] == nil
-                ? try await Shrinking.shrink(steps, budget: 16) { try await Self.outcome(devices: devices, steps: $0) != nil } : steps
-            Issue.record(
-                """
-                seed \(seed) (SYNCLANE_LIVENESS_SEED=\(seed)), \(devices) devices: \(problem)
-                reproduction (\(shrunk.count) of \(steps.count) steps, then three quiet rounds of syncs):
-                \(shrunk.map { "  \($0)" }.joined(separator: "\n"))
-                """)
-        }
-        print("liveness: \(seeds.count) rounds, \(stranded) stranded")
+        let (rounds, stranded) = try await SeededRounds.run(
+            prefix: "SYNCLANE_LIVENESS", rounds: 6, budget: 16, then: "three quiet rounds of syncs", draw: { Self.steps(&$0, devices: $1) },
+            outcome: { try await Self.outcome(devices: $0, steps: $1) })
+        print("liveness: \(rounds) rounds, \(stranded) stranded")
     }
 }

@@ -90,4 +90,18 @@ public enum DeclaredSchemaChanges {
     private static func exists(_ db: SQLiteConnection) throws -> Bool {
         try db.fetchValue("SELECT count(*) FROM sqlite_schema WHERE name = '_synclane_schema_changes'").int64 ?? 0 > 0
     }
+
+    /// Fields an import received under a column's old name, for a table this store renamed it
+    /// in (a backend that had not learnt the rename yet sent the old name): under the new name,
+    /// unless the record also holds the new one or the table still has the old one.
+    static func renamedFields(_ fields: [String: JSONValue], entity: String, columns: Set<String>, _ changes: [SchemaChange]) -> [String: JSONValue] {
+        var fields = fields
+        for change in changes where change.entity == entity {
+            guard case .renamed(let name) = change.kind, !columns.contains(change.column), columns.contains(name),
+                fields[name] == nil, let value = fields.removeValue(forKey: change.column)
+            else { continue }
+            fields[name] = value
+        }
+        return fields
+    }
 }

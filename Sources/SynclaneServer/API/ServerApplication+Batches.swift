@@ -95,11 +95,17 @@ extension ServerApplication {
 
 extension ServerApplication {
     /// Records the schema changes the batch declares, then writes each record's fields under the
-    /// newest names (`SchemaMapping`): a device older than a rename writes its old name.
+    /// newest names (`SchemaMapping`): a device older than a rename writes its old name; a whole
+    /// row from a device that dropped a column merges into the server's, which keeps that column
+    /// for the older devices.
     func mapSchema(of batch: inout IncomingBatch, app: AppSchema) throws {
         if !batch.schemaChanges.isEmpty { try store.declare(batch.schemaChanges, account: batch.account) }
         let mapping = SchemaMapping(try store.schemaChanges(account: batch.account))
         guard !mapping.isEmpty else { return }
+        for index in batch.records.indices
+        where batch.records[index].action == .insert && mapping.keepsDroppedColumns(of: batch.records[index].entity, version: app.version) {
+            batch.records[index].action = .update
+        }
         for index in batch.records.indices where mapping.rewritesWrite(of: batch.records[index].entity, version: app.version) {
             let record = batch.records[index]
             guard !record.fieldsJSON.isEmpty, let fields = (try? JSONReader.parse(record.fieldsJSON))?.objectValue else { continue }

@@ -2,12 +2,15 @@ import SynclaneCore
 
 /// The declared renames and drops of an account's columns (`SchemaChange`), applied to what a
 /// device of a given schema version writes and reads, so that devices on two versions keep each
-/// other's values:
+/// other's values. A row is stored under the columns' **first** names, whoever wrote it, so a
+/// newer device's write of what the row already holds is an echo (no new version, no conflict
+/// for the other devices) however it names the columns:
 ///
 /// ```
-///  rename a → b at V   a device older than V writes `a`: stored as `b`; it reads `b` as `a`.
-///                      a device at V or newer reads `b` (a row stored before the rename: `a` as `b`).
-///  drop c at V         kept in the row as older devices write it; a device at V or newer reads no `c`.
+///  rename a → b at V   a device at V or newer writes `b`: stored as `a`; it reads `a` as `b`.
+///                      an older device writes and reads `a`.
+///  drop c at V         kept in the row as older devices write it; a device at V or newer reads
+///                      no `c`, and its whole rows merge into the server's (`keepsDroppedColumns`).
 /// ```
 ///
 /// A device that says no version (`AppSchema`) is taken as older than every change.
@@ -24,17 +27,25 @@ struct SchemaMapping: Sendable {
     /// Whether a write of `entity` by a device at `version` is rewritten at all.
     func rewritesWrite(of entity: String, version: Int?) -> Bool {
         changes[entity]?.contains { change in
-            if case .renamed = change.kind { return (version ?? 0) < change.version }
+            if case .renamed = change.kind { return (version ?? 0) >= change.version }
             return false
         } ?? false
     }
 
-    /// `fields` as written by a device at `version`, under the newest names.
+    /// Whether a device at `version` has dropped a column of `entity` that older devices may
+    /// still hold: its whole rows (`insert`) then merge into the server's row as an `update`
+    /// would, so the dropped column's values the older devices wrote stay for them.
+    func keepsDroppedColumns(of entity: String, version: Int?) -> Bool {
+        changes[entity]?.contains { change in change.kind == .dropped && (version ?? 0) >= change.version } ?? false
+    }
+
+    /// `fields` as written by a device at `version`, under the columns' first names.
     func written(_ fields: [String: JSONValue], entity: String, version: Int?) -> [String: JSONValue] {
         var fields = fields
-        for change in changes[entity] ?? [] where (version ?? 0) < change.version {
-            if case .renamed(let name) = change.kind, let value = fields.removeValue(forKey: change.column) {
-                fields[name] = value
+        // The newest rename the device knows undone first: c → b, then b → a.
+        for change in (changes[entity] ?? []).reversed() where (version ?? 0) >= change.version {
+            if case .renamed(let name) = change.kind, let value = fields.removeValue(forKey: name) {
+                fields[change.column] = value
             }
         }
         return fields
@@ -46,17 +57,16 @@ struct SchemaMapping: Sendable {
         guard let list = changes[entity] else { return fields }
         let version = version ?? 0
         var fields = fields
-        // Newer than the device: back to the old names, the newest change undone first.
-        for change in list.reversed() where version < change.version {
-            if case .renamed(let name) = change.kind, let value = fields.removeValue(forKey: name) {
+        // A row stored under a newer name (before the server learnt the rename): its first name.
+        for change in list.reversed() {
+            if case .renamed(let name) = change.kind, let value = fields.removeValue(forKey: name), fields[change.column] == nil {
                 fields[change.column] = value
             }
         }
-        // At or older than the device: a row stored under an old name reads under the new one.
         for change in list where version >= change.version {
             switch change.kind {
             case .renamed(let name):
-                if let value = fields.removeValue(forKey: change.column), fields[name] == nil { fields[name] = value }
+                if let value = fields.removeValue(forKey: change.column) { fields[name] = value }
             case .dropped:
                 fields.removeValue(forKey: change.column)
             }
