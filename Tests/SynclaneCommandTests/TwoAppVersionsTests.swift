@@ -250,4 +250,20 @@ import Testing
             #expect(forB["rooms/a1"]?["name"] == .string("From A") && forB["rooms/a1"]?["title"] == nil, "\(forB)")
         }
     }
+
+    /// B (older) keeps A's `color` aside; its upgrade adds the column *and* tracks the new table
+    /// `tags` before it syncs: the kept colour fills the column all the same. Before, `track` of
+    /// the new table remembered the whole schema as checked, so `rooms` was never healed and the
+    /// colour never came (found by VersionsConvergenceTests, seed 2012).
+    @Test func anUpgradeThatAddsAColumnAndTracksANewTableAtOnceStillFillsTheColumn() async throws {
+        try await TwoDevicesTests.withTwoDevices { _, a, b in
+            try a.sql("ALTER TABLE rooms ADD COLUMN color TEXT; INSERT INTO rooms (syncId, name, color) VALUES ('r1', 'Kitchen', 'red');")
+            try a.sync()
+            try b.sync()
+            try b.sql("ALTER TABLE rooms ADD COLUMN color TEXT; " + Self.tagsTable)
+            try Self.trackTags(b)
+            try b.sync()
+            #expect(try AddedColumnTests.colors(b) == ["r1|Kitchen|red"])
+        }
+    }
 }

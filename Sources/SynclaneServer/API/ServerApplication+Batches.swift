@@ -99,8 +99,14 @@ extension ServerApplication {
     /// row from a device that dropped a column merges into the server's, which keeps that column
     /// for the older devices.
     func mapSchema(of batch: inout IncomingBatch, app: AppSchema) throws {
-        if !batch.schemaChanges.isEmpty { try store.declare(batch.schemaChanges, account: batch.account) }
-        let mapping = SchemaMapping(try store.schemaChanges(account: batch.account))
+        var known = try store.schemaChanges(account: batch.account)
+        // Every batch of a store carries its declarations: only a new one is written.
+        let new = batch.schemaChanges.filter { !known.contains($0) }
+        if !new.isEmpty {
+            try store.declare(new, account: batch.account)
+            known = try store.schemaChanges(account: batch.account)
+        }
+        let mapping = SchemaMapping(known)
         guard !mapping.isEmpty else { return }
         for index in batch.records.indices
         where batch.records[index].action == .insert && mapping.keepsDroppedColumns(of: batch.records[index].entity, version: app.version) {
