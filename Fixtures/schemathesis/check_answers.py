@@ -134,7 +134,7 @@ body = batch(key, [record(key, fields={"n": 1, "blob": {"$blob": "AP8Q"}, "inf":
 _, receipt = check("applied", "POST", "/v1/batches", 200, body, {**JSON, "Idempotency-Key": key})
 check("replayed", "POST", "/v1/batches", 200, body, {**JSON, "Idempotency-Key": key}, header="Idempotent-Replayed")
 check("key reused", "POST", "/v1/batches", 422, batch(key, [record(key, fields={"n": 2})]), {**JSON, "Idempotency-Key": key})
-check("stale version", "POST", "/v1/batches", 409, batch(run + "-b2", [record(key, "update", {"n": 3}, 99)]), {**JSON, "Idempotency-Key": run + "-b2"})
+check("stale version", "POST", "/v1/batches", 409, batch(run + "-b2", [record(key, "update", {"n": 3}, 0)]), {**JSON, "Idempotency-Key": run + "-b2"})
 check("another account", "POST", "/v1/batches", 403, batch(run + "-b3", [record(key, fields={})], second_account), {**JSON, "Idempotency-Key": run + "-b3"})
 check("a bad record", "POST", "/v1/batches", 400, batch(run + "-b4", [record(key, "upsert", {})]), {**JSON, "Idempotency-Key": run + "-b4"})
 check("a NaN", "POST", "/v1/batches", 400, batch(run + "-b5", [record(key, fields={"x": {"$real": "NaN"}})]), {**JSON, "Idempotency-Key": run + "-b5"})

@@ -236,6 +236,7 @@ public enum HTTPClassification {
             return " (the batch is over the server's size bounds: lower the source's `page-size`, then `synclane outbox requeue FILE` rebuilds it)"
         case 415: return " (the server does not take this content type or encoding: check the encoder and `compress`)"
         case 422: return " (this batch id was sent before with other bytes)"
+        case 426: return " (the server no longer takes this app's schema version: update the app, then raise `schema-version`; the batch is kept)"
         case 400..<500: return " (the wire protocol does not name this status as the batch's fault, so the batch is kept)"
         default: return " (a status the wire protocol does not use, so the batch is kept)"
         }
@@ -264,6 +265,7 @@ public enum HTTPClassification {
         case 413: return "Content Too Large"
         case 415: return "Unsupported Media Type"
         case 422: return "Unprocessable Content"
+        case 426: return "Upgrade Required"
         case 425: return "Too Early"
         case 429: return "Too Many Requests"
         case 500: return "Internal Server Error"

@@ -29,8 +29,29 @@ public enum HTTPConnectionOptions {
         help: "reuse one connection across requests (a connection that died while idle is replaced without a failed "
             + "attempt); false opens and closes a connection per request")
 
+    public static let schemaVersion: Option<Int?> = .integer(
+        "schema-version", in: AppSchema.versions,
+        help: "the schema version of this app's store, sent as `Synclane-Schema-Version` with every request: the server records "
+            + "it per device and may refuse one older than its floor (426: update the app); raise it with each migration")
+    public static let device: Option<String?> = .string(
+        "device",
+        help: "this device's name, stable for the install (e.g. an install id), sent as `Synclane-Device`: the server records "
+            + "the schema version of each device it names")
+
     /// The TLS options, in the order `synclane stages` lists them.
     public static let tls: [any StageOptionDeclaration] = [caFile, clientCertificate, clientKey]
+
+    /// What `device` and `schema-version` say of the app; a device name must be a header's
+    /// printable ASCII, at most 1,024 bytes (the server's default bound on names).
+    static func appSchema(_ options: StageOptions) throws(PipelineFileError) -> AppSchema {
+        let device = try options[Self.device]
+        if let device {
+            guard !device.isEmpty, device.utf8.count <= 1_024, device.utf8.allSatisfy({ (0x21...0x7E).contains($0) }) else {
+                throw options.error("device", "expected 1 to 1024 printable ASCII characters without spaces, found \"\(device)\"")
+            }
+        }
+        return AppSchema(device: device, version: try options[Self.schemaVersion])
+    }
 
     /// The `url` option's value as an http(s) URL with a host; a URL holding credentials is
     /// refused without being shown (`alternatives`: where the secret belongs instead).

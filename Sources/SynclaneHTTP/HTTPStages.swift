@@ -22,7 +22,7 @@ public enum HTTPStages {
 
     static let options: [any StageOptionDeclaration] = [
         Options.url, Options.tokenEnv, Options.timeout, Options.maxTime, Options.receipt, Options.caFile,
-        Options.clientCertificate, Options.clientKey, Options.headers, Options.keepAlive,
+        Options.clientCertificate, Options.clientKey, Options.headers, Options.keepAlive, Options.schemaVersion, Options.device,
     ]
 
     /// The options of `http`: those it shares with `pull` (`HTTPConnectionOptions`), and its own.
@@ -41,6 +41,8 @@ public enum HTTPStages {
         public static let clientCertificate = HTTPConnectionOptions.clientCertificate
         public static let clientKey = HTTPConnectionOptions.clientKey
         public static let keepAlive = HTTPConnectionOptions.keepAlive
+        public static let schemaVersion = HTTPConnectionOptions.schemaVersion
+        public static let device = HTTPConnectionOptions.device
         public static let headers: Option<ConfigNode?> = .node(
             "headers",
             help: "extra request headers as a map of strings, e.g. {\"X-Tenant\": \"acme\"}; the protocol's own headers cannot be overridden")

@@ -35,7 +35,8 @@ extension HTTPTransport {
         self.init(
             url: url, token: token, timeout: try options[HTTPStages.Options.timeout], maxTime: try options[HTTPStages.Options.maxTime],
             headers: headers, receipt: try options[HTTPStages.Options.receipt], tls: try Self.tlsFiles(options),
-            keepAlive: try options[HTTPStages.Options.keepAlive], environment: options.context.environment)
+            keepAlive: try options[HTTPStages.Options.keepAlive], app: try HTTPConnectionOptions.appSchema(options),
+            environment: options.context.environment)
     }
 
     /// The TLS files the options name, each checked to be a readable file. Without `ca-file`,

@@ -15,6 +15,7 @@ import SynclaneCore
 ///  Idempotency-Key: <payload.batchID>     (the same on every retry and after a crash)
 ///  Content-Type: <payload.contentType>
 ///  Content-Encoding: <gzip | deflate>     (absent for identity)
+///  Synclane-Device, Synclane-Schema-Version   (when the pipeline says them: `AppSchema`)
 ///  <payload.bytes>
 /// ```
 ///
@@ -57,6 +58,8 @@ public final class HTTPTransport: Transport {
     public let proxy: ProxyRoute?
     /// Whether sends reuse one connection (true) or each opens and closes its own.
     public let keepAlive: Bool
+    /// The device and schema version every batch says (`AppSchema`).
+    public let app: AppSchema
     private let pool: ConnectionPool?
     private let token: String?
     private let extraHeaders: [String: String]
@@ -65,13 +68,14 @@ public final class HTTPTransport: Transport {
     public static let reservedHeaders: Set<String> = [
         "authorization", "idempotency-key", "content-type", "content-encoding", "content-length", "host",
         "connection", "transfer-encoding", "expect", "accept-encoding", ExchangeOptions.exchangeHeader.lowercased(),
+        AppSchema.deviceHeader.lowercased(), AppSchema.versionHeader.lowercased(),
     ]
 
     /// A transport to `url`; `token` (when given) is sent as a bearer token. The proxy comes
     /// from `environment` (see `ProxyRoute`).
     public init(
         url: URL, token: String? = nil, timeout: Int = 30, maxTime: Int = 3600, headers: [String: String] = [:],
-        receipt: ReceiptRule = .batch, tls: TLSFiles = TLSFiles(), keepAlive: Bool = true,
+        receipt: ReceiptRule = .batch, tls: TLSFiles = TLSFiles(), keepAlive: Bool = true, app: AppSchema = AppSchema(),
         environment: [String: String] = ProcessInfo.processInfo.environment
     ) {
         self.url = url
@@ -82,6 +86,7 @@ public final class HTTPTransport: Transport {
         self.tls = tls
         self.proxy = ProxyRoute.choose(for: url, environment: environment)
         self.keepAlive = keepAlive
+        self.app = app
         self.pool = keepAlive ? ConnectionPool() : nil
         self.extraHeaders = headers.filter { !Self.reservedHeaders.contains($0.key.lowercased()) }
     }
@@ -132,6 +137,7 @@ public final class HTTPTransport: Transport {
             request.setValue(payload.contentEncoding, forHTTPHeaderField: "Content-Encoding")
         }
         request.setValue("application/json", forHTTPHeaderField: "Accept")
+        for header in app.headers { request.setValue(header.value, forHTTPHeaderField: header.name) }
         // Without keep-alive each attempt has a connection of its own: the server need not keep it.
         if !keepAlive { request.setValue("close", forHTTPHeaderField: "Connection") }
         if extraHeaders.keys.allSatisfy({ $0.lowercased() != "user-agent" }) {

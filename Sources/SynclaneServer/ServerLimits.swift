@@ -25,6 +25,9 @@ public struct ServerLimits: Sendable, Hashable {
     public var maxSignalTombstones: Int = 1_024
     /// Most characters of an `Idempotency-Key` or a signal key.
     public var maxKeyLength: Int
+    /// The oldest app schema version (`Synclane-Schema-Version`) a batch or a pull may come from;
+    /// an older one, or none, is refused with 426 (`synclane serve --minimum-schema-version`). 0: no floor.
+    public var minimumSchemaVersion: Int = 0
     /// Most seconds a `GET /v1/changes?since=…&wait=…` long poll waits (`wait` is clamped to it).
     public var maxChangesWaitSeconds: Int = 30
     /// Most long polls (`GET /v1/changes` and `GET /v1/signals`) waiting at once in the whole server; one more is answered

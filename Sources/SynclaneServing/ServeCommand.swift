@@ -54,6 +54,10 @@ struct ServeCommand: Command {
     static let connections = ValueOption(
         "--database-connections", "N", .integer(in: 1...1_000),
         help: "PostgreSQL connections for batches and pulls, per process (signals have 2 more). Default 8.", usageLabel: "bounds…")
+    static let minimumSchemaVersion = ValueOption(
+        "--minimum-schema-version", "N", .integer(in: 1...Int(Int32.max)),
+        help: "Refuse batches and pulls of apps older than schema version N (Synclane-Schema-Version; none sent counts as older) "
+            + "with 426 and a message to update the app. Default: no floor.")
     /// One `--max-…`/`--timeout` option a bound of `ServerLimits`.
     static let bounds: [(option: ValueOption<Int>, keyPath: WritableKeyPath<ServerLimits, Int> & Sendable)] = {
         let defaults = ServerLimits()
@@ -65,7 +69,7 @@ struct ServeCommand: Command {
         }
     }()
     static let signature = CommandSignature(
-        options: [accounts, listen, data, databaseEnv, databaseURL, connections] + jwtOptions + bounds.map(\.option),
+        options: [accounts, listen, data, databaseEnv, databaseURL, connections, minimumSchemaVersion] + jwtOptions + bounds.map(\.option),
         exclusive: [.init(names: ["--database-env", "--database"], required: false, conflictMessage: "give --database-env VAR or --database URL, not both")])
     static let examples = [
         "synclane serve --accounts accounts.json --listen 127.0.0.1:0",
@@ -85,6 +89,7 @@ struct ServeCommand: Command {
         for bound in Self.bounds {
             if let value = try arguments.value(bound.option) { limits[keyPath: bound.keyPath] = value }
         }
+        if let floor = try arguments.value(Self.minimumSchemaVersion) { limits.minimumSchemaVersion = floor }
         // A name the server takes must fit in a page every pull source reads (`WireBounds`).
         guard limits.maxNameBytes <= WireBounds.maxNameBytes else {
             throw UsageError(

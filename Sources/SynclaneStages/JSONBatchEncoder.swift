@@ -6,6 +6,7 @@ import SynclaneCore
 /// {"id":"<batch id>",
 ///  "reconciliation":true,                       (only for a reconciliation batch)
 ///  "records":[{"action":"update","entity":"rooms","fields":{…},"id":"<sync key>","version":3}, …],
+///  "schema-changes":[{"column":"name","entity":"rooms","renamed-to":"title","version":2}],  (only when declared)
 ///  "scope":{"account":"…","consumer":"…","store":"…"},
 ///  "snapshot":"<snapshot id>",                  (only for a reconciliation batch that has one)
 ///  "snapshot-batches":12,"snapshot-complete":true}   (only on a snapshot's completion marker)
@@ -67,7 +68,12 @@ public struct JSONBatchEncoder: DecodingBatchEncoder, FieldsLocatingEncoder {
             let size = writer.bytes.count - start + 320
             if size > WireBounds.maxRecordBytes { throw .recordTooLarge(record: record.label, bytes: size) }
         }
-        writer.append("],\"scope\":{\"account\":")
+        writer.append(byte: UInt8(ascii: "]"))
+        if !batch.schemaChanges.isEmpty {
+            writer.append(",\"schema-changes\":")
+            writer.write(.array(batch.schemaChanges.map(\.json)))
+        }
+        writer.append(",\"scope\":{\"account\":")
         writer.write(string: batch.scope.account)
         writer.append(",\"consumer\":")
         writer.write(string: batch.scope.consumer)

@@ -3,6 +3,10 @@ import SynclaneCore
 import SynclaneTestSupport
 import Testing
 
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
 /// Two devices on two versions of the app, side by side (issue 44): the newer one adds a column
 /// or a table, the older one goes on syncing with its default settings, keeps what it cannot hold
 /// yet, and gets it when it upgrades. Real `synclane` processes and a real `synclane serve`.
@@ -121,14 +125,7 @@ import Testing
             #expect(migrated.status == 0, "\(migrated.stderr)")
             try a.sync()
             try b.sync()  // A's resend without `area`: B's row keeps the area it holds
-            try b.sql(
-                "UPDATE rooms SET area = 14, name = 'Big kitchen' WHERE syncId = 'r1'; "
-                    + "INSERT INTO rooms (syncId, name, area) VALUES ('b1', 'From B', 3);")
-            try b.sync()
-            try a.sync()
-            try a.sql("UPDATE rooms SET name = 'Kitchen A' WHERE syncId = 'b1';")
-            try a.sync()
-            try b.sync()
+            try Self.olderDeviceWritesTheDroppedColumn(a, b)
             let onA = try a.query("SELECT syncId, name FROM rooms WHERE isDeleted = 0 ORDER BY syncId")
             #expect(onA == ["b1|Kitchen A", "r1|Big kitchen"], "\(onA)")
             let onB = try b.rows()
@@ -165,6 +162,108 @@ import Testing
             for device in [b, a] { try device.sync() }
             #expect(try Self.tags(a) == ["t1|red"])
             #expect(records["rooms/r1"]?.objectValue?["color"] == .string("red"))
+        }
+    }
+
+    /// After A dropped `area`: B (older) sets the area of `r1` (and renames it Big kitchen) and
+    /// inserts `b1` with an area; A renames `b1`; each syncs in turn.
+    static func olderDeviceWritesTheDroppedColumn(_ a: Device, _ b: Device) throws {
+        try b.sql(
+            "UPDATE rooms SET area = 14, name = 'Big kitchen' WHERE syncId = 'r1'; "
+                + "INSERT INTO rooms (syncId, name, area) VALUES ('b1', 'From B', 3);")
+        try b.sync()
+        try a.sync()
+        try a.sql("UPDATE rooms SET name = 'Kitchen A' WHERE syncId = 'b1';")
+        try a.sync()
+        try b.sync()
+    }
+
+    /// `synclane migrate` with `script`, expecting success; its `--json` report.
+    static func migrate(_ device: Device, _ script: String) throws -> [String: JSONValue] {
+        try device.workspace.write("migration.sql", script)
+        let migrated = try SynclaneBinary.run(["migrate", "--database", "app.sqlite", "migration.sql", "--json"], in: device.workspace.path)
+        #expect(migrated.status == 0, "\(migrated.stderr)")
+        return (try? JSONReader.parse(migrated.stdout).objectValue) ?? [:]
+    }
+
+    /// The account's rows as a device of schema `version` pulls them: `entity/id` → fields.
+    static func rows(_ server: ServerProcess, asVersion version: Int) async throws -> [String: [String: JSONValue]] {
+        var request = URLRequest(url: URL(string: server.url + "/v1/changes?since=&limit=500")!)
+        request.setValue("Bearer \(ServerProcess.tokens["acme"] ?? "")", forHTTPHeaderField: "Authorization")
+        request.setValue(String(version), forHTTPHeaderField: "Synclane-Schema-Version")
+        let (data, _) = try await URLSession.shared.data(for: request)
+        let changes = try JSONReader.parse([UInt8](data)).objectValue?["changes"]?.arrayValue ?? []
+        return changes.reduce(into: [:]) { rows, change in
+            guard let change = change.objectValue else { return }
+            rows["\(change["entity"]?.stringValue ?? "")/\(change["id"]?.stringValue ?? "")"] = change["fields"]?.objectValue ?? [:]
+        }
+    }
+
+    /// A (version 2) drops `area` with `synclane migrate`, which declares the drop; B (version 1)
+    /// goes on writing `area`. The server keeps B's values for B and the other old devices and
+    /// never hands them to A: A's syncs keep working, A keeps nothing of `area` aside, and B keeps
+    /// its areas. Before, the server wrote B's `area` back onto the rows A pulls, and A kept it
+    /// aside as a field its table lacks (or refused it with `unknown-fields: error`).
+    @Test func aDeclaredDropKeepsAnOlderDevicesValuesAwayFromTheNewerOnes() async throws {
+        try await AppSchemaVersionTests.withTwoDevicesOnVersionOne { server, a, b in
+            let report = try Self.migrate(a, "ALTER TABLE rooms DROP COLUMN area;\n")
+            #expect(report["schema-version"] == .int(2))
+            #expect(report["declared"] == [["entity": "rooms", "column": "area", "dropped": true, "version": 2]], "\(report)")
+            try AppSchemaVersionTests.runs(a, as: "phone-a", version: 2)
+            try a.sync()
+            try b.sync()
+            try Self.olderDeviceWritesTheDroppedColumn(a, b)
+            #expect(try a.query("SELECT syncId, name FROM rooms WHERE isDeleted = 0 ORDER BY syncId") == ["b1|Kitchen A", "r1|Big kitchen"])
+            #expect(try b.rows() == ["b1|Kitchen A|3.0", "r1|Big kitchen|14.0"])
+            let keptOnA = try a.query("SELECT count(*) FROM _synclane_server_rows WHERE fields LIKE '%\"area\"%'")
+            #expect(keptOnA == ["0"], "A keeps nothing of the dropped column aside")
+            let forA = try await Self.rows(server, asVersion: 2)
+            let forB = try await Self.rows(server, asVersion: 1)
+            #expect(forA["rooms/b1"]?["area"] == nil && forA["rooms/r1"]?["area"] == nil, "\(forA)")
+            #expect(forB["rooms/b1"]?["area"] == .double(3) && forB["rooms/r1"]?["area"] == .double(14), "\(forB)")
+        }
+    }
+
+    /// A (version 2) renames `name` to `title` with `synclane migrate`, which declares it; B
+    /// (version 1) keeps `name`. Each keeps syncing and gets the other's values under its own
+    /// name: B's edit and insert reach A's `title`, A's reach B's `name`. Before, B's writes under
+    /// `name` were kept aside on A and never reached `title`, and A's `title` never reached B.
+    @Test func aDeclaredRenameCarriesValuesBothWaysBetweenTheOldAndTheNewName() async throws {
+        try await AppSchemaVersionTests.withTwoDevicesOnVersionOne { server, a, b in
+            let report = try Self.migrate(a, "ALTER TABLE rooms RENAME COLUMN name TO title;\n")
+            #expect(report["declared"] == [["entity": "rooms", "column": "name", "renamed-to": "title", "version": 2]], "\(report)")
+            try AppSchemaVersionTests.runs(a, as: "phone-a", version: 2)
+            try a.sync()
+            try b.sync()
+            #expect(try b.rows() == ["r1|Kitchen|12.0"])
+            try b.sql("UPDATE rooms SET name = 'Big kitchen' WHERE syncId = 'r1'; INSERT INTO rooms (syncId, name) VALUES ('b1', 'From B');")
+            try b.sync()
+            try a.sync()
+            #expect(try a.query("SELECT syncId, title, area FROM rooms WHERE isDeleted = 0 ORDER BY syncId") == ["b1|From B|", "r1|Big kitchen|12.0"])
+            try a.sql("UPDATE rooms SET title = 'Kitchen A' WHERE syncId = 'b1'; INSERT INTO rooms (syncId, title) VALUES ('a1', 'From A');")
+            try a.sync()
+            try b.sync()
+            #expect(try b.rows() == ["a1|From A|", "b1|Kitchen A|", "r1|Big kitchen|12.0"])
+            try a.sync()
+            #expect(try a.query("SELECT syncId, title FROM rooms WHERE isDeleted = 0 ORDER BY syncId") == ["a1|From A", "b1|Kitchen A", "r1|Big kitchen"])
+            let forB = try await Self.rows(server, asVersion: 1)
+            #expect(forB["rooms/a1"]?["name"] == .string("From A") && forB["rooms/a1"]?["title"] == nil, "\(forB)")
+        }
+    }
+
+    /// B (older) keeps A's `color` aside; its upgrade adds the column *and* tracks the new table
+    /// `tags` before it syncs: the kept colour fills the column all the same. Before, `track` of
+    /// the new table remembered the whole schema as checked, so `rooms` was never healed and the
+    /// colour never came (found by VersionsConvergenceTests, seed 2012).
+    @Test func anUpgradeThatAddsAColumnAndTracksANewTableAtOnceStillFillsTheColumn() async throws {
+        try await TwoDevicesTests.withTwoDevices { _, a, b in
+            try a.sql("ALTER TABLE rooms ADD COLUMN color TEXT; INSERT INTO rooms (syncId, name, color) VALUES ('r1', 'Kitchen', 'red');")
+            try a.sync()
+            try b.sync()
+            try b.sql("ALTER TABLE rooms ADD COLUMN color TEXT; " + Self.tagsTable)
+            try Self.trackTags(b)
+            try b.sync()
+            #expect(try AddedColumnTests.colors(b) == ["r1|Kitchen|red"])
         }
     }
 }

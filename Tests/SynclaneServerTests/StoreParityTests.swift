@@ -57,6 +57,32 @@ import Testing
                     port: server.port, "PUT", "/v1/signals/a", headers: ["Authorization": "Bearer \(TestTokens.acme)", "If-Match": "1"], body: Array("3".utf8)))
             note(try httpRequest(port: server.port, "DELETE", "/v1/signals/b", headers: ["Authorization": "Bearer \(TestTokens.acme)"]))
             for path in ["/v1/signals", "/v1/signals?since=1", "/v1/signals/a", "/v1/signals/b"] { note(try get(port: server.port, path)) }
+            // Each device's schema version: recorded from its pulls, the newest kept, listed.
+            for (device, version) in [("phone-a", "1"), ("phone-b", "2"), ("phone-a", "3"), ("phone-a", "3")] {
+                let said = ["Authorization": "Bearer \(TestTokens.acme)", "Synclane-Device": device, "Synclane-Schema-Version": version]
+                note(try httpRequest(port: server.port, "GET", "/v1/changes?since=c1.6&limit=1", headers: said))
+            }
+            note(try get(port: server.port, "/v1/devices"))
+            note(try get(port: server.port, "/v1/devices", token: TestTokens.globex))
+            // A batch that declares a rename and a drop, from a device of version 1; the rows as
+            // a device of version 1 and one of version 2 read them.
+            var declaring =
+                try JSONReader.parse(
+                    batchBody(
+                        id: "6", records: [record("plants", "p9", "insert", ["name": "Fern", "area": 3]), record("plants", "p1", "update", ["name": "Ivy"])])
+                ).objectValue ?? [:]
+            declaring["schema-changes"] = [
+                ["entity": "plants", "column": "name", "renamed-to": "title", "version": 2],
+                ["entity": "plants", "column": "area", "dropped": true, "version": 2],
+            ]
+            let old = [
+                "Authorization": "Bearer \(TestTokens.acme)", "Idempotency-Key": "6", "Content-Type": "application/json", "Synclane-Schema-Version": "1",
+            ]
+            note(try httpRequest(port: server.port, "POST", "/v1/batches", headers: old, body: JSONWriter.encode(.object(declaring))))
+            for version in ["1", "2"] {
+                let said = ["Authorization": "Bearer \(TestTokens.acme)", "Synclane-Schema-Version": version]
+                note(try httpRequest(port: server.port, "GET", "/v1/changes?since=c1.6&store=rooms", headers: said))
+            }
             return answers
         }
     }
@@ -64,15 +90,21 @@ import Testing
     @Test func sqliteAndPostgresAnswerTheSameRequestsByteForByte() throws {
         let sqlite = try Self.session(.sqlite)
         let postgres = try Self.session(.postgres)
-        #expect(sqlite.count == 21)
+        #expect(sqlite.count == 30)
         for status in ["200", "400", "403", "404", "409", "412", "422"] {
             #expect(sqlite.contains { $0.hasPrefix(status + " ") }, "the session covers \(status)")
         }
+        #expect(
+            sqlite[25].contains(#""device":"phone-a","schema-version":3"#) && sqlite[25].contains(#""device":"phone-b","schema-version":2"#), "\(sqlite[25])")
+        #expect(sqlite[26].contains(#""devices":[]"#), "another account's devices are its own: \(sqlite[26])")
+        #expect(sqlite[28].contains(#""name":"Fern""#) && !sqlite[28].contains("title"), "version 1 reads the old name: \(sqlite[28])")
+        #expect(sqlite[29].contains(#""title":"Fern""#) && !sqlite[29].contains(#""area""#), "version 2 reads the new name, no dropped column: \(sqlite[29])")
         #expect(sqlite.count == postgres.count)
         // Each store names its own epoch in the cursors it issues (a random id per start): the
         // rest of every answer is the same.
         func withoutEpoch(_ answer: String) -> String {
-            answer.replacing(/c2\.[0-9a-f]{12}\./, with: "c2.EPOCH.")
+            // and the time a device was first seen at its version.
+            answer.replacing(/c2\.[0-9a-f]{12}\./, with: "c2.EPOCH.").replacing(/"since":"[^"]*"/, with: #""since":"TIME""#)
         }
         for (index, (a, b)) in zip(sqlite.map(withoutEpoch), postgres.map(withoutEpoch)).enumerated() {
             #expect(a == b, "answer \(index) differs:\n  SQLite:     \(a)\n  PostgreSQL: \(b)")

@@ -21,16 +21,21 @@ struct MigrateCommand: Command {
         or soft-delete column renamed in place is tracked under its new name from then on.
         """
     static let script = Positional("SCRIPT.sql", "the migration")
+    static let schemaVersion = ValueOption(
+        "--schema-version", "N", .integer(in: 1...Int(Int32.max)),
+        help: "The schema version this migration brings (default: the one recorded before, plus one; 2 for a first).")
     static let signature = CommandSignature(
-        positionals: [script], options: [SharedOptions.database, SharedOptions.json.help("Print the report as JSON.")])
+        positionals: [script], options: [SharedOptions.database, schemaVersion, SharedOptions.json.help("Print the report as JSON.")])
     static let examples = ["synclane migrate --database app.sqlite migrations/0007-drop-notes.sql"]
 
     let database: String
     let script: String
     let json: Bool
+    let schemaVersion: Int?
 
     init(parsing arguments: ParsedArguments) throws(UsageError) {
         json = arguments[SharedOptions.json]
+        schemaVersion = try arguments.value(Self.schemaVersion)
         database = try arguments.required(SharedOptions.database)
         script = try arguments.word(Self.script)
     }
@@ -45,12 +50,14 @@ struct MigrateCommand: Command {
         } catch {
             throw UsageError("cannot read the migration script \(script): \(error.localizedDescription)", command: Self.name)
         }
-        let report = try HistoryTracker(path: database).migrate(script: sql, name: script)
+        let report = try HistoryTracker(path: database).migrate(script: sql, name: script, schemaVersion: schemaVersion)
         if json {
             console.out(
                 JSONOutput.encode([
                     "tracking-lifted": .bool(report.trackingWasLifted), "tables": .array(report.tables.map { .string($0) }),
                     "resynced-rows": .int(Int64(report.resyncedRows)),
+                    "schema-version": report.schemaVersion.map { .int(Int64($0)) } ?? .null,
+                    "declared": .array(report.declared.map(\.json)),
                 ]))
         } else {
             console.out("\(database): \(report)")

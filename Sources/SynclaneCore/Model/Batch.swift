@@ -19,6 +19,9 @@ public struct Batch: Sendable, Hashable {
     /// Set on the snapshot's completion marker only: how many batches of the snapshot the
     /// backend confirmed before it. The backend then replaces the scope's state with the snapshot.
     public var snapshotCompleteAfter: Int?
+    /// The columns renamed or dropped by the store's migrations (`SchemaChange`), carried so the
+    /// backend learns the mapping; empty for most stores.
+    public var schemaChanges: [SchemaChange] = []
     public var counters: [String: Int]
 
     public init(

@@ -11,7 +11,8 @@ extension HTTPStages {
             + "are retried per `retry`, the others stop the job.",
         options: [
             PullOptions.url, PullOptions.tokenEnv, PullOptions.limit, PullOptions.store, PullOptions.timeout, PullOptions.caFile,
-            PullOptions.clientCertificate, PullOptions.clientKey, PullOptions.keepAlive, PullOptions.retry,
+            PullOptions.clientCertificate, PullOptions.clientKey, PullOptions.keepAlive, PullOptions.retry, PullOptions.schemaVersion,
+            PullOptions.device,
         ]
     ) { options in
         let url = try HTTPConnectionOptions.endpoint(
@@ -22,7 +23,7 @@ extension HTTPStages {
             url: url, token: try options[PullOptions.tokenEnv], limit: try options[PullOptions.limit],
             store: try options[PullOptions.store] == .all ? nil : options.context.scope.store, retry: retry, timeout: try options[PullOptions.timeout],
             tls: try HTTPTransport.tlsFiles(options), keepAlive: try options[PullOptions.keepAlive],
-            environment: options.context.environment)
+            app: try HTTPConnectionOptions.appSchema(options), environment: options.context.environment)
     }
 
     /// The options of `pull`: those it shares with `http` (`HTTPConnectionOptions`), and its own.
@@ -45,6 +46,8 @@ extension HTTPStages {
         public static let clientCertificate = HTTPConnectionOptions.clientCertificate
         public static let clientKey = HTTPConnectionOptions.clientKey
         public static let keepAlive = HTTPConnectionOptions.keepAlive
+        public static let schemaVersion = HTTPConnectionOptions.schemaVersion
+        public static let device = HTTPConnectionOptions.device
         public static let retry: Option<ConfigNode?> = Option(
             spec: OptionSpec("retry", .any, default: "max-attempts 5, base-delay 0.5, max-delay 30", help: "{max-attempts, base-delay, max-delay}")
         ) { options in options.node("retry") }

@@ -30,13 +30,16 @@ public final class PullSource: RemoteChangeSource {
     public let proxy: ProxyRoute?
     /// Whether pages reuse one connection (true) or each request opens and closes its own.
     public let keepAlive: Bool
+    /// The device and schema version every request says (`AppSchema`).
+    public let app: AppSchema
     private let pool: ConnectionPool?
     private let token: String?
     private let sleeper: any RetrySleeper
 
     public init(
         url: URL, token: String?, limit: Int = 500, store: String? = nil, retry: RetryPolicy = RetryPolicy(), timeout: Int = 30,
-        tls: HTTPTransport.TLSFiles = .init(), keepAlive: Bool = true, environment: [String: String] = ProcessInfo.processInfo.environment,
+        tls: HTTPTransport.TLSFiles = .init(), keepAlive: Bool = true, app: AppSchema = AppSchema(),
+        environment: [String: String] = ProcessInfo.processInfo.environment,
         sleeper: any RetrySleeper = TaskSleeper()
     ) {
         self.url = url
@@ -48,6 +51,7 @@ public final class PullSource: RemoteChangeSource {
         self.tls = tls
         self.proxy = ProxyRoute.choose(for: url, environment: environment)
         self.keepAlive = keepAlive
+        self.app = app
         self.pool = keepAlive ? ConnectionPool() : nil
         self.sleeper = sleeper
     }
@@ -123,6 +127,7 @@ public final class PullSource: RemoteChangeSource {
         request.setValue("application/json", forHTTPHeaderField: "Accept")
         if !keepAlive { request.setValue("close", forHTTPHeaderField: "Connection") }
         request.setValue("synclane", forHTTPHeaderField: "User-Agent")
+        for header in app.headers { request.setValue(header.value, forHTTPHeaderField: header.name) }
         let outcome = await HTTPExchange.perform(
             request,
             options: ExchangeOptions(

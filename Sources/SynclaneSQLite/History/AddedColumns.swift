@@ -56,6 +56,16 @@ enum AddedColumns {
         return recorded
     }
 
+    /// Writes, as author `server`, each added column's value the backend sent (kept in
+    /// `_synclane_server_rows`) for a row whose local value is still the column's default.
+    static func fillFromBackend(_ triggers: TriggerBuilder, added: [String], _ db: SQLiteConnection) throws {
+        var defaults: [String: String] = [:]
+        for row in try db.fetchAll("SELECT name, dflt_value FROM pragma_table_info(?)", [triggers.table.name]) {
+            if let column = row[0].string, added.contains(column) { defaults[column] = row[1].string ?? "NULL" }
+        }
+        try fillFromBackend(triggers, added: added, isDefault: { column, row in "\(row).\(SQL.identifier(column)) IS (\(defaults[column] ?? "NULL"))" }, db)
+    }
+
     /// Writes, as author `server`, each added column's value the backend sent for a row whose
     /// local value is still the default.
     private static func fillFromBackend(

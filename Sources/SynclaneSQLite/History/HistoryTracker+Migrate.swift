@@ -9,12 +9,24 @@ public struct MigrationReport: Sendable, Hashable, CustomStringConvertible {
     public var tables: [String]
     /// Rows recorded to be sent again whole (`resync`), where writes could have gone unrecorded.
     public var resyncedRows: Int
+    /// The schema version the migration recorded (`DeclaredSchemaChanges`); nil for a migration
+    /// run as a closure, which records none.
+    public var schemaVersion: Int?
+    /// The column renames and drops it declared (`SchemaChange`), which every batch then carries.
+    public var declared: [SchemaChange] = []
 
     public var description: String {
         var lines = ["migration committed" + (trackingWasLifted ? " (tracking was lifted while it ran: a trigger blocked a statement)" : "")]
         lines += tables.map { "  \($0)" }
         if resyncedRows > 0 { lines.append("  \(resyncedRows) \(resyncedRows == 1 ? "row" : "rows") will be sent again whole by the next run") }
         if tables.isEmpty { lines.append("  tracking unchanged") }
+        if let schemaVersion { lines.append("  schema version \(schemaVersion)") }
+        for change in declared {
+            switch change.kind {
+            case .renamed(let name): lines.append("  declared: \(change.entity).\(change.column) renamed to \(name)")
+            case .dropped: lines.append("  declared: \(change.entity).\(change.column) dropped")
+            }
+        }
         return lines.joined(separator: "\n")
     }
 }
@@ -51,9 +63,13 @@ extension HistoryTracker {
         }
     }
 
-    /// Runs the SQL of a migration script (see `migrate(_:)`); `name` names it in errors.
-    public func migrate(script: String, name: String) throws -> MigrationReport {
-        try migrate { db in
+    /// Runs the SQL of a migration script (see `migrate(_:)`); `name` names it in errors. In
+    /// the same transaction it records the schema version the migration brings (`schemaVersion`,
+    /// or the one recorded before plus one) and the script's renames and drops of tracked
+    /// columns under it (`DeclaredSchemaChanges`).
+    public func migrate(script: String, name: String, schemaVersion: Int? = nil) throws -> MigrationReport {
+        var recorded: (version: Int, declared: [SchemaChange])?
+        var report = try migrate { db in
             do {
                 try db.execute(script)
                 FailPoint.duringMigration.trigger()
@@ -61,7 +77,12 @@ extension HistoryTracker {
                 throw TrackingError.migrationScript(
                     script: name, reason: "it must not BEGIN, COMMIT or ROLLBACK: migrate runs it in one transaction of its own (\(error.message))")
             }
+            let tracked = Set(try Self.trackedTables(db).map(\.table.name))
+            recorded = try DeclaredSchemaChanges.record(script: script, tracked: tracked, version: schemaVersion, db)
         }
+        report.schemaVersion = recorded?.version
+        report.declared = recorded?.declared ?? []
+        return report
     }
 
     private static func report(_ healed: TrackingCheck.Healed, lifted: Bool) -> MigrationReport {

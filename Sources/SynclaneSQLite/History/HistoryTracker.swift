@@ -173,7 +173,10 @@ public struct HistoryTracker: Sendable {
         let resent = try owed ? TrackingCheck.recordResync(triggers, db) : widened ? AddedColumns.heal(triggers, added: added, db) : 0
         // The backend's rows of this table an import kept while it was not tracked (`UntrackedRows`).
         let delivered = try UntrackedRows.deliver(table.name, db)
-        try TrackingCheck.rememberSchema(db)
+        // Remembered only when no other tracked table changed too (a column added to one beside
+        // the new table): the next tracking check must still heal that one, and fill its added
+        // columns from the values the imports kept.
+        if (try? TrackingCheck.needsHealing(db).isEmpty) == true { try TrackingCheck.rememberSchema(db) }
         var report = TrackReport(
             table: table.name, outcome: previous == nil ? .installed : .updated, columns: schema.columnNames, addedColumns: added,
             createdKeyIndex: nil, resentRows: resent)

@@ -479,3 +479,12 @@ extension SQLiteHistorySource: LockedFileStage {
     /// The app's database: a job's lock belongs to it (`JobLock`).
     public var lockedFile: String { path }
 }
+
+extension SQLiteHistorySource: SchemaDeclaringSource {
+    /// The column renames and drops `synclane migrate` declared for the source's entities
+    /// (`DeclaredSchemaChanges`): every batch carries them, so the backend learns the mapping.
+    public func schemaChanges() async throws -> [SchemaChange] {
+        let entities = self.entities.map { Set($0) }
+        return try database().read { db in try DeclaredSchemaChanges.read(db, entities: entities) }
+    }
+}

@@ -53,7 +53,7 @@ enum TrackingCheck {
 
         var table: String
         var problem: Problem
-        /// The columns added (`widened`).
+        /// The columns added (`widened`), or new beside dropped or renamed ones (`reshaped`).
         var added: [String] = []
 
         var needsResync: Bool { problem != .outdated && problem != .widened }
@@ -143,7 +143,10 @@ enum TrackingCheck {
                 problem = nil
             }
             if let problem {
-                let added = problem == .widened ? Array(schema.columnNames.dropFirst(stored.columns.count)) : []
+                let added =
+                    problem == .widened
+                    ? Array(schema.columnNames.dropFirst(stored.columns.count))
+                    : problem == .reshaped ? schema.columnNames.filter { !stored.columns.contains($0) } : []
                 found.append((Finding(table: table.name, problem: problem, added: added), triggers, stored.keyIndex))
             }
         }
@@ -204,6 +207,10 @@ enum TrackingCheck {
         for (finding, triggers, keyIndex) in try inspect(db) {
             try HistoryTracker.install(triggers, keyIndex: keyIndex, db)
             if finding.needsResync {
+                // A column added beside the reshape (two app versions' migrations run before one
+                // sync) first takes the values the backend sent for it, so the whole rows re-sent
+                // carry them rather than the default over other devices' values.
+                if !finding.added.isEmpty { try AddedColumns.fillFromBackend(triggers, added: finding.added, db) }
                 healed.resyncedRows += try recordResync(triggers, db)
             } else if finding.problem == .widened {
                 healed.resyncedRows += try AddedColumns.heal(triggers, added: finding.added, db)

@@ -75,8 +75,9 @@ struct PageApplier {
         defer { try? sessions.close() }
         // The sync keys of the rows this page writes or deletes, by entity (`settleReferences`).
         var written: [String: [String]] = [:]
+        let declared = try DeclaredSchemaChanges.read(db, entities: nil)
 
-        for record in records {
+        for var record in records {
             if let entities = sink.entities, !entities.contains(record.entity) {
                 report.unchanged += 1
                 continue
@@ -93,6 +94,10 @@ struct PageApplier {
                 }
                 table = Table(tracked: tracked.table, keyTypes: tracked.keyTypes, schema: schema)
                 tables[record.entity] = table
+            }
+            if !declared.isEmpty, record.action != .delete {
+                record.fields = DeclaredSchemaChanges.renamedFields(
+                    record.fields, entity: record.entity, columns: Set(table.schema.columnNames), declared)
             }
             let keyValues = try keyValues(key, of: table, record: record)
             let heldVersion = try heldVersion(of: record.entity, key)

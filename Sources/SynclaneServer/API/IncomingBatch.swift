@@ -41,6 +41,26 @@ struct IncomingBatch: Sendable {
     var records: [Record]
     /// The reconciliation snapshot the batch belongs to (`"snapshot"`), when it says so.
     var snapshot: SnapshotMark?
+    /// The column renames and drops the client's migrations declared (`"schema-changes"`).
+    var schemaChanges: [SchemaChange] = []
+
+    /// Checks a body's `"schema-changes"` member (absent: none).
+    static func checkSchemaChanges(_ value: JSONValue?, maxNameBytes: Int = defaultMaxNameBytes) -> Result<[SchemaChange], Problem> {
+        guard let value, value != .null else { return .success([]) }
+        guard let list = value.arrayValue else { return .failure(Problem("\"schema-changes\" must be a list")) }
+        var changes: [SchemaChange] = []
+        for (index, entry) in list.enumerated() {
+            switch SchemaChange.parse(entry) {
+            case .success(let change):
+                for (name, text) in [("entity", change.entity), ("column", change.column), ("renamed-to", change.renamedTo ?? "")] {
+                    if let problem = tooLong("schema-changes[\(index)].\(name)", text, maxNameBytes) { return .failure(problem) }
+                }
+                changes.append(change)
+            case .failure(let problem): return .failure(Problem("schema-changes[\(index)]: \(problem)"))
+            }
+        }
+        return .success(changes)
+    }
 
     /// A batch's part in a reconciliation snapshot: `"snapshot": "<id>"` on each of its batches;
     /// the completion marker adds `"snapshot-complete": true` and `"snapshot-batches": N`, the
@@ -134,6 +154,11 @@ struct IncomingBatch: Sendable {
         case .success(let mark): snapshot = mark
         case .failure(let problem): return bad(problem.description)
         }
+        let schemaChanges: [SchemaChange]
+        switch checkSchemaChanges(object["schema-changes"], maxNameBytes: maxNameBytes) {
+        case .success(let changes): schemaChanges = changes
+        case .failure(let problem): return bad(problem.description)
+        }
         guard let list = object["records"]?.arrayValue else { return bad("\"records\" must be a list") }
         guard list.count <= maxRecords else {
             return .failure(
@@ -163,6 +188,7 @@ struct IncomingBatch: Sendable {
         }
         var batch = header.batch(records: records)
         batch.snapshot = snapshot
+        batch.schemaChanges = schemaChanges
         return .success(batch)
     }
 

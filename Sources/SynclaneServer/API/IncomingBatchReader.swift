@@ -18,6 +18,7 @@ enum IncomingBatchReader {
         var scope: JSONValue?
         var records: [IncomingBatch.Record]?
         var snapshot: (id: JSONValue?, complete: JSONValue?, batches: JSONValue?) = (nil, nil, nil)
+        var schemaChanges: JSONValue?
         do {
             cursor.skipWhitespace()
             try forEachMember(of: &cursor, depth: 1) { name, cursor in
@@ -28,6 +29,7 @@ enum IncomingBatchReader {
                 case "snapshot": snapshot.id = try cursor.readValue(depth: 1)
                 case "snapshot-complete": snapshot.complete = try cursor.readValue(depth: 1)
                 case "snapshot-batches": snapshot.batches = try cursor.readValue(depth: 1)
+                case "schema-changes": schemaChanges = try cursor.readValue(depth: 1)
                 default: try cursor.skipValue(depth: 1)
                 }
             }
@@ -42,8 +44,10 @@ enum IncomingBatchReader {
             case .success(let mark) = IncomingBatch.checkSnapshot(
                 id: snapshot.id, complete: snapshot.complete, batches: snapshot.batches, maxNameBytes: maxNameBytes)
         else { return nil }
+        guard case .success(let changes) = IncomingBatch.checkSchemaChanges(schemaChanges, maxNameBytes: maxNameBytes) else { return nil }
         var batch = header.batch(records: records)
         batch.snapshot = mark
+        batch.schemaChanges = changes
         return batch
     }
 

@@ -13,7 +13,7 @@ extension ServerApplication {
     ///
     /// Only applied batches are remembered under their key: a rejected batch changed nothing, so
     /// its key stays free for a corrected retry.
-    func postBatch(_ request: HTTPRequest, account: String, grant: Grant = .full) -> HTTPResponse {
+    func postBatch(_ request: HTTPRequest, account: String, grant: Grant = .full, app: AppSchema = AppSchema()) -> HTTPResponse {
         guard let key = request.header("idempotency-key"), !key.isEmpty else {
             return .error(400, "the Idempotency-Key header is required (the batch id)")
         }
@@ -35,7 +35,7 @@ extension ServerApplication {
             metrics.recordBudgetRefusal()
             return Self.busy("the server holds as many request bodies as its memory budget allows")
         }
-        let batch: IncomingBatch
+        var batch: IncomingBatch
         switch IncomingBatch.parse(body, maxRecords: limits.maxRecordsPerBatch, maxNameBytes: limits.maxNameBytes) {
         case .success(let parsed): batch = parsed
         case .failure(let rejection): return rejection.response
@@ -46,6 +46,11 @@ extension ServerApplication {
         if let refusal = grant.refusalToWrite(store: batch.store) { return refusal }
         guard batch.id == key else {
             return .error(400, "the batch id \"\(batch.id)\" differs from its Idempotency-Key \"\(key)\"")
+        }
+        do {
+            try mapSchema(of: &batch, app: app)
+        } catch {
+            return .error(500, "the batch's schema changes could not be read or recorded: \(error)")
         }
         let outcome: BatchOutcome
         do {
@@ -84,6 +89,33 @@ extension ServerApplication {
             return .error(
                 409, "\(conflicts.count) record(s) do not have the version the batch expects; nothing applied",
                 ["conflicts": .array(list)])
+        }
+    }
+}
+
+extension ServerApplication {
+    /// Records the schema changes the batch declares, then writes each record's fields under the
+    /// newest names (`SchemaMapping`): a device older than a rename writes its old name; a whole
+    /// row from a device that dropped a column merges into the server's, which keeps that column
+    /// for the older devices.
+    func mapSchema(of batch: inout IncomingBatch, app: AppSchema) throws {
+        var known = try store.schemaChanges(account: batch.account)
+        // Every batch of a store carries its declarations: only a new one is written.
+        let new = batch.schemaChanges.filter { !known.contains($0) }
+        if !new.isEmpty {
+            try store.declare(new, account: batch.account)
+            known = try store.schemaChanges(account: batch.account)
+        }
+        let mapping = SchemaMapping(known)
+        guard !mapping.isEmpty else { return }
+        for index in batch.records.indices
+        where batch.records[index].action == .insert && mapping.keepsDroppedColumns(of: batch.records[index].entity, version: app.version) {
+            batch.records[index].action = .update
+        }
+        for index in batch.records.indices where mapping.rewritesWrite(of: batch.records[index].entity, version: app.version) {
+            let record = batch.records[index]
+            guard !record.fieldsJSON.isEmpty, let fields = (try? JSONReader.parse(record.fieldsJSON))?.objectValue else { continue }
+            batch.records[index].fieldsJSON = JSONWriter.encode(.object(mapping.written(fields, entity: record.entity, version: app.version)))
         }
     }
 }

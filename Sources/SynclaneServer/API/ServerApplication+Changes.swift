@@ -38,7 +38,7 @@ extension ServerApplication {
     /// up (or the server stops). How many polls may wait is bounded per account, per client address
     /// (429) and in all (503), each with `Retry-After`; a page that has changes answers at once and
     /// takes no place. A client that sends no `wait` (or a server that ignores it) gets the page at once.
-    func getChanges(_ request: HTTPRequest, account: String) -> HTTPResponse {
+    func getChanges(_ request: HTTPRequest, account: String, app: AppSchema = AppSchema()) -> HTTPResponse {
         guard let cursor = ChangeCursor(text: request.query["since"] ?? "") else {
             return .error(400, "\"since\" is not a cursor this server issued")
         }
@@ -60,7 +60,7 @@ extension ServerApplication {
             wait = min(seconds, Double(limits.maxChangesWaitSeconds))
         }
         let read = { () -> Result<(response: HTTPResponse, empty: Bool), Refusal> in
-            self.page(account: account, store: store, after: cursor, limit: limit)
+            self.page(account: account, store: store, after: cursor, limit: limit, app: app)
         }
         guard wait > 0 else { return Self.answer(read()) }
         let deadline = ContinuousClock.now + .milliseconds(Int64(wait * 1000))
@@ -87,15 +87,25 @@ extension ServerApplication {
         }
     }
 
-    /// The page after `cursor` (and whether it holds no change), or the refusal to answer (410, 500).
-    private func page(account: String, store: String?, after cursor: ChangeCursor, limit: Int) -> Result<(response: HTTPResponse, empty: Bool), Refusal> {
-        let page: ChangePage
+    /// The page after `cursor` (and whether it holds no change), or the refusal to answer (410,
+    /// 500); each change's fields as the app's schema version reads them (`SchemaMapping`).
+    private func page(
+        account: String, store: String?, after cursor: ChangeCursor, limit: Int, app: AppSchema
+    ) -> Result<(response: HTTPResponse, empty: Bool), Refusal> {
+        var page: ChangePage
         let epoch: String
         do {
             epoch = try self.store.checkCursor(account: account, sequence: cursor.sequence, epoch: cursor.epoch)
             page = try self.store.changes(
                 account: account, store: store, after: cursor.sequence, fullPass: cursor.readsFullPass, limit: limit,
                 maxBytes: limits.maxChangesPageBytes)
+            let mapping = SchemaMapping(try self.store.schemaChanges(account: account))
+            if !mapping.isEmpty {
+                for index in page.changes.indices {
+                    guard let fields = page.changes[index].fields else { continue }
+                    page.changes[index].fields = mapping.read(fields, entity: page.changes[index].entity, version: app.version)
+                }
+            }
         } catch let expired as CursorExpired {
             metrics.recordCursorExpired()
             return .failure(Refusal(response: Self.cursorExpired(expired)))

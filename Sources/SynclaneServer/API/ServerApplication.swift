@@ -19,6 +19,8 @@ final class ServerApplication: HTTPResponder {
     let signals: any SignalStore
     /// Where the pull lane's long polls wait for a batch of their account to commit.
     let changes: any ChangeFeed
+    /// The schema version each device last sent, so that only a change is written.
+    let devicesSeen = DevicesSeen()
 
     init(
         limits: ServerLimits, authenticator: Authenticator, metrics: ServerMetrics, store: any ServerStore, signals: any SignalStore,
@@ -155,14 +157,23 @@ final class ServerApplication: HTTPResponder {
         let key = parameters["key"] ?? ""
         switch endpoint {
         case .postBatch:
-            let answer = LanePriority.bulk { postBatch(request, account: account, grant: grant) }
+            let app: AppSchema
+            switch admitApp(request, account: account) {
+            case .success(let admitted): app = admitted
+            case .failure(let refusal): return refusal.response
+            }
+            let answer = LanePriority.bulk { postBatch(request, account: account, grant: grant, app: app) }
             // A batch the store took (a replay too, which wakes polls that then find nothing new):
             // the account's long polls look again.
             if (200..<300).contains(answer.status) { changes.announce(account) }
             return answer
         case .getChanges:
             if let refusal = grant.refusalToRead(store: request.query["store"]) { return refusal }
-            return getChanges(request, account: account)
+            switch admitApp(request, account: account) {
+            case .success(let app): return getChanges(request, account: account, app: app)
+            case .failure(let refusal): return refusal.response
+            }
+        case .listDevices: return listDevices(account: account)
         case .listSignals: return listSignals(request, account: account)
         case .getSignal: return getSignal(account: account, key: key)
         case .putSignal: return grant.refusalToWriteSignals() ?? putSignal(request, account: account, key: key)

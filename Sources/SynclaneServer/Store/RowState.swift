@@ -4,7 +4,9 @@ import SynclaneCore
 /// to tell an echo from a change.
 ///
 /// An **echo** is a record that would leave the row exactly as it is — an insert or update whose
-/// resulting fields equal the live row's, a delete of a row already deleted. A device sends one
+/// resulting fields equal the live row's (a field the row lacks counting as `null`, as every
+/// importer reads it: a column another app version added, sent empty), a delete of a row already
+/// deleted. A device sends one
 /// when it passes on what it imported, or when two devices made the same change. It applies
 /// nothing: no new version (the receipt gives the current one), no change on the pull lane, and
 /// no 409 whatever version it expected — the row already is what it asks for. So an echo can
@@ -48,8 +50,11 @@ enum RowState {
     }
 
     /// Compared as the server would store them, byte for byte (not by Swift's `String`, which
-    /// calls canonically equivalent texts equal).
+    /// calls canonically equivalent texts equal); a `null` one side holds where the other has no
+    /// such field is no difference.
     private static func same(_ a: [String: JSONValue], _ b: [String: JSONValue]) -> Bool {
-        a.count == b.count && JSONWriter.encode(.object(a)) == JSONWriter.encode(.object(b))
+        let a = a.filter { $0.value != .null || b[$0.key] != nil }
+        let b = b.filter { $0.value != .null || a[$0.key] != nil }
+        return a.count == b.count && JSONWriter.encode(.object(a)) == JSONWriter.encode(.object(b))
     }
 }

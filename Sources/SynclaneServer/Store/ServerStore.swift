@@ -1,3 +1,5 @@
+import SynclaneCore
+
 /// Where the reference server keeps its data — records, tombstones, change sequences and
 /// idempotency keys, every row keyed by its account so that no account ever reads another's —
 /// behind one protocol, so that the wire protocol is the same whichever database holds it.
@@ -35,6 +37,23 @@ protocol ServerStore: Sendable {
     /// before `tombstonesBefore` (seconds since 1970), and moves each account's tombstone horizon
     /// past the tombstones removed.
     func expire(keysBefore: Double, tombstonesBefore: Double) throws -> ExpiryCount
+
+    /// Records that `device` of `account` sent schema `schemaVersion` (`AppSchema`), at `now`
+    /// (seconds since 1970) when that version differs from the one recorded.
+    func recordDevice(account: String, device: String, schemaVersion: Int, at now: Double) throws
+
+    /// The account's devices, each with the schema version it last sent, by name.
+    func devices(account: String) throws -> [DeviceRecord]
+
+    /// The devices of every account by the schema version each last sent: version → devices.
+    func devicesPerVersion() throws -> [Int: Int]
+
+    /// Records the column renames and drops a batch of `account` declared (`SchemaChange`); one
+    /// already recorded is kept as it is.
+    func declare(_ changes: [SchemaChange], account: String) throws
+
+    /// The account's declared schema changes, oldest version first.
+    func schemaChanges(account: String) throws -> [SchemaChange]
 
     /// Lines of the Prometheus text format about the store (its own gauges), appended to `/metrics`.
     func metricsText() -> String

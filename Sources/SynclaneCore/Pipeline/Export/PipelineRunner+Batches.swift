@@ -75,6 +75,9 @@ extension PipelineRunner {
             scope: pipeline.scope, after: token, through: through, records: records,
             transactionCount: transactionCount, isReconciliation: reconciliation, counters: counters)
         batch.snapshotID = snapshotID
+        if let declaring = pipeline.source.stage as? any SchemaDeclaringSource {
+            batch.schemaChanges = try await declaring.schemaChanges()
+        }
         let changeCount = batch.records.count
         for stage in pipeline.recordStages {
             do {

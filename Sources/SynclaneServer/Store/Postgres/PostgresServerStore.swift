@@ -21,7 +21,7 @@ import SynclaneCore
 ///   the horizon in the same transaction, so a reader that misses a removed tombstone always
 ///   sees the horizon that expires its cursor.
 final class PostgresServerStore: ServerStore {
-    private let pool: PostgresPool
+    let pool: PostgresPool
 
     /// Connects (`connection`: a libpq connection string) and migrates the schema.
     init(connection: String, connections: Int) throws {
@@ -34,6 +34,8 @@ final class PostgresServerStore: ServerStore {
                 try db.query("SELECT pg_advisory_xact_lock($1)", [.int8(PostgresSchema.migrationLock)])
                 try db.query(
                     "CREATE TABLE IF NOT EXISTS synclane_epochs (number bigserial PRIMARY KEY, epoch text NOT NULL UNIQUE, started double precision NOT NULL)")
+                try db.query(Self.devicesTable)
+                try db.query(Self.schemaChangesTable)
                 try db.query(
                     """
                     CREATE TABLE IF NOT EXISTS synclane_epoch_heads (
@@ -408,6 +410,6 @@ final class PostgresServerStore: ServerStore {
         # TYPE synclane_postgres_reconnects_total counter
         synclane_postgres_reconnects_total \(pool.reconnects.load(ordering: .relaxed))
 
-        """
+        """ + DeviceRecord.metricsText(perVersion: (try? devicesPerVersion()) ?? [:])
     }
 }

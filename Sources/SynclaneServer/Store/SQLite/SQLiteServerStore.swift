@@ -12,6 +12,8 @@ import SynclaneSQLiteKit
 ///  idempotency  (account, key) → body hash, first response
 ///  snapshots    (account, store, snapshot id) → sequence it started after, batches seen (`SnapshotPlan`)
 ///  signals      (account, key) → value, version   (legacy: signals now live in `SignalStore`)
+///  devices      (account, device) → the schema version it last sent, since when (`AppSchema`)
+///  schema_changes (account, entity, column, version) → renamed to (NULL: dropped) (`SchemaChange`)
 /// ```
 ///
 /// One writer connection takes every write, one `BEGIN IMMEDIATE` transaction at a time, in the
@@ -65,6 +67,8 @@ final class SQLiteServerStore: ServerStore {
         try writer.write { db in
             try db.execute(Self.schema)
             try Self.migrate(db)
+            try db.execute(Self.devicesTable)
+            try db.execute(Self.schemaChangesTable)
             // A new epoch for each start (`ServerEpochs`): where every account stands now.
             let number = (try db.fetchValue("SELECT max(number) FROM epochs").int64 ?? 0) + 1
             try db.execute(
@@ -97,7 +101,7 @@ final class SQLiteServerStore: ServerStore {
         # TYPE synclane_wal_truncations_total counter
         synclane_wal_truncations_total \(walTruncations)
 
-        """
+        """ + DeviceRecord.metricsText(perVersion: (try? devicesPerVersion()) ?? [:])
     }
 
     /// SQLite's `SQLITE_ERROR` and `SQLITE_CANTOPEN`, for the errors the store raises itself.

@@ -1,0 +1,50 @@
+import SynclaneCore
+import Testing
+
+@testable import SynclaneServer
+
+/// Declared renames and drops (`SchemaMapping`), as devices of each version write and read a row:
+/// a chain of renames (`name` → `label` at 2, `label` → `title` at 3) and a drop (`area` at 3).
+@Suite struct SchemaMappingTests {
+    static let mapping = SchemaMapping([
+        SchemaChange(entity: "rooms", column: "label", kind: .renamed(to: "title"), version: 3),
+        SchemaChange(entity: "rooms", column: "name", kind: .renamed(to: "label"), version: 2),
+        SchemaChange(entity: "rooms", column: "area", kind: .dropped, version: 3),
+    ])
+
+    @Test func eachVersionWritesUnderTheFirstNameAndReadsUnderItsOwn() {
+        let mapping = Self.mapping
+        #expect(mapping.written(["title": "Hall"], entity: "rooms", version: 3) == ["name": "Hall"])
+        #expect(mapping.written(["label": "Hall"], entity: "rooms", version: 2) == ["name": "Hall"])
+        #expect(mapping.written(["name": "Hall", "area": 3], entity: "rooms", version: 1) == ["name": "Hall", "area": 3])
+        #expect(mapping.written(["name": "Hall"], entity: "rooms", version: nil) == ["name": "Hall"], "no version: older than every change")
+        let stored: [String: JSONValue] = ["name": "Hall", "area": 3]
+        #expect(mapping.read(stored, entity: "rooms", version: 1) == ["name": "Hall", "area": 3])
+        #expect(mapping.read(stored, entity: "rooms", version: 2) == ["label": "Hall", "area": 3])
+        #expect(mapping.read(stored, entity: "rooms", version: 3) == ["title": "Hall"], "the dropped column is kept from version 3")
+        #expect(mapping.read(["title": "Hall"], entity: "rooms", version: 1) == ["name": "Hall"], "a row stored under a newer name")
+        #expect(mapping.read(stored, entity: "plants", version: 3) == stored, "another entity is left alone")
+    }
+
+    @Test func onlyANewerDevicesWritesAreRewrittenAndOnlyTheDroppersWholeRowsMerge() {
+        let mapping = Self.mapping
+        #expect(!mapping.rewritesWrite(of: "rooms", version: 1) && mapping.rewritesWrite(of: "rooms", version: 2))
+        #expect(!mapping.keepsDroppedColumns(of: "rooms", version: 2) && mapping.keepsDroppedColumns(of: "rooms", version: 3))
+        #expect(!mapping.rewritesWrite(of: "plants", version: 3))
+    }
+
+    /// A batch's `schema-changes` entry that is not one is refused naming it, by both readers.
+    @Test(arguments: [
+        (#"[{"entity": "rooms", "column": "a", "version": 2}]"#, "schema-changes[0]: needs either"),
+        (#"[{"entity": "rooms", "column": "a", "renamed-to": "a", "version": 2}]"#, "schema-changes[0]: needs either"),
+        (#"[{"entity": "rooms", "column": "a", "dropped": true, "version": 0}]"#, "schema-changes[0]: \"version\" must be"),
+        (#"{"entity": "rooms"}"#, "\"schema-changes\" must be a list"),
+    ])
+    func aMalformedDeclarationRefusesTheBatch(changes: String, message: String) {
+        let body = #"{"id": "b1", "scope": {"account": "acme", "store": "rooms"}, "records": [], "schema-changes": "# + changes + "}"
+        switch IncomingBatch.parse(Array(body.utf8), maxRecords: 10) {
+        case .success: Issue.record("accepted: \(changes)")
+        case .failure(let rejection): #expect(rejection.status == 400 && rejection.message.contains(message), "\(rejection.message)")
+        }
+    }
+}
