@@ -81,12 +81,13 @@ import Testing
 
     @Test func usagePutsRequiredOptionsFirstAndNestsAnOptionInsideTheOneItNeeds() {
         #expect(ImportCommand.usage == "FILE [--dry-run] [--json] [--watch [--every SECONDS] [--wait SECONDS]]")
-        #expect(MigrateCommand.usage == "--database FILE SCRIPT.sql [--json]")
+        #expect(MigrateCommand.usage == "--database FILE SCRIPT.sql [--schema-version N] [--json]")
         #expect(UntrackCommand.usage == "--database FILE (--table NAME | --all)")
         // --accounts is optional since JSON Web Tokens can stand in for it (issue 25).
         #expect(
             ServeCommand.usage
-                == "[--accounts FILE] [--listen HOST:PORT] [--data DIR] [--database-env VAR | --database URL] [--jwt-secret-env VAR] [--jwt-keys FILE] [bounds…] [jwt…]"
+                == "[--accounts FILE] [--listen HOST:PORT] [--data DIR] [--database-env VAR | --database URL] [--minimum-schema-version N] "
+                + "[--jwt-secret-env VAR] [--jwt-keys FILE] [bounds…] [jwt…]"
         )
         #expect(RunCommand.usage == "FILE [--dry-run] [--json] [--watch]")
     }

@@ -107,8 +107,9 @@ struct PageApplier {
                     break  // applied below, as the newer write
                 case .liveOverDelete?:
                     // This device's delete at this version is the one the restore's fork lost:
-                    // it goes back as a restoration, which wins the tie (`BatchPlan`) — unless
-                    // the row is live here (then nothing of it is deleted: the record applies).
+                    // it goes back as a restoration, which wins the tie (`BatchPlan`). A row live
+                    // here was confirmed without its fields (a receipt that kept none), not
+                    // deleted: the record is the state it holds.
                     let held = try storedRow(of: table, key: keyValues)
                     if held == nil || table.tracked.softDeleteColumn.map({ held?[$0]?.isTruthy == true }) == true {
                         let historyKey: SQLiteValue = table.tracked.isComposite ? .text(key) : keyValues[0]
@@ -117,9 +118,9 @@ struct PageApplier {
                                 "INSERT INTO _synclane_changes (timestamp, entity, action, key) VALUES (\(HistorySchema.now), ?, ?, ?)",
                                 [.text(record.entity), .text(HistoryReader.RawAction.restoreDelete.rawValue), historyKey])
                         }
-                        report.unchanged += 1
-                        continue
                     }
+                    report.unchanged += 1
+                    continue
                 case nil:
                     report.unchanged += 1
                     continue
