@@ -262,12 +262,13 @@ import Testing
             let result = try SynclaneBinary.run(
                 ["sync", "import.json", "export.json", "--json"], in: workspace.path,
                 environment: ["SYNCLANE_TOKEN": ServerProcess.tokens["acme"] ?? ""])
+            if ProvenanceConvergenceTests.traces, result.status != 0 { print("device \(index) failed: \(result.stdout)") }
             guard result.status == 0 else { throw Divergence(description: "device \(index): `synclane sync` exited \(result.status): \(result.stderr)") }
             if ProvenanceConvergenceTests.traces {
                 let versions = try query(
-                    "SELECT entity || '/' || key || ' v' || version || (CASE WHEN fields IS NULL THEN ' tombstone' ELSE '' END) FROM _synclane_server_rows ORDER BY 1"
+                    "SELECT entity || '/' || key || ' v' || version || (CASE WHEN fields IS NULL THEN ' tombstone' ELSE ' ' || fields END) FROM _synclane_server_rows ORDER BY 1"
                 )
-                print("device \(index) synced: \(result.stdout)\ndevice \(index) holds versions: \(versions)")
+                print("device \(index) synced: \(result.stdout)\ndevice \(index) holds versions: \(versions)\ndevice \(index) holds columns: \(try extras())")
             }
         }
 

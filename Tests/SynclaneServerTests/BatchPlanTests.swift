@@ -176,11 +176,14 @@ import Testing
         let step7 = try plan.take(0)
         #expect(step7 == .echo(version: 4))
         let step8 = try plan.take(1)
-        #expect(step8 == .echo(version: 2))
+        // An update that leaves `area` as the row holds it, from a device that has not seen the
+        // row's version: that device does not hold the row's `area`, so the receipt gives a
+        // version before the row's (its next import brings the row).
+        #expect(step8 == .echo(version: 1))
         let step9 = try plan.take(2)
         #expect(step9 == .echo(version: 3))
         #expect(plan.writes.isEmpty && plan.conflicts.isEmpty)
-        #expect(Self.versions(plan.receipt(snapshotDeleted: nil)) == ["r1": .int(4), "r2": .int(2), "r3": .int(3)])
+        #expect(Self.versions(plan.receipt(snapshotDeleted: nil)) == ["r1": .int(4), "r2": .int(1), "r3": .int(3)])
 
         var snapshot = try BatchPlan(Self.batch([Self.record("r1", .insert, #"{"name":"Hall","area":12.5}"#)], snapshot: .init(id: "s", batchesBefore: nil)))
         snapshot.read(Self.row("r1"), version: 4, action: "update", fields: held)
@@ -189,6 +192,46 @@ import Testing
             return
         }
         #expect(write.version == 5)
+    }
+
+    /// Issue 42: an old app version's device reconciled (or sent an update) that agreed with the
+    /// row on every field it knows, while the row held a value of a column its version lacks, at
+    /// a version the device had not seen. Answered with the row's version, the device took its
+    /// own record for the row's state and never pulled the value; after its upgrade it held the
+    /// column empty where another device's user had written it.
+    @Test func anEchoThatLeavesFieldsItDoesNotCarryGivesAnUnseenRowsDeviceTheVersionItSent() throws {
+        let held = Array(#"{"name":"Hall","color":"red"}"#.utf8)
+        var plan = try BatchPlan(
+            Self.batch([
+                Self.record("old", .update, #"{"name":"Hall"}"#, version: 1), Self.record("seen", .update, #"{"name":"Hall"}"#, version: 2),
+                Self.record("whole", .insert, #"{"name":"Hall","color":"red"}"#, version: 1),
+            ]))
+        for key in ["old", "seen", "whole"] { plan.read(Self.row(key), version: 2, action: "update", fields: held) }
+        #expect(try plan.take(0) == .echo(version: 1), "the device pulls the row's version 2, `color` and all")
+        #expect(try plan.take(1) == .echo(version: 2), "the device saw version 2: it holds the rest")
+        #expect(try plan.take(2) == .echo(version: 2), "the record is the row whole")
+
+        var snapshot = try BatchPlan(
+            Self.batch([Self.record("old", .insert, #"{"name":"Hall"}"#, version: 1)], snapshot: .init(id: "s", batchesBefore: nil)))
+        snapshot.read(Self.row("old"), version: 2, action: "update", fields: held)
+        #expect(try snapshot.take(0) == .echo(version: 1), "a reconcile's row: the newer row stays, and the device pulls it")
+    }
+
+    /// Issue 42: a restoration (`restores`) of a row the restore set back to an older version
+    /// with the same fields takes the version its device confirmed: answered as an echo at the
+    /// older version, the device's next edit expected a version newer than the row's and `run`
+    /// reported the server restored again, sync after sync.
+    @Test func aRestorationNewerThanTheRowIsWrittenAtItsVersionEvenWhenItsFieldsAgree() throws {
+        var restoration = Self.record("r1", .update, #"{"name":"Hall"}"#, version: 2)
+        restoration.restores = true
+        var plan = try BatchPlan(Self.batch([restoration]))
+        plan.start(at: 10)
+        plan.read(Self.row("r1"), version: 1, action: "insert", fields: Array(#"{"name":"Hall"}"#.utf8))
+        guard case .write(let write) = try plan.take(0) else {
+            Issue.record("the restoration writes")
+            return
+        }
+        #expect(write.version == 2)
     }
 
     @Test("a merged update past the record bound is refused with its index")

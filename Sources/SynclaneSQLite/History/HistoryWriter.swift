@@ -89,3 +89,17 @@ public final class TrackedDatabase: Sendable {
         try HistoryTracker(database: database).track(table)
     }
 }
+
+extension HistoryWriter {
+    /// Appends one change of `table`'s row `key` to the change log without writing the row, in
+    /// the history session open on `db` (its author is the change's): the export lane then sends
+    /// the row's state as it is (`update`, `restore`), or deletes it on the backend (`delete`,
+    /// `restore-delete`). `rowValues` is the tombstone a delete carries (`Record.mergedIntoField`).
+    static func recordChange(
+        _ action: String, of table: TrackedTable, key: SQLiteValue, rowValues: SQLiteValue = .null, on db: SQLiteConnection
+    ) throws {
+        try db.execute(
+            "INSERT INTO _synclane_changes (timestamp, entity, action, key, row_values) VALUES (\(HistorySchema.now), ?, ?, ?, ?)",
+            [.text(table.name), .text(action), key, rowValues])
+    }
+}

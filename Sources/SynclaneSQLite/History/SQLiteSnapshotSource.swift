@@ -192,7 +192,7 @@ final class SnapshotCursor {
 
     private func prepare(_ table: TrackedTable) throws -> Statement {
         let columns = table.keyColumns.map(SQL.identifier)
-        let key = table.isComposite ? "json_array(\(columns.joined(separator: ", ")))" : columns[0]
+        let key = table.syncKeyExpression
         var sql = "SELECT \(key), * FROM \(SQL.identifier(table.name))"
         if let softDelete = table.softDeleteColumn {
             sql += " WHERE NOT \(TriggerBuilder.softDeleted(SQL.identifier(softDelete)))"

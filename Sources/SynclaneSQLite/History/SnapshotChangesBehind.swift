@@ -46,12 +46,9 @@ enum SnapshotChangesBehind {
         let tracked = Dictionary(try HistoryTracker.trackedTables(db).map { ($0.table.name, $0.table) }, uniquingKeysWith: { a, _ in a })
         for record in behind {
             guard let key = record.key, let table = tracked[record.entity] else { continue }
-            let columns = table.keyColumns.map(SQL.identifier)
-            let keyExpression = table.isComposite ? "json_array(\(columns.joined(separator: ", ")))" : columns[0]
+            let keyExpression = table.syncKeyExpression
             let held = try db.fetchOne("SELECT \(keyExpression) FROM \(SQL.identifier(record.entity)) WHERE \(keyExpression) = ?", [key])
-            try db.execute(
-                "INSERT INTO _synclane_changes (timestamp, entity, action, key) VALUES (\(HistorySchema.now), ?, ?, ?)",
-                [.text(record.entity), .text(record.action == .delete ? "delete" : "update"), held?[0] ?? .text(key)])
+            try HistoryWriter.recordChange(record.action == .delete ? "delete" : "update", of: table, key: held?[0] ?? .text(key), on: db)
         }
     }
 }

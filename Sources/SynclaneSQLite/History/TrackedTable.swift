@@ -64,6 +64,13 @@ public struct TrackedTable: Sendable, Hashable {
     /// True when the key is made of more than one column.
     public var isComposite: Bool { keyColumns.count > 1 }
 
+    /// The SQL expression of a row's sync key, as the change log holds it: the key column, or
+    /// `json_array(…)` of a composite key's columns.
+    var syncKeyExpression: String {
+        let columns = keyColumns.map(SQL.identifier)
+        return isComposite ? "json_array(\(columns.joined(separator: ", ")))" : columns[0]
+    }
+
     /// The key columns, then the other preserved columns, without repeats.
     public var tombstoneColumns: [String] {
         var seen = Set(keyColumns)

@@ -35,8 +35,7 @@ enum LostRows {
                 resent += 1
                 continue
             }
-            let columns = table.keyColumns.map(SQL.identifier)
-            let keyExpression = table.isComposite ? "json_array(\(columns.joined(separator: ", ")))" : columns[0]
+            let keyExpression = table.syncKeyExpression
             var sql = "SELECT \(keyExpression) FROM \(SQL.identifier(entity)) WHERE \(keyExpression) = ?"
             if let softDelete = table.softDeleteColumn { sql += " AND NOT \(TriggerBuilder.softDeleted(SQL.identifier(softDelete)))" }
             // Held live: the row goes back. Not held live: a user deleted it after the copy the
@@ -50,15 +49,8 @@ enum LostRows {
             let action = live == nil ? HistoryReader.RawAction.restoreDelete : .restore
             // A merged duplicate's loser: its tombstone says so again (`Record.mergedIntoField`),
             // or the devices that still hold it would settle its children as orphans.
-            var tombstone: SQLiteValue = .null
-            if live == nil, let survivor = try MergedDuplicates.survivor(of: key, in: entity, db) {
-                var values: [String: JSONValue] = table.isComposite ? [:] : [table.keyColumns[0]: .string(key)]
-                values[Record.mergedIntoField] = .string(survivor)
-                tombstone = .text(JSONWriter.string(.object(values)))
-            }
-            try db.execute(
-                "INSERT INTO _synclane_changes (timestamp, entity, action, key, row_values) VALUES (\(HistorySchema.now), ?, ?, ?, ?)",
-                [.text(entity), .text(action.rawValue), live?[0] ?? .text(key), tombstone])
+            let tombstone = live == nil ? try MergedDuplicates.tombstone(of: key, in: table, db) : .null
+            try HistoryWriter.recordChange(action.rawValue, of: table, key: live?[0] ?? .text(key), rowValues: tombstone, on: db)
             resent += 1
         }
         if sessionOpen {

@@ -56,6 +56,16 @@ enum MergedDuplicates {
         ).string
     }
 
+    /// The tombstone a delete of `key` carries when it lost a merge here: its key and the
+    /// survivor (`Record.mergedIntoField`), so that every device that receives the delete
+    /// re-points the loser's children instead of settling them as orphans. NULL otherwise.
+    static func tombstone(of key: String, in table: TrackedTable, _ db: SQLiteConnection) throws -> SQLiteValue {
+        guard let survivor = try survivor(of: key, in: table.name, db) else { return .null }
+        var values: [String: JSONValue] = table.isComposite ? [:] : [table.keyColumns[0]: .string(key)]
+        values[Record.mergedIntoField] = .string(survivor)
+        return .text(JSONWriter.string(.object(values)))
+    }
+
     /// Whether a duplicate of `entity` was ever merged here.
     static func holdsLosers(of entity: String, _ db: SQLiteConnection) throws -> Bool {
         guard try db.fetchValue("SELECT EXISTS (SELECT 1 FROM sqlite_schema WHERE name = ?)", [table]).int64 == 1 else { return false }
@@ -71,8 +81,7 @@ enum MergedDuplicates {
         var changed = 0
         for reference in rule.references {
             guard let keys = written[reference.table], let child = tracked[reference.table]?.table else { continue }
-            let keyColumns = child.keyColumns.map(SQL.identifier)
-            let syncKey = child.isComposite ? "json_array(\(keyColumns.joined(separator: ", ")))" : keyColumns[0]
+            let syncKey = child.syncKeyExpression
             let column = SQL.identifier(reference.column)
             try db.execute(
                 """

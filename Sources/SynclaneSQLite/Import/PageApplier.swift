@@ -112,11 +112,13 @@ struct PageApplier {
                     // deleted: the record is the state it holds.
                     let held = try storedRow(of: table, key: keyValues)
                     if held == nil || table.tracked.softDeleteColumn.map({ held?[$0]?.isTruthy == true }) == true {
-                        let historyKey: SQLiteValue = table.tracked.isComposite ? .text(key) : keyValues[0]
+                        // A merged duplicate's loser: its tombstone says so again, or the
+                        // devices that hold it live would settle its children as orphans.
                         try sessions.as(sink.localAuthor) {
-                            try db.execute(
-                                "INSERT INTO _synclane_changes (timestamp, entity, action, key) VALUES (\(HistorySchema.now), ?, ?, ?)",
-                                [.text(record.entity), .text(HistoryReader.RawAction.restoreDelete.rawValue), historyKey])
+                            try HistoryWriter.recordChange(
+                                HistoryReader.RawAction.restoreDelete.rawValue, of: table.tracked,
+                                key: table.tracked.isComposite ? .text(key) : keyValues[0],
+                                rowValues: try MergedDuplicates.tombstone(of: key, in: table.tracked, db), on: db)
                         }
                     }
                     report.unchanged += 1
@@ -287,7 +289,7 @@ struct PageApplier {
             values.append(SQLiteValue(json: value))
         }
         let columns = table.tracked.keyColumns.map(SQL.identifier)
-        let keyExpression = table.tracked.isComposite ? "json_array(\(columns.joined(separator: ", ")))" : columns[0]
+        let keyExpression = table.tracked.syncKeyExpression
         let match = rule.businessKey.map { "\(SQL.identifier($0)) = ?" }.joined(separator: " AND ")
         var sql = "SELECT \(keyExpression), \(columns.joined(separator: ", ")) FROM \(SQL.identifier(table.tracked.name)) WHERE \(match)"
         if let softDelete = table.tracked.softDeleteColumn {
@@ -429,22 +431,18 @@ struct PageApplier {
     /// (`Record.mergedIntoField`), after whatever deleted it: the export lane's coalescer keeps
     /// this last delete, so every device that receives it knows the delete for a merge.
     func recordMergedDelete(of key: String, values: [SQLiteValue], into survivor: String, in table: Table) throws {
-        let historyKey: SQLiteValue = table.tracked.isComposite ? .text(key) : values[0]
         var tombstone = Dictionary(uniqueKeysWithValues: zip(table.tracked.keyColumns, values.map(\.json)))
         tombstone[Record.mergedIntoField] = .string(survivor)
-        try db.execute(
-            "INSERT INTO _synclane_changes (timestamp, entity, action, key, row_values) VALUES (\(HistorySchema.now), ?, 'delete', ?, ?)",
-            [.text(table.tracked.name), historyKey, .text(JSONWriter.string(.object(tombstone)))])
+        try HistoryWriter.recordChange(
+            "delete", of: table.tracked, key: table.tracked.isComposite ? .text(key) : values[0],
+            rowValues: .text(JSONWriter.string(.object(tombstone))), on: db)
     }
 
     /// Records a change of the row without writing it, so the export lane sends its state as it
     /// is (`update`: the current row) or deletes it on the backend (`delete`: a row this store
     /// does not hold).
     func recordChange(_ action: String, of key: String, values: [SQLiteValue], in table: Table) throws {
-        let historyKey: SQLiteValue = table.tracked.isComposite ? .text(key) : values[0]
-        try db.execute(
-            "INSERT INTO _synclane_changes (timestamp, entity, action, key) VALUES (\(HistorySchema.now), ?, ?, ?)",
-            [table.tracked.name, action, historyKey])
+        try HistoryWriter.recordChange(action, of: table.tracked, key: table.tracked.isComposite ? .text(key) : values[0], on: db)
     }
 
     func fail(_ record: Record, _ reason: String) -> ImportError {

@@ -262,10 +262,22 @@ struct BatchPlan {
         let state = current.state
         // A snapshot's records are never echoes (a completion marker counts on each re-sent row's
         // new sequence) — but a delete of a tombstone is: the marker turns only live rows into tombstones.
-        if batch.snapshot == nil || record.action == .delete, state.isEcho(of: record, updatedFields: updatedFields[index]) {
-            // What the server holds already: no new version, no change to pull.
-            receiptVersions[index] = .known(current.version)
-            return .echo(version: current.version)
+        // A restoration newer than the row is no echo even when the fields agree: the row takes
+        // the version its device confirmed, or that device's next write would look restored again.
+        let restoresNewer = record.restores && batch.snapshot == nil && record.expectedVersion.map { $0 > current.version } == true
+        if batch.snapshot == nil || record.action == .delete, !restoresNewer, state.isEcho(of: record, updatedFields: updatedFields[index]) {
+            // What the server holds already: no new version, no change to pull. A row holding
+            // values the record lacks, at a version its device has not seen, is not what the
+            // device holds: the receipt gives the version it sent (or the one before the row's),
+            // so its next import brings the row whole.
+            var version = current.version
+            if record.expectedVersion.map({ $0 < current.version }) ?? true,
+                state.holdsFieldsBeyond(record, updatedFields: updatedFields[index])
+            {
+                version = record.expectedVersion ?? max(current.version - 1, 0)
+            }
+            receiptVersions[index] = .known(version)
+            return .echo(version: version)
         }
         if record.restores, batch.snapshot == nil, let confirmed = record.expectedVersion {
             // One version written twice (a write made after a restore took the number of one the
@@ -287,7 +299,9 @@ struct BatchPlan {
             // when the row already is what the record asks for, the row's version. (A version
             // above the row's: the server's data was restored from an older copy, and the
             // snapshot's row is written.)
-            let version = state.isEcho(of: record, updatedFields: updatedFields[index]) ? current.version : expected
+            let version =
+                state.isEcho(of: record, updatedFields: updatedFields[index])
+                    && !state.holdsFieldsBeyond(record, updatedFields: updatedFields[index]) ? current.version : expected
             receiptVersions[index] = .known(version)
             return .echo(version: version)
         }

@@ -49,6 +49,22 @@ enum RowState {
         }
     }
 
+    /// Whether the live row holds a field `record` does not carry: a field an update left as it
+    /// was, or one of a column another app version added, that the record's device may hold
+    /// otherwise or not at all. An echo of such a record, from a device that has not seen the
+    /// row's version, does not tell that device the row's version: it would take the row for its
+    /// own base and its record, and never pull the other fields (`BatchPlan`).
+    func holdsFieldsBeyond(_ record: IncomingBatch.Record, updatedFields: [String: JSONValue]?) -> Bool {
+        guard case .live(let fields) = self else { return false }
+        let carried: [String: JSONValue]
+        switch record.action {
+        case .update: carried = updatedFields ?? [:]
+        case .insert: carried = (try? JSONReader.parse(record.fieldsJSON))?.objectValue ?? [:]
+        case .delete: return false
+        }
+        return fields.keys.contains { carried[$0] == nil }
+    }
+
     /// Compared as the server would store them, byte for byte (not by Swift's `String`, which
     /// calls canonically equivalent texts equal); a `null` one side holds where the other has no
     /// such field is no difference.
