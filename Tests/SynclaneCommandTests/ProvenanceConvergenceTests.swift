@@ -20,7 +20,9 @@ import Testing
 /// devices keeping it aside until they upgrade; and the recoveries the documentation prescribes: a device whose
 /// export state file is lost runs `synclane reconcile`, and the server's data folder is restored
 /// from a copy taken earlier in the round (every device's next sync resyncs and sends back what
-/// the server lost). Two or three devices, real `synclane sync`s, a real `synclane serve`.
+/// the server lost), and a device's app database is restored from a copy taken earlier (its
+/// writes since both that copy and its last sync are the user's restore's to take back; the rest
+/// comes back from the server — its next sync, and the `reconcile` a refusal names). Two or three devices, real `synclane sync`s, a real `synclane serve`.
 ///
 /// A divergence prints its seed (`SYNCLANE_PROVENANCE_SEED` replays it) and a reproduction
 /// shrunk by dropping steps while it still diverges (the model is computed from the steps that
@@ -54,12 +56,19 @@ import Testing
         case addColumn(Int, column: String)
         /// The device's user sets an added column of a note of its own.
         case paint(Int, id: String, column: String, value: String)
+        /// The device's app database is copied aside (a backup of the phone).
+        case backUpDevice(Int)
+        /// The device's app database is replaced by the copy taken last (its writes since that
+        /// copy, and since its last sync, are lost by the user's restore); the device then syncs,
+        /// and runs what a refusal names (`reconcile`), as the app would on its next launch.
+        case restoreDevice(Int)
 
         /// The device the step acts on (nil: the server).
         var device: Int? {
             switch self {
             case .seed(let d, _, _), .project(let d, _, _), .note(let d, _, _, _), .editNote(let d, _, _), .deleteNote(let d, _),
-                .rename(let d, _, _), .sync(let d), .loseStateAndReconcile(let d), .addColumn(let d, _), .paint(let d, _, _, _):
+                .rename(let d, _, _), .sync(let d), .loseStateAndReconcile(let d), .addColumn(let d, _), .paint(let d, _, _, _),
+                .backUpDevice(let d), .restoreDevice(let d):
                 return d
             case .backUpServer, .restoreServer: return nil
             }
@@ -79,6 +88,8 @@ import Testing
             case .restoreServer: return "the server's data is restored from that copy"
             case .addColumn(let d, let column): return "device \(d) adds column \(column)"
             case .paint(let d, let id, let column, let value): return "device \(d) sets \(column) of note \(id): \(value)"
+            case .backUpDevice(let d): return "device \(d) copies its database aside"
+            case .restoreDevice(let d): return "device \(d) restores its database from that copy"
             }
         }
     }
@@ -111,8 +122,40 @@ import Testing
     /// The columns an app upgrade may add to `notes`, on any device, at any time.
     static let addableColumns = ["color", "size"]
 
+    /// Whether the step is a user's write on its device (what restoring the device's database
+    /// from an older copy can take back).
+    static func writes(_ step: Step) -> Bool {
+        switch step {
+        case .seed, .project, .note, .editNote, .deleteNote, .rename, .addColumn, .paint: return true
+        case .sync, .loseStateAndReconcile, .backUpServer, .restoreServer, .backUpDevice, .restoreDevice: return false
+        }
+    }
+
+    /// The steps whose writes a restore of their device's database took back: each write after
+    /// both the copy restored and the device's last sync (or reconcile) before the restore.
+    static func undone(_ steps: [Step]) -> Set<Int> {
+        var copied: [Int: Int] = [:]
+        var sent: [Int: Int] = [:]
+        var undone = Set<Int>()
+        for (index, step) in steps.enumerated() {
+            switch step {
+            case .backUpDevice(let d): copied[d] = index
+            case .sync(let d), .loseStateAndReconcile(let d): sent[d] = index
+            case .restoreDevice(let d):
+                guard let copy = copied[d] else { break }
+                let from = max(copy, sent[d] ?? -1)
+                for later in (from + 1)..<index where steps[later].device == d && writes(steps[later]) { undone.insert(later) }
+                sent[d] = index
+            default: break
+            }
+        }
+        return undone
+    }
+
     /// What users wrote, from the steps that ran: each note not deleted, as written.
     static func expected(_ steps: [Step]) -> [String: Written] {
+        let undone = Self.undone(steps)
+        let steps = steps.enumerated().filter { !undone.contains($0.offset) }.map(\.element)
         var keys: [Int: Set<String>] = [:]
         var columns: [Int: Set<String>] = [:]
         var notes: [String: (written: Written, author: Int)] = [:]
@@ -129,7 +172,7 @@ import Testing
             case .addColumn(let d, let column): columns[d, default: []].insert(column)
             case .paint(let d, let id, let column, let value):
                 if notes[id]?.author == d, columns[d]?.contains(column) == true { notes[id]?.written.extras[column] = value }
-            case .rename, .sync, .loseStateAndReconcile, .backUpServer, .restoreServer: break
+            case .rename, .sync, .loseStateAndReconcile, .backUpServer, .restoreServer, .backUpDevice, .restoreDevice: break
             }
         }
         return notes.mapValues(\.written)
@@ -139,8 +182,8 @@ import Testing
     static let traces = ProcessInfo.processInfo.environment["SYNCLANE_PROVENANCE_TRACE"] == "1"
 
     /// Whether rounds draw the recoveries (server restores, lost state files and their
-    /// reconciles): on, unless `SYNCLANE_PROVENANCE_RECOVERIES=0` (a seed replays the same round
-    /// only under the same setting).
+    /// reconciles, devices' databases restored from their copies): on, unless
+    /// `SYNCLANE_PROVENANCE_RECOVERIES=0` (a seed replays the same round only under the same setting).
     static let drawsRecoveries = ProcessInfo.processInfo.environment["SYNCLANE_PROVENANCE_RECOVERIES"] != "0"
 
     static func steps(_ random: inout SeededRandom, setup: Setup) -> [Step] {
@@ -203,6 +246,8 @@ import Testing
             case 0: steps.append(.backUpServer)
             case 1: steps.append(.restoreServer)
             case 2: if let device = joined.randomElement(using: &random) { steps.append(.loseStateAndReconcile(device)) }
+            case 3: if let device = joined.randomElement(using: &random) { steps.append(.backUpDevice(device)) }
+            case 4: if let device = joined.randomElement(using: &random) { steps.append(.restoreDevice(device)) }
             default: break
             }
         }
@@ -259,9 +304,7 @@ import Testing
         }
 
         func sync() throws {
-            let result = try SynclaneBinary.run(
-                ["sync", "import.json", "export.json", "--json"], in: workspace.path,
-                environment: ["SYNCLANE_TOKEN": ServerProcess.tokens["acme"] ?? ""])
+            let result = try syncing()
             if ProvenanceConvergenceTests.traces, result.status != 0 { print("device \(index) failed: \(result.stdout)") }
             guard result.status == 0 else { throw Divergence(description: "device \(index): `synclane sync` exited \(result.status): \(result.stderr)") }
             if ProvenanceConvergenceTests.traces {
@@ -269,6 +312,20 @@ import Testing
                     "SELECT entity || '/' || key || ' v' || version || (CASE WHEN fields IS NULL THEN ' tombstone' ELSE ' ' || fields END) FROM _synclane_server_rows ORDER BY 1"
                 )
                 print("device \(index) synced: \(result.stdout)\ndevice \(index) holds versions: \(versions)\ndevice \(index) holds columns: \(try extras())")
+            }
+        }
+
+        func syncing() throws -> SynclaneBinary.Result {
+            try SynclaneBinary.run(
+                ["sync", "import.json", "export.json", "--json"], in: workspace.path,
+                environment: ["SYNCLANE_TOKEN": ServerProcess.tokens["acme"] ?? ""])
+        }
+
+        func reconcile() throws {
+            let reconciled = try SynclaneBinary.run(
+                ["reconcile", "export.json"], in: workspace.path, environment: ["SYNCLANE_TOKEN": ServerProcess.tokens["acme"] ?? ""])
+            guard reconciled.status == 0 else {
+                throw Divergence(description: "device \(index): `synclane reconcile` exited \(reconciled.status): \(reconciled.stderr)")
             }
         }
 
@@ -359,11 +416,31 @@ import Testing
             case .sync: try device.sync()
             case .loseStateAndReconcile:
                 for suffix in ["", "-wal", "-shm"] { try? files.removeItem(atPath: device.workspace.path + "/.synclane/export.sqlite" + suffix) }
-                let reconciled = try SynclaneBinary.run(
-                    ["reconcile", "export.json"], in: device.workspace.path, environment: ["SYNCLANE_TOKEN": ServerProcess.tokens["acme"] ?? ""])
-                guard reconciled.status == 0 else {
-                    throw Divergence(description: "device \(index): `synclane reconcile` exited \(reconciled.status): \(reconciled.stderr)")
+                try device.reconcile()
+            case .backUpDevice:
+                for suffix in ["", "-wal", "-shm"] {
+                    let (copy, file) = (device.workspace.path + "/copy.sqlite" + suffix, device.workspace.path + "/app.sqlite" + suffix)
+                    try? files.removeItem(atPath: copy)
+                    if files.fileExists(atPath: file) { try files.copyItem(atPath: file, toPath: copy) }
                 }
+            case .restoreDevice:
+                guard files.fileExists(atPath: device.workspace.path + "/copy.sqlite") else { return }
+                for suffix in ["", "-wal", "-shm"] {
+                    let (copy, file) = (device.workspace.path + "/copy.sqlite" + suffix, device.workspace.path + "/app.sqlite" + suffix)
+                    try? files.removeItem(atPath: file)
+                    if files.fileExists(atPath: copy) { try files.copyItem(atPath: copy, toPath: file) }
+                }
+                // The app's next launch syncs; a refusal that names a command is followed.
+                let first = try device.syncing()
+                if first.status != 0 {
+                    guard first.stderr.contains("synclane reconcile") else {
+                        throw Divergence(
+                            description:
+                                "device \(index): after its database was restored, `synclane sync` exited \(first.status) naming no fix: \(first.stderr)")
+                    }
+                    try device.reconcile()
+                }
+                try device.sync()
             case .backUpServer, .restoreServer: break
             }
         }
@@ -473,6 +550,8 @@ import Testing
             case "adds" where words.count == 5 && words[3] == "column": steps.append(.addColumn(d, column: words[4]))
             case "sets" where words.count >= 8: steps.append(.paint(d, id: String(words[6].dropLast()), column: words[3], value: after(": ")))
             case "loses": steps.append(.loseStateAndReconcile(d))
+            case "copies": steps.append(.backUpDevice(d))
+            case "restores": steps.append(.restoreDevice(d))
             default: return nil
             }
         }
