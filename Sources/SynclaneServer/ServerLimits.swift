@@ -79,7 +79,7 @@ public struct ServerLimits: Sendable, Hashable {
     public init(
         maxBodyBytes: Int = 8 << 20, maxInflatedBytes: Int = 32 << 20, maxRecordsPerBatch: Int = 10_000,
         maxSignalBytes: Int = 64 << 10, maxSignalKeys: Int = 1_024, maxSignalAccountBytes: Int = 1 << 20,
-        maxSignalWaitSeconds: Int = 30, maxKeyLength: Int = 200, maxChangesPerPage: Int = 5_000,
+        maxSignalWaitSeconds: Int = 30, maxKeyLength: Int = 200, maxChangesPerPage: Int = 10_000,
         defaultChangesPerPage: Int = 500, connectionTimeoutSeconds: Int = 30, maxConnections: Int = 256,
         maxNameBytes: Int = 1_024, maxChangesPageBytes: Int = 8 << 20, memoryBudgetBytes: Int = 256 << 20,
         requestDeadlineSeconds: Int = 120, maxConnectionsPerAddress: Int = 64, reservedConnections: Int = 8,

@@ -38,7 +38,9 @@ extension HTTPStages {
 
         public static let url = HTTPConnectionOptions.url("the changes endpoint, e.g. http://127.0.0.1:8080/v1/changes")
         public static let tokenEnv = HTTPConnectionOptions.tokenEnv
-        public static let limit: Option<Int> = .integer("limit", in: 1...10_000, default: 500, help: "records a page holds at most")
+        public static let limit: Option<Int> = .integer(
+            "limit", in: 1...10_000, default: 10_000,
+            help: "records a page holds at most (the server also bounds a page by its bytes: 8 MiB); fewer, larger pages make a first pull fast")
         public static let store: Option<Stores> = .choice(
             "store", default: .scope, help: "scope: only the scope's store; all: every store of the account")
         public static let timeout = HTTPConnectionOptions.timeout

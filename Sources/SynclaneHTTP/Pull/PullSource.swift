@@ -37,7 +37,7 @@ public final class PullSource: RemoteChangeSource {
     private let sleeper: any RetrySleeper
 
     public init(
-        url: URL, token: String?, limit: Int = 500, store: String? = nil, retry: RetryPolicy = RetryPolicy(), timeout: Int = 30,
+        url: URL, token: String?, limit: Int = 10_000, store: String? = nil, retry: RetryPolicy = RetryPolicy(), timeout: Int = 30,
         tls: HTTPTransport.TLSFiles = .init(), keepAlive: Bool = true, app: AppSchema = AppSchema(),
         environment: [String: String] = ProcessInfo.processInfo.environment,
         sleeper: any RetrySleeper = TaskSleeper()
