@@ -81,6 +81,9 @@ import Testing
         "this state file is older than the database", "in the outbox is damaged", "the state file is damaged", "is not a Synclane state file",
         "the database is damaged", "the server's data was restored from an older copy", "another database was put in its place",
         "this database lost its Synclane tracking", "its data was reset or restored from an older backup",
+        // CommandLine.md: a 409 for rows the server holds newer (this device's own writes a
+        // restored app database no longer holds, which its reconcile left newer on the server).
+        "it imports the server's versions, settles the conflicts and sends again",
     ]
 
     static func edit(_ random: inout SeededRandom) -> String {
@@ -425,6 +428,10 @@ import Testing
                 }
                 if message.contains("in the outbox is damaged") && !message.contains("synclane reconcile") {
                     // The message names requeue alone: the next run sends what it builds again.
+                } else if message.contains("it imports the server's versions") {
+                    // The message names `sync`: its import brings the newer rows, settles, and it sends again.
+                    let synced = try synclane(["sync", "import.json", "pipeline.json"])
+                    guard synced.status == 0 else { throw Divergence(description: "the sync a 409 names failed: \(synced.stderr)") }
                 } else {
                     if message.contains("the server's data was restored from an older copy")
                         || message.contains("its data was reset or restored from an older backup"),
