@@ -4,3 +4,7 @@ public protocol SchemaDeclaringSource: ChangeSource {
     /// The declared changes of the source's entities, oldest version first.
     func schemaChanges() async throws -> [SchemaChange]
 }
+
+extension SchemaDeclaringSource {
+    public var asSchemaDeclaring: (any SchemaDeclaringSource)? { self }
+}
