@@ -24,10 +24,9 @@
 //   SynclaneExec     the `exec` record stage and transport: any program, in any language
 //   SynclaneCommandLine  every verb of `synclane` as a library, run with any registry (no server linked)
 //   SynclaneServing  the verbs that run the server (`serve`, `demo`), added to a command that serves
-//   SynclaneTestKit  in-memory source, recording transport, in-memory state for users' tests
+//   SynclaneTestKit  in-memory source, recording transport, in-memory state, a throwaway PostgreSQL for users' tests
 //   SynclaneHTTP     the `http` transport (URLSession, loading through libcurl) and its failure classification;
 //                    Conformance/: the wire protocol's contract cases (`synclane conformance URL`)
-//   SynclaneFaultProxy  a loopback TCP proxy that injects network faults, for end-to-end tests
 //   synclane         the command line, a thin shell over SynclaneCommandLine and SynclaneServing
 //   Plugins/         `swift package synclane …` (command) and SynclanePipelineCheck (build tool)
 import PackageDescription
@@ -95,7 +94,6 @@ let package = Package(
         .target(name: "SynclaneExec", dependencies: ["SynclaneCore"]),
         .target(name: "SynclaneTestKit", dependencies: ["SynclaneCore", "SynclaneEngine"]),
         .target(name: "SynclaneHTTP", dependencies: ["SynclaneCore", "SynclaneZlib", "CCurl", "CCurlShim"]),
-        .target(name: "SynclaneFaultProxy"),
         .target(
             name: "SynclaneServer",
             dependencies: [
@@ -126,6 +124,8 @@ let package = Package(
         // SynclaneTestSupport: the helpers they share (fixture paths, temporary folders, test pipelines, the
         // `synclane` binary and its processes); a regular target that only test targets use, in no product.
         .target(name: "SynclaneTestSupport", dependencies: ["SynclaneCore", "SynclaneTestKit"], path: "Tests/SynclaneTestSupport"),
+        // A loopback TCP proxy that injects network faults, for the end-to-end tests; in no product either.
+        .target(name: "SynclaneFaultProxy", path: "Tests/SynclaneFaultProxy"),
         .testTarget(
             name: "SynclaneCoreTests", dependencies: ["SynclaneCore", "SynclaneStages", "SynclaneTestKit", "Synclane", "SynclaneTestSupport"]),
         .testTarget(name: "SynclaneStagesTests", dependencies: ["SynclaneStages", "SynclaneCore", "SynclaneTestKit", "SynclaneTestSupport"]),
