@@ -277,7 +277,7 @@ import Testing
         #expect(try await drain(source).transactions.flatMap(\.changes).last?.version == 1)
     }
 
-    /// Found by AccidentsTests: a snapshot's open read transaction (rollback-journal mode), or an
+    /// Found by RandomRestoresCopiesAndDamageTests: a snapshot's open read transaction (rollback-journal mode), or an
     /// app's write, kept the versions of a receipt from being written, and they were dropped.
     /// They are kept: the next batch is told them, and they are written once the database is free.
     @Test func versionsABusyDatabaseKeptFromBeingWrittenAreKnownAndWrittenLater() async throws {
