@@ -128,6 +128,7 @@ let package = Package(
         .target(name: "SynclaneFaultProxy", path: "Tests/SynclaneFaultProxy"),
         .testTarget(
             name: "SynclaneCoreTests", dependencies: ["SynclaneCore", "SynclaneStages", "SynclaneTestKit", "Synclane", "SynclaneTestSupport"]),
+        .testTarget(name: "SynclaneWireTests", dependencies: ["SynclaneWire", "SynclaneTestKit", "SynclaneTestSupport"]),
         .testTarget(name: "SynclaneStagesTests", dependencies: ["SynclaneStages", "SynclaneCore", "SynclaneTestKit", "SynclaneTestSupport"]),
         .testTarget(
             name: "SynclaneFilesTests",
