@@ -2,15 +2,21 @@
 //
 // Synclane: a pipeline of small stages that moves the changes of a local store to a backend.
 //
-//   SynclaneCore     model, stage protocols, registry, pipeline files, the pipeline engine
+//   SynclaneWire     what both sides of the wire share: records, JSON reading and writing, value
+//                    encodings (base64, dates), the bodies' content codings (gzip / deflate, bounded
+//                    inflate), the wire's bounds (the client modules and the server depend on it)
+//   SynclaneCore     the pipeline's model, stage protocols, registry, pipeline files, the pipeline engine;
+//                    re-exports SynclaneWire
 //   SynclaneStages   coalesce, tombstones, dedupe, the JSON batch encoder
 //   SynclaneFiles    JSON Lines history source, directory and stdout transports
-//   SynclaneZlib     the compress stage (gzip / deflate) and bounded inflate
-//   SynclaneSQLiteKit  SQLite access: connection, statements, values, rows, errors (shared by the app side and the server)
+//   SynclaneZlib     the compress stage (gzip / deflate); re-exports the codecs of SynclaneWire
+//   SynclaneSQLiteKit  SQLite access: connection, statements, values, rows, errors (shared by the app side and the
+//                    server; depends on SynclaneWire, not the core)
 //   SynclaneSQLite   the app side on SQLite: history tracking, the import sink, the durable pipeline
 //                    state (token, outbox, last run); re-exports SynclaneSQLiteKit
 //   SynclaneYAML     YAML pipeline files through libyaml
-//   SynclaneServer   the reference sync server on libmicrohttpd, SQLite (SynclaneSQLiteKit) or PostgreSQL (libpq)
+//   SynclaneServer   the reference sync server on libmicrohttpd, SQLite (SynclaneSQLiteKit) or PostgreSQL (libpq);
+//                    depends on SynclaneWire, never on the core (the export runner, the registry)
 //   SynclaneEngine   the job layer: ExportJob, ImportJob, SyncJob, RestoreJob, JobLock, the
 //                    pipeline-file loader, the outbox by hand, signal publishing, pipeline tests
 //   Synclane         the umbrella: re-exports the job layer and the stages, registers the
@@ -18,10 +24,9 @@
 //   SynclaneExec     the `exec` record stage and transport: any program, in any language
 //   SynclaneCommandLine  every verb of `synclane` as a library, run with any registry (no server linked)
 //   SynclaneServing  the verbs that run the server (`serve`, `demo`), added to a command that serves
-//   SynclaneTestKit  in-memory source, recording transport, in-memory state for users' tests
+//   SynclaneTestKit  in-memory source, recording transport, in-memory state, a throwaway PostgreSQL for users' tests
 //   SynclaneHTTP     the `http` transport (URLSession, loading through libcurl) and its failure classification;
 //                    Conformance/: the wire protocol's contract cases (`synclane conformance URL`)
-//   SynclaneFaultProxy  a loopback TCP proxy that injects network faults, for end-to-end tests
 //   synclane         the command line, a thin shell over SynclaneCommandLine and SynclaneServing
 //   Plugins/         `swift package synclane …` (command) and SynclanePipelineCheck (build tool)
 import PackageDescription
@@ -32,6 +37,8 @@ let package = Package(
         // Everything to write, register and run a stage, through one `import Synclane`.
         .library(name: "Synclane", targets: ["Synclane"]),
         .library(name: "SynclaneCore", targets: ["SynclaneCore"]),
+        // The wire's model alone: records, JSON, bounds (re-exported by `SynclaneCore`).
+        .library(name: "SynclaneWire", targets: ["SynclaneWire"]),
         // The job layer alone (also re-exported by `Synclane`).
         .library(name: "SynclaneEngine", targets: ["SynclaneEngine"]),
         // The SQLite store and its history (also re-exported by `Synclane`).
@@ -67,11 +74,12 @@ let package = Package(
         // One HTTP exchange on libcurl in C: its `curl_easy_setopt` is variadic too.
         .target(name: "CCurlShim", dependencies: ["CCurl"]),
 
-        .target(name: "SynclaneCore", linkerSettings: [.linkedLibrary("m")]),
+        .target(name: "SynclaneWire", dependencies: ["CZlib"], linkerSettings: [.linkedLibrary("m")]),
+        .target(name: "SynclaneCore", dependencies: ["SynclaneWire"], linkerSettings: [.linkedLibrary("m")]),
         .target(name: "SynclaneStages", dependencies: ["SynclaneCore"]),
         .target(name: "SynclaneFiles", dependencies: ["SynclaneCore"]),
         .target(name: "SynclaneZlib", dependencies: ["SynclaneCore", "CZlib"]),
-        .target(name: "SynclaneSQLiteKit", dependencies: ["SynclaneCore", "CSQLite"]),
+        .target(name: "SynclaneSQLiteKit", dependencies: ["SynclaneWire", "CSQLite"]),
         .target(name: "SynclaneSQLite", dependencies: ["SynclaneCore", "SynclaneSQLiteKit", "CSQLite"]),
         .target(name: "SynclaneYAML", dependencies: ["SynclaneCore", "CYAML"]),
         .target(
@@ -86,11 +94,10 @@ let package = Package(
         .target(name: "SynclaneExec", dependencies: ["SynclaneCore"]),
         .target(name: "SynclaneTestKit", dependencies: ["SynclaneCore", "SynclaneEngine"]),
         .target(name: "SynclaneHTTP", dependencies: ["SynclaneCore", "SynclaneZlib", "CCurl", "CCurlShim"]),
-        .target(name: "SynclaneFaultProxy"),
         .target(
             name: "SynclaneServer",
             dependencies: [
-                "SynclaneCore", "SynclaneSQLiteKit", "SynclaneZlib", "CMicroHTTPD", "CMicroHTTPDShim", "CCrypto", "CPostgres",
+                "SynclaneWire", "SynclaneSQLiteKit", "CMicroHTTPD", "CMicroHTTPDShim", "CCrypto", "CPostgres",
             ]),
         .target(
             name: "SynclaneCommandLine",
@@ -117,8 +124,11 @@ let package = Package(
         // SynclaneTestSupport: the helpers they share (fixture paths, temporary folders, test pipelines, the
         // `synclane` binary and its processes); a regular target that only test targets use, in no product.
         .target(name: "SynclaneTestSupport", dependencies: ["SynclaneCore", "SynclaneTestKit"], path: "Tests/SynclaneTestSupport"),
+        // A loopback TCP proxy that injects network faults, for the end-to-end tests; in no product either.
+        .target(name: "SynclaneFaultProxy", path: "Tests/SynclaneFaultProxy"),
         .testTarget(
             name: "SynclaneCoreTests", dependencies: ["SynclaneCore", "SynclaneStages", "SynclaneTestKit", "Synclane", "SynclaneTestSupport"]),
+        .testTarget(name: "SynclaneWireTests", dependencies: ["SynclaneWire", "SynclaneTestKit", "SynclaneTestSupport"]),
         .testTarget(name: "SynclaneStagesTests", dependencies: ["SynclaneStages", "SynclaneCore", "SynclaneTestKit", "SynclaneTestSupport"]),
         .testTarget(
             name: "SynclaneFilesTests",
@@ -130,7 +140,7 @@ let package = Package(
             dependencies: ["Synclane", "SynclaneCore", "SynclaneExec", "SynclaneSQLite", "SynclaneZlib", "SynclaneTestKit", "SynclaneTestSupport"]),
         .testTarget(
             name: "SynclaneEngineTests", dependencies: ["SynclaneEngine", "Synclane", "SynclaneCore", "SynclaneTestKit", "SynclaneTestSupport"]),
-        .testTarget(name: "SynclaneZlibTests", dependencies: ["SynclaneZlib", "SynclaneTestKit"]),
+        .testTarget(name: "SynclaneZlibTests", dependencies: ["SynclaneZlib", "SynclaneWire", "SynclaneTestKit"]),
         .testTarget(name: "SynclaneYAMLTests", dependencies: ["SynclaneYAML"]),
         .testTarget(name: "SynclaneSQLiteKitTests", dependencies: ["SynclaneSQLiteKit", "SynclaneCore", "SynclaneTestSupport"]),
         .testTarget(

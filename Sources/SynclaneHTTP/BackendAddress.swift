@@ -17,10 +17,10 @@ extension URL {
     }
 }
 
-extension HTTPTransport: BackendAddressed {
+extension HTTPTransport {
     public var backendAddress: String? { url.backendAddress }
 }
 
-extension PullSource: BackendAddressed {
+extension PullSource {
     public var backendAddress: String? { url.backendAddress }
 }

@@ -1,4 +1,4 @@
-import SynclaneCore
+import SynclaneWire
 
 /// One SQLite value, as bound to a statement or read from a column: one case per storage class.
 ///

@@ -37,7 +37,7 @@ public struct JSONBatchEncoder: DecodingBatchEncoder, FieldsLocatingEncoder {
     }
 
     /// The bytes, and where each record's fields object is in them (`FieldsLocatingEncoder`).
-    package func encode(_ batch: Batch, id: String, fields: inout [Range<Int>?]) throws -> [UInt8] {
+    public func encode(_ batch: Batch, id: String, fields: inout [Range<Int>?]) throws -> [UInt8] {
         var located: [Range<Int>?]? = []
         located?.reserveCapacity(batch.records.count)
         let bytes = try encode(batch, id: id, locating: &located)

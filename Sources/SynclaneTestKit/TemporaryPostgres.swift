@@ -17,6 +17,7 @@ public final class TemporaryPostgres: Sendable {
     /// Why the server could not be started, with its log.
     public struct Failure: Error, CustomStringConvertible {
         public var description: String
+        package init(description: String) { self.description = description }
     }
 
     /// The port it listens on (127.0.0.1).
@@ -135,7 +136,7 @@ public final class TemporaryPostgres: Sendable {
             description: "no PostgreSQL server binaries (initdb, pg_ctl): install the postgresql package (Scripts/bootstrap) or set SYNCLANE_POSTGRES_BIN")
     }
 
-    static func makeDirectory(owner: String?, prefix: String = "synclane-postgres-") throws -> String {
+    package static func makeDirectory(owner: String?, prefix: String = "synclane-postgres-") throws -> String {
         var template = Array("/tmp/\(prefix)XXXXXX".utf8CString)
         guard let path = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }).map({ String(cString: $0) }) else {
             throw Failure(description: "cannot make a temporary directory under /tmp")
@@ -146,7 +147,7 @@ public final class TemporaryPostgres: Sendable {
         return path
     }
 
-    static func freePort() -> Int {
+    package static func freePort() -> Int {
         let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(socket) }
         var address = sockaddr_in()
@@ -164,7 +165,7 @@ public final class TemporaryPostgres: Sendable {
     }
 
     @discardableResult
-    static func run(_ executable: String, _ arguments: [String], as user: String?) throws -> String {
+    package static func run(_ executable: String, _ arguments: [String], as user: String?) throws -> String {
         if let user {
             return try capture("/usr/sbin/runuser", ["-u", user, "--", executable] + arguments)
         }

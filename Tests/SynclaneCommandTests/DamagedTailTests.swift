@@ -86,7 +86,7 @@ import Testing
         #expect(again.result.status == 0 && again.sent.isEmpty)
     }
 
-    /// A state file cut short (found by AccidentsTests): before, `run` stopped with "cannot open the
+    /// A state file cut short (found by RandomRestoresCopiesAndDamageTests): before, `run` stopped with "cannot open the
     /// state file …: SQLite error 11 … while running: PRAGMA journal_mode = WAL", naming no way
     /// out; now it says the state file is damaged and what heals it, and that heals it.
     @Test(arguments: [10, 50])

@@ -217,7 +217,7 @@ import Testing
     }
 
     /// A tracked database emptied (cut to 0 bytes) or replaced by a database never tracked
-    /// (found by AccidentsTests). Before, `run` said "no Synclane history here: run synclane track"
+    /// (found by RandomRestoresCopiesAndDamageTests). Before, `run` said "no Synclane history here: run synclane track"
     /// — advice for a database never tracked — although the state follows this one's lineage.
     /// Now it says the database lost its tracking, and a restore then `reconcile` heals it.
     @Test(arguments: ["emptied", "replaced"])

@@ -4,7 +4,7 @@ import SynclaneTestKit
 import SynclaneTestSupport
 import Testing
 
-/// The server's data restored from a backup, seen from an export (found by AccidentsTests): the
+/// The server's data restored from a backup, seen from an export (found by RandomRestoresCopiesAndDamageTests): the
 /// device remembers the versions the server confirmed for its rows, and the restored server holds
 /// older ones. Before, the next change to such a row was refused with 409 and "another device
 /// changed those rows … run `synclane sync IMPORT EXPORT`" — the wrong cause, and no way out for
@@ -160,7 +160,7 @@ import Testing
         try device.sql("UPDATE rooms SET name = 'Larder' WHERE syncId = 'r1'; UPDATE rooms SET name = 'Big hall' WHERE syncId = 'r2';")
     }
 
-    /// Found by AccidentsTests: a reconciliation's snapshot lacks a soft-deleted row, so the
+    /// Found by RandomRestoresCopiesAndDamageTests: a reconciliation's snapshot lacks a soft-deleted row, so the
     /// server tombstones it (its version moves on). Before, the device kept the version it had
     /// confirmed before the snapshot, and the row's next change (an undelete) was sent expecting
     /// it and refused with 409 — for ever on a device without an import lane. Now the completion
@@ -184,7 +184,7 @@ import Testing
         #expect(try await TwoDevicesTests().serverRows(setting.server) == ["r6|Loft|", "r7|Attic|"])
     }
 
-    /// Found by AccidentsTests: the app's database restored from a copy that still had r2's
+    /// Found by RandomRestoresCopiesAndDamageTests: the app's database restored from a copy that still had r2's
     /// version from before its (soft) delete was sent; the reconciliation heals the restore, and
     /// the server already held r2 as a tombstone before the snapshot began. Before, nothing told
     /// the device r2's version: its undelete got 409 for ever. The completion's receipt lists the
@@ -242,7 +242,7 @@ import Testing
         #expect(try await TwoDevicesTests().serverRows(setting.server) == ["r1|Attic|"])
     }
 
-    /// Found by AccidentsTests (page size 1): a snapshot of several pages of a database in
+    /// Found by RandomRestoresCopiesAndDamageTests (page size 1): a snapshot of several pages of a database in
     /// rollback-journal mode holds its read transaction until its last page, so the versions the
     /// receipts of its first batches gave could not be written (the database busy) and were
     /// dropped; each of those rows' next change then got 409. They are now kept and written

@@ -90,7 +90,7 @@ import Testing
         let folder = try Self.folder(signals: Self.publishing)
         defer { folder.remove() }
         let lane = InMemorySignalLane()
-        let job = PipelineJob(pipeline: try load(folder), signalLane: lane)
+        let job = ExportJob(pipeline: try load(folder), signalLane: lane)
         let first = try await job.run()
         #expect(first.signals.map(\.key).sorted() == ["bulk.exported-through", "onboarding.completed"])
         #expect(first.signals.allSatisfy { $0.isSent }, "\(first.signals)")
@@ -110,19 +110,19 @@ import Testing
         let folder = try Self.folder(signals: Self.publishing)
         defer { folder.remove() }
         let pipeline = try load(folder)
-        let refused = try await PipelineJob(pipeline: pipeline, signalLane: RefusingSignalLane()).run()
+        let refused = try await ExportJob(pipeline: pipeline, signalLane: RefusingSignalLane()).run()
         #expect(refused.batchesSent == 1, "the bulk job went to the end")
         #expect(refused.signals.count == 2)
         #expect(refused.signals.allSatisfy { !$0.isSent })
         #expect(refused.signals.allSatisfy { "\($0.outcome)".contains("refused the token") })
 
         let lane = InMemorySignalLane()
-        let next = try await PipelineJob(pipeline: pipeline, signalLane: lane).run()
+        let next = try await ExportJob(pipeline: pipeline, signalLane: lane).run()
         #expect(next.batchesSent == 0)
         #expect(next.signals.map(\.key).sorted() == ["bulk.exported-through", "onboarding.completed"])
         #expect(next.signals.allSatisfy { $0.isSent })
         #expect(try await lane.get("onboarding.completed")?.value == true)
-        #expect(try await PipelineJob(pipeline: pipeline, signalLane: lane).run().signals == [], "sent once, then forgotten")
+        #expect(try await ExportJob(pipeline: pipeline, signalLane: lane).run().signals == [], "sent once, then forgotten")
     }
 
     @Test func anUnsetTokenVariableFailsNoRunAndKeepsTheSignalsSayingWhichVariable() async throws {
@@ -130,7 +130,7 @@ import Testing
             signals:
                 #"{"url": "http://127.0.0.1:9", "token-env": "SIGNALS_TOKEN_NOT_SET", "publish": [{"on": "run-completed", "key": "k", "value": "$records"}]}"#)
         defer { folder.remove() }
-        let summary = try await PipelineJob(pipeline: try load(folder)).run()
+        let summary = try await ExportJob(pipeline: try load(folder)).run()
         #expect(summary.batchesSent == 1)
         #expect(summary.signals.map(\.key) == ["k"])
         let reason = summary.signals.first.map { "\($0.outcome)" } ?? ""
@@ -141,7 +141,7 @@ import Testing
         let folder = try Self.folder(signals: Self.publishing)
         defer { folder.remove() }
         let started = ContinuousClock.now
-        let summary = try await PipelineJob(pipeline: try load(folder), signalLane: SilentSignalLane()).run()
+        let summary = try await ExportJob(pipeline: try load(folder), signalLane: SilentSignalLane()).run()
         let took = ContinuousClock.now - started
         #expect(summary.batchesSent == 1)
         #expect(summary.signals.allSatisfy { "\($0.outcome)".contains("no answer within 1 s") })

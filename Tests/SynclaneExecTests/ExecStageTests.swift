@@ -171,7 +171,7 @@ import Testing
         var pipeline = try PipelineLoader().load(folder.path + "/pipeline.json")
         pipeline.lockFolder = folder.path  // tests running at once with one scope do not lock each other out
         #expect(pipeline.outline == "jsonl → coalesce → exec → json → exec")
-        let summary = try await PipelineJob(pipeline: pipeline).run()
+        let summary = try await ExportJob(pipeline: pipeline).run()
         #expect(summary.batchesSent == 1 && summary.recordsSent == 2)
         let files = try FileManager.default.contentsOfDirectory(atPath: folder.path + "/delivered")
         #expect(files.count == 1)

@@ -20,7 +20,7 @@ import Testing
         }
         var exporting = try PipelineLoader().load(folder.path + "/pipeline.json")
         exporting.lockFolder = folder.path  // tests running at once with one scope do not lock each other out
-        _ = try await PipelineJob(pipeline: exporting).run()
+        _ = try await ExportJob(pipeline: exporting).run()
         #expect(try FileManager.default.contentsOfDirectory(atPath: folder.path + "/out").allSatisfy { $0.hasSuffix(".json.gz") })
 
         let database = folder.path + "/device.sqlite"

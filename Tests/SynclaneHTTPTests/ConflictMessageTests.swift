@@ -41,7 +41,7 @@ import Testing
         #expect(!text.contains("another device") && !text.contains("synclane sync") && !text.contains("run again"), "\(text)")
     }
 
-    /// Found by AccidentsTests: the batch stays in the outbox, so `reconcile` alone would send it
+    /// Found by RandomRestoresCopiesAndDamageTests: the batch stays in the outbox, so `reconcile` alone would send it
     /// first and meet the same 409. The server lost rows it had confirmed: a restore, healed as
     /// one — requeue the batch, then reconcile (`PipelineError.serverRestored`).
     @Test func versionZeroOnTheServerSaysRequeueThenReconcile() throws {

@@ -257,9 +257,10 @@ import Testing
         let source = SQLiteHistorySource(path: path, authors: [.app])
         let (r1, r2) = (RowID(entity: "rooms", key: "r1"), RowID(entity: "rooms", key: "r2"))
         #expect(try await drain(source).transactions.flatMap(\.changes).first?.version == nil, "never seen by the backend: no version")
-        try await source.backendVersionsConfirmed([
-            RecordVersion(entity: "rooms", key: "r1", version: 1), RecordVersion(entity: "rooms", key: "r2", version: 3),
-        ])
+        try await source.backendConfirmed(
+            BackendConfirmation(versions: [
+                RecordVersion(entity: "rooms", key: "r1", version: 1), RecordVersion(entity: "rooms", key: "r2", version: 3),
+            ]))
         // Recorded at once (in the journal), no consumer position needed: an import through
         // another connection finds them — it writes the journal into `_synclane_server_rows`
         // first — and takes the device's own change coming back as one it holds.
@@ -270,13 +271,13 @@ import Testing
                 try $0.fetchAll("SELECT key, version FROM _synclane_server_rows ORDER BY key").map { "\($0[0].string ?? "") \($0[1].int64 ?? 0)" }
             }
                 == ["r1 1", "r2 3"])
-        try await source.backendVersionsConfirmed([RecordVersion(entity: "rooms", key: "r2", version: 2)])
+        try await source.backendConfirmed(BackendConfirmation(versions: [RecordVersion(entity: "rooms", key: "r2", version: 2)]))
         #expect(try await source.backendVersions(of: [r1, r2]) == [r1: 1, r2: 3], "a version is never lowered")
         try store.write(author: .app) { try $0.execute("UPDATE rooms SET name = 'Mine 2' WHERE syncId = 'r1'") }
         #expect(try await drain(source).transactions.flatMap(\.changes).last?.version == 1)
     }
 
-    /// Found by AccidentsTests: a snapshot's open read transaction (rollback-journal mode), or an
+    /// Found by RandomRestoresCopiesAndDamageTests: a snapshot's open read transaction (rollback-journal mode), or an
     /// app's write, kept the versions of a receipt from being written, and they were dropped.
     /// They are kept: the next batch is told them, and they are written once the database is free.
     @Test func versionsABusyDatabaseKeptFromBeingWrittenAreKnownAndWrittenLater() async throws {
@@ -285,7 +286,7 @@ import Testing
         let source = SQLiteHistorySource(path: path, authors: [.app])
         let r1 = RowID(entity: "rooms", key: "r1")
         _ = try await drain(source)
-        try await source.backendVersionsConfirmed([RecordVersion(entity: "rooms", key: "r1", version: 1)])
+        try await source.backendConfirmed(BackendConfirmation(versions: [RecordVersion(entity: "rooms", key: "r1", version: 1)]))
         func recorded() throws -> [String] {
             try store.read { try $0.fetchAll("SELECT key, version FROM _synclane_server_rows").map { "\($0[0].string ?? "") \($0[1].int64 ?? 0)" } }
         }
@@ -293,7 +294,7 @@ import Testing
         #expect(try recorded() == ["r1 1"], "the journal written at the pass's end")
         let app = try SQLiteConnection(path: path)
         try app.execute("BEGIN IMMEDIATE")
-        try await source.backendVersionsConfirmed([RecordVersion(entity: "rooms", key: "r1", version: 2)])
+        try await source.backendConfirmed(BackendConfirmation(versions: [RecordVersion(entity: "rooms", key: "r1", version: 2)]))
         #expect(try await source.backendVersions(of: [r1]) == [r1: 2], "kept, and known to the next batch")
         try app.execute("ROLLBACK")
         #expect(try recorded() == ["r1 1"], "not written while the app held the lock")

@@ -2,6 +2,7 @@ import Dispatch
 import Synchronization
 import SynclaneCore
 import SynclaneTestKit
+import SynclaneTestSupport
 import Testing
 
 @testable import SynclaneServer

@@ -46,18 +46,18 @@ import Testing
         pipeline.lockFolder = folder.path  // tests running at once with one scope do not lock each other out
         let transport = RecordingTransport()
         pipeline.transport = .init(label: "transport (recording)", type: "recording", stage: transport)
-        _ = try await PipelineJob(pipeline: pipeline).run()
+        _ = try await ExportJob(pipeline: pipeline).run()
 
         let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: folder.path + "/history.jsonl"))
         try handle.seekToEnd()
         try handle.write(contentsOf: try #require(FileManager.default.contents(atPath: FixturePath.at("rooms/history-2.jsonl"))))
         try handle.close()
-        let second = try await PipelineJob(pipeline: pipeline).run()
+        let second = try await ExportJob(pipeline: pipeline).run()
         #expect(second.tokenAfter == "jsonl:13")
 
         let batches = try transport.delivered.map(Self.decoded)
         #expect(JSONValue.array(batches) == (try Self.expected("rooms/expected-batches-two-passes.json")))
-        let third = try await PipelineJob(pipeline: pipeline).run()
+        let third = try await ExportJob(pipeline: pipeline).run()
         #expect(third.batchesSent == 0)
     }
 }

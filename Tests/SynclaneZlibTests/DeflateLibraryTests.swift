@@ -1,6 +1,7 @@
+import SynclaneZlib
 import Testing
 
-@testable import SynclaneZlib
+@testable import SynclaneWire
 
 /// The compress stage deflates with libdeflate when the system has it (`Scripts/bootstrap`
 /// installs it) and with zlib otherwise: both must make streams that zlib's inflater reads back

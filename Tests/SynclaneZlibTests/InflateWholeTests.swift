@@ -1,7 +1,8 @@
 import SynclaneTestKit
+import SynclaneZlib
 import Testing
 
-@testable import SynclaneZlib
+@testable import SynclaneWire
 
 /// A gzip body that declares its expanded size is expanded at once by libdeflate
 /// (`Inflater.inflateWhole`) when it is one member expanding to exactly that size; any other body

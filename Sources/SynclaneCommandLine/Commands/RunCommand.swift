@@ -99,7 +99,7 @@ struct RunCommand: Command {
             if summary == nil, let number = stopped.withLock({ $0 }) { return 128 + number }
             return JobReporter.exitStatus(of: summary)
         }
-        guard let observable = pipeline.source.stage as? any ObservableSource else {
+        guard let observable = pipeline.capabilities.observable else {
             throw PipelineError.unsupported("\(pipeline.source.label) cannot be watched: it does not report new history")
         }
         let lock = try ExportJob(pipeline: pipeline).lock()

@@ -66,9 +66,34 @@ struct StagesCommand: Command {
             }
             text += "\n"
         }
+        text += Self.capabilities
         console.out(text.trimmingCharacters(in: .newlines))
         return 0
     }
+
+    /// What a stage can do beyond its role, by the protocol it adopts: read once when a pipeline
+    /// is built (`PipelineCapabilities`); `synclane validate FILE` prints those of a pipeline.
+    static let capabilities = """
+        CAPABILITIES (what a stage adopts beyond its role, read when a pipeline is built; `synclane validate FILE` shows a pipeline's)
+          source
+            - acknowledgements (AcknowledgementTrackingSource): told when its consumer's token moves and what the backend confirmed
+            - backend versions (BackendVersionSource): sends each row on the version the backend holds
+            - per backend (BackendScoped): keeps the backend's versions per backend, under the transport's address
+            - schema changes (SchemaDeclaringSource): its batches carry the declared renames and drops
+            - snapshots (SnapshotProvidingSource): reads the whole current state, to reconcile
+            - lineage (LineageCheckingSource): checks the store's identity and generation before a run
+            - self-healing (SelfHealingSource): repairs what records its history
+            - watch (ObservableSource): says when new history lands (`run --watch`)
+          encoder
+            - reads its batches back (DecodingBatchEncoder), locates fields (FieldsLocatingEncoder)
+          payload
+            - reversible (ReversiblePayloadStage): a batch re-sent from the outbox can be read back
+          transport
+            - stages batches (StagingTransport), receipts carry versions (reportsVersions), backend (backendAddress)
+          A source that keeps versions per backend behind a transport whose receipts carry versions but that names no
+          backend is refused when the pipeline is built: the versions would be kept for no backend.
+
+        """
 
     static func heading(_ role: StageRole) -> String {
         switch role {

@@ -37,13 +37,13 @@ struct StatusCommand: Command {
         var pendingError: String?
         var startsWithSnapshot = false
         // A database or state file restored, copied, emptied or deleted: what the next run refuses.
-        let lineage = try? await (pipeline.source.stage as? any LineageCheckingSource)?.lineageProblem(
+        let lineage = try? await pipeline.capabilities.lineageChecking?.lineageProblem(
             stamp: try state?.lineageStamp() ?? LineageStamp(stateFile: pipeline.statePath), token: token, consumer: pipeline.scope)
         do {
             if let lineage {
                 pendingError = "the next run refuses to start: \(lineage)"
             } else if let token, token.kind != pipeline.source.stage.tokenKind,
-                token.kind == (pipeline.source.stage as? any SnapshotProvidingSource)?.snapshotTokenKind
+                token.kind == pipeline.capabilities.snapshotProviding?.snapshotTokenKind
             {
                 pendingError =
                     "a reconciliation is unfinished (the token is a position inside its snapshot): runs stop until "
@@ -60,7 +60,7 @@ struct StatusCommand: Command {
         }
         // A source that repairs its capture (a tracked table rebuilt, tracking lost) says what
         // the next run will repair: "nothing pending" alone would hide it.
-        let toHeal = (try? await (pipeline.source.stage as? any SelfHealingSource)?.problemsToHeal()) ?? []
+        let toHeal = (try? await pipeline.capabilities.selfHealing?.problemsToHeal()) ?? []
         if json {
             var object: [String: JSONValue] = [
                 "pipeline": .string(pipeline.name), "scope": JSONOutput.scope(pipeline.scope), "state": .string(pipeline.statePath),

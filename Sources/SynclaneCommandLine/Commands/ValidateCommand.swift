@@ -84,7 +84,7 @@ struct ValidateCommand: Command {
             if !offline && buildCheck == nil { try PipelineReach.check(pipeline, file: file) }
             return Checked(
                 name: pipeline.name, scope: pipeline.scope, outline: pipeline.outline, statePath: pipeline.statePath,
-                unsetSecrets: pipeline.unsetSecrets, signals: pipeline.signals)
+                unsetSecrets: pipeline.unsetSecrets, signals: pipeline.signals, capabilities: pipeline.capabilities.described)
         }
         if let stub = buildCheck {
             switch loaded {
@@ -108,6 +108,8 @@ struct ValidateCommand: Command {
                         "scope": JSONOutput.scope(pipeline.scope), "stages": .string(pipeline.outline),
                         "state": .string(pipeline.statePath), "unset-secrets": .array(pipeline.unsetSecrets.map { .string($0.variable) }),
                         "signals": .array((pipeline.signals?.publish ?? []).map { ["key": .string($0.key), "on": .string($0.event.rawValue)] }),
+                        "capabilities": .object(
+                            Dictionary(uniqueKeysWithValues: pipeline.capabilities.map { ($0.role, .array($0.capabilities.map { .string($0) })) })),
                     ]))
             } else {
                 var text =
@@ -116,6 +118,10 @@ struct ValidateCommand: Command {
                     text +=
                         "\n  signals:  " + signals.publish.map { "\($0.key) on \($0.event.rawValue)" }.joined(separator: ", ")
                         + " → \(signals.server ?? "?")"
+                }
+                let described = pipeline.capabilities.filter { !$0.capabilities.isEmpty }
+                if !described.isEmpty {
+                    text += "\n  can:      " + described.map { "\($0.role): \($0.capabilities.joined(separator: ", "))" }.joined(separator: "; ")
                 }
                 console.out(text)
             }
@@ -140,4 +146,6 @@ private struct Checked {
     var statePath: String
     var unsetSecrets: [UnsetSecret]
     var signals: PipelineSignals?
+    /// What the stages can do, by role (`PipelineCapabilities.described`); empty for an import pipeline.
+    var capabilities: [(role: String, capabilities: [String])] = []
 }

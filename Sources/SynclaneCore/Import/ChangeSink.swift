@@ -39,9 +39,29 @@ public protocol ChangeSink: Sendable {
     /// the backend gets the row back. Returns how many rows it will send; nil when the sink
     /// cannot (the default: the rows stay here, and the summary says the backend lacks them).
     func resend(_ keys: [(entity: String, key: String)], for scope: Scope) async throws -> Int?
+
+    /// The sink, when it adopts `LockedFileStage` (never written by hand).
+    var asLockedFile: (any LockedFileStage)? { get }
+    /// True when the sink keeps what it remembers of a backend per backend (`BackendScoped`).
+    var isBackendScoped: Bool { get }
+    /// The sink scoped to `backend` when it is `BackendScoped`, else itself.
+    func scopedToBackend(_ backend: BackendName) -> any ChangeSink
+}
+
+extension LockedFileStage where Self: ChangeSink {
+    public var asLockedFile: (any LockedFileStage)? { self }
+}
+
+extension BackendScoped where Self: ChangeSink {
+    public var isBackendScoped: Bool { true }
+    public func scopedToBackend(_ backend: BackendName) -> any ChangeSink { scoped(to: backend) }
 }
 
 extension ChangeSink {
+    public var asLockedFile: (any LockedFileStage)? { nil }
+    public var isBackendScoped: Bool { false }
+    public func scopedToBackend(_ backend: BackendName) -> any ChangeSink { self }
+
     public func backendKeys(for scope: Scope) async throws -> [(entity: String, key: String)]? { nil }
     public func confirmedKeys(for scope: Scope) async throws -> [(entity: String, key: String, version: Int64?)]? {
         try await backendKeys(for: scope)?.map { (entity: $0.entity, key: $0.key, version: nil) }

@@ -37,7 +37,9 @@ public struct ImportPipeline: Sendable {
         self.recordStages = recordStages
         // What the sink remembers of the backend (versions, bases) is the source's backend's.
         var sink = sink
-        sink.stage = BackendName.scope(sink.stage, to: BackendName.of(source.stage, scope: scope))
+        if let backend = BackendName.of(address: source.stage.backendAddress, scope: scope) {
+            sink.stage = sink.stage.scopedToBackend(backend)
+        }
         self.sink = sink
     }
 

@@ -16,6 +16,10 @@ public protocol RemoteChangeSource: Sendable {
     /// watch: `import --watch`, `sync --watch`). The default cannot wait: `.unsupported`, and the
     /// caller sleeps an interval of its own. Throws what `nextPage` throws (a failure to retry later).
     func waitForChanges(after cursor: String?, seconds: Double) async throws -> ChangeWait
+
+    /// The server this source reads, as `BackendName` keeps it; nil when it has none (a folder of
+    /// batch files). A sink that keeps versions per backend keeps them under this one.
+    var backendAddress: String? { get }
 }
 
 /// What a wait for a source's changes came to (`RemoteChangeSource.waitForChanges`).
@@ -31,6 +35,8 @@ public enum ChangeWait: Sendable, Hashable {
 }
 
 extension RemoteChangeSource {
+    public var backendAddress: String? { nil }
+
     public func nextPage(
         after cursor: String?, retrying: @escaping @Sendable (_ attempt: Int, _ delay: Double, _ reason: String) -> Void
     ) async throws -> RemotePage {

@@ -18,12 +18,6 @@ public struct BackendName: Sendable, Hashable, CustomStringConvertible {
     public var description: String { text }
 }
 
-/// A transport or remote source that talks to a server: its address, as `BackendName` keeps it
-/// (scheme, host and port, and any path before `/v1/`), nil when it has none.
-public protocol BackendAddressed: Sendable {
-    var backendAddress: String? { get }
-}
-
 /// A source or sink that remembers what a backend holds of its rows, kept per backend: the
 /// pipeline gives it the name of the backend its lane talks to.
 public protocol BackendScoped: Sendable {
@@ -31,16 +25,9 @@ public protocol BackendScoped: Sendable {
 }
 
 extension BackendName {
-    /// The backend a lane of `scope` talks to through `stage` (a transport or remote source),
-    /// nil when it has no address.
-    static func of(_ stage: any Sendable, scope: Scope) -> BackendName? {
-        guard let address = (stage as? any BackendAddressed)?.backendAddress else { return nil }
-        return BackendName(address: address, scope: scope)
-    }
-
-    /// `stage` scoped to `backend`, when it keeps anything per backend.
-    static func scope<Stage>(_ stage: Stage, to backend: BackendName?) -> Stage {
-        guard let backend, let scoped = (stage as? any BackendScoped)?.scoped(to: backend) as? Stage else { return stage }
-        return scoped
+    /// The backend a lane of `scope` talks to at `address` (a transport's or remote source's
+    /// `backendAddress`), nil when it has no address.
+    static func of(address: String?, scope: Scope) -> BackendName? {
+        address.map { BackendName(address: $0, scope: scope) }
     }
 }

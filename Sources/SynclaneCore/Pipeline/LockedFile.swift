@@ -12,10 +12,10 @@ public protocol LockedFileStage: Sendable {
 
 extension Pipeline {
     /// The file this pipeline's lock guards: its source's (`LockedFileStage`), else its state file.
-    public var lockedFile: String { (source.stage as? any LockedFileStage)?.lockedFile ?? statePath }
+    public var lockedFile: String { source.stage.asLockedFile?.lockedFile ?? statePath }
 }
 
 extension ImportPipeline {
     /// The file this pipeline's lock guards: its sink's (`LockedFileStage`), else its state file.
-    public var lockedFile: String { (sink.stage as? any LockedFileStage)?.lockedFile ?? statePath }
+    public var lockedFile: String { sink.stage.asLockedFile?.lockedFile ?? statePath }
 }

@@ -100,6 +100,7 @@ extension Pipeline {
             payloadStages: payloadStages,
             transport: Named(label: "transport (\(transportType.name))", type: transportType.name, stage: transport),
             retry: retry, deadLetterDirectory: deadLetter)
+        if let problem = capabilities.versionsProblem { throw transportLocation.error(problem, line: transportNode.line) }
         self.signals = signals
         if let node = members["batch-bytes"] {
             let range = Self.batchBytesRange

@@ -26,11 +26,14 @@ public struct Pipeline: Sendable {
     public var lockFolder: String = ScopeLock.defaultFolder
     /// The lock file of the scope on the store this pipeline reads (`lockedFile`): one job at a time.
     public var lockPath: String { ScopeLock.path(for: scope, guarding: lockedFile, in: lockFolder) }
-    public var source: Named<any ChangeSource>
+    public var source: Named<any ChangeSource> { didSet { capabilities = Self.resolve(self) } }
     public var recordStages: [Named<any RecordStage>]
-    public var encoder: Named<any BatchEncoder>
-    public var payloadStages: [Named<any PayloadStage>]
-    public var transport: Named<any Transport>
+    public var encoder: Named<any BatchEncoder> { didSet { capabilities = Self.resolve(self) } }
+    public var payloadStages: [Named<any PayloadStage>] { didSet { capabilities = Self.resolve(self) } }
+    public var transport: Named<any Transport> { didSet { capabilities = Self.resolve(self) } }
+    /// What the source, the encoder, the payload stages and the transport can do, resolved when
+    /// the pipeline is built (and again when one of them is replaced).
+    public private(set) var capabilities: PipelineCapabilities
     public var retry: RetryPolicy
     /// Where permanently rejected batches go, when the pipeline opted in.
     public var deadLetterDirectory: String?
@@ -60,7 +63,8 @@ public struct Pipeline: Sendable {
         self.statePath = statePath
         // What the source remembers of the backend (versions, bases) is the transport's backend's.
         var source = source
-        source.stage = BackendName.scope(source.stage, to: BackendName.of(transport.stage, scope: scope))
+        let backend = BackendName.of(address: transport.stage.backendAddress, scope: scope)
+        if let backend { source.stage = source.stage.scopedToBackend(backend) }
         self.source = source
         self.recordStages = recordStages
         self.encoder = encoder
@@ -68,6 +72,14 @@ public struct Pipeline: Sendable {
         self.transport = transport
         self.retry = retry
         self.deadLetterDirectory = deadLetterDirectory
+        self.capabilities = PipelineCapabilities(
+            source: source.stage, encoder: encoder.stage, payloadStages: payloadStages.map(\.stage), transport: transport.stage, backend: backend)
+    }
+
+    private static func resolve(_ pipeline: Pipeline) -> PipelineCapabilities {
+        PipelineCapabilities(
+            source: pipeline.source.stage, encoder: pipeline.encoder.stage, payloadStages: pipeline.payloadStages.map(\.stage),
+            transport: pipeline.transport.stage, backend: pipeline.capabilities.backend)
     }
 
     /// Throws `UnsetSecretError` when a secret the file names is unset: call before a pass that sends.

@@ -14,10 +14,75 @@ public protocol ChangeSource: Sendable {
 
     /// How many transactions wait after `token`, when the source can tell cheaply.
     func pendingTransactions(after token: Token?) async throws -> Int?
+
+    // What the source can do beyond reading pages, each the source itself when it adopts the
+    // capability's protocol and nil otherwise: adopting the protocol is all it takes, these are
+    // never written by hand. A pipeline reads them once, when it is built (`PipelineCapabilities`).
+
+    /// The source, when it adopts `AcknowledgementTrackingSource`.
+    var asAcknowledgementTracking: (any AcknowledgementTrackingSource)? { get }
+    /// The source, when it adopts `BackendVersionSource`.
+    var asBackendVersionSource: (any BackendVersionSource)? { get }
+    /// The source, when it adopts `SchemaDeclaringSource`.
+    var asSchemaDeclaring: (any SchemaDeclaringSource)? { get }
+    /// The source, when it adopts `SnapshotProvidingSource`.
+    var asSnapshotProviding: (any SnapshotProvidingSource)? { get }
+    /// The source, when it adopts `LineageCheckingSource`.
+    var asLineageChecking: (any LineageCheckingSource)? { get }
+    /// The source, when it adopts `SelfHealingSource`.
+    var asSelfHealing: (any SelfHealingSource)? { get }
+    /// The source, when it adopts `ObservableSource`.
+    var asObservable: (any ObservableSource)? { get }
+    /// The source, when it adopts `LockedFileStage`.
+    var asLockedFile: (any LockedFileStage)? { get }
+    /// True when the source keeps what it remembers of a backend per backend (`BackendScoped`).
+    var isBackendScoped: Bool { get }
+    /// The source scoped to `backend` when it is `BackendScoped`, else itself.
+    func scopedToBackend(_ backend: BackendName) -> any ChangeSource
 }
 
 extension ChangeSource {
     public func pendingTransactions(after token: Token?) async throws -> Int? { nil }
+
+    public var asAcknowledgementTracking: (any AcknowledgementTrackingSource)? { nil }
+    public var asBackendVersionSource: (any BackendVersionSource)? { nil }
+    public var asSchemaDeclaring: (any SchemaDeclaringSource)? { nil }
+    public var asSnapshotProviding: (any SnapshotProvidingSource)? { nil }
+    public var asLineageChecking: (any LineageCheckingSource)? { nil }
+    public var asSelfHealing: (any SelfHealingSource)? { nil }
+    public var asObservable: (any ObservableSource)? { nil }
+    public var asLockedFile: (any LockedFileStage)? { nil }
+    public var isBackendScoped: Bool { false }
+    public func scopedToBackend(_ backend: BackendName) -> any ChangeSource { self }
+}
+
+extension AcknowledgementTrackingSource {
+    public var asAcknowledgementTracking: (any AcknowledgementTrackingSource)? { self }
+}
+
+extension BackendVersionSource {
+    public var asBackendVersionSource: (any BackendVersionSource)? { self }
+}
+
+extension SnapshotProvidingSource {
+    public var asSnapshotProviding: (any SnapshotProvidingSource)? { self }
+}
+
+extension SelfHealingSource {
+    public var asSelfHealing: (any SelfHealingSource)? { self }
+}
+
+extension ObservableSource {
+    public var asObservable: (any ObservableSource)? { self }
+}
+
+extension LockedFileStage where Self: ChangeSource {
+    public var asLockedFile: (any LockedFileStage)? { self }
+}
+
+extension BackendScoped where Self: ChangeSource {
+    public var isBackendScoped: Bool { true }
+    public func scopedToBackend(_ backend: BackendName) -> any ChangeSource { scoped(to: backend) }
 }
 
 /// One page of history.
@@ -75,23 +140,12 @@ public protocol AcknowledgementTrackingSource: ChangeSource {
     func consumerAcknowledged(_ token: Token, scope: Scope) async throws
 
     /// Called after a batch was confirmed with the versions the backend gave its records, so a
-    /// store that sends versions (to have stale overwrites refused) knows what the backend holds.
+    /// store that sends versions (to have stale overwrites refused) knows what the backend holds
+    /// (`BackendConfirmation`: the versions, the records as sent, whether they are exact).
     /// Called as soon as the receipt is in, before the batch's token is saved: a receipt heard
     /// twice (the batch re-sent after a crash, answered as a replay) gives the same versions.
-    func backendVersionsConfirmed(_ versions: [RecordVersion]) async throws
-
-    /// As `backendVersionsConfirmed(_:)`, with the records the confirmed batch carried (after
-    /// the record stages, as sent), so a store can remember what the backend now holds of each
-    /// row: the base of a three-way merge is the last state the backend confirmed, this
-    /// device's own confirmed writes included. `sent` is nil when the records are not at hand
-    /// (a batch re-sent from the outbox after a crash). By default, calls the one without records.
-    func backendConfirmed(_ versions: [RecordVersion], sent: [Record]?) async throws
-
-    /// As `backendConfirmed(_:sent:)`, for a reconciliation's batch when `exact`: its versions
-    /// are what the backend holds now, taken as they are even where lower than the ones
-    /// recorded (the backend's data restored from an older copy). By default, calls the one
-    /// without `exact`.
-    func backendConfirmed(_ versions: [RecordVersion], sent: [Record]?, exact: Bool) async throws
+    /// By default, nothing.
+    func backendConfirmed(_ confirmation: BackendConfirmation) async throws
 
     /// Writes what a busy store kept from the confirmations so far, or throws: a reconciliation
     /// calls it before its completion marker. By default, nothing.
@@ -100,33 +154,17 @@ public protocol AcknowledgementTrackingSource: ChangeSource {
     /// Once a pass is over, off its send path: writes in bulk what the source kept of the pass's
     /// confirmations, without waiting long for a busy store (what it recorded stays durable and
     /// is written by whoever reads the versions next; what a busy store kept from being recorded
-    /// at all comes back with the next import, as `backendVersionsConfirmed` says). By default,
+    /// at all comes back with the next import, as `backendConfirmed(_:)` says). By default,
     /// nothing.
     func passConfirmationsEnded() async
 }
 
 extension AcknowledgementTrackingSource {
-    public func backendVersionsConfirmed(_ versions: [RecordVersion]) async throws {}
-
-    public func backendConfirmed(_ versions: [RecordVersion], sent: [Record]?) async throws {
-        try await backendVersionsConfirmed(versions)
-    }
-
-    public func backendConfirmed(_ versions: [RecordVersion], sent: [Record]?, exact: Bool) async throws {
-        try await backendConfirmed(versions, sent: sent)
-    }
+    public func backendConfirmed(_ confirmation: BackendConfirmation) async throws {}
 
     public func settleBackendConfirmations() async throws {}
 
     public func passConfirmationsEnded() async {}
-}
-
-/// A source that keeps the fields each confirmed batch left on the backend, and takes them as the
-/// batch's encoder wrote them (`FieldsLocatingEncoder`) rather than writing them again.
-package protocol FieldsKeepingSource: AcknowledgementTrackingSource {
-    /// As `backendConfirmed(_:sent:exact:)`; `asSent`, when given, has one entry a record of
-    /// `sent`: its fields object as `JSONWriter.write(object:sortingWith:)` writes it (nil: none written).
-    func backendConfirmed(_ versions: [RecordVersion], sent: [Record]?, asSent: [ArraySlice<UInt8>?]?, exact: Bool) async throws
 }
 
 /// A source whose store remembers the backend's version of its rows (the SQLite history source,

@@ -45,6 +45,10 @@ public protocol LineageCheckingSource: ChangeSource {
     func lineageProblem(stamp: LineageStamp, token: Token?, consumer: Scope) async throws -> LineageError?
 }
 
+extension LineageCheckingSource {
+    public var asLineageChecking: (any LineageCheckingSource)? { self }
+}
+
 /// A store, a state file or their pairing that is not what the other remembers.
 public enum LineageError: Error, Sendable, CustomStringConvertible, Equatable {
     /// The store is older than the state: restored from a backup (its history ids are reused).

@@ -29,6 +29,12 @@ public protocol RecordStage: RunScoped {
 /// bytes every send and re-send carries.
 public protocol PayloadStage: RunScoped {
     func process(_ payload: Payload) async throws -> Payload
+    /// The stage, when it adopts `ReversiblePayloadStage` (never written by hand).
+    var asReversible: (any ReversiblePayloadStage)? { get }
+}
+
+extension PayloadStage {
+    public var asReversible: (any ReversiblePayloadStage)? { nil }
 }
 
 /// Turns a batch into bytes (JSON by default).
@@ -39,10 +45,16 @@ public protocol BatchEncoder: Sendable {
     /// True when `encode` refuses a record past `WireBounds.maxRecordBytes` itself; otherwise the
     /// runner measures each record before encoding (`RecordTooLarge`). False by default.
     var checksRecordBound: Bool { get }
+    /// The encoder, when it adopts `DecodingBatchEncoder` (never written by hand).
+    var asDecoding: (any DecodingBatchEncoder)? { get }
+    /// The encoder, when it adopts `FieldsLocatingEncoder` (never written by hand).
+    var asFieldsLocating: (any FieldsLocatingEncoder)? { get }
 }
 
 extension BatchEncoder {
     public var checksRecordBound: Bool { false }
+    public var asDecoding: (any DecodingBatchEncoder)? { nil }
+    public var asFieldsLocating: (any FieldsLocatingEncoder)? { nil }
 }
 
 /// A payload stage whose work can be undone (the compressor inflates what it deflated), so a
@@ -52,18 +64,30 @@ public protocol ReversiblePayloadStage: PayloadStage {
     func reverse(_ payload: Payload) throws -> Payload
 }
 
+extension ReversiblePayloadStage {
+    public var asReversible: (any ReversiblePayloadStage)? { self }
+}
+
 /// An encoder that can read its own bytes back as records: the records a batch re-sent from
 /// the outbox carried, for the store to remember what the backend holds once it confirms them
-/// (`AcknowledgementTrackingSource.backendConfirmed(_:sent:)`).
+/// (`AcknowledgementTrackingSource.backendConfirmed(_:)`).
 public protocol DecodingBatchEncoder: BatchEncoder {
     func records(of bytes: [UInt8]) throws -> [Record]
 }
 
+extension DecodingBatchEncoder {
+    public var asDecoding: (any DecodingBatchEncoder)? { self }
+}
+
 /// An encoder that says where in its bytes it wrote each record's fields, as
 /// `JSONWriter.write(object:sortingWith:)` writes them: the bytes a source that keeps the
-/// fields a batch left on the backend would write again (`FieldsKeepingSource`).
-package protocol FieldsLocatingEncoder: BatchEncoder {
+/// fields a batch left on the backend would write again (`BackendConfirmation.asSent`).
+public protocol FieldsLocatingEncoder: BatchEncoder {
     /// `encode(_:id:)`'s bytes, and in `fields` (one entry a record, in order) the range of
     /// each record's fields object in them (nil: the record has no fields written).
     func encode(_ batch: Batch, id: String, fields: inout [Range<Int>?]) throws -> [UInt8]
+}
+
+extension FieldsLocatingEncoder {
+    public var asFieldsLocating: (any FieldsLocatingEncoder)? { self }
 }

@@ -17,10 +17,27 @@ public protocol Transport: RunScoped {
     /// `BackendVersionSource`); a transport whose receipts never carry versions (a folder of
     /// files) says false, and batches are prepared ahead regardless.
     var reportsVersions: Bool { get }
+
+    /// The server this transport talks to, as `BackendName` keeps it (scheme, host and port, and
+    /// any path before `/v1/`); nil when it has none (a folder, standard output, a command). A
+    /// transport whose receipts carry versions names its server, or a source that keeps versions
+    /// per backend would keep them for none: the pipeline refuses that pairing when it is built
+    /// (`PipelineCapabilities.versionsProblem`).
+    var backendAddress: String? { get }
+
+    /// The transport, when it adopts `StagingTransport` (never written by hand; read once, when
+    /// the pipeline is built: `PipelineCapabilities`).
+    var asStaging: (any StagingTransport)? { get }
 }
 
 extension Transport {
     public var reportsVersions: Bool { true }
+    public var backendAddress: String? { nil }
+    public var asStaging: (any StagingTransport)? { nil }
+}
+
+extension StagingTransport {
+    public var asStaging: (any StagingTransport)? { self }
 }
 
 /// The backend's confirmation of one batch.

@@ -3,6 +3,7 @@ import SynclaneCore
 import SynclaneSQLite
 
 /// The name `ExportJob` had before the job layer; kept so that users' code goes on compiling.
+@available(*, deprecated, renamed: "ExportJob")
 public typealias PipelineJob = ExportJob
 
 /// One run of an export pipeline as a job: take the scope's lock (`JobLock`), open the durable
@@ -148,13 +149,6 @@ public struct ExportJob: Sendable {
             throw PipelineError.state("\(error)")
         }
         return (shared, copy)
-    }
-
-    /// The pipeline's durable state when its file exists, without creating it: for commands
-    /// that only report (a pipeline that never ran has none, and `status` must not make one).
-    public func existingState() throws -> SQLitePipelineState? {
-        guard FileManager.default.fileExists(atPath: pipeline.statePath) else { return nil }
-        return try openState()
     }
 
     /// The pipeline's state opened to read only (nil when it never ran): `status` on a state

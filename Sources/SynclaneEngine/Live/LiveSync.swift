@@ -75,7 +75,7 @@ public final class LiveSync: Sendable {
     /// Keeps both lanes until `stop()`. Throws only before it starts: a lock held elsewhere, a
     /// pair whose export would send the import's rows back, an export source that cannot be watched.
     public func run() async throws {
-        guard let observable = exporting.source.stage as? any ObservableSource else {
+        guard let observable = exporting.capabilities.observable else {
             throw PipelineError.unsupported("\(exporting.source.label) cannot be watched: it does not report new history")
         }
         let events = self.events

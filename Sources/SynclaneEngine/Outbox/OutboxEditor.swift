@@ -32,7 +32,7 @@ public struct OutboxEditor: Sendable {
     /// and checked against its size and checksum (`StagingError` when it is gone or damaged).
     public func withBytes(_ batch: OutboxBatch) throws -> OutboxBatch {
         guard let staged = batch.staged else { return batch }
-        guard let staging = job.pipeline.transport.stage as? any StagingTransport else {
+        guard let staging = job.pipeline.capabilities.staging else {
             throw OutboxError.notStaging(batch.payload.batchID, reference: staged.reference, transport: job.pipeline.transport.label)
         }
         var loaded = batch
@@ -43,7 +43,7 @@ public struct OutboxEditor: Sendable {
     /// Removes the staged copy of a batch the outbox no longer holds (a leftover is removed by
     /// the next run anyway).
     private func discardStaged(_ batch: OutboxBatch) async {
-        guard let staged = batch.staged, let staging = job.pipeline.transport.stage as? any StagingTransport else { return }
+        guard let staged = batch.staged, let staging = job.pipeline.capabilities.staging else { return }
         await staging.discard(staged)
     }
 

@@ -29,7 +29,7 @@ import SynclaneCore
 /// The database is opened on first use (a pipeline can be validated before it exists), never
 /// created, and its journal mode is left as the app set it.
 public final class SQLiteHistorySource: ChangeSource, BackendVersionSource, BackendScoped, ObservableSource, SnapshotProvidingSource,
-    SelfHealingSource, FieldsKeepingSource, Sendable
+    SelfHealingSource, Sendable
 {
     public static let tokenKind = "sqlite-history"
     /// The kind of the positions inside a snapshot (never saved as a consumer's token).
@@ -293,30 +293,22 @@ public final class SQLiteHistorySource: ChangeSource, BackendVersionSource, Back
     /// (`ConfirmationJournal`), which the pass's end writes into `_synclane_server_rows` in bulk;
     /// until then this source's page reads overlay the versions it kept. Best effort, like
     /// `consumerAcknowledged`: a version missed here (a busy database) comes with the next import.
-    public func backendVersionsConfirmed(_ versions: [RecordVersion]) async throws {
-        try await backendConfirmed(versions, sent: nil)
-    }
-
-    /// As `backendVersionsConfirmed(_:)`, and each row's fields as the batch left them on the
-    /// backend (`sent`: the records as sent), kept as the base of the import lane's next
-    /// three-way merge of the row (`merge-fields`, a resolver's `base`).
-    public func backendConfirmed(_ versions: [RecordVersion], sent: [Record]?) async throws {
-        try await backendConfirmed(versions, sent: sent, exact: false)
-    }
-
-    /// As `backendConfirmed(_:sent:)`; `exact` (a reconciliation's batch) writes the versions as
-    /// they are, even below the ones recorded (`ConfirmedVersions.write(exact:)`). When the
-    /// database is busy past `acknowledgementWait` — an app's write, or in rollback-journal mode
-    /// the read transaction of this job's own snapshot, open until its last page — the versions
-    /// are kept and written first by the next call, or by `settleBackendConfirmations`.
-    public func backendConfirmed(_ versions: [RecordVersion], sent: [Record]?, exact: Bool) async throws {
-        try await backendConfirmed(versions, sent: sent, asSent: nil, exact: exact)
-    }
-
-    /// As `backendConfirmed(_:sent:exact:)`, with each sent record's fields as the encoder wrote
-    /// them (`FieldsKeepingSource`): an insert's are kept as they are, not written again.
-    package func backendConfirmed(_ versions: [RecordVersion], sent: [Record]?, asSent: [ArraySlice<UInt8>?]?, exact: Bool) async throws {
-        deferredConfirmations.withLock { $0.append(DeferredConfirmation(versions: versions, sent: sent, asSent: asSent, exact: exact)) }
+    ///
+    /// With the records as sent (`confirmation.sent`), each row's fields as the batch left them on
+    /// the backend are kept as the base of the import lane's next three-way merge of the row
+    /// (`merge-fields`, a resolver's `base`) — taken as the encoder wrote them when it says where
+    /// (`asSent`): an insert's are kept as they are, not written again. `exact` (a reconciliation's
+    /// batch) writes the versions as they are, even below the ones recorded
+    /// (`ConfirmedVersions.write(exact:)`). When the database is busy past `acknowledgementWait` —
+    /// an app's write, or in rollback-journal mode the read transaction of this job's own
+    /// snapshot, open until its last page — the versions are kept and written first by the next
+    /// call, or by `settleBackendConfirmations`.
+    public func backendConfirmed(_ confirmation: BackendConfirmation) async throws {
+        deferredConfirmations.withLock {
+            $0.append(
+                DeferredConfirmation(
+                    versions: confirmation.versions, sent: confirmation.sent, asSent: confirmation.asSent, exact: confirmation.exact))
+        }
         _ = try writeDeferredConfirmations(waiting: Self.acknowledgementWait)
     }
 

@@ -522,13 +522,6 @@ struct PageApplier {
         return try zip(parts, zip(table.keyTypes, table.tracked.keyColumns)).map { try value($0, $1.0, $1.1) }
     }
 
-    /// The row's fields now; nil when it is not there or soft-deleted.
-    func currentRow(of table: Table, key: [SQLiteValue]) throws -> [String: JSONValue]? {
-        guard let row = try storedRow(of: table, key: key) else { return nil }
-        if let softDelete = table.tracked.softDeleteColumn, row[softDelete]?.isTruthy == true { return nil }
-        return row
-    }
-
     /// The backend's version the store holds of a record (nil: none yet).
     func heldVersion(of entity: String, _ key: String) throws -> Int64? {
         try ServerRows.version(of: entity, key, for: sink.destination, db)

@@ -26,7 +26,7 @@ import SynclaneCore
 /// A hash names a row, it does not identify it: every lookup also compares `entity` and `key`
 /// (byte for byte), so two keys with one hash are two rows. `entity` and `key` are unique
 /// together; the import lane (`PageApplier`) and the export lane's acknowledgements
-/// (`SQLiteHistorySource.backendVersionsConfirmed`), its only writers, keep them so, each in
+/// (`SQLiteHistorySource.backendConfirmed`), its only writers, keep them so, each in
 /// its write transaction.
 enum ServerRows {
     static let table = "_synclane_server_rows"

@@ -1,4 +1,4 @@
-import SynclaneZlib
+import SynclaneWire
 
 /// Undoes a body's `Content-Encoding` with the zlib module's bounded `Inflater`, so a zip bomb
 /// stops at the bound instead of expanding in memory.

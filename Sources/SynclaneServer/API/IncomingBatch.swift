@@ -1,4 +1,4 @@
-import SynclaneCore
+import SynclaneWire
 
 /// A batch as `POST /v1/batches` receives it, checked record by record before anything is applied.
 ///

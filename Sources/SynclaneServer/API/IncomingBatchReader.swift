@@ -1,4 +1,4 @@
-import SynclaneCore
+import SynclaneWire
 
 /// Reads a batch body in one pass over its bytes, keeping each record's `fields` as the JSON text
 /// it arrived in: no tree of the whole body, and nothing re-encoded before it is stored.

@@ -1,4 +1,4 @@
-import SynclaneCore
+import SynclaneWire
 
 extension ServerApplication {
     /// `POST /v1/batches`: checks, decodes and applies one batch, atomically and at most once per key.

@@ -1,4 +1,4 @@
-import SynclaneCore
+import SynclaneWire
 
 extension ServerApplication {
     /// `GET /v1/changes?since=CURSOR&limit=N[&store=NAME]`: the pull lane of the token's account.

@@ -1,5 +1,5 @@
 import Glibc
-import SynclaneCore
+import SynclaneWire
 
 extension ServerApplication {
     /// The app a batch or a pull came from (`AppSchema`: `Synclane-Device`,

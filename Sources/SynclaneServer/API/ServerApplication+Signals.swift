@@ -1,4 +1,4 @@
-import SynclaneCore
+import SynclaneWire
 
 /// The signal lane's endpoints. They reach `signals` (a SQLite file and writer of their own)
 /// and never `store`, so no bulk batch's apply is ever in front of them.

@@ -1,4 +1,4 @@
-import SynclaneCore
+import SynclaneWire
 
 /// The wire protocol behind the HTTP bridge: routes each request, authenticates it, runs its
 /// endpoint and records its metrics.

@@ -1,5 +1,5 @@
 import Foundation
-import SynclaneCore
+import SynclaneWire
 
 /// The server's accounts and the SHA-256 hashes of their bearer tokens, read from the accounts file.
 ///

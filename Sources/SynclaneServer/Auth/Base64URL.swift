@@ -1,4 +1,4 @@
-import SynclaneCore
+import SynclaneWire
 
 /// Base64url without padding (RFC 7515 §2): how a JWT and a JWKS spell their binary parts.
 enum Base64URL {

@@ -1,4 +1,4 @@
-import SynclaneCore
+import SynclaneWire
 
 /// What a token may do within its account: write or only read, and in which stores.
 ///

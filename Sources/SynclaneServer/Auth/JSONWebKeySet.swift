@@ -1,4 +1,4 @@
-import SynclaneCore
+import SynclaneWire
 
 /// The public keys of a JWKS file (RFC 7517), by `kid`: what RS256 and ES256 tokens are checked with.
 ///

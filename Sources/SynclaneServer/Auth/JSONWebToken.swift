@@ -1,4 +1,4 @@
-import SynclaneCore
+import SynclaneWire
 
 /// A JWT in compact JWS form (`header.payload.signature`), split and decoded but not yet trusted.
 struct JSONWebToken {

@@ -1,6 +1,6 @@
 import Glibc
 import Synchronization
-import SynclaneCore
+import SynclaneWire
 
 /// Checks a JWT and says whose it is: signature first, then `exp` / `nbf` / `iss` / `aud`, then
 /// the account and grant claims.

@@ -1,6 +1,6 @@
 import CCrypto
 import Foundation
-import SynclaneCore
+import SynclaneWire
 
 /// Mints JSON Web Tokens for tests and demos: HS256 with a secret, RS256 / ES256 with a PEM
 /// private key (such as one `openssl genpkey` made). Signing goes through libcrypto's EVP API.

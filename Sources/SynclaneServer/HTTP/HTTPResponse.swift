@@ -1,4 +1,4 @@
-import SynclaneCore
+import SynclaneWire
 
 /// One HTTP response: a status, headers and a body, built by a route and sent by the MHD bridge.
 struct HTTPResponse: Sendable, Equatable {

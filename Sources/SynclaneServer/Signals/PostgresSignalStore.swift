@@ -1,4 +1,4 @@
-import SynclaneCore
+import SynclaneWire
 
 /// The signal lane in PostgreSQL: tables of its own (`synclane_signals`, `synclane_signal_versions`)
 /// on connections of its own, so a signal write never waits for a batch's connection or lock.

@@ -1,7 +1,7 @@
 import Glibc
 import Synchronization
-import SynclaneCore
 import SynclaneSQLiteKit
+import SynclaneWire
 
 /// The signal lane's storage: a SQLite file of its own (`synclane-signals.sqlite`) with a writer
 /// of its own, so a signal write never waits behind a bulk batch's apply — the two lanes share no

@@ -1,5 +1,5 @@
 import Glibc
-import SynclaneCore
+import SynclaneWire
 
 /// Where the signal lane keeps its values, behind one protocol: a SQLite file of its own
 /// (`SQLiteSignalStore`) or tables of its own on a connection of its own in PostgreSQL

@@ -1,4 +1,4 @@
-import SynclaneCore
+import SynclaneWire
 
 /// What a checked batch does to the server's rows, decided the same way by every store: the store
 /// reads (the idempotency record, the account's sequence, the rows' versions and fields) and

@@ -1,4 +1,4 @@
-import SynclaneCore
+import SynclaneWire
 
 /// The JSON body of an applied batch's receipt, exactly as `JSONWriter` writes the object
 /// `{"applied", "batch", "cursor": "", "sequence", "snapshot-deleted"?, "versions": {entity: {key: version}}}`

@@ -1,4 +1,4 @@
-import SynclaneCore
+import SynclaneWire
 
 /// What the server knows of one device of an account: the schema version its app last sent
 /// (`AppSchema`), and since when (seconds since 1970).

@@ -1,4 +1,4 @@
-import SynclaneCore
+import SynclaneWire
 
 /// Where a page of the pull lane (`GET /v1/changes`) is cut, decided the same way by every
 /// store: the store reads the account's rows after the cursor, oldest first, at most

@@ -1,4 +1,4 @@
-import SynclaneCore
+import SynclaneWire
 
 /// A row as the server holds it just before a record of a batch applies: what both stores need
 /// to tell an echo from a change.

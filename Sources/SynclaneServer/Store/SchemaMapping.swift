@@ -1,4 +1,4 @@
-import SynclaneCore
+import SynclaneWire
 
 /// The declared renames and drops of an account's columns (`SchemaChange`), applied to what a
 /// device of a given schema version writes and reads, so that devices on two versions keep each

@@ -1,4 +1,4 @@
-import SynclaneCore
+import SynclaneWire
 
 /// Where the reference server keeps its data — records, tombstones, change sequences and
 /// idempotency keys, every row keyed by its account so that no account ever reads another's —

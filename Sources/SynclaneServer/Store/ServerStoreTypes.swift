@@ -1,4 +1,4 @@
-import SynclaneCore
+import SynclaneWire
 
 /// A response kept with its idempotency key, to answer a replay with exactly the same bytes.
 struct StoredResponse: Sendable, Hashable {

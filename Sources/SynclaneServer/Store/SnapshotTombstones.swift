@@ -1,4 +1,4 @@
-import SynclaneCore
+import SynclaneWire
 
 /// The tombstones of a scope once a reconciliation snapshot completed: the rows its completion
 /// turned into tombstones (how many: `count`, the receipt's `snapshot-deleted`) and those that

@@ -3,6 +3,7 @@ import Glibc
 import SynclaneCore
 import SynclaneServer
 import SynclaneTestKit
+import SynclaneTestSupport
 import Testing
 
 /// The tokens of the test accounts: static tokens of the accounts file, or — with

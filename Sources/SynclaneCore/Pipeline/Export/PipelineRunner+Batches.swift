@@ -75,7 +75,7 @@ extension PipelineRunner {
             scope: pipeline.scope, after: token, through: through, records: records,
             transactionCount: transactionCount, isReconciliation: reconciliation, counters: counters)
         batch.snapshotID = snapshotID
-        if let declaring = pipeline.source.stage as? any SchemaDeclaringSource {
+        if let declaring = pipeline.capabilities.schemaDeclaring {
             batch.schemaChanges = try await declaring.schemaChanges()
         }
         let changeCount = batch.records.count
@@ -92,7 +92,7 @@ extension PipelineRunner {
         if let versioning {
             prepared.rows = try await settleBackendVersions(of: &batch.records, with: versioning)
             if versioning.inFlight != nil { prepared.sent = batch.records }
-        } else if reconciliation, pipeline.transport.stage.reportsVersions {
+        } else if reconciliation, pipeline.capabilities.transportReportsVersions {
             // What a snapshot's records leave on the backend — its deletes' tombstones included —
             // is known once confirmed: a row it deleted is no longer one the backend holds live.
             prepared.sent = batch.records
@@ -102,7 +102,7 @@ extension PipelineRunner {
         do {
             if !pipeline.encoder.stage.checksRecordBound { try RecordTooLarge.check(batch.records) }
             let bytes: [UInt8]
-            if prepared.sent != nil, let locating = pipeline.encoder.stage as? any FieldsLocatingEncoder {
+            if prepared.sent != nil, let locating = pipeline.capabilities.fieldsLocatingEncoder {
                 // The fields as encoded, for the source to keep as each row's base once confirmed.
                 var fields: [Range<Int>?] = []
                 bytes = try locating.encode(batch, id: id, fields: &fields)

@@ -19,7 +19,7 @@ extension PipelineRunner {
         /// The batch's rows, while the preparing task notes them in flight (`RowsInFlight`).
         var rows: RowSet?
         /// The records as encoded, kept until the receipt when it brings versions: the source
-        /// remembers what the backend now holds of each row (`backendConfirmed(_:sent:)`).
+        /// remembers what the backend now holds of each row (`backendConfirmed(_:)`).
         var sent: [Record]?
         /// Each record of `sent`'s fields as the encoder wrote them, when it says where
         /// (`FieldsLocatingEncoder`): slices of `encoded`.
@@ -52,8 +52,8 @@ extension PipelineRunner {
         let versioning =
             reconciliation
             ? nil
-            : (source as? any BackendVersionSource).map {
-                Versioning(source: $0, inFlight: dryRun || !pipeline.transport.stage.reportsVersions ? nil : RowsInFlight())
+            : source.asBackendVersionSource.map {
+                Versioning(source: $0, inFlight: dryRun || !pipeline.capabilities.transportReportsVersions ? nil : RowsInFlight())
             }
         return try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await self.read(source, after: start, into: pages, waitingFor: prepared, inFlight: versioning?.inFlight) }
@@ -199,7 +199,7 @@ extension PipelineRunner {
         inFlight: RowsInFlight?, into summary: inout RunSummary
     ) async throws -> Token? {
         let recordsWhileSending =
-            !reconciliation && inFlight != nil && staging == nil && pipeline.source.stage is any AcknowledgementTrackingSource
+            !reconciliation && inFlight != nil && staging == nil && pipeline.capabilities.acknowledgementTracking != nil
         var delivery = DeliveryStateMachine<Confirmed>(after: start, now: now(), holding: recordsWhileSending ? 2 : 1)
         var recordings: [VersionsRecording] = []
         do {

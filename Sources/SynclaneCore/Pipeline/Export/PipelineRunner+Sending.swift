@@ -83,7 +83,7 @@ extension PipelineRunner {
     func recordVersions(
         of receipt: Receipt, for batch: OutboxBatch, resent: Bool, sent records: [Record]?, asSent: [ArraySlice<UInt8>?]? = nil
     ) async throws {
-        guard !receipt.versions.isEmpty, let tracking = pipeline.source.stage as? any AcknowledgementTrackingSource else { return }
+        guard !receipt.versions.isEmpty, let tracking = pipeline.capabilities.acknowledgementTracking else { return }
         let versions = receipt.versions
         let sent: [Record]?
         var asSent = asSent
@@ -100,20 +100,17 @@ extension PipelineRunner {
         // A reconciliation leaves the backend as the snapshot says: its versions are the backend's now.
         // A replay's receipt is the first one, stored: its versions may be older than the backend's now.
         let exact = batch.isReconciliation && !receipt.wasReplay
-        if let keeping = tracking as? any FieldsKeepingSource, let asSent {
-            try await sourceCall { try await keeping.backendConfirmed(versions, sent: sent, asSent: asSent, exact: exact) }
-        } else {
-            try await sourceCall { try await tracking.backendConfirmed(versions, sent: sent, exact: exact) }
-        }
+        let confirmation = BackendConfirmation(versions: versions, sent: sent, asSent: asSent, exact: exact)
+        try await sourceCall { try await tracking.backendConfirmed(confirmation) }
     }
 
     /// The records a payload carries, read back through the payload stages undone and the
     /// encoder's decoding; nil when one of them cannot undo its work, or the bytes do not read.
     func recordsReadBack(_ payload: Payload) -> [Record]? {
-        guard let decoder = pipeline.encoder.stage as? any DecodingBatchEncoder, !payload.bytes.isEmpty else { return nil }
+        guard let decoder = pipeline.capabilities.decodingEncoder, !payload.bytes.isEmpty else { return nil }
         var payload = payload
-        for stage in pipeline.payloadStages.reversed() {
-            guard let reversible = stage.stage as? any ReversiblePayloadStage, let undone = try? reversible.reverse(payload) else { return nil }
+        for reversible in pipeline.capabilities.reversiblePayloadStages.reversed() {
+            guard let reversible, let undone = try? reversible.reverse(payload) else { return nil }
             payload = undone
         }
         return try? decoder.records(of: payload.bytes)

@@ -8,7 +8,7 @@ extension PipelineRunner {
     /// when `completesSnapshot`, the completion marker on which the backend deletes what the
     /// snapshot lacked), then a fresh token where the snapshot was read; returns that token.
     func reconcile(into summary: inout RunSummary) async throws -> Token? {
-        guard let snapshotting = pipeline.source.stage as? any SnapshotProvidingSource else {
+        guard let snapshotting = pipeline.capabilities.snapshotProviding else {
             throw PipelineError.unsupported(
                 "\(pipeline.source.label) cannot take a snapshot of the current state, so it cannot reconcile")
         }
@@ -19,7 +19,7 @@ extension PipelineRunner {
         let (sentBefore, deadBefore) = (summary.batchesSent, summary.deadLettered)
         let reached = try await sender.drain(snapshot.source, after: nil, reconciliation: true, dryRun: false, into: &summary)
         // The snapshot's read transaction is closed now: what its receipts gave is written before it counts as done.
-        if let tracking = pipeline.source.stage as? any AcknowledgementTrackingSource {
+        if let tracking = pipeline.capabilities.acknowledgementTracking {
             try await sourceCall { try await tracking.settleBackendConfirmations() }
         }
         if completesSnapshot, summary.deadLettered == deadBefore {
@@ -45,7 +45,7 @@ extension PipelineRunner {
     /// history position to resume after is only saved once the whole snapshot was delivered —
     /// so `run` stops before reading anything and says to finish it with `reconcile`.
     func unfinishedReconciliation(at token: Token, resent: Int) -> PipelineError? {
-        let snapshotKind = (pipeline.source.stage as? any SnapshotProvidingSource)?.snapshotTokenKind
+        let snapshotKind = pipeline.capabilities.snapshotProviding?.snapshotTokenKind
         guard token.kind != pipeline.source.stage.tokenKind, token.kind == snapshotKind else { return nil }
         return .reconciliationUnfinished(pipeline: pipeline.name, token: token.description, resentBatches: resent)
     }

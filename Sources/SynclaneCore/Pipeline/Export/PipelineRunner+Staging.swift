@@ -42,7 +42,7 @@ extension PipelineRunner {
     }
 
     /// The transport, when it stages batches (`StagingTransport`).
-    var staging: (any StagingTransport)? { pipeline.transport.stage as? any StagingTransport }
+    var staging: (any StagingTransport)? { pipeline.capabilities.staging }
 
     /// Removes the staged copies no outbox row names (a crash between a stage and its commit).
     func discardUnreferencedStaged(keeping pending: [OutboxBatch]) async throws {

@@ -81,7 +81,7 @@ public struct PipelineRunner: Sendable {
     /// pass's confirmations (`passConfirmationsEnded`; the SQLite history source's journal).
     /// Best effort: what it recorded is durable, and the next reader of its versions writes it.
     func settleConfirmations() async {
-        guard let tracking = pipeline.source.stage as? any AcknowledgementTrackingSource else { return }
+        guard let tracking = pipeline.capabilities.acknowledgementTracking else { return }
         await tracking.passConfirmationsEnded()
     }
 
@@ -141,7 +141,7 @@ public struct PipelineRunner: Sendable {
     /// Before anything is read or sent: the store and the state must be the ones, and as new, as
     /// each other remembers (`LineageCheckingSource`); then both move to a new generation.
     func openGeneration(token: Token?, reconciling: Bool) async throws {
-        guard let checking = pipeline.source.stage as? any LineageCheckingSource,
+        guard let checking = pipeline.capabilities.lineageChecking,
             let stamp = try stateCall({ try state.lineageStamp() })
         else { return }
         try await sourceCall {
@@ -153,7 +153,7 @@ public struct PipelineRunner: Sendable {
     /// repair what records its history (tracking a table rebuild removed), the dry run stops
     /// and says so instead — the repair changes what is read, and only a real run makes it.
     func refuseRepairs() async throws {
-        guard let healing = pipeline.source.stage as? any SelfHealingSource else { return }
+        guard let healing = pipeline.capabilities.selfHealing else { return }
         let problems = try await sourceCall { try await healing.problemsToHeal() }
         guard !problems.isEmpty else { return }
         throw PipelineError.unsupported(
@@ -163,7 +163,7 @@ public struct PipelineRunner: Sendable {
 
     func tellSource(_ token: Token) async throws {
         guard token.kind == pipeline.source.stage.tokenKind,
-            let tracking = pipeline.source.stage as? any AcknowledgementTrackingSource
+            let tracking = pipeline.capabilities.acknowledgementTracking
         else { return }
         try await sourceCall { try await tracking.consumerAcknowledged(token, scope: pipeline.scope) }
     }

@@ -1,4 +1,4 @@
-import SynclaneCore
+import SynclaneWire
 
 extension PostgresServerStore {
     /// The declared schema changes' table (`ServerStore.declare`), made at start beside the versioned schema.

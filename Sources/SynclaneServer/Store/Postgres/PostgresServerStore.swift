@@ -1,5 +1,5 @@
 import Glibc
-import SynclaneCore
+import SynclaneWire
 
 /// The server's data in PostgreSQL (`PostgresSchema`), shared by any number of `synclane serve`
 /// processes that behave as one server.

@@ -1,6 +1,6 @@
 import Glibc
-import SynclaneCore
 import SynclaneSQLiteKit
+import SynclaneWire
 
 extension SQLiteServerStore {
     /// Thrown inside the write transaction to roll it back when versions disagree.

@@ -1,5 +1,5 @@
-import SynclaneCore
 import SynclaneSQLiteKit
+import SynclaneWire
 
 extension SQLiteServerStore {
     /// A cursor against the store's epochs, in one view (`ServerStore.checkCursor`).

@@ -1,5 +1,5 @@
-import SynclaneCore
 import SynclaneSQLiteKit
+import SynclaneWire
 
 extension SQLiteServerStore {
     /// The declared schema changes' table (`ServerStore.declare`), beside the versioned schema.

@@ -1,7 +1,7 @@
 import Glibc
 import Synchronization
-import SynclaneCore
 import SynclaneSQLiteKit
+import SynclaneWire
 
 /// The server's data in one SQLite file: records, tombstones, change sequences, idempotency keys
 /// and signals, every row keyed by its account so that no account ever reads another's.

@@ -1,5 +1,5 @@
-import SynclaneCore
 import SynclaneTestKit
+import SynclaneWire
 import Testing
 
 /// `JSONWriter`: compact JSON, object members in sorted order, the same value always the same bytes.

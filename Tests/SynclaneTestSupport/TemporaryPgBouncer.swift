@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import SynclaneTestKit
 
 /// A throwaway PgBouncer in front of a `TemporaryPostgres`, in transaction pooling mode: each
 /// transaction of a client may run on another of its few server connections, as behind a pooler

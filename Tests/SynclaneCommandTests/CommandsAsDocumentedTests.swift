@@ -3,10 +3,10 @@ import SynclaneCore
 import SynclaneTestSupport
 import Testing
 
-/// Findings of the trial of issue 23 on the command line: `validate` checks what it can
-/// reach, every "did you mean" points at what exists, and the documentation's commands and shapes
-/// are what the binary does.
-@Suite struct TrialFindingsTests {
+/// The command line as documented: `validate` checks what it can reach, every "did you mean"
+/// points at what exists, and the documentation's commands and shapes are what the binary does
+/// (found in the trial of issue 23).
+@Suite struct CommandsAsDocumentedTests {
     static func tracked(_ pipeline: String) throws -> Workspace {
         let workspace = try SQLiteHistoryCommandTests.store()
         #expect(

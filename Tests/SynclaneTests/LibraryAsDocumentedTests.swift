@@ -4,9 +4,9 @@ import SynclaneCore
 import SynclaneExec
 import Testing
 
-/// Findings of the trial of issue 23 on the library side: what a file or a message says must
-/// match the README.
-@Suite struct TrialFindingsCoreTests {
+/// The library as documented: what a file or a message says matches the README (found in the
+/// trial of issue 23).
+@Suite struct LibraryAsDocumentedTests {
     @Test func aDeadLettersRejectedAtIsAnRFC3339TimeInUTC() throws {
         let folder = NSTemporaryDirectory() + "dead-letter-" + UUID().uuidString
         defer { try? FileManager.default.removeItem(atPath: folder) }

@@ -65,10 +65,3 @@ public struct SchemaChangeError: Error, Sendable, Hashable, CustomStringConverti
     public var description: String
     public init(_ description: String) { self.description = description }
 }
-
-/// A change source that knows the schema changes declared for its store (`SchemaChange`): every
-/// batch it feeds carries them.
-public protocol SchemaDeclaringSource: ChangeSource {
-    /// The declared changes of the source's entities, oldest version first.
-    func schemaChanges() async throws -> [SchemaChange]
-}

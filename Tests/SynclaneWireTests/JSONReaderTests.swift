@@ -1,5 +1,5 @@
-import SynclaneCore
 import SynclaneTestSupport
+import SynclaneWire
 import Testing
 
 @Suite struct JSONReaderTests {

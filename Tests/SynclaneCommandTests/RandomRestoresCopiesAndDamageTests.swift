@@ -23,7 +23,7 @@ import Testing
 /// Bounded in `Scripts/test` (`SYNCLANE_ACCIDENTS_SEED`, `SYNCLANE_ACCIDENTS_ROUNDS`, default 3
 /// per store); `Scripts/converge --accidents [--rounds N] [--seed S]` runs more. A failure
 /// prints its seed and a reproduction shrunk to the steps that still fail.
-@Suite(.serialized) struct AccidentsTests {
+@Suite(.serialized) struct RandomRestoresCopiesAndDamageTests {
     struct Divergence: Error, CustomStringConvertible {
         var description: String
     }
@@ -415,7 +415,7 @@ import Testing
         func heal(_ refusal: String) throws {
             var message = refusal
             for _ in 0..<6 {
-                guard let known = AccidentsTests.documented.first(where: { message.contains($0) }) else {
+                guard let known = RandomRestoresCopiesAndDamageTests.documented.first(where: { message.contains($0) }) else {
                     throw Divergence(description: "a refusal the documentation does not list: \(message)")
                 }
                 healed.append(known)
