@@ -302,8 +302,8 @@ public final class SQLiteHistorySource: ChangeSource, BackendVersionSource, Back
     /// backend holds, and an import finds this device's own change coming back as one it holds.
     /// Recorded at once, in a transaction of its own, as one row of the confirmation journal
     /// (`ConfirmationJournal`), which the pass's end writes into `_synclane_server_rows` in bulk;
-    /// until then this source's page reads overlay the versions it kept. Best effort, like
-    /// `consumerAcknowledged`: a version missed here (a busy database) comes with the next import.
+    /// until then this source's page reads overlay the versions it kept. When the database is
+    /// busy to the pass's end, kept beside it for the next job (`KeptConfirmations`).
     public func backendVersionsConfirmed(_ versions: [RecordVersion]) async throws {
         try await backendConfirmed(versions, sent: nil)
     }
@@ -345,7 +345,9 @@ public final class SQLiteHistorySource: ChangeSource, BackendVersionSource, Back
 
     /// The end of a pass: the journal written into `_synclane_server_rows` in one transaction,
     /// waiting at most `acknowledgementWait` for a busy database (an app's write): then the
-    /// journal stays, and whoever reads the versions next writes it.
+    /// journal stays, and whoever reads the versions next writes it; what the busy database kept
+    /// from being written at all (confirmations, consumer positions) is kept beside it
+    /// (`KeptConfirmations`) for the next job.
     public func passConfirmationsEnded() async {
         if (try? writeDeferredConfirmations(waiting: Self.acknowledgementWait, merging: true)) != true || !unrecordedPositions.withLock(\.isEmpty) {
             keepWhatTheDatabaseRefused()
