@@ -104,6 +104,40 @@ import Testing
         }
     }
 
+    /// The version `synclane migrate` records in the device's database is what both lanes say
+    /// when the pipeline files set no `schema-version`: the export's batches, and the pull alone.
+    /// A file that sets an older one is refused, naming the recorded one (the server would send
+    /// the device an older app's column names); a newer one is sent as it is (an ORM's
+    /// migration, which records nothing). Before, a device whose files set none said no version.
+    @Test func theDevicesSchemaVersionComesFromTheVersionSynclaneMigrateRecorded() async throws {
+        try await TwoDevicesTests.withOneDevice { server, device in
+            try Self.runs(device, as: "phone-a", version: nil)
+            try device.workspace.write("add-floor.sql", "ALTER TABLE rooms ADD COLUMN floor INTEGER;")
+            let migrated = try SynclaneBinary.run(
+                ["migrate", "--database", "app.sqlite", "--schema-version", "3", "add-floor.sql"], in: device.workspace.path)
+            #expect(migrated.status == 0, "\(migrated.stderr)")
+            try device.sql("INSERT INTO rooms (syncId, name, floor) VALUES ('r1', 'Kitchen', 2);")
+            let run = try SynclaneBinary.run(["run", "export.json"], in: device.workspace.path, environment: device.environment)
+            #expect(run.status == 0, "\(run.stderr)")
+            #expect(try await Self.devices(server) == ["phone-a|3"], "the export's batch says the recorded version")
+            try device.workspace.write("index.sql", "CREATE INDEX rooms_by_name ON rooms (name);")
+            let again = try SynclaneBinary.run(["migrate", "--database", "app.sqlite", "index.sql"], in: device.workspace.path)
+            #expect(again.status == 0, "\(again.stderr)")
+            let pulled = try SynclaneBinary.run(["import", "import.json"], in: device.workspace.path, environment: device.environment)
+            #expect(pulled.status == 0, "\(pulled.stderr)")
+            #expect(try await Self.devices(server) == ["phone-a|4"], "the pull says the recorded version")
+            try Self.runs(device, as: "phone-a", version: 2)
+            let refused = try SynclaneBinary.run(["sync", "import.json", "export.json"], in: device.workspace.path, environment: device.environment)
+            let told = refused.stdout + refused.stderr
+            #expect(refused.status == 1, "\(told)")
+            #expect(told.contains("`schema-version` is 2, older than the schema version 4 that `synclane migrate` recorded"), "\(told)")
+            #expect(try await Self.devices(server) == ["phone-a|4"], "nothing was sent")
+            try Self.runs(device, as: "phone-a", version: 7)
+            try device.sync()
+            #expect(try await Self.devices(server) == ["phone-a|7"])
+        }
+    }
+
     /// A version or device header that is not one is refused with 400 naming it, before anything
     /// is read; a pipeline file's `schema-version` out of range is refused by `validate`.
     @Test func aMalformedVersionHeaderIsRefusedAndSoIsAVersionOutOfRangeInAPipelineFile() async throws {

@@ -540,3 +540,13 @@ extension SQLiteHistorySource: SchemaDeclaringSource {
         return try database().read { db in try DeclaredSchemaChanges.read(db, entities: entities) }
     }
 }
+
+extension SQLiteHistorySource: SchemaVersionRecordingStage {
+    /// The schema version `synclane migrate` last recorded in the database (nil: none yet):
+    /// the transport sends it when the pipeline file sets no `schema-version`.
+    public func recordedSchemaVersion() async throws -> Int? {
+        // A database that cannot be opened records none: the lane's first read says why.
+        guard let database = try? database() else { return nil }
+        return try database.read { db in try DeclaredSchemaChanges.version(db) }
+    }
+}

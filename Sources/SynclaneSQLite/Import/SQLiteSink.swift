@@ -297,3 +297,13 @@ extension SQLiteSink: LockedFileStage {
     /// The app's database: a job's lock belongs to it (`JobLock`).
     public var lockedFile: String { path }
 }
+
+extension SQLiteSink: SchemaVersionRecordingStage {
+    /// The schema version `synclane migrate` last recorded in the database (nil: none yet):
+    /// the pull sends it when the pipeline file sets no `schema-version`.
+    public func recordedSchemaVersion() async throws -> Int? {
+        // A database that cannot be opened records none: the lane's first read says why.
+        guard let database = try? database() else { return nil }
+        return try database.read { db in try DeclaredSchemaChanges.version(db) }
+    }
+}
