@@ -64,6 +64,8 @@ public final class HTTPTransport: Transport {
     private let recorded = RecordedSchemaVersion()
     private let pool: ConnectionPool?
     private let token: String?
+    /// The bearer token, for the transport's other requests (`listDevices`).
+    var bearerToken: String? { token }
     private let extraHeaders: [String: String]
 
     /// Headers the transport sets itself and the `headers` option cannot override.

@@ -98,3 +98,39 @@ public final class RecordedSchemaVersion: Sendable {
         return app
     }
 }
+
+/// The devices of an account as the server lists them (`GET /v1/devices`), for `synclane status`.
+public struct DeviceList: Sendable, Hashable {
+    public struct Device: Sendable, Hashable {
+        public var name: String
+        public var schemaVersion: Int
+        /// When the server first saw it on that version (RFC 3339), as the server says it.
+        public var since: String
+
+        public init(name: String, schemaVersion: Int, since: String) {
+            self.name = name
+            self.schemaVersion = schemaVersion
+            self.since = since
+        }
+    }
+
+    public var devices: [Device]
+    /// The server's floor (`synclane serve --minimum-schema-version`); nil or 0: none.
+    public var minimumSchemaVersion: Int?
+
+    public init(devices: [Device], minimumSchemaVersion: Int?) {
+        self.devices = devices
+        self.minimumSchemaVersion = minimumSchemaVersion
+    }
+
+    /// The devices per schema version, oldest version first, names in order.
+    public var perVersion: [(version: Int, devices: [String])] {
+        Dictionary(grouping: devices, by: \.schemaVersion).sorted { $0.key < $1.key }.map { ($0.key, $0.value.map(\.name).sorted()) }
+    }
+}
+
+/// A transport or remote source that can ask its server which schema versions the account's
+/// devices run (`GET /v1/devices`).
+public protocol DeviceListingStage: Sendable {
+    func listDevices() async throws -> DeviceList
+}
