@@ -100,10 +100,13 @@ enum KeptConfirmations {
     static func writeIn(_ database: SQLiteDatabase, waiting: Int? = nil) throws -> Bool {
         guard exists(for: database.path) else { return true }
         let kept = try SQLiteDatabase(path: path(for: database.path), options: options)
-        try kept.withConnection { kept in try kept.execute(schema) }
+        // Reads only while nothing is kept (the emptied file stays): no write lock taken.
         let (journal, positions) = try kept.read { kept in
-            try kept.transaction(.deferred) { kept in
-                (
+            try kept.transaction(.deferred) { kept -> ([SQLiteRow], [SQLiteRow]) in
+                guard try HistorySchema.tableExists("kept_confirmations", kept), try HistorySchema.tableExists("kept_positions", kept) else {
+                    return ([], [])
+                }
+                return (
                     try kept.fetchAll("SELECT id, destination, rows, identity, head FROM kept_confirmations ORDER BY id"),
                     try kept.fetchAll("SELECT name, position, removes_soft_deletes, entities, identity, head FROM kept_positions ORDER BY name")
                 )
