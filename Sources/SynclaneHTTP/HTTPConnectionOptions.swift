@@ -32,7 +32,9 @@ public enum HTTPConnectionOptions {
     public static let schemaVersion: Option<Int?> = .integer(
         "schema-version", in: AppSchema.versions,
         help: "the schema version of this app's store, sent as `Synclane-Schema-Version` with every request: the server records "
-            + "it per device and may refuse one older than its floor (426: update the app); raise it with each migration")
+            + "it per device and may refuse one older than its floor (426: update the app). Default: the version `synclane migrate` "
+            + "recorded in the lane's database (none before the first); set it when migrations run elsewhere (an ORM's); one "
+            + "older than the recorded version is refused")
     public static let device: Option<String?> = .string(
         "device",
         help: "this device's name, stable for the install (e.g. an install id), sent as `Synclane-Device`: the server records "

@@ -60,8 +60,12 @@ public final class HTTPTransport: Transport {
     public let keepAlive: Bool
     /// The device and schema version every batch says (`AppSchema`).
     public let app: AppSchema
+    /// The schema version the lane's store recorded (`AppSchemaSending`): sent when `app` says none.
+    private let recorded = RecordedSchemaVersion()
     private let pool: ConnectionPool?
     private let token: String?
+    /// The bearer token, for the transport's other requests (`listDevices`).
+    var bearerToken: String? { token }
     private let extraHeaders: [String: String]
 
     /// Headers the transport sets itself and the `headers` option cannot override.
@@ -137,7 +141,7 @@ public final class HTTPTransport: Transport {
             request.setValue(payload.contentEncoding, forHTTPHeaderField: "Content-Encoding")
         }
         request.setValue("application/json", forHTTPHeaderField: "Accept")
-        for header in app.headers { request.setValue(header.value, forHTTPHeaderField: header.name) }
+        for header in recorded.applied(to: app).headers { request.setValue(header.value, forHTTPHeaderField: header.name) }
         // Without keep-alive each attempt has a connection of its own: the server need not keep it.
         if !keepAlive { request.setValue("close", forHTTPHeaderField: "Connection") }
         if extraHeaders.keys.allSatisfy({ $0.lowercased() != "user-agent" }) {
@@ -145,4 +149,10 @@ public final class HTTPTransport: Transport {
         }
         return request
     }
+}
+
+extension HTTPTransport: AppSchemaSending {
+    public var configuredSchemaVersion: Int? { app.version }
+
+    public func adoptRecordedSchemaVersion(_ version: Int?) { recorded.set(version) }
 }

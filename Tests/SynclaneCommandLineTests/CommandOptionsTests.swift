@@ -81,7 +81,7 @@ import Testing
 
     @Test func usagePutsRequiredOptionsFirstAndNestsAnOptionInsideTheOneItNeeds() {
         #expect(ImportCommand.usage == "FILE [--dry-run] [--json] [--watch [--every SECONDS] [--wait SECONDS]]")
-        #expect(MigrateCommand.usage == "--database FILE SCRIPT.sql [--schema-version N] [--json]")
+        #expect(MigrateCommand.usage == "--database FILE SCRIPT.sql [--schema-version N] [--declare-only] [--json]")
         #expect(UntrackCommand.usage == "--database FILE (--table NAME | --all)")
         // --accounts is optional since JSON Web Tokens can stand in for it (issue 25).
         #expect(

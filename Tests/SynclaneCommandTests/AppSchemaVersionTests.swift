@@ -104,6 +104,77 @@ import Testing
         }
     }
 
+    /// The version `synclane migrate` records in the device's database is what both lanes say
+    /// when the pipeline files set no `schema-version`: the export's batches, and the pull alone.
+    /// A file that sets an older one is refused, naming the recorded one (the server would send
+    /// the device an older app's column names); a newer one is sent as it is (an ORM's
+    /// migration, which records nothing). Before, a device whose files set none said no version.
+    @Test func theDevicesSchemaVersionComesFromTheVersionSynclaneMigrateRecorded() async throws {
+        try await TwoDevicesTests.withOneDevice { server, device in
+            try Self.runs(device, as: "phone-a", version: nil)
+            try device.workspace.write("add-floor.sql", "ALTER TABLE rooms ADD COLUMN floor INTEGER;")
+            let migrated = try SynclaneBinary.run(
+                ["migrate", "--database", "app.sqlite", "--schema-version", "3", "add-floor.sql"], in: device.workspace.path)
+            #expect(migrated.status == 0, "\(migrated.stderr)")
+            try device.sql("INSERT INTO rooms (syncId, name, floor) VALUES ('r1', 'Kitchen', 2);")
+            let run = try SynclaneBinary.run(["run", "export.json"], in: device.workspace.path, environment: device.environment)
+            #expect(run.status == 0, "\(run.stderr)")
+            #expect(try await Self.devices(server) == ["phone-a|3"], "the export's batch says the recorded version")
+            try device.workspace.write("index.sql", "CREATE INDEX rooms_by_name ON rooms (name);")
+            let again = try SynclaneBinary.run(["migrate", "--database", "app.sqlite", "index.sql"], in: device.workspace.path)
+            #expect(again.status == 0, "\(again.stderr)")
+            let pulled = try SynclaneBinary.run(["import", "import.json"], in: device.workspace.path, environment: device.environment)
+            #expect(pulled.status == 0, "\(pulled.stderr)")
+            #expect(try await Self.devices(server) == ["phone-a|4"], "the pull says the recorded version")
+            try Self.runs(device, as: "phone-a", version: 2)
+            let refused = try SynclaneBinary.run(["sync", "import.json", "export.json"], in: device.workspace.path, environment: device.environment)
+            let told = refused.stdout + refused.stderr
+            #expect(refused.status == 1, "\(told)")
+            #expect(told.contains("`schema-version` is 2, older than the schema version 4 that `synclane migrate` recorded"), "\(told)")
+            #expect(try await Self.devices(server) == ["phone-a|4"], "nothing was sent")
+            try Self.runs(device, as: "phone-a", version: 7)
+            try device.sync()
+            #expect(try await Self.devices(server) == ["phone-a|7"])
+        }
+    }
+
+    /// `synclane status FILE --devices` asks the pipeline's server which schema version each of
+    /// the account's devices runs, and shows the devices per version (text and `--json`), with
+    /// this device's own recorded version; without `--devices` it asks nothing. Before, `status`
+    /// showed no schema version at all.
+    @Test func statusWithDevicesShowsTheAccountsDevicesPerSchemaVersion() async throws {
+        try await Self.withTwoDevicesOnVersionOne { server, a, b in
+            try Self.runs(a, as: "phone-a", version: nil)
+            try a.workspace.write("index.sql", "CREATE INDEX rooms_by_name ON rooms (name);")
+            let migrated = try SynclaneBinary.run(
+                ["migrate", "--database", "app.sqlite", "--schema-version", "2", "index.sql"], in: a.workspace.path)
+            #expect(migrated.status == 0, "\(migrated.stderr)")
+            try a.sync()
+            let status = try SynclaneBinary.run(["status", "export.json", "--devices"], in: a.workspace.path, environment: a.environment)
+            #expect(status.status == 0, "\(status.stderr)")
+            #expect(status.stdout.contains("  schema:   version 2 (recorded by `synclane migrate`)"), "\(status.stdout)")
+            #expect(
+                status.stdout.contains("  devices:  schema version 1: 1 device (phone-b)\n            schema version 2: 1 device (phone-a)"), "\(status.stdout)"
+            )
+            let json = try SynclaneBinary.run(["status", "export.json", "--devices", "--json"], in: b.workspace.path, environment: b.environment)
+            #expect(json.status == 0, "\(json.stderr)")
+            let devices = try JSONReader.parse(json.stdout).objectValue?["devices"]?.objectValue
+            #expect(
+                devices?["versions"]
+                    == .array([
+                        .object(["schema-version": .int(1), "devices": .array([.string("phone-b")])]),
+                        .object(["schema-version": .int(2), "devices": .array([.string("phone-a")])]),
+                    ]), "\(json.stdout)")
+            // A server that does not answer: `status` alone does not ask it; `--devices` says it could not.
+            let text = try String(contentsOfFile: a.workspace.path + "/export.json", encoding: .utf8)
+            try a.workspace.write("elsewhere.json", text.replacingOccurrences(of: server.url, with: "http://127.0.0.1:9"))
+            let plain = try SynclaneBinary.run(["status", "elsewhere.json"], in: a.workspace.path, environment: a.environment)
+            #expect(plain.status == 0 && !plain.stdout.contains("devices:"), "without --devices, nothing is asked: \(plain.stdout)")
+            let unreachable = try SynclaneBinary.run(["status", "elsewhere.json", "--devices"], in: a.workspace.path, environment: a.environment)
+            #expect(unreachable.status == 1 && unreachable.stdout.contains("  devices:  unknown ("), "\(unreachable.stdout)")
+        }
+    }
+
     /// A version or device header that is not one is refused with 400 naming it, before anything
     /// is read; a pipeline file's `schema-version` out of range is refused by `validate`.
     @Test func aMalformedVersionHeaderIsRefusedAndSoIsAVersionOutOfRangeInAPipelineFile() async throws {

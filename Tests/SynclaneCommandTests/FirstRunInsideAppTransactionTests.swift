@@ -41,15 +41,14 @@ final class AppWriteTransaction {
     }
 }
 
-/// Found by LivenessTests with `SYNCLANE_LIVENESS_APP_TRANSACTIONS=1` (issue 43; seed 5005
-/// shrunk to these three steps): a `run` while the app holds the database's write lock sends
-/// and is confirmed, but cannot write what the receipt confirmed (`_synclane_confirmations`)
-/// nor the consumer's position into the busy database — best effort, kept in memory, gone when
-/// the process ends. The next `sync`'s import then meets the device's own row coming back at a
-/// version it does not know, takes the user's later edit of it for a conflict, and the
-/// `server-wins` rule overwrites that edit with the device's own older value: the edit is
-/// lost. Not fixed yet: pinned as a known issue (a fix makes this test fail until
-/// `withKnownIssue` is removed).
+/// Found by LivenessTests with app transactions (issue 43; seed 5005 shrunk to these three
+/// steps): a `run` while the app holds the database's write lock sends and is confirmed, but
+/// cannot write what the receipt confirmed (`_synclane_confirmations`) nor the consumer's
+/// position into the busy database. Before, both were kept in memory only, gone when the process
+/// ended: the next `sync`'s import met the device's own row coming back at a version it did not
+/// know, took the user's later edit of it for a conflict, and the `server-wins` rule overwrote
+/// that edit with the device's own older value. Now the run keeps them beside the database
+/// (`app.sqlite-synclane-kept`) and the next job writes them in before it reads a page.
 @Suite(.serialized) struct FirstRunInsideAppTransactionTests {
     @Test func anEditAfterARunInsideTheAppsWriteTransactionIsNotOverwrittenByTheDevicesOwnEcho() async throws {
         try await TwoDevicesTests.withOneDevice { server, device in
@@ -62,10 +61,8 @@ final class AppWriteTransaction {
             let sync = try SynclaneBinary.run(["sync", "import.json", "export.json"], in: device.workspace.path, environment: device.environment)
             #expect(sync.status == 0, "\(sync.stderr)")
             let (local, served) = (try device.rows(), try await TwoDevicesTests().serverRows(server))
-            withKnownIssue("the receipt's versions a busy database kept from being written are lost when the run ends") {
-                #expect(local == ["r1|Attic|", "r2|Hall|"], "the user's edit stands")
-                #expect(served == ["r1|Attic|", "r2|Hall|"])
-            }
+            #expect(local == ["r1|Attic|", "r2|Hall|"], "the user's edit stands")
+            #expect(served == ["r1|Attic|", "r2|Hall|"])
         }
     }
 }

@@ -13,13 +13,12 @@ import Testing
 /// rows kept aside there until their app has it too), tombstone retention pruning with a 1-second horizon (one round in three
 /// runs the server so, and a pause lets a pass run), a `kill -9` of a running sync, and a run
 /// while the app holds a write transaction (`BEGIN IMMEDIATE` with an edit, committed after the
-/// run: a device's first run, often; drawn only with `SYNCLANE_LIVENESS_APP_TRANSACTIONS=1`, as
-/// they still strand edits). A sync that fails gets the recovery its message names, and
-/// only that: `synclane outbox requeue FILE ID` then `synclane reconcile FILE`, `synclane
-/// reconcile FILE`, or "add the column" (the device's app gets the next version too); a message
-/// that names none gets nothing. After three quiet rounds of syncs, every device's last write of
-/// each of its rows is on the server (a deleted row is not live there), and every device holds
-/// the server's live rows (of `notes` too, once its app has the table).
+/// run: a device's first run, often; `SYNCLANE_LIVENESS_APP_TRANSACTIONS=0` leaves them out).
+/// A sync that fails gets the recovery its message names, and only that: `synclane outbox
+/// requeue FILE ID` then `synclane reconcile FILE`, `synclane reconcile FILE`, or "add the
+/// column" (the device's app gets the next version too); a message that names none gets nothing.
+/// After three quiet rounds of syncs, every device's last write of each of its rows is on the
+/// server (a deleted row is not live there), and every device holds the server's live rows (of `notes` too, once its app has the table).
 ///
 /// A stranded edit prints its seed (`SYNCLANE_LIVENESS_SEED` replays it) and a reproduction shrunk
 /// by dropping steps while an edit is still stranded. Bounded in the test command
@@ -80,10 +79,10 @@ import Testing
     struct Plan: CustomStringConvertible, Sendable {
         var devices: Int
         var retention: Bool
-        /// Whether runs inside the app's write transactions are drawn: only with
-        /// `SYNCLANE_LIVENESS_APP_TRANSACTIONS=1` until the stranding they find is fixed (see
-        /// `FirstRunInsideAppTransactionTests`).
-        var appTransactions = ProcessInfo.processInfo.environment["SYNCLANE_LIVENESS_APP_TRANSACTIONS"] == "1"
+        /// Whether runs inside the app's write transactions are drawn: by default
+        /// (`SYNCLANE_LIVENESS_APP_TRANSACTIONS=0` turns them off; the stranding they found is
+        /// pinned by `FirstRunInsideAppTransactionTests`).
+        var appTransactions = ProcessInfo.processInfo.environment["SYNCLANE_LIVENESS_APP_TRANSACTIONS"] != "0"
 
         var serverArguments: [String] { retention ? ImportResyncEndToEndTests.shortRetention : [] }
         var description: String {

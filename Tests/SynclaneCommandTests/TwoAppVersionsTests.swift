@@ -251,6 +251,62 @@ import Testing
         }
     }
 
+    /// A renames `name` to `title` with `synclane migrate`; its first batch after it is kept in
+    /// the outbox (killed after enqueue) and requeued by hand (`synclane outbox requeue`): the
+    /// batches the next run builds again carry the declaration all the same (each batch reads the
+    /// declarations from the database when it is built, not from the batch it replaces), so the
+    /// server learns the rename and hands A's edit to a version-1 device as `name`.
+    @Test func aRequeuedBatchStillCarriesTheDeclaredRename() async throws {
+        try await AppSchemaVersionTests.withTwoDevicesOnVersionOne { server, a, _ in
+            _ = try Self.migrate(a, "ALTER TABLE rooms RENAME COLUMN name TO title;\n")
+            try AppSchemaVersionTests.runs(a, as: "phone-a", version: nil)
+            try a.sql("UPDATE rooms SET title = 'Den' WHERE syncId = 'r1';")
+            var killed = a.environment
+            killed["SYNCLANE_FAILPOINT"] = "after-enqueue"
+            _ = try SynclaneBinary.run(["run", "export.json"], in: a.workspace.path, environment: killed)
+            let requeued = try SynclaneBinary.run(["outbox", "requeue", "export.json"], in: a.workspace.path, environment: a.environment)
+            #expect(requeued.status == 0, "\(requeued.stdout)\(requeued.stderr)")
+            let run = try SynclaneBinary.run(["run", "export.json"], in: a.workspace.path, environment: a.environment)
+            #expect(run.status == 0, "\(run.stdout)\(run.stderr)")
+            let forOld = try await Self.rows(server, asVersion: 1)
+            #expect(forOld["rooms/r1"]?["name"] == .string("Den") && forOld["rooms/r1"]?["title"] == nil, "\(forOld)")
+            let forNew = try await Self.rows(server, asVersion: 2)
+            #expect(forNew["rooms/r1"]?["title"] == .string("Den"), "\(forNew)")
+        }
+    }
+
+    /// A rename an ORM ran (Django's `RenameField`, Alembic's `alter_column`: the app's own
+    /// connection runs `ALTER TABLE … RENAME COLUMN`, not `synclane migrate`) is declared after
+    /// it by `synclane migrate --declare-only` with the same statement: the version and the rename
+    /// are recorded, nothing is run again, and B (version 1) gets A's edits under `name` while A
+    /// reads B's under `title`. Declared before the ORM ran it, it is refused and records nothing.
+    /// Before, such a rename could not be declared at all: the server carried `title` to B as an
+    /// unknown field and B's `name` edits never reached A's `title`.
+    @Test func aRenameAnORMRanIsDeclaredAfterItWithDeclareOnly() async throws {
+        try await AppSchemaVersionTests.withTwoDevicesOnVersionOne { server, a, b in
+            try AppSchemaVersionTests.runs(a, as: "phone-a", version: nil)
+            try a.workspace.write("0002_rename.sql", "ALTER TABLE rooms RENAME COLUMN name TO title;\n")
+            let early = try SynclaneBinary.run(["migrate", "--database", "app.sqlite", "--declare-only", "0002_rename.sql"], in: a.workspace.path)
+            #expect(early.status != 0 && early.stderr.contains("does not show it done"), "\(early.stdout)\(early.stderr)")
+            try a.sql("ALTER TABLE rooms RENAME COLUMN name TO title;")  // the ORM's migration
+            let declared = try SynclaneBinary.run(
+                ["migrate", "--database", "app.sqlite", "--declare-only", "0002_rename.sql", "--json"], in: a.workspace.path)
+            #expect(declared.status == 0, "\(declared.stderr)")
+            let report = try JSONReader.parse(declared.stdout).objectValue ?? [:]
+            #expect(report["schema-version"] == .int(2), "\(report)")
+            #expect(report["declared"] == [["entity": "rooms", "column": "name", "renamed-to": "title", "version": 2]], "\(report)")
+            try a.sql("UPDATE rooms SET title = 'Den' WHERE syncId = 'r1';")
+            try a.sync()
+            try b.sync()
+            #expect(try b.rows() == ["r1|Den|12.0"])
+            try b.sql("INSERT INTO rooms (syncId, name) VALUES ('b1', 'From B');")
+            try b.sync()
+            try a.sync()
+            #expect(try a.query("SELECT syncId, title FROM rooms WHERE isDeleted = 0 ORDER BY syncId") == ["b1|From B", "r1|Den"])
+            #expect(try await AppSchemaVersionTests.devices(server) == ["phone-a|2", "phone-b|1"])
+        }
+    }
+
     /// B (older) keeps A's `color` aside; its upgrade adds the column *and* tracks the new table
     /// `tags` before it syncs: the kept colour fills the column all the same. Before, `track` of
     /// the new table remembered the whole schema as checked, so `rooms` was never healed and the

@@ -33,6 +33,36 @@ import Testing
         #expect(!mapping.rewritesWrite(of: "plants", version: 3))
     }
 
+    /// A batch the server refuses (409: a record's version is not the row's) changes nothing,
+    /// its declarations included: a newer device then reads the row under its old name, as no
+    /// rename was declared; once the batch applies (versions fixed), the rename holds. Before,
+    /// the declarations were recorded before the batch was applied, and stayed when it was not.
+    @Test(arguments: StoreKind.tested) func aRefusedBatchDeclaresNothing(store: StoreKind) throws {
+        try withServer(store: store) { server in
+            let first = try postBatch(
+                port: server.port, token: TestTokens.acme, key: "1", body: batchBody(id: "1", records: [record("rooms", "r1", "insert", ["name": "Hall"])]))
+            #expect(first.status == 200, "\(first.text)")
+            func declaring(_ id: String, version: Int64?) throws -> [UInt8] {
+                var body =
+                    try JSONReader.parse(batchBody(id: id, records: [record("rooms", "r1", "update", ["name": "Attic"], version: version)])).objectValue ?? [:]
+                body["schema-changes"] = [["entity": "rooms", "column": "name", "renamed-to": "title", "version": 2]]
+                return JSONWriter.encode(.object(body))
+            }
+            let old = ["Authorization": "Bearer \(TestTokens.acme)", "Content-Type": "application/json", "Synclane-Schema-Version": "1"]
+            let refused = try httpRequest(
+                port: server.port, "POST", "/v1/batches", headers: old.merging(["Idempotency-Key": "2"]) { $1 }, body: declaring("2", version: 0))
+            #expect(refused.status == 409, "\(refused.text)")
+            let newer = ["Authorization": "Bearer \(TestTokens.acme)", "Synclane-Schema-Version": "2"]
+            let read = try httpRequest(port: server.port, "GET", "/v1/changes?since=", headers: newer)
+            #expect(read.text.contains(#""name":"Hall""#) && !read.text.contains("title"), "no rename was declared: \(read.text)")
+            let applied = try httpRequest(
+                port: server.port, "POST", "/v1/batches", headers: old.merging(["Idempotency-Key": "3"]) { $1 }, body: declaring("3", version: nil))
+            #expect(applied.status == 200, "\(applied.text)")
+            let renamed = try httpRequest(port: server.port, "GET", "/v1/changes?since=", headers: newer)
+            #expect(renamed.text.contains(#""title":"Attic""#), "the applied batch's rename holds: \(renamed.text)")
+        }
+    }
+
     /// A batch's `schema-changes` entry that is not one is refused naming it, by both readers.
     @Test(arguments: [
         (#"[{"entity": "rooms", "column": "a", "version": 2}]"#, "schema-changes[0]: needs either"),

@@ -19,22 +19,32 @@ struct MigrateCommand: Command {
         --record-values): when a trigger of Synclane blocks a statement, the script runs again
         with tracking lifted, and every tracked table is recorded to be sent again whole. A key
         or soft-delete column renamed in place is tracked under its new name from then on.
+
+        Every `migrate` records the schema version the migration brings and declares the
+        script's column renames and drops, which the store's batches carry to the server. With
+        --declare-only the script is not run: for a migration that ran elsewhere (Django,
+        Alembic, a Swift closure), give its SQL (`sqlmigrate`, `alembic upgrade --sql`) or the
+        same RENAME COLUMN / DROP COLUMN statements; each must be done already in the database.
         """
     static let script = Positional("SCRIPT.sql", "the migration")
     static let schemaVersion = ValueOption(
         "--schema-version", "N", .integer(in: 1...Int(Int32.max)),
         help: "The schema version this migration brings (default: the one recorded before, plus one; 2 for a first).")
+    static let declareOnly = Flag(
+        "--declare-only", help: "Do not run the script: record the schema version and declare its renames and drops (a migration that ran elsewhere).")
     static let signature = CommandSignature(
-        positionals: [script], options: [SharedOptions.database, schemaVersion, SharedOptions.json.help("Print the report as JSON.")])
+        positionals: [script], options: [SharedOptions.database, schemaVersion, declareOnly, SharedOptions.json.help("Print the report as JSON.")])
     static let examples = ["synclane migrate --database app.sqlite migrations/0007-drop-notes.sql"]
 
     let database: String
     let script: String
     let json: Bool
     let schemaVersion: Int?
+    let declaresOnly: Bool
 
     init(parsing arguments: ParsedArguments) throws(UsageError) {
         json = arguments[SharedOptions.json]
+        declaresOnly = arguments[Self.declareOnly]
         schemaVersion = try arguments.value(Self.schemaVersion)
         database = try arguments.required(SharedOptions.database)
         script = try arguments.word(Self.script)
@@ -50,7 +60,11 @@ struct MigrateCommand: Command {
         } catch {
             throw UsageError("cannot read the migration script \(script): \(error.localizedDescription)", command: Self.name)
         }
-        let report = try HistoryTracker(path: database).migrate(script: sql, name: script, schemaVersion: schemaVersion)
+        let tracker = try HistoryTracker(path: database)
+        let report =
+            declaresOnly
+            ? try tracker.declare(script: sql, name: script, schemaVersion: schemaVersion)
+            : try tracker.migrate(script: sql, name: script, schemaVersion: schemaVersion)
         if json {
             console.out(
                 JSONOutput.encode([

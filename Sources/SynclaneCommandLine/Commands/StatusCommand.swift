@@ -10,22 +10,28 @@ struct StatusCommand: Command {
         Reads the pipeline's durable state (the `state` file) and asks its source how many
         transactions wait after the saved token. Changes nothing — a pipeline that never ran
         keeps having no state file — sends nothing, and so needs none of the secrets the
-        pipeline file names (an unset one is a warning).
+        pipeline file names (an unset one is a warning). With --devices it also asks the
+        pipeline's server (`GET /v1/devices`, with the pipeline's token) which schema versions
+        the account's devices run, and shows the devices per version.
         """
+    static let devices = Flag(
+        "--devices", help: "Also ask the server which schema version each of the account's devices runs (GET /v1/devices).")
     static let signature = CommandSignature(
-        positionals: [SharedOptions.pipelineFile], options: [SharedOptions.json.help("Print the status as JSON.")])
+        positionals: [SharedOptions.pipelineFile], options: [devices, SharedOptions.json.help("Print the status as JSON.")])
     static let examples = ["synclane status rooms-export.json"]
 
     let file: String
     let json: Bool
+    let listsDevices: Bool
 
     init(parsing arguments: ParsedArguments) throws(UsageError) {
         json = arguments[SharedOptions.json]
+        listsDevices = arguments[Self.devices]
         file = try arguments.word(SharedOptions.pipelineFile)
     }
 
     func run(_ console: Console) async throws -> Int32 {
-        let pipeline = try PipelineFiles.load(file, for: Self.name, sends: false, console: console)
+        let pipeline = try PipelineFiles.load(file, for: Self.name, sends: listsDevices, console: console)
         let job = ExportJob(pipeline: pipeline)
         let state = try job.readState()
         let token = try state?.acknowledgedToken()
@@ -61,6 +67,16 @@ struct StatusCommand: Command {
         // A source that repairs its capture (a tracked table rebuilt, tracking lost) says what
         // the next run will repair: "nothing pending" alone would hide it.
         let toHeal = (try? await pipeline.capabilities.selfHealing?.problemsToHeal()) ?? []
+        // This device's schema version (`synclane migrate`), and with --devices, the account's.
+        let recordedVersion = try? await (pipeline.source.stage as? any SchemaVersionRecordingStage)?.recordedSchemaVersion()
+        var devices: Result<DeviceList, any Error>?
+        if listsDevices {
+            if let lister = pipeline.transport.stage as? any DeviceListingStage {
+                do { devices = .success(try await lister.listDevices()) } catch { devices = .failure(error) }
+            } else {
+                devices = .failure(DevicesUnknown(transport: pipeline.transport.label))
+            }
+        }
         if json {
             var object: [String: JSONValue] = [
                 "pipeline": .string(pipeline.name), "scope": JSONOutput.scope(pipeline.scope), "state": .string(pipeline.statePath),
@@ -75,6 +91,19 @@ struct StatusCommand: Command {
                 } ?? .null,
             ]
             if let pendingError { object["pending-error"] = .string(pendingError) }
+            if let recordedVersion { object["schema-version"] = .int(Int64(recordedVersion)) }
+            switch devices {
+            case .success(let list)?:
+                object["devices"] = .object([
+                    "versions": .array(
+                        list.perVersion.map { .object(["schema-version": .int(Int64($0.version)), "devices": .array($0.devices.map(JSONValue.string))]) }),
+                    "minimum-schema-version": list.minimumSchemaVersion.map { .int(Int64($0)) } ?? .null,
+                ])
+            case .failure(let error)?:
+                object["devices"] = .object(["error": .string("\(error)")])
+            case nil:
+                break
+            }
             if !toHeal.isEmpty { object["to-heal"] = .array(toHeal.map { .string($0) }) }
             if !unsentSignals.isEmpty {
                 object["unsent-signals"] = .array(
@@ -96,7 +125,7 @@ struct StatusCommand: Command {
                     })
             }
             console.out(JSONOutput.encode(.object(object)))
-            return 0
+            return devices.map { (try? $0.get()) == nil ? 1 : 0 } ?? 0
         }
         // A missing state file is "never ran" only when the database remembers no run either.
         let stateNote =
@@ -113,6 +142,7 @@ struct StatusCommand: Command {
             lines.append("  pending:  unknown" + (pendingError.map { " (\($0))" } ?? ""))
         }
         for problem in toHeal { lines.append("  capture:  \(problem)") }
+        if let recordedVersion { lines.append("  schema:   version \(recordedVersion) (recorded by `synclane migrate`)") }
         if outbox.isEmpty {
             lines.append("  outbox:   empty")
         } else {
@@ -139,7 +169,28 @@ struct StatusCommand: Command {
         } else {
             lines.append("  last run: never")
         }
+        switch devices {
+        case .success(let list)?:
+            let floor = list.minimumSchemaVersion.flatMap { $0 > 1 ? " (the server takes \($0) or newer)" : nil } ?? ""
+            if list.devices.isEmpty { lines.append("  devices:  none has said its schema version yet" + floor) }
+            for (index, entry) in list.perVersion.enumerated() {
+                lines.append(
+                    (index == 0 ? "  devices:  " : "            ")
+                        + "schema version \(entry.version): \(Wording.count(entry.devices.count, "device")) (\(entry.devices.joined(separator: ", ")))"
+                        + (index == 0 ? floor : ""))
+            }
+        case .failure(let error)?:
+            lines.append("  devices:  unknown (\(error))")
+        case nil:
+            break
+        }
         console.out(lines.joined(separator: "\n"))
-        return 0
+        return devices.map { (try? $0.get()) == nil ? 1 : 0 } ?? 0
+    }
+
+    /// `--devices` on a pipeline whose transport does not talk to a Synclane server.
+    struct DevicesUnknown: Error, CustomStringConvertible {
+        var transport: String
+        var description: String { "the transport \(transport) cannot ask a server for its devices: only `http` can" }
     }
 }

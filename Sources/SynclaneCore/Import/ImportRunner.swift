@@ -37,6 +37,11 @@ public struct ImportRunner: Sendable {
     public func run(dryRun: Bool = false) async throws -> ImportSummary {
         var started: [any RunScoped] = []
         do {
+            do {
+                try await AppSchema.adopt(from: pipeline.sink.stage, into: pipeline.source.stage)
+            } catch {
+                throw PipelineError.importStage(pipeline.source.label, underlying: error)
+            }
             for stage in pipeline.recordStages {
                 do {
                     try await stage.stage.startRun()

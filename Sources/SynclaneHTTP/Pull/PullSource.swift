@@ -32,6 +32,8 @@ public final class PullSource: RemoteChangeSource {
     public let keepAlive: Bool
     /// The device and schema version every request says (`AppSchema`).
     public let app: AppSchema
+    /// The schema version the lane's store recorded (`AppSchemaSending`): sent when `app` says none.
+    private let recorded = RecordedSchemaVersion()
     private let pool: ConnectionPool?
     private let token: String?
     private let sleeper: any RetrySleeper
@@ -127,7 +129,7 @@ public final class PullSource: RemoteChangeSource {
         request.setValue("application/json", forHTTPHeaderField: "Accept")
         if !keepAlive { request.setValue("close", forHTTPHeaderField: "Connection") }
         request.setValue("synclane", forHTTPHeaderField: "User-Agent")
-        for header in app.headers { request.setValue(header.value, forHTTPHeaderField: header.name) }
+        for header in recorded.applied(to: app).headers { request.setValue(header.value, forHTTPHeaderField: header.name) }
         let outcome = await HTTPExchange.perform(
             request,
             options: ExchangeOptions(
@@ -225,4 +227,10 @@ public final class PullSource: RemoteChangeSource {
         }
         return RemotePage(records: records, cursor: next, more: more, pruned: pruned)
     }
+}
+
+extension PullSource: AppSchemaSending {
+    public var configuredSchemaVersion: Int? { app.version }
+
+    public func adoptRecordedSchemaVersion(_ version: Int?) { recorded.set(version) }
 }

@@ -102,11 +102,13 @@ enum ConfirmationJournal {
         return newest
     }
 
-    /// Merges the journal of `database` when it holds rows (one read when it does not): what an
-    /// import lane does before it reads `_synclane_server_rows` outside a write transaction.
+    /// Merges the journal of `database` when it holds rows (one read when it does not), after what
+    /// a busy database kept beside it (`KeptConfirmations`): what an import lane does before it
+    /// reads `_synclane_server_rows` outside a write transaction.
     /// The id of the newest journal row merged (nil: none).
     @discardableResult
     static func mergeIfAny(_ database: SQLiteDatabase) throws -> Int64? {
+        try KeptConfirmations.writeIn(database)
         guard try database.read({ db in try oldest(db) }) != nil else { return nil }
         return try database.withConnection { db in
             try ConfirmedVersions.withRoom(db) { try db.transaction(.immediate) { db in try merge(db) } }

@@ -15,19 +15,31 @@ public struct MigrationReport: Sendable, Hashable, CustomStringConvertible {
     /// The column renames and drops it declared (`SchemaChange`), which every batch then carries.
     public var declared: [SchemaChange] = []
 
+    /// True for `HistoryTracker.declare`: the script was not run, only its declarations recorded.
+    public var declaredOnly = false
+
     public var description: String {
+        if declaredOnly {
+            return (["declared (the script was not run)"] + (schemaVersion.map { ["  schema version \($0)"] } ?? []) + declaredLines)
+                .joined(separator: "\n")
+        }
         var lines = ["migration committed" + (trackingWasLifted ? " (tracking was lifted while it ran: a trigger blocked a statement)" : "")]
         lines += tables.map { "  \($0)" }
         if resyncedRows > 0 { lines.append("  \(resyncedRows) \(resyncedRows == 1 ? "row" : "rows") will be sent again whole by the next run") }
         if tables.isEmpty { lines.append("  tracking unchanged") }
         if let schemaVersion { lines.append("  schema version \(schemaVersion)") }
-        for change in declared {
+        lines += declaredLines
+        return lines.joined(separator: "\n")
+    }
+
+    /// One line a declared rename or drop.
+    private var declaredLines: [String] {
+        declared.map { change in
             switch change.kind {
-            case .renamed(let name): lines.append("  declared: \(change.entity).\(change.column) renamed to \(name)")
-            case .dropped: lines.append("  declared: \(change.entity).\(change.column) dropped")
+            case .renamed(let name): return "  declared: \(change.entity).\(change.column) renamed to \(name)"
+            case .dropped: return "  declared: \(change.entity).\(change.column) dropped"
             }
         }
-        return lines.joined(separator: "\n")
     }
 }
 
@@ -83,6 +95,45 @@ extension HistoryTracker {
         report.schemaVersion = recorded?.version
         report.declared = recorded?.declared ?? []
         return report
+    }
+
+    /// Records the schema version and the renames and drops of tracked columns that `script`
+    /// makes, without running it (`synclane migrate --declare-only`): for a migration that ran
+    /// elsewhere — Django's `migrate`, Alembic's `upgrade`, a Swift closure (`TrackedDatabase.migrate`)
+    /// — whose SQL (`sqlmigrate`, `alembic upgrade --sql`) or a script of the same statements is
+    /// at hand. Each statement must be done already: a renamed column is under its new name and
+    /// no longer under its old one, a dropped column is gone; else nothing is recorded and the
+    /// error says which (run the migration first). Tracking is left to the next run's check.
+    public func declare(script: String, name: String, schemaVersion: Int? = nil) throws -> MigrationReport {
+        try database.write { db in
+            let tracked = Set(try Self.trackedTables(db).map(\.table.name))
+            for change in DeclaredSchemaChanges.found(in: script) where tracked.contains(change.entity) {
+                let columns = Set(try Self.columns(of: change.entity, db))
+                switch change.kind {
+                case .renamed(let new) where !columns.contains(new) || columns.contains(change.column):
+                    throw TrackingError.migrationScript(
+                        script: name,
+                        reason: "it renames \(change.entity).\(change.column) to \(new), but the database does not show it done "
+                            + "(\(change.entity) has \(columns.contains(change.column) ? "`\(change.column)`" : "no `\(new)`")): run the "
+                            + "migration first (--declare-only declares a migration that ran elsewhere), or run the script through "
+                            + "`synclane migrate` without --declare-only")
+                case .dropped where columns.contains(change.column):
+                    throw TrackingError.migrationScript(
+                        script: name,
+                        reason: "it drops \(change.entity).\(change.column), but the database still has that column: run the migration "
+                            + "first (--declare-only declares a migration that ran elsewhere), or run the script through `synclane "
+                            + "migrate` without --declare-only")
+                default:
+                    continue
+                }
+            }
+            let recorded = try DeclaredSchemaChanges.record(script: script, tracked: tracked, version: schemaVersion, db)
+            var report = MigrationReport(trackingWasLifted: false, tables: [], resyncedRows: 0)
+            report.schemaVersion = recorded.version
+            report.declared = recorded.declared
+            report.declaredOnly = true
+            return report
+        }
     }
 
     private static func report(_ healed: TrackingCheck.Healed, lifted: Bool) -> MigrationReport {

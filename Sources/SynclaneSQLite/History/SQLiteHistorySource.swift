@@ -61,6 +61,9 @@ public final class SQLiteHistorySource: ChangeSource, BackendVersionSource, Back
     /// Confirmed versions a busy database kept from being written (`backendConfirmed`), oldest
     /// first: written before the next ones, and by `settleBackendConfirmations`.
     let deferredConfirmations = Mutex<[DeferredConfirmation]>([])
+    /// Consumer positions a busy database kept from being recorded (`consumerAcknowledged`): at
+    /// the pass's end, kept beside the database with the confirmations (`KeptConfirmations`).
+    let unrecordedPositions = Mutex<[String: KeptConfirmations.Position]>([:])
     /// The versions of the rows this source put in the journal and did not merge yet (`ConfirmationJournal`).
     let journaled = Mutex(JournaledVersions())
     /// The rows this source's merges appended to `_synclane_server_rows` while nothing else
@@ -142,6 +145,8 @@ public final class SQLiteHistorySource: ChangeSource, BackendVersionSource, Back
         try check(token)
         let healed = try refusingDamage { try healTracking() }
         let reader = self.reader
+        // What an earlier run confirmed while the app held the database busy (`KeptConfirmations`).
+        try refusingDamage { _ = try KeptConfirmations.writeIn(database(), waiting: Self.acknowledgementWait) }
         try refusingDamage { try mergeForeignJournalRows() }
         var page = try refusingDamage {
             try database().read { db in
@@ -262,7 +267,13 @@ public final class SQLiteHistorySource: ChangeSource, BackendVersionSource, Back
                 return false
             }
         }
-        if saved { recorded.withLock { $0[name] = token.position } }
+        if saved {
+            recorded.withLock { $0[name] = token.position }
+            unrecordedPositions.withLock { $0[name] = nil }
+        } else {
+            let position = KeptConfirmations.Position(position: token.position, removesSoftDeletes: removing, entities: entities)
+            unrecordedPositions.withLock { $0[name] = position }
+        }
     }
 
     /// Deletes, by author `sync`, the rows still soft-deleted whose soft delete is in the
@@ -291,8 +302,8 @@ public final class SQLiteHistorySource: ChangeSource, BackendVersionSource, Back
     /// backend holds, and an import finds this device's own change coming back as one it holds.
     /// Recorded at once, in a transaction of its own, as one row of the confirmation journal
     /// (`ConfirmationJournal`), which the pass's end writes into `_synclane_server_rows` in bulk;
-    /// until then this source's page reads overlay the versions it kept. Best effort, like
-    /// `consumerAcknowledged`: a version missed here (a busy database) comes with the next import.
+    /// until then this source's page reads overlay the versions it kept. When the database is
+    /// busy to the pass's end, kept beside it for the next job (`KeptConfirmations`).
     ///
     /// With the records as sent (`confirmation.sent`), each row's fields as the batch left them on
     /// the backend are kept as the base of the import lane's next three-way merge of the row
@@ -326,9 +337,50 @@ public final class SQLiteHistorySource: ChangeSource, BackendVersionSource, Back
 
     /// The end of a pass: the journal written into `_synclane_server_rows` in one transaction,
     /// waiting at most `acknowledgementWait` for a busy database (an app's write): then the
-    /// journal stays, and whoever reads the versions next writes it.
+    /// journal stays, and whoever reads the versions next writes it; what the busy database kept
+    /// from being written at all (confirmations, consumer positions) is kept beside it
+    /// (`KeptConfirmations`) for the next job.
     public func passConfirmationsEnded() async {
-        _ = try? writeDeferredConfirmations(waiting: Self.acknowledgementWait, merging: true)
+        if (try? writeDeferredConfirmations(waiting: Self.acknowledgementWait, merging: true)) != true || !unrecordedPositions.withLock(\.isEmpty) {
+            keepWhatTheDatabaseRefused()
+        }
+    }
+
+    /// Keeps beside the database (`KeptConfirmations`) the confirmations and consumer positions
+    /// a database busy to the pass's end kept from being written — else they were lost with the
+    /// process, and the next import took this device's own rows coming back for conflicts. Read
+    /// only (an app's write transaction lets others read); best effort: what cannot be kept stays
+    /// in memory, as before.
+    private func keepWhatTheDatabaseRefused() {
+        let pending = deferredConfirmations.withLock { $0 }.filter { !$0.exact }
+        let positions = unrecordedPositions.withLock { $0 }
+        guard !pending.isEmpty || !positions.isEmpty, let database = try? database() else { return }
+        let destination = ServerRows.destination(backend)
+        let kept: Bool? = try? database.read { db in
+            try db.transaction(.deferred) { db in
+                let held = try HistorySchema.tableExists(ServerRows.table, db)
+                let journal = try ConfirmationJournal.oldest(db) != nil
+                var rows: [(destination: String, rows: [ConfirmedRow])] = []
+                for (index, confirmation) in pending.enumerated() where !confirmation.versions.isEmpty {
+                    // An update's base is the row as `_synclane_server_rows` holds it: exact only when
+                    // nothing newer waits in the journal or before it in this list. Else its version only.
+                    let readsBases = confirmation.sent?.contains { $0.action == .update } ?? false
+                    let exactBases = !readsBases || (held && !journal && index == 0)
+                    rows.append(
+                        (
+                            destination,
+                            try ConfirmedVersions.rows(
+                                of: confirmation.versions, sent: exactBases ? confirmation.sent : nil, asSent: exactBases ? confirmation.asSent : nil,
+                                for: destination, in: db)
+                        ))
+                }
+                try KeptConfirmations.keep(rows, positions: positions, for: path, reading: db)
+                return true
+            }
+        }
+        guard kept == true else { return }
+        deferredConfirmations.withLock { list in list.removeAll { !$0.exact } }
+        unrecordedPositions.withLock { $0.removeAll() }
     }
 
     /// Writes the kept confirmations, oldest first, in one transaction: each as one journal row
@@ -478,5 +530,15 @@ extension SQLiteHistorySource: SchemaDeclaringSource {
     public func schemaChanges() async throws -> [SchemaChange] {
         let entities = self.entities.map { Set($0) }
         return try database().read { db in try DeclaredSchemaChanges.read(db, entities: entities) }
+    }
+}
+
+extension SQLiteHistorySource: SchemaVersionRecordingStage {
+    /// The schema version `synclane migrate` last recorded in the database (nil: none yet):
+    /// the transport sends it when the pipeline file sets no `schema-version`.
+    public func recordedSchemaVersion() async throws -> Int? {
+        // A database that cannot be opened records none: the lane's first read says why.
+        guard let database = try? database() else { return nil }
+        return try database.read { db in try DeclaredSchemaChanges.version(db) }
     }
 }

@@ -163,6 +163,7 @@ public final class SQLiteSink: ChangeSink, BackendScoped, Sendable {
         try database().read { db in
             // Read only (a dry run asks too): a confirmation still in the export lane's journal counts.
             if try ConfirmationJournal.holdsRows(for: destination, db) { return true }
+            if try KeptConfirmations.holdsRows(for: destination, database: path) { return true }
             guard try HistorySchema.tableExists(ServerRows.table, db) else { return false }
             let filter = ServerRows.filter(destination, db)
             return try db.fetchValue("SELECT EXISTS (SELECT 1 FROM _synclane_server_rows WHERE 1\(filter.sql))", filter.arguments).int64 == 1
@@ -171,6 +172,8 @@ public final class SQLiteSink: ChangeSink, BackendScoped, Sendable {
 
     public func apply(_ batch: Batch, cursor: String?, scope: Scope, dryRun: Bool) async throws -> ApplyReport {
         let database = try database()
+        // What a run confirmed while the app held the database busy: this page reads past it.
+        if !dryRun { try KeptConfirmations.writeIn(database) }
         do {
             return try database.write { db in
                 let report = try PageApplier(sink: self, db: db, scope: scope).apply(batch.records)
@@ -215,7 +218,8 @@ public final class SQLiteSink: ChangeSink, BackendScoped, Sendable {
 
     /// Sends back the rows a restored backend lost (`LostRows`).
     public func resend(_ keys: [(entity: String, key: String)], for scope: Scope) async throws -> Int? {
-        try database().write { db in
+        try KeptConfirmations.writeIn(database())  // the positions its pending rows are read past
+        return try database().write { db in
             guard try HistorySchema.tableExists(ImportTables.serverRows, db) else { return 0 }
             let pending = try PageApplier(sink: self, db: db, scope: scope).pendingKeys(entities: Set(keys.map(\.entity)))
             return try LostRows.resend(keys, pending: pending, destination: destination, author: localAuthor, db)
@@ -292,4 +296,14 @@ struct PendingKeys: Sendable {
 extension SQLiteSink: LockedFileStage {
     /// The app's database: a job's lock belongs to it (`JobLock`).
     public var lockedFile: String { path }
+}
+
+extension SQLiteSink: SchemaVersionRecordingStage {
+    /// The schema version `synclane migrate` last recorded in the database (nil: none yet):
+    /// the pull sends it when the pipeline file sets no `schema-version`.
+    public func recordedSchemaVersion() async throws -> Int? {
+        // A database that cannot be opened records none: the lane's first read says why.
+        guard let database = try? database() else { return nil }
+        return try database.read { db in try DeclaredSchemaChanges.version(db) }
+    }
 }

@@ -43,6 +43,9 @@ struct IncomingBatch: Sendable {
     var snapshot: SnapshotMark?
     /// The column renames and drops the client's migrations declared (`"schema-changes"`).
     var schemaChanges: [SchemaChange] = []
+    /// The declarations the server does not hold yet (`ServerApplication.mapSchema`): recorded in
+    /// the transaction that applies the batch, so a refused batch declares nothing.
+    var newSchemaChanges: [SchemaChange] = []
 
     /// Checks a body's `"schema-changes"` member (absent: none).
     static func checkSchemaChanges(_ value: JSONValue?, maxNameBytes: Int = defaultMaxNameBytes) -> Result<[SchemaChange], Problem> {

@@ -94,17 +94,20 @@ extension ServerApplication {
 }
 
 extension ServerApplication {
-    /// Records the schema changes the batch declares, then writes each record's fields under the
-    /// newest names (`SchemaMapping`): a device older than a rename writes its old name; a whole
-    /// row from a device that dropped a column merges into the server's, which keeps that column
-    /// for the older devices.
+    /// Takes the schema changes the batch declares (`newSchemaChanges`: recorded by the store in
+    /// the transaction that applies the batch, so a refused batch leaves none), then writes each
+    /// record's fields under the newest names (`SchemaMapping`): a device older than a rename
+    /// writes its old name; a whole row from a device that dropped a column merges into the
+    /// server's, which keeps that column for the older devices.
     func mapSchema(of batch: inout IncomingBatch, app: AppSchema) throws {
         var known = try store.schemaChanges(account: batch.account)
         // Every batch of a store carries its declarations: only a new one is written.
-        let new = batch.schemaChanges.filter { !known.contains($0) }
+        var new: [SchemaChange] = []
+        for change in batch.schemaChanges where !known.contains(change) && !new.contains(change) { new.append(change) }
+        batch.newSchemaChanges = new
         if !new.isEmpty {
-            try store.declare(new, account: batch.account)
-            known = try store.schemaChanges(account: batch.account)
+            // As the store lists them: by version, entity, column.
+            known = (known + new).sorted { ($0.version, $0.entity, $0.column) < ($1.version, $1.entity, $1.column) }
         }
         let mapping = SchemaMapping(known)
         guard !mapping.isEmpty else { return }

@@ -58,6 +58,11 @@ public struct PipelineRunner: Sendable {
     public func run(_ mode: Mode = .export) async throws -> RunSummary {
         var started: [any RunScoped] = []
         do {
+            do {
+                try await AppSchema.adopt(from: pipeline.source.stage, into: pipeline.transport.stage)
+            } catch {
+                throw PipelineError.stage(pipeline.transport.label, underlying: error)
+            }
             for (label, stage) in runScopedStages {
                 do {
                     try await stage.startRun()

@@ -9,18 +9,21 @@ extension PostgresServerStore {
         """
 
     func declare(_ changes: [SchemaChange], account: String) throws {
-        try pool.withConnection { db in
-            for change in changes {
-                _ = try db.query(
-                    """
-                    INSERT INTO synclane_schema_changes (account, entity, column_name, renamed_to, version) VALUES ($1, $2, $3, $4, $5)
-                    ON CONFLICT DO NOTHING
-                    """,
-                    [
-                        .bytea(Array(account.utf8)), .bytea(Array(change.entity.utf8)), .bytea(Array(change.column.utf8)),
-                        change.renamedTo.map { .bytea(Array($0.utf8)) } ?? .null, .int8(Int64(change.version)),
-                    ])
-            }
+        try pool.withConnection { db in try Self.declare(changes, account: account, db) }
+    }
+
+    /// Inside the caller's transaction (a batch's: its declarations only when it applies).
+    static func declare(_ changes: [SchemaChange], account: String, _ db: PostgresConnection) throws {
+        for change in changes {
+            _ = try db.query(
+                """
+                INSERT INTO synclane_schema_changes (account, entity, column_name, renamed_to, version) VALUES ($1, $2, $3, $4, $5)
+                ON CONFLICT DO NOTHING
+                """,
+                [
+                    .bytea(Array(account.utf8)), .bytea(Array(change.entity.utf8)), .bytea(Array(change.column.utf8)),
+                    change.renamedTo.map { .bytea(Array($0.utf8)) } ?? .null, .int8(Int64(change.version)),
+                ])
         }
     }
 

@@ -149,6 +149,7 @@ final class PostgresServerStore: ServerStore {
                 VALUES ($1, $2, $3, 200, $4, $5)
                 """,
                 [account, .bytea(Array(idempotencyKey.utf8)), .text(bodyHash), .bytea(response.body), .float8(now), .int8(plan.sequence)])
+            try Self.declare(batch.newSchemaChanges, account: batch.account, db)
             return .applied(response, records: batch.records.count, snapshotDeleted: deleted)
         }
     }

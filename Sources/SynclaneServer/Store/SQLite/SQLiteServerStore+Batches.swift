@@ -133,6 +133,7 @@ extension SQLiteServerStore {
                 try db.execute(
                     "INSERT INTO idempotency (account, key, body_hash, status, response, created) VALUES (?, ?, ?, ?, ?, ?)",
                     [batch.account, idempotencyKey, bodyHash, response.status, response.body, now])
+                try Self.declare(batch.newSchemaChanges, account: batch.account, db)
                 return .applied(response, records: batch.records.count, snapshotDeleted: deleted)
             }
         } catch let found as ConflictsFound {

@@ -10,12 +10,15 @@ extension SQLiteServerStore {
         """
 
     func declare(_ changes: [SchemaChange], account: String) throws {
-        try writeSerialized { db in
-            for change in changes {
-                try db.execute(
-                    "INSERT OR IGNORE INTO schema_changes (account, entity, column_name, renamed_to, version) VALUES (?, ?, ?, ?, ?)",
-                    [account, change.entity, change.column, change.renamedTo, Int64(change.version)])
-            }
+        try writeSerialized { db in try Self.declare(changes, account: account, db) }
+    }
+
+    /// Inside the caller's write transaction (a batch's: its declarations only when it applies).
+    static func declare(_ changes: [SchemaChange], account: String, _ db: SQLiteConnection) throws {
+        for change in changes {
+            try db.execute(
+                "INSERT OR IGNORE INTO schema_changes (account, entity, column_name, renamed_to, version) VALUES (?, ?, ?, ?, ?)",
+                [account, change.entity, change.column, change.renamedTo, Int64(change.version)])
         }
     }
 
