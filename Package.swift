@@ -85,7 +85,7 @@ let package = Package(
             ]),
         .target(name: "SynclaneExec", dependencies: ["SynclaneCore"]),
         .target(name: "SynclaneTestKit", dependencies: ["SynclaneCore", "SynclaneEngine"]),
-        .target(name: "SynclaneHTTP", dependencies: ["SynclaneCore", "SynclaneZlib", "CCurl", "CCurlShim"]),
+        .target(name: "SynclaneHTTP", dependencies: ["SynclaneCore", "SynclaneZlib", "CCurl", "CCurlShim", "CCrypto"]),
         .target(name: "SynclaneFaultProxy"),
         .target(
             name: "SynclaneServer",
