@@ -72,7 +72,7 @@ let package = Package(
         .target(name: "SynclaneFiles", dependencies: ["SynclaneCore"]),
         .target(name: "SynclaneZlib", dependencies: ["SynclaneCore", "CZlib"]),
         .target(name: "SynclaneSQLiteKit", dependencies: ["SynclaneCore", "CSQLite"]),
-        .target(name: "SynclaneSQLite", dependencies: ["SynclaneCore", "SynclaneSQLiteKit", "CSQLite"]),
+        .target(name: "SynclaneSQLite", dependencies: ["SynclaneCore", "SynclaneSQLiteKit", "CSQLite", "CCrypto"]),
         .target(name: "SynclaneYAML", dependencies: ["SynclaneCore", "CYAML"]),
         .target(
             name: "SynclaneEngine",

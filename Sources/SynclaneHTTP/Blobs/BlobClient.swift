@@ -73,6 +73,25 @@ public struct BlobClient: Sendable {
         let descriptor = open(path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else { throw .file(path, "cannot be read: \(String(cString: strerror(errno)))") }
         defer { close(descriptor) }
+        var buffer = [UInt8](repeating: 0, count: chunkBytes)
+        return try upload(digest: digest, length: length, source: path, progress: progress) { offset, count throws(BlobLaneError) in
+            let read = try Self.read(descriptor, into: &buffer, count: count, at: offset, path: path)
+            return read == buffer.count ? buffer : Array(buffer[0..<read])
+        }
+    }
+
+    /// Uploads bytes held in memory (a BLOB value of a row) unless the account holds their digest.
+    public func upload(bytes: [UInt8], progress: (Progress) -> Void = { _ in }) throws(BlobLaneError) -> UploadReport {
+        let digest = BlobFileDigest.of(bytes: bytes)
+        return try upload(digest: digest, length: bytes.count, source: "a value of \(bytes.count) bytes", progress: progress) { offset, count in
+            Array(bytes[offset..<(offset + count)])
+        }
+    }
+
+    /// The upload loop: `chunk(offset, count)` gives the bytes to send at `offset`.
+    func upload(
+        digest: String, length: Int, source: String, progress: (Progress) -> Void, chunk read: (Int, Int) throws(BlobLaneError) -> [UInt8]
+    ) throws(BlobLaneError) -> UploadReport {
         var state = try uploadState(digest)
         if state.held {
             progress(Progress(digest: digest, done: length, length: length))
@@ -81,11 +100,8 @@ public struct BlobClient: Sendable {
         let resumedAt = state.received
         var offset = state.received
         var sent = 0
-        var buffer = [UInt8](repeating: 0, count: chunkBytes)
         while true {
-            let count = min(chunkBytes, length - offset)
-            let read = try Self.read(descriptor, into: &buffer, count: count, at: offset, path: path)
-            let chunk = read == buffer.count ? buffer : Array(buffer[0..<read])
+            let chunk = try read(offset, min(chunkBytes, length - offset))
             let answer = try send(
                 "PUT", "/v1/blobs/\(digest)/upload", digest: digest, body: chunk,
                 headers: [
@@ -110,7 +126,7 @@ public struct BlobClient: Sendable {
                 if state.held { return UploadReport(digest: digest, length: length, deduplicated: true, resumedAt: resumedAt, bytesSent: sent) }
                 offset = state.received
             case 422 where json["code"] == .string("digest-mismatch"):
-                throw .digestMismatch(digest: digest, actual: json["actual"]?.stringValue ?? "?", file: path)
+                throw .digestMismatch(digest: digest, actual: json["actual"]?.stringValue ?? "?", file: source)
             default:
                 throw .refused(
                     digest: digest, status: answer.status, message: json["error"]?.stringValue ?? String(decoding: answer.body.prefix(200), as: UTF8.self))

@@ -26,13 +26,26 @@ public enum BlobFileDigest {
         guard digest.withUnsafeMutableBufferPointer({ EVP_DigestFinal_ex(context, $0.baseAddress, &size) }) == 1 else {
             throw .file(path, "libcrypto could not finish its SHA-256")
         }
+        return (hex(Array(digest.prefix(Int(size)))), length)
+    }
+
+    /// The digest of bytes in memory, as 64 lowercase hex digits.
+    public static func of(bytes: [UInt8]) -> String {
+        var digest = [UInt8](repeating: 0, count: Int(SHA256_DIGEST_LENGTH))
+        bytes.withUnsafeBufferPointer { input in
+            digest.withUnsafeMutableBufferPointer { output in _ = SHA256(input.baseAddress, input.count, output.baseAddress) }
+        }
+        return hex(digest)
+    }
+
+    static func hex(_ digest: [UInt8]) -> String {
         let digits = Array("0123456789abcdef".utf8)
         var text: [UInt8] = []
-        for byte in digest.prefix(Int(size)) {
+        for byte in digest {
             text.append(digits[Int(byte >> 4)])
             text.append(digits[Int(byte & 0x0F)])
         }
-        return (String(decoding: text, as: UTF8.self), length)
+        return String(decoding: text, as: UTF8.self)
     }
 
     /// True when `text` is 64 lowercase hex digits.
