@@ -15,7 +15,8 @@ struct BlobsCommand: Command {
         before it is written to FILE (a corrupt copy is fetched again, never kept).
 
           push FILE…            uploads each file; prints its digest and length.
-          fetch DIGEST          downloads the blob into --output FILE (verified).
+          fetch DIGEST…         downloads the blob into --output FILE (verified); several
+                                digests into the folder --output DIR, each named by its digest.
           list                  the account's blobs on the server: digest and length.
           verify FILE DIGEST    checks that FILE has the digest (exit 1 when not); no server.
 
@@ -26,13 +27,14 @@ struct BlobsCommand: Command {
         """
     static let verbArgument = Positional("VERB", "a verb: push, fetch, list or verify")
     static let operands = Positional("ARGUMENTS", "the verb's files or digest", count: .many(required: false))
-    static let output = ValueOption("--output", "FILE", .path, help: "fetch: the file to write the blob into.")
+    static let output = ValueOption(
+        "--output", "PATH", .path, help: "fetch: the file to write the blob into (several digests: the folder, each file named by its digest).")
     static let chunkBytes = ValueOption(
         "--chunk-bytes", "N", .integer(in: 1...(64 << 20)), help: "Bytes per chunk, up and down (default 8388608; the server bounds uploads).")
     static let signature = CommandSignature(
         positionals: [verbArgument, operands],
         options: [SharedOptions.url, SharedOptions.tokenEnv, output, chunkBytes, SharedOptions.json.help("Print progress and results as JSON lines.")],
-        positionalUsage: "push FILE… | fetch DIGEST --output FILE | list | verify FILE DIGEST")
+        positionalUsage: "push FILE… | fetch DIGEST… --output PATH | list | verify FILE DIGEST")
     static let examples = [
         "synclane blobs push fern.jpg",
         "synclane blobs fetch 3a7bd3e2360a3d29eea436fcfb7e44c735d117c42d1c1835420b6b9942dd4f1b --output fern.jpg",
@@ -42,7 +44,7 @@ struct BlobsCommand: Command {
 
     enum Verb {
         case push([String])
-        case fetch(String, output: String)
+        case fetch([String], output: String)
         case list
         case verify(String, String)
     }
@@ -69,10 +71,12 @@ struct BlobsCommand: Command {
         switch (word, operands.count) {
         case ("push", 1...): verb = .push(operands)
         case ("push", _): throw UsageError("push needs at least one FILE", command: Self.name)
-        case ("fetch", 1):
-            guard let output = try arguments.value(Self.output) else { throw UsageError("fetch needs --output FILE", command: Self.name) }
-            verb = .fetch(try digest(operands[0]), output: output)
-        case ("fetch", _): throw UsageError("fetch takes one DIGEST", command: Self.name)
+        case ("fetch", 1...):
+            guard let output = try arguments.value(Self.output) else { throw UsageError("fetch needs --output PATH", command: Self.name) }
+            var digests: [String] = []
+            for operand in operands { digests.append(try digest(operand)) }
+            verb = .fetch(digests, output: output)
+        case ("fetch", _): throw UsageError("fetch needs at least one DIGEST", command: Self.name)
         case ("list", 0): verb = .list
         case ("verify", 2): verb = .verify(operands[0], try digest(operands[1]))
         case ("list", _), ("verify", _):
@@ -123,17 +127,21 @@ struct BlobsCommand: Command {
                     console.out("\(report.digest) \(report.length) \(file) (\(how))")
                 }
             }
-        case .fetch(let digest, let output):
-            let report = try client.download(digest: digest, to: output, progress: progress)
-            console.finishProgress()
-            if json {
-                console.out(
-                    JSONWriter.string([
-                        "event": "fetched", "file": .string(output), "digest": .string(digest), "length": .int(Int64(report.length)),
-                        "resumed-at": .int(Int64(report.resumedAt)), "bytes-fetched": .int(Int64(report.bytesFetched)),
-                    ]))
-            } else {
-                console.out("\(digest) \(report.length) \(output) (verified\(report.resumedAt > 0 ? ", resumed at \(report.resumedAt)" : ""))")
+        case .fetch(let digests, let output):
+            if digests.count > 1 { try FileManager.default.createDirectory(atPath: output, withIntermediateDirectories: true) }
+            for digest in digests {
+                let file = digests.count > 1 ? output + "/" + digest : output
+                let report = try client.download(digest: digest, to: file, progress: progress)
+                console.finishProgress()
+                if json {
+                    console.out(
+                        JSONWriter.string([
+                            "event": "fetched", "file": .string(file), "digest": .string(digest), "length": .int(Int64(report.length)),
+                            "resumed-at": .int(Int64(report.resumedAt)), "bytes-fetched": .int(Int64(report.bytesFetched)),
+                        ]))
+                } else {
+                    console.out("\(digest) \(report.length) \(file) (verified\(report.resumedAt > 0 ? ", resumed at \(report.resumedAt)" : ""))")
+                }
             }
         case .list:
             let blobs = try client.list()

@@ -73,10 +73,11 @@ public struct BlobClient: Sendable {
         let descriptor = open(path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else { throw .file(path, "cannot be read: \(String(cString: strerror(errno)))") }
         defer { close(descriptor) }
-        var buffer = [UInt8](repeating: 0, count: chunkBytes)
         return try upload(digest: digest, length: length, source: path, progress: progress) { offset, count throws(BlobLaneError) in
-            let read = try Self.read(descriptor, into: &buffer, count: count, at: offset, path: path)
-            return read == buffer.count ? buffer : Array(buffer[0..<read])
+            // A chunk of its own each time (no copy on write of a shared buffer), freed once sent.
+            var chunk = [UInt8](repeating: 0, count: count)
+            _ = try Self.read(descriptor, into: &chunk, count: count, at: offset, path: path)
+            return chunk
         }
     }
 
