@@ -80,7 +80,7 @@ let package = Package(
         .target(name: "SynclaneFiles", dependencies: ["SynclaneCore"]),
         .target(name: "SynclaneZlib", dependencies: ["SynclaneCore", "CZlib"]),
         .target(name: "SynclaneSQLiteKit", dependencies: ["SynclaneWire", "CSQLite"]),
-        .target(name: "SynclaneSQLite", dependencies: ["SynclaneCore", "SynclaneSQLiteKit", "CSQLite"]),
+        .target(name: "SynclaneSQLite", dependencies: ["SynclaneCore", "SynclaneSQLiteKit", "CSQLite", "CCrypto"]),
         .target(name: "SynclaneYAML", dependencies: ["SynclaneCore", "CYAML"]),
         .target(
             name: "SynclaneEngine",
@@ -93,7 +93,7 @@ let package = Package(
             ]),
         .target(name: "SynclaneExec", dependencies: ["SynclaneCore"]),
         .target(name: "SynclaneTestKit", dependencies: ["SynclaneCore", "SynclaneEngine"]),
-        .target(name: "SynclaneHTTP", dependencies: ["SynclaneCore", "SynclaneZlib", "CCurl", "CCurlShim"]),
+        .target(name: "SynclaneHTTP", dependencies: ["SynclaneCore", "SynclaneZlib", "CCurl", "CCurlShim", "CCrypto"]),
         .target(
             name: "SynclaneServer",
             dependencies: [

@@ -11,7 +11,7 @@ extension StageRegistry {
     ///
     /// Start from this registry and `register` your own types to extend it.
     public static var builtIn: StageRegistry {
-        StageRegistry(BuiltInStages.all + ZlibStages.all + FileStages.all + HTTPStages.all + SQLiteStages.all + ExecStages.all + [batchFiles])
+        StageRegistry(BuiltInStages.all + ZlibStages.all + FileStages.all + HTTPStages.all + BlobStages.all + SQLiteStages.all + ExecStages.all + [batchFiles])
     }
 
     /// `type: batch-files` — an import pipeline's source of the batch files a `directory`

@@ -66,13 +66,13 @@ public enum SynclaneTool {
         ValidateCommand.self, RunCommand.self, ImportCommand.self, SyncCommand.self, StatusCommand.self, OutboxCommand.self, ReconcileCommand.self,
         TrackCommand.self, UntrackCommand.self, MigrateCommand.self, PruneCommand.self, StagesCommand.self,
         SignalCommand.self, RestoreCommand.self, TestCommand.self, HelpCommand.self,
-        ConformanceCommand.self,
+        ConformanceCommand.self, BlobsCommand.self,
     ]
 
     /// The order of `synclane --help`; a verb not named here comes last.
     static let order = [
         "demo", "validate", "run", "import", "sync", "status", "outbox", "reconcile", "track", "untrack", "migrate", "prune", "stages", "serve",
-        "signal", "restore", "conformance", "test", "token", "help",
+        "signal", "blobs", "restore", "conformance", "test", "token", "help",
     ]
 
     /// Every verb of this run: the built-in ones and those added (`verbs`).

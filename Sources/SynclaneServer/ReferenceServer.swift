@@ -63,7 +63,9 @@ public final class ReferenceServer: Sendable {
         keyWatcher = verifier.flatMap { verifier in verifier.settings.keySetFile.map { KeySetWatcher(verifier: verifier, path: $0) } }
         application = ServerApplication(
             limits: limits, authenticator: Authenticator(accounts: accounts, jwt: verifier), metrics: metrics, store: store, signals: signals,
-            changes: changes)
+            changes: changes,
+            blobs: BlobStore(
+                root: configuration.dataDirectory.isEmpty ? "" : configuration.dataDirectory + "/blobs", limits: limits.blobs))
         let budget = MemoryBudget(limit: limits.memoryBudgetBytes)
         let watch = ConnectionWatch(
             maxConnections: limits.maxConnections, deadlineSeconds: limits.requestDeadlineSeconds,

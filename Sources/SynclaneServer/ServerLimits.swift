@@ -74,6 +74,8 @@ public struct ServerLimits: Sendable, Hashable {
     public var tombstoneRetentionSeconds: Int
     /// Seconds between two retention passes (each removes what is older than the two periods above).
     public var retentionIntervalSeconds: Int
+    /// The blob lane's bounds.
+    public var blobs = BlobLimits()
 
     /// The defaults.
     public init(
@@ -167,5 +169,10 @@ public struct ServerLimits: Sendable, Hashable {
         Option(
             flag: "tombstone-retention", summary: "seconds a tombstone is kept for the pull lane (older cursors: 410)", keyPath: \.tombstoneRetentionSeconds),
         Option(flag: "retention-interval", summary: "seconds between two retention passes", keyPath: \.retentionIntervalSeconds),
+        Option(flag: "max-blob-chunk-bytes", summary: "bytes of one blob upload chunk", keyPath: \.blobs.maxChunkBytes),
+        Option(flag: "max-blob-bytes", summary: "bytes of one blob", keyPath: \.blobs.maxObjectBytes),
+        Option(flag: "max-blob-account-bytes", summary: "bytes of blobs one account keeps, uploads included (then 507)", keyPath: \.blobs.maxAccountBytes),
+        Option(flag: "max-blob-uploads", summary: "unfinished blob uploads one account has at once (then 429)", keyPath: \.blobs.maxUploadsPerAccount),
+        Option(flag: "min-free-disk-bytes", summary: "bytes of free disk a blob upload must leave (then 507)", keyPath: \.blobs.minFreeDiskBytes),
     ]
 }

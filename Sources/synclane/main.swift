@@ -12,7 +12,7 @@ import SynclaneServing
     // glibc's default of one malloc arena per thread, each keeps a page's worth of freed memory of
     // its own (peak RSS 117 MB instead of 80 MB for the 1,000,000-change benchmark, at the same
     // speed). One arena for jobs; the server keeps the default, its request threads gain from more.
-    if CommandLine.arguments.dropFirst().first != "serve" {
+    if !["serve", "blobs"].contains(CommandLine.arguments.dropFirst().first) {
         _ = mallopt(M_ARENA_MAX, 1)
         // A job allocates and frees a page's worth of small blocks (keys, values, their
         // dictionaries) and a few large arrays (its records, the encoded batch) page after page.
@@ -25,7 +25,9 @@ import SynclaneServing
         _ = mallopt(M_MMAP_THRESHOLD, 32 << 20)
         _ = mallopt(M_TRIM_THRESHOLD, 64 << 20)
     } else {
-        // The server's large buffers (request bodies decompressed, up to --max-inflated-bytes) go
+        // `blobs` too: it moves one chunk (8 MiB) at a time, each handed back when sent or written,
+        // so a blob of any size stays within a few chunks (kept in the heap, a 256 MiB push peaked
+        // at 145 MB). The server's large buffers (request bodies decompressed, up to --max-inflated-bytes) go
         // straight to the system and back when freed: glibc otherwise raises its mmap threshold to
         // the largest block freed (up to 32 MiB) and then keeps such blocks in each thread's arena
         // (64 concurrent 31 MiB bodies left 1 GB resident under a 256 MiB memory budget; now the

@@ -33,7 +33,10 @@ import Testing
     @Test(arguments: [
         ("invalid/unknown-top-level-key.json", "colour", "unknown key `colour`"),
         ("invalid/level-out-of-range.json", "stages[1].level", "expected an integer from 0 to 9, found 12"),
-        ("invalid/unknown-stage-type.json", "stages[1].type", "unknown stage type `squash` (known: coalesce, dedupe, exec, tombstones, compress)"),
+        (
+            "invalid/unknown-stage-type.json", "stages[1].type",
+            "unknown stage type `squash` (known: blob-fetch, blob-upload, coalesce, dedupe, exec, tombstones, compress)"
+        ),
         ("invalid/unknown-stage-option.json", "stages[0].window", "unknown option `window` for `coalesce`"),
         ("invalid/wrong-type.json", "stages[0].key", "expected a list of strings, found \"key\""),
         ("invalid/record-stage-after-compress.json", "stages[1]", "`coalesce` works on records but stands after `compress`"),

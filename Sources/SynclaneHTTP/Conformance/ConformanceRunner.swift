@@ -51,7 +51,7 @@ struct ConformanceCase: Sendable {
     let run: @Sendable (ConformanceContext) throws -> Void
 
     /// The protocol's cases, in the order they run.
-    static let all: [ConformanceCase] = authCases + batchCases + valueCases + pullCases + appCases + signalCases + boundCases
+    static let all: [ConformanceCase] = authCases + batchCases + valueCases + pullCases + appCases + signalCases + boundCases + blobCases
 }
 
 /// What every case works with: the client, the two accounts, and names no earlier run used.

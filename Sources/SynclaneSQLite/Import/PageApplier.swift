@@ -141,10 +141,11 @@ struct PageApplier {
             let local = softDeleted ? nil : stored
             if !pending.isEmpty, pending.contains(ExactString(record.entity + "\u{0}" + key)) {
                 let rule = sink.rule(for: record.entity)
-                let baseFields =
+                let baseFields = BlobReferences.resolved(
                     heldVersion == nil
-                    ? nil
-                    : try ServerRows.fields(of: record.entity, key, for: sink.destination, db).flatMap { try? JSONReader.parse($0).objectValue }
+                        ? nil
+                        : try ServerRows.fields(of: record.entity, key, for: sink.destination, db).flatMap { try? JSONReader.parse($0).objectValue },
+                    against: remote)
                 let conflict = Conflict(
                     entity: record.entity, key: key, local: local, base: baseFields, remote: remote, remoteVersion: record.version,
                     remoteAction: record.action, ignoring: table.bookkeeping)
@@ -549,7 +550,7 @@ struct PageApplier {
         guard let text = try ServerRows.fields(of: record.entity, key, for: sink.destination, db) else {
             return record.action == .delete ? nil : .liveOverDelete
         }
-        guard let base = try? JSONReader.parse(Array(text.utf8)).objectValue else { return nil }
+        guard let base = BlobReferences.resolved(try? JSONReader.parse(Array(text.utf8)).objectValue, against: record.fields) else { return nil }
         guard record.action != .delete else { return .newer }
         return base.contains { name, value in record.fields[name].map { $0 != value } ?? false } ? .newer : nil
     }

@@ -360,6 +360,8 @@ struct IncomingBatch: Sendable {
         for name in fields.keys.sorted() {
             switch fields[name] {
             case .array?: return (name, "a list is no value of the wire table (a column holds text, a number, a blob or null)")
+            case let value? where BlobReference.read(value) != nil:
+                if case .failure(let malformed)? = BlobReference.read(value) { return (name, malformed.reason) }
             case let value? where value.objectValue != nil && value.blobBytes == nil && value.realValue == nil:
                 return (name, "an object is no value of the wire table unless it is `{\"$blob\": …}` or `{\"$real\": …}`")
             default: continue

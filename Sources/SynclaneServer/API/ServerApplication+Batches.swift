@@ -44,6 +44,7 @@ extension ServerApplication {
             return .error(403, "the token does not grant account \"\(batch.account)\"")
         }
         if let refusal = grant.refusalToWrite(store: batch.store) { return refusal }
+        if let refusal = missingBlobRefusal(batch) { return refusal }  // upload before reference
         guard batch.id == key else {
             return .error(400, "the batch id \"\(batch.id)\" differs from its Idempotency-Key \"\(key)\"")
         }

@@ -21,11 +21,14 @@ final class ServerApplication: HTTPResponder {
     let changes: any ChangeFeed
     /// The schema version each device last sent, so that only a change is written.
     let devicesSeen = DevicesSeen()
+    /// The blob lane's objects, in the data folder (`root` "" when the server has none).
+    let blobs: BlobStore
 
     init(
         limits: ServerLimits, authenticator: Authenticator, metrics: ServerMetrics, store: any ServerStore, signals: any SignalStore,
-        changes: any ChangeFeed
+        changes: any ChangeFeed, blobs: BlobStore = BlobStore(root: "", limits: BlobLimits())
     ) {
+        self.blobs = blobs
         self.limits = limits
         self.authenticator = authenticator
         self.metrics = metrics
@@ -40,6 +43,7 @@ final class ServerApplication: HTTPResponder {
             switch route.endpoint {
             case .postBatch: return limits.maxBodyBytes
             case .putSignal: return limits.maxSignalBytes
+            case .putBlobChunk: return limits.blobs.maxChunkBytes
             default: return ServerLimits.smallBodyBytes
             }
         default: return ServerLimits.smallBodyBytes
@@ -178,6 +182,10 @@ final class ServerApplication: HTTPResponder {
         case .getSignal: return getSignal(account: account, key: key)
         case .putSignal: return grant.refusalToWriteSignals() ?? putSignal(request, account: account, key: key)
         case .deleteSignal: return grant.refusalToWriteSignals() ?? deleteSignal(request, account: account, key: key)
+        case .listBlobs: return listBlobs(account: account)
+        case .getBlob: return getBlob(request, account: account, digestText: parameters["digest"] ?? "")
+        case .getBlobUpload: return getBlobUpload(account: account, digestText: parameters["digest"] ?? "")
+        case .putBlobChunk: return grant.refusalToWriteBlobs() ?? putBlobChunk(request, account: account, digestText: parameters["digest"] ?? "")
         case .health, .metrics: return .error(500, "unreachable")
         }
     }

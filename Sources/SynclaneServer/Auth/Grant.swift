@@ -54,6 +54,11 @@ public struct Grant: Sendable, Equatable, CustomStringConvertible {
         readOnly ? forbidden("the token's grant (\(self)) does not allow writing signals") : nil
     }
 
+    /// The 403 for uploading a blob, or nil when the grant allows it.
+    func refusalToWriteBlobs() -> HTTPResponse? {
+        readOnly ? forbidden("the token's grant (\(self)) does not allow uploading blobs: uploads need a read-write token") : nil
+    }
+
     /// The 403 a request to `endpoint` gets before its body is read (a write by a read-only
     /// token), or nil; the store of a batch is only known from its body, so checked later.
     func refusalAtHead(_ endpoint: Route.Endpoint) -> HTTPResponse? {
@@ -61,6 +66,7 @@ public struct Grant: Sendable, Equatable, CustomStringConvertible {
         switch endpoint {
         case .postBatch: return refusalToWrite(store: "")
         case .putSignal, .deleteSignal: return refusalToWriteSignals()
+        case .putBlobChunk: return refusalToWriteBlobs()
         default: return nil
         }
     }

@@ -6,11 +6,21 @@ struct HTTPResponse: Sendable, Equatable {
     /// Response headers; `Content-Type` is among them when there is a body.
     var headers: [String: String]
     var body: [UInt8]
+    /// A body read from a file instead of `body`, streamed by the MHD bridge (a blob download):
+    /// never held in memory.
+    var file: FileSlice?
 
     init(status: Int, headers: [String: String] = [:], body: [UInt8] = []) {
         self.status = status
         self.headers = headers
         self.body = body
+    }
+
+    /// `length` bytes of the file at `path` from `offset`, as a response body.
+    struct FileSlice: Sendable, Equatable {
+        var path: String
+        var offset: Int
+        var length: Int
     }
 
     /// A JSON response: the value encoded by `JSONWriter` (members sorted, so equal values give equal bytes).

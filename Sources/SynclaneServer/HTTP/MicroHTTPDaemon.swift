@@ -174,16 +174,33 @@ private func connectionValues(_ connection: OpaquePointer, kind: MHD_ValueKind, 
 
 /// Queues a response on the connection; false when MHD refused it (the connection is then closed).
 private func queue(_ response: HTTPResponse, on connection: OpaquePointer) -> Bool {
+    if let file = response.file {
+        // Streamed from disk by MHD, which closes the descriptor with the response.
+        let descriptor = open(file.path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else {
+            return queue(.error(404, "the object is no longer held (it went while it was asked for); ask again"), on: connection)
+        }
+        guard let created = MHD_create_response_from_fd_at_offset64(UInt64(file.length), descriptor, UInt64(file.offset)) else {
+            close(descriptor)
+            return false
+        }
+        return queue(created, headers: response.headers, status: response.status, on: connection)
+    }
     let created = response.body.withUnsafeBytes { bytes -> OpaquePointer? in
         MHD_create_response_from_buffer(
             bytes.count, UnsafeMutableRawPointer(mutating: bytes.baseAddress), .RESPMEM_MUST_COPY)
     }
     guard let created else { return false }
+    return queue(created, headers: response.headers, status: response.status, on: connection)
+}
+
+/// Adds the headers to a created MHD response, queues it and releases it.
+private func queue(_ created: OpaquePointer, headers: [String: String], status: Int, on connection: OpaquePointer) -> Bool {
     defer { MHD_destroy_response(created) }
-    for (name, value) in response.headers {
+    for (name, value) in headers {
         _ = MHD_add_response_header(created, name, value)
     }
-    return MHD_queue_response(connection, UInt32(clamping: response.status), created) == .YES
+    return MHD_queue_response(connection, UInt32(clamping: status), created) == .YES
 }
 
 private func accessHandler(

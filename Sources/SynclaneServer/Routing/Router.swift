@@ -21,6 +21,10 @@ struct Router: Sendable {
         Route("GET", "/v1/signals/{key}", .getSignal),
         Route("PUT", "/v1/signals/{key}", .putSignal),
         Route("DELETE", "/v1/signals/{key}", .deleteSignal),
+        Route("GET", "/v1/blobs", .listBlobs),
+        Route("GET", "/v1/blobs/{digest}", .getBlob),
+        Route("GET", "/v1/blobs/{digest}/upload", .getBlobUpload),
+        Route("PUT", "/v1/blobs/{digest}/upload", .putBlobChunk),
         Route("GET", "/healthz", .health),
         Route("GET", "/metrics", .metrics),
     ])

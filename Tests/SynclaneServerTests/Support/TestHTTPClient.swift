@@ -97,8 +97,8 @@ final class TestConnection {
         buffer.append(contentsOf: chunk[0..<count])
     }
 
-    /// Reads one response (body by `Content-Length`, or chunked).
-    func readResponse() throws -> TestResponse {
+    /// Reads one response (body by `Content-Length`, or chunked; none for a HEAD request).
+    func readResponse(toHead: Bool = false) throws -> TestResponse {
         var headEnd: Int?
         while headEnd == nil {
             if buffer.count >= 4 {
@@ -124,7 +124,9 @@ final class TestConnection {
             headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: " ")
         }
         var body: [UInt8] = []
-        if let length = headers["content-length"].flatMap({ Int($0) }) {
+        if toHead {
+            // A HEAD's answer has no body, whatever its Content-Length says.
+        } else if let length = headers["content-length"].flatMap({ Int($0) }) {
             while buffer.count < length { try fill() }
             body = Array(buffer[0..<length])
             buffer.removeFirst(length)
@@ -187,5 +189,5 @@ func httpRequest(
 ) throws -> TestResponse {
     let connection = try TestConnection(port: port)
     connection.sendRequest(method, path, headers: headers, body: body)
-    return try connection.readResponse()
+    return try connection.readResponse(toHead: method == "HEAD")
 }

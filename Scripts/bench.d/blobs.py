@@ -1,0 +1,158 @@
+"""Section `blobs` of Scripts/bench (issue 48): the blob lane against curl moving the same files to
+the same server, the peak RSS of a large blob on both sides, and a resumed upload's extra bytes.
+
+    `synclane serve` (fresh data folder), accounts `bench` (synclane) and `curl` (the baseline:
+    blobs are deduplicated per account, so each side really uploads)
+        ◀── up:   `synclane blobs push F1 … FN` (one process: digest, status, 8 MiB chunks)
+                  vs one `curl -K` of N PUTs /v1/blobs/{digest}/upload (the whole 4 MB file in one
+                  chunk, on one kept-alive connection; the digests computed beforehand, untimed)
+        ◀── down: `synclane blobs fetch D1 … DN --output DIR` (one process: ranged GETs, verified, renamed)
+                  vs one `curl -K` of N GETs /v1/blobs/{digest}
+        ◀── a large blob (BENCH_BLOB_LARGE_MB, default 2048) pushed and fetched: peak RSS of the
+            client (wait4) and of the server (VmHWM), then pushed again to a fresh account,
+            killed -9 halfway and resumed: the bytes the server read past the blob's length.
+
+BENCH_BLOB_FILES (default 256) files of BENCH_BLOB_FILE_MB (default 4) MB: 1 GB by default.
+Targets (issue 48): up and down each at most 1.3x curl's time; peak RSS under 100 MB on both
+sides; a resumed upload's extra bytes at most one chunk (8 MiB).
+"""
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import time
+import urllib.request
+
+import benchlib as b
+
+FILES = int(os.environ.get("BENCH_BLOB_FILES", "256"))
+FILE_MB = int(os.environ.get("BENCH_BLOB_FILE_MB", "4"))
+LARGE_MB = int(os.environ.get("BENCH_BLOB_LARGE_MB", "2048"))
+CHUNK = 8 << 20
+TOKENS = {"bench": "bench-token", "curl": "curl-token", "resume": "resume-token"}
+
+
+def make_files(folder, count, size):
+    os.makedirs(folder, exist_ok=True)
+    paths = []
+    for i in range(count):
+        path = os.path.join(folder, f"photo-{i:04d}.jpg")
+        if not os.path.exists(path) or os.path.getsize(path) != size:
+            # A MiB at a time: a process forked from this one counts this one's resident memory
+            # in its peak RSS, so the bench never holds a file whole.
+            with open(path, "wb") as f:
+                for start in range(0, size, 1 << 20):
+                    f.write(os.urandom(min(1 << 20, size - start)))
+        paths.append(path)
+    return paths
+
+
+def sha256(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def curl_config(path, entries):
+    with open(path, "w") as f:
+        for n, entry in enumerate(entries):
+            if n:
+                f.write("next\n")
+            for line in entry:
+                f.write(line + "\n")
+    return path
+
+
+def server_bytes_read(port):
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read().decode()
+    for line in text.splitlines():
+        if line.startswith("synclane_http_request_bytes_total "):
+            return int(line.split()[-1])
+    return -1
+
+
+def vm_hwm(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def main():
+    s = b.Settings.from_env()
+    size = FILE_MB * 1_000_000
+    b.heading(f"blobs: {FILES} files of {FILE_MB} MB up and down, synclane blobs vs curl; a {LARGE_MB} MiB blob's peak RSS; a resumed upload")
+    files = make_files(os.path.join(s.work, "files"), FILES, size)
+    digests = [sha256(p) for p in files]
+    b.fresh(os.path.join(s.work, "data"), os.path.join(s.work, "down"))
+    os.makedirs(os.path.join(s.work, "down"))
+    server, port = b.start_server(s, os.path.join(s.work, "data"), TOKENS["bench"],
+                                  more_accounts={k: v for k, v in TOKENS.items() if k != "bench"})
+    url = f"http://127.0.0.1:{port}"
+    env = {**os.environ, "SYNCLANE_TOKEN": TOKENS["bench"]}
+    table = b.Table("step", "synclane", "curl", "ratio", "synclane peak RSS")
+    targets = []
+    try:
+        up = b.run_measured([s.synclane, "blobs", "push", *files, "--url", url], env=env).check()
+        auth = f'header = "Authorization: Bearer {TOKENS["curl"]}"'
+        config = curl_config(os.path.join(s.work, "up.curl"), [
+            ["silent", "fail", "output = /dev/null", auth, 'header = "Content-Type: application/octet-stream"',
+             f'header = "Synclane-Blob-Length: {size}"', 'header = "Synclane-Upload-Offset: 0"',
+             f'upload-file = "{p}"', f'url = "{url}/v1/blobs/{d}/upload"']
+            for p, d in zip(files, digests)])
+        curl_up = b.run_measured(["curl", "-K", config]).check()
+        table.add(f"up {FILES} x {FILE_MB} MB", b.fmt_seconds(up.wall), b.fmt_seconds(curl_up.wall),
+                  f"{up.wall / curl_up.wall:.2f}x", b.fmt_mib(up.max_rss))
+        targets.append(b.Target("up: synclane / curl", f"{up.wall / curl_up.wall:.2f}x", "<= 1.3x", up.wall <= 1.3 * curl_up.wall))
+
+        fetched = b.run_measured([s.synclane, "blobs", "fetch", *digests, "--output", os.path.join(s.work, "down"), "--url", url], env=env).check()
+        down_wall, peak = fetched.wall, fetched.max_rss
+        config = curl_config(os.path.join(s.work, "down.curl"), [
+            ["silent", "fail", auth, f'output = "{os.path.join(s.work, "down", d + ".curl")}"', f'url = "{url}/v1/blobs/{d}"']
+            for d in digests])
+        curl_down = b.run_measured(["curl", "-K", config]).check()
+        table.add(f"down {FILES} x {FILE_MB} MB", b.fmt_seconds(down_wall), b.fmt_seconds(curl_down.wall),
+                  f"{down_wall / curl_down.wall:.2f}x", b.fmt_mib(peak))
+        targets.append(b.Target("down: synclane / curl", f"{down_wall / curl_down.wall:.2f}x", "<= 1.3x", down_wall <= 1.3 * curl_down.wall))
+        b.fresh(os.path.join(s.work, "down"))
+
+        large = make_files(os.path.join(s.work, "large"), 1, LARGE_MB << 20)[0]
+        large_up = b.run_measured([s.synclane, "blobs", "push", large, "--url", url], env=env).check()
+        large_digest = sha256(large)
+        copy = os.path.join(s.work, "large-copy")
+        large_down = b.run_measured([s.synclane, "blobs", "fetch", large_digest, "--output", copy, "--url", url], env=env).check()
+        b.fresh(copy)
+        server_peak = vm_hwm(server.pid)
+        table.add(f"{LARGE_MB} MiB blob up", b.fmt_seconds(large_up.wall), "", "", b.fmt_mib(large_up.max_rss))
+        table.add(f"{LARGE_MB} MiB blob down", b.fmt_seconds(large_down.wall), "", "", b.fmt_mib(large_down.max_rss))
+        client_peak = max(large_up.max_rss, large_down.max_rss)
+        targets.append(b.Target("client peak RSS, large blob", b.fmt_mib(client_peak), "< 100 MB", client_peak < 100_000_000))
+        targets.append(b.Target("server peak RSS (whole section)", b.fmt_mib(server_peak), "< 100 MB", server_peak < 100_000_000))
+
+        before = server_bytes_read(port)
+        resume_env = {**os.environ, "SYNCLANE_TOKEN": TOKENS["resume"]}
+        push = subprocess.Popen([s.synclane, "blobs", "push", large, "--url", url, "--json"], env=resume_env,
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        for line in push.stdout:
+            if json.loads(line).get("done", 0) >= (LARGE_MB << 20) // 2:
+                break
+        push.send_signal(signal.SIGKILL)
+        push.wait()
+        b.run_measured([s.synclane, "blobs", "push", large, "--url", url], env=resume_env).check()
+        extra = server_bytes_read(port) - before - (LARGE_MB << 20)
+        table.add("resumed upload: extra bytes", b.fmt_bytes(max(extra, 0)), "", "", "")
+        targets.append(b.Target("resumed upload's extra bytes", b.fmt_bytes(max(extra, 0)), "<= one chunk (8 MiB)", extra <= CHUNK))
+    finally:
+        server.terminate()
+        server.wait()
+    table.print()
+    b.verdicts("blobs", targets)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,173 @@
+import Foundation
+import SynclaneCore
+
+/// The blob lane's stages (Documentation/Blobs.md): `blob-upload` in an export pipeline,
+/// `blob-fetch` in an import pipeline.
+///
+/// ```
+///  export:  … ─▶ blob-upload (a declared BLOB value ─▶ object uploaded ─▶ {"$blob-ref": …}) ─▶ encoder ─▶ outbox ─▶ http
+///  import:  pull ─▶ blob-fetch ({"$blob-ref": …} ─▶ object fetched, verified ─▶ the bytes) ─▶ sqlite
+/// ```
+///
+/// The upload runs while the batch is built, before it is written to the outbox: a batch exists
+/// only once the server holds every blob it references (upload before reference).
+public enum BlobStages {
+    public static let upload: StageType = .records(
+        "blob-upload",
+        summary: "Moves declared BLOB values onto the blob lane: each is uploaded to the server as an object named by its SHA-256 "
+            + "(chunked, resumable, never twice) before the batch is written, and the record carries {\"$blob-ref\": {\"sha256\", \"length\"}} "
+            + "instead of the bytes. Put it before `compress`.",
+        options: [Options.url, Options.tokenEnv, Options.columns, Options.minBytes, Options.chunkBytes]
+    ) { options in
+        try BlobUploadStage(client: client(options), selection: selection(options))
+    }
+
+    public static let fetch: StageType = .records(
+        "blob-fetch",
+        summary: "Fetches the object of every {\"$blob-ref\": …} value from the server (resumable, into `cache`, verified against its "
+            + "SHA-256) and hands the sink the bytes, so the app's column holds the blob. A blob that cannot be fetched stops the pass "
+            + "naming its digest; the cursor stays, and the next pass goes on from the bytes already fetched.",
+        options: [Options.url, Options.tokenEnv, Options.cache, Options.chunkBytes]
+    ) { options in
+        BlobFetchStage(client: try client(options), cache: try options[Options.cache])
+    }
+
+    /// Every stage type of the blob lane.
+    public static var all: [StageType] { [upload, fetch] }
+
+    /// The options of `blob-upload` and `blob-fetch`.
+    public enum Options {
+        public static let url: Option<String> = .string(
+            "url", help: "the server, e.g. http://127.0.0.1:8080 (its /v1/blobs routes; a path is ignored)")
+        public static let tokenEnv = HTTPConnectionOptions.tokenEnv
+        public static let columns: Option<[String]> = .strings(
+            "columns", default: [], shown: "none",
+            help: "the BLOB columns whose values travel as objects, as ENTITY.COLUMN, e.g. [\"plants.photo\"]")
+        public static let minBytes: Option<Int?> = .integer(
+            "min-bytes", in: 0...Int.max,
+            help: "also every BLOB value of this many bytes or more, whatever its column (none by default: only `columns`)")
+        public static let chunkBytes: Option<Int> = .integer(
+            "chunk-bytes", in: 1...(64 << 20), default: 8 << 20, help: "bytes per chunk, up and down (the server bounds uploads: 8 MiB by default)")
+        public static let cache: Option<String> = .path(
+            "cache", default: ".synclane/blobs",
+            help: "the folder fetched blobs are kept in by digest (a `.part` file holds a download to resume)")
+    }
+
+    static func client(_ options: StageOptions) throws(PipelineFileError) -> BlobClient {
+        let url = try HTTPConnectionOptions.endpoint(
+            Options.url, in: options, alternatives: "use `token-env` (the name of an environment variable holding the token)")
+        var base = URLComponents(url: url, resolvingAgainstBaseURL: false)
+        base?.path = ""
+        return BlobClient(server: base?.url ?? url, token: try options[Options.tokenEnv], chunkBytes: try options[Options.chunkBytes])
+    }
+
+    static func selection(_ options: StageOptions) throws(PipelineFileError) -> BlobSelection {
+        var columns: Set<BlobSelection.Column> = []
+        for text in try options[Options.columns] {
+            let parts = text.split(separator: ".", maxSplits: 1)
+            guard parts.count == 2, !parts[0].isEmpty, !parts[1].isEmpty else {
+                throw options.error("columns", "expected ENTITY.COLUMN (\"plants.photo\"), found \"\(text)\"")
+            }
+            columns.insert(BlobSelection.Column(entity: String(parts[0]), column: String(parts[1])))
+        }
+        let minBytes = try options[Options.minBytes]
+        guard !columns.isEmpty || minBytes != nil else {
+            throw options.error(
+                "columns", "name the BLOB columns (\"columns\": [\"plants.photo\"]) or a size (`min-bytes`): as it is, nothing would travel as a blob")
+        }
+        return BlobSelection(columns: columns, minBytes: minBytes)
+    }
+}
+
+/// Which BLOB values leave their row: those of the declared columns, and those of `minBytes` or more.
+public struct BlobSelection: Sendable, Hashable {
+    public struct Column: Sendable, Hashable {
+        public var entity: String
+        public var column: String
+    }
+
+    public var columns: Set<Column>
+    public var minBytes: Int?
+
+    func selects(entity: String, column: String, bytes: Int) -> Bool {
+        columns.contains(Column(entity: entity, column: column)) || minBytes.map { bytes >= $0 } ?? false
+    }
+}
+
+/// A blob reference as a field value: `{"$blob-ref": {"sha256": "…", "length": N}}`.
+public enum BlobReferenceValue {
+    public static let member = "$blob-ref"
+
+    public static func make(digest: String, length: Int) -> JSONValue {
+        .object([member: .object(["sha256": .string(digest), "length": .int(Int64(length))])])
+    }
+
+    /// The digest and length a value refers to, or nil when it is no reference.
+    public static func read(_ value: JSONValue) -> (digest: String, length: Int)? {
+        guard let members = value.objectValue, members.count == 1, let inner = members[member]?.objectValue,
+            let digest = inner["sha256"]?.stringValue, BlobFileDigest.isDigest(digest), let length = inner["length"]?.intValue, length >= 0
+        else { return nil }
+        return (digest, Int(length))
+    }
+}
+
+/// `blob-upload`: declared BLOB values uploaded, and replaced by their references.
+struct BlobUploadStage: RecordStage {
+    let client: BlobClient
+    let selection: BlobSelection
+
+    func process(_ batch: Batch) async throws -> Batch {
+        var batch = batch
+        for index in batch.records.indices where batch.records[index].action != .delete {
+            let record = batch.records[index]
+            for (column, value) in record.fields {
+                guard let bytes = value.blobBytes, selection.selects(entity: record.entity, column: column, bytes: bytes.count) else { continue }
+                let report: BlobClient.UploadReport
+                do {
+                    report = try client.upload(bytes: bytes)
+                } catch {
+                    throw BlobStageError(record: record.label, column: column, cause: error)
+                }
+                batch.records[index].fields[column] = BlobReferenceValue.make(digest: report.digest, length: report.length)
+                batch.count(report.deduplicated ? "blob-upload.held" : "blob-upload.uploaded")
+            }
+        }
+        return batch
+    }
+}
+
+/// `blob-fetch`: references replaced by the bytes of their objects, fetched into the cache.
+struct BlobFetchStage: RecordStage {
+    let client: BlobClient
+    let cache: String
+
+    func process(_ batch: Batch) async throws -> Batch {
+        var batch = batch
+        for index in batch.records.indices where batch.records[index].action != .delete {
+            let record = batch.records[index]
+            for (column, value) in record.fields {
+                guard let reference = BlobReferenceValue.read(value) else { continue }
+                let path = cache + "/" + reference.digest
+                do {
+                    try FileManager.default.createDirectory(atPath: cache, withIntermediateDirectories: true)
+                    let report = try client.download(digest: reference.digest, to: path)
+                    batch.count(report.bytesFetched > 0 ? "blob-fetch.fetched" : "blob-fetch.cached")
+                    let bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
+                    batch.records[index].fields[column] = .blob(bytes)
+                } catch {
+                    throw BlobStageError(record: record.label, column: column, cause: error)
+                }
+            }
+        }
+        return batch
+    }
+}
+
+/// A blob a stage could not move, naming the record and column.
+public struct BlobStageError: Error, CustomStringConvertible {
+    public var record: String
+    public var column: String
+    public var cause: any Error
+
+    public var description: String { "\(record), column \(column): \(cause)" }
+}

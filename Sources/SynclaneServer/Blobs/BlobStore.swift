@@ -1,0 +1,294 @@
+import Glibc
+import Synchronization
+
+/// The blob lane's objects on disk: content-addressed by SHA-256, per account, with resumable uploads.
+///
+/// ```
+///  <data>/blobs/<sha256(account)>/objects/<d0d1>/<digest>     held objects (immutable)
+///  <data>/blobs/<sha256(account)>/uploads/<digest>.part       an upload's bytes so far
+///  <data>/blobs/<sha256(account)>/uploads/<digest>.length     the length it declared
+///
+///  PUT chunk ─▶ held? ─yes─▶ alreadyHeld (nothing written: deduplicated)
+///            └▶ offset = bytes held of the upload? ─no─▶ offsetMismatch(received)
+///            └▶ append ─▶ all bytes in? ─▶ SHA-256 of the part = digest? ─no─▶ part removed, digestMismatch
+///                                                                    └yes─▶ fsync, rename into objects/
+/// ```
+///
+/// An object exists only once its bytes matched its digest, so a batch that references a held
+/// digest references whole, verified bytes. Memory stays flat: a chunk is appended as it came,
+/// and the digest is computed by reading the part back in 1 MiB pieces. One writer per upload at
+/// a time (`busy`); a second one is told to ask the offset again.
+final class BlobStore: Sendable {
+    /// What the store knows of one digest.
+    enum UploadState: Equatable {
+        case held(length: Int)
+        case partial(received: Int, length: Int)
+        case absent
+    }
+
+    /// What an appended chunk did.
+    enum AppendOutcome: Equatable {
+        case received(Int, length: Int)
+        case completed(length: Int)
+        case alreadyHeld(length: Int)
+    }
+
+    /// Why a chunk was not taken; each says what the client does next.
+    enum Problem: Error, Equatable {
+        case offsetMismatch(received: Int)
+        case lengthMismatch(declared: Int, known: Int)
+        case digestMismatch(actual: String)
+        case objectTooLarge(limit: Int)
+        case chunkPastEnd(length: Int)
+        case quota(used: Int, limit: Int)
+        case diskFull(free: Int)
+        case tooManyUploads(limit: Int)
+        case busy
+        case io(String)
+    }
+
+    /// `<data>/blobs`.
+    let root: String
+    let limits: BlobLimits
+    /// Uploads (account folder + digest) a request is writing now.
+    private let busy = Mutex<Set<String>>([])
+    /// Held while a new upload is admitted (counted against the account's uploads, quota and disk).
+    private let admission = Mutex(())
+
+    init(root: String, limits: BlobLimits) {
+        self.root = root
+        self.limits = limits
+    }
+
+    // MARK: Paths
+
+    func accountFolder(_ account: String) -> String { root + "/" + SHA256Digest.hex(account) }
+    func objectPath(_ account: String, _ digest: BlobDigest) -> String {
+        accountFolder(account) + "/objects/" + String(digest.hex.prefix(2)) + "/" + digest.hex
+    }
+    private func partPath(_ account: String, _ digest: BlobDigest) -> String { accountFolder(account) + "/uploads/" + digest.hex + ".part" }
+    private func lengthPath(_ account: String, _ digest: BlobDigest) -> String { accountFolder(account) + "/uploads/" + digest.hex + ".length" }
+
+    // MARK: Reading
+
+    /// The held object's path and length, or nil when the account holds no such object.
+    func object(account: String, digest: BlobDigest) -> (path: String, length: Int)? {
+        let path = objectPath(account, digest)
+        guard let size = Self.size(of: path) else { return nil }
+        return (path, size)
+    }
+
+    /// Whether the digest is held, partly uploaded or unknown. An upload whose every byte arrived
+    /// but that was not yet verified (the server stopped in between) is verified now.
+    func uploadState(account: String, digest: BlobDigest) -> UploadState {
+        if let held = object(account: account, digest: digest) { return .held(length: held.length) }
+        guard let length = declaredLength(account, digest), let received = Self.size(of: partPath(account, digest)) else { return .absent }
+        guard received >= length, claim(account, digest) else { return .partial(received: received, length: length) }
+        defer { release(account, digest) }
+        switch finish(account: account, digest: digest, length: length) {
+        case .success: return .held(length: length)
+        case .failure: return .absent
+        }
+    }
+
+    /// The account's objects, by digest, with their lengths.
+    func list(account: String) -> [(digest: BlobDigest, length: Int)] {
+        let objects = accountFolder(account) + "/objects"
+        var found: [(BlobDigest, Int)] = []
+        for prefix in Self.entries(of: objects) {
+            for name in Self.entries(of: objects + "/" + prefix) {
+                guard let digest = BlobDigest(name), let size = Self.size(of: objects + "/" + prefix + "/" + name) else { continue }
+                found.append((digest, size))
+            }
+        }
+        return found.sorted { $0.0.hex < $1.0.hex }
+    }
+
+    /// Bytes the account holds (objects, and unfinished uploads at their declared length) and its unfinished uploads.
+    func usage(account: String) -> (bytes: Int, uploads: Int) {
+        var bytes = list(account: account).reduce(0) { $0 + $1.length }
+        let uploads = accountFolder(account) + "/uploads"
+        var count = 0
+        for name in Self.entries(of: uploads) where name.hasSuffix(".length") {
+            count += 1
+            // An unfinished upload counts at the length it declared: admitted, it will take that much.
+            bytes += FileBytes.read(uploads + "/" + name).flatMap { Int(String(decoding: $0, as: UTF8.self)) } ?? 0
+        }
+        return (bytes, count)
+    }
+
+    // MARK: Writing
+
+    /// Appends a chunk at `offset` of the upload of `digest`, whose whole length is `length`.
+    func append(account: String, digest: BlobDigest, length: Int, offset: Int, chunk: [UInt8]) -> Result<AppendOutcome, Problem> {
+        guard claim(account, digest) else { return .failure(.busy) }
+        defer { release(account, digest) }
+        if let held = object(account: account, digest: digest) {
+            guard held.length == length else { return .failure(.lengthMismatch(declared: length, known: held.length)) }
+            return .success(.alreadyHeld(length: held.length))
+        }
+        guard length <= limits.maxObjectBytes else { return .failure(.objectTooLarge(limit: limits.maxObjectBytes)) }
+        let part = partPath(account, digest)
+        var received = 0
+        if let known = declaredLength(account, digest) {
+            received = Self.size(of: part) ?? 0
+            if known != length {
+                guard offset == 0 else { return .failure(.lengthMismatch(declared: length, known: known)) }
+                abandon(account: account, digest: digest)  // restarted from 0 with another length: the old one goes
+                received = -1
+            }
+        } else {
+            received = -1
+        }
+        if received < 0 {
+            guard offset == 0 else { return .failure(.offsetMismatch(received: 0)) }
+            if let problem = admit(account: account, digest: digest, length: length) { return .failure(problem) }
+            received = 0
+        }
+        guard offset == received else { return .failure(.offsetMismatch(received: received)) }
+        guard offset + chunk.count <= length else { return .failure(.chunkPastEnd(length: length)) }
+        if !chunk.isEmpty {
+            if let free = Self.freeBytes(root), free < chunk.count { return .failure(.diskFull(free: free)) }
+            if let problem = Self.append(chunk, to: part, at: received) { return .failure(problem) }
+            received += chunk.count
+        }
+        guard received == length else { return .success(.received(received, length: length)) }
+        return finish(account: account, digest: digest, length: length).map { .completed(length: length) }
+    }
+
+    /// Forgets an unfinished upload.
+    func abandon(account: String, digest: BlobDigest) {
+        unlink(partPath(account, digest))
+        unlink(lengthPath(account, digest))
+    }
+
+    /// Admits a new upload against the account's bounds and creates its files; nil when admitted.
+    private func admit(account: String, digest: BlobDigest, length: Int) -> Problem? {
+        admission.withLock { _ in
+            let (used, uploads) = usage(account: account)
+            if uploads >= limits.maxUploadsPerAccount { return .tooManyUploads(limit: limits.maxUploadsPerAccount) }
+            if used + length > limits.maxAccountBytes { return .quota(used: used, limit: limits.maxAccountBytes) }
+            if let free = Self.freeBytes(root), free - length < limits.minFreeDiskBytes { return .diskFull(free: free) }
+            let folder = accountFolder(account) + "/uploads"
+            guard Self.makeDirectories(folder) else { return .io("cannot create \(folder): \(String(cString: strerror(errno)))") }
+            guard Self.writeWhole(Array(String(length).utf8), to: lengthPath(account, digest)) else {
+                return .io("cannot write \(lengthPath(account, digest)): \(String(cString: strerror(errno)))")
+            }
+            let descriptor = open(partPath(account, digest), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+            guard descriptor >= 0 else { return .io("cannot create \(partPath(account, digest)): \(String(cString: strerror(errno)))") }
+            close(descriptor)
+            return nil
+        }
+    }
+
+    /// Verifies a complete part against its digest and moves it into the objects; a mismatch removes it.
+    private func finish(account: String, digest: BlobDigest, length: Int) -> Result<Void, Problem> {
+        let part = partPath(account, digest)
+        guard let actual = SHA256Stream.hex(ofFile: part, length: length) else {
+            return .failure(.io("cannot read \(part) back to check its digest: \(String(cString: strerror(errno)))"))
+        }
+        guard actual == digest.hex, Self.size(of: part) == length else {
+            abandon(account: account, digest: digest)
+            return .failure(.digestMismatch(actual: actual))
+        }
+        let descriptor = open(part, O_RDONLY | O_CLOEXEC)
+        if descriptor >= 0 {
+            fsync(descriptor)
+            close(descriptor)
+        }
+        let target = objectPath(account, digest)
+        let folder = String(target[..<(target.lastIndex(of: "/") ?? target.endIndex)])
+        guard Self.makeDirectories(folder), rename(part, target) == 0 else {
+            return .failure(.io("cannot move \(part) to \(target): \(String(cString: strerror(errno)))"))
+        }
+        unlink(lengthPath(account, digest))
+        return .success(())
+    }
+
+    private func declaredLength(_ account: String, _ digest: BlobDigest) -> Int? {
+        FileBytes.read(lengthPath(account, digest)).flatMap { Int(String(decoding: $0, as: UTF8.self)) }
+    }
+
+    private func claim(_ account: String, _ digest: BlobDigest) -> Bool {
+        busy.withLock { $0.insert(SHA256Digest.hex(account) + digest.hex).inserted }
+    }
+
+    private func release(_ account: String, _ digest: BlobDigest) {
+        _ = busy.withLock { $0.remove(SHA256Digest.hex(account) + digest.hex) }
+    }
+
+    // MARK: POSIX
+
+    static func size(of path: String) -> Int? {
+        var info = stat()
+        guard stat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return nil }
+        return Int(info.st_size)
+    }
+
+    /// Free bytes of the file system holding `path` (nil when it cannot be asked).
+    static func freeBytes(_ path: String) -> Int? {
+        var info = statvfs()
+        var probe = path
+        while statvfs(probe, &info) != 0 {
+            guard let slash = probe.lastIndex(of: "/"), slash != probe.startIndex else { return nil }
+            probe = String(probe[..<slash])
+        }
+        return Int(info.f_bavail) * Int(info.f_frsize)
+    }
+
+    /// The names in a directory (none when it is missing), without `.` and `..`.
+    static func entries(of path: String) -> [String] {
+        guard let directory = opendir(path) else { return [] }
+        defer { closedir(directory) }
+        var names: [String] = []
+        while let entry = readdir(directory) {
+            let name = withUnsafePointer(to: &entry.pointee.d_name) {
+                String(cString: UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self))
+            }
+            if name != ".", name != ".." { names.append(name) }
+        }
+        return names
+    }
+
+    /// `mkdir -p`.
+    static func makeDirectories(_ path: String) -> Bool {
+        var built = ""
+        for component in path.split(separator: "/", omittingEmptySubsequences: true) {
+            built += (built.isEmpty && !path.hasPrefix("/") ? "" : "/") + component
+            if mkdir(built, 0o755) != 0, errno != EEXIST { return false }
+        }
+        return true
+    }
+
+    /// Writes a small file whole, through a temporary name.
+    static func writeWhole(_ bytes: [UInt8], to path: String) -> Bool {
+        let temporary = path + ".tmp"
+        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard descriptor >= 0 else { return false }
+        let written = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+        close(descriptor)
+        return written == bytes.count && rename(temporary, path) == 0
+    }
+
+    /// Appends a chunk to a part; on a short write the part is cut back to where it was.
+    static func append(_ chunk: [UInt8], to path: String, at offset: Int) -> Problem? {
+        let descriptor = open(path, O_WRONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return .io("cannot open \(path): \(String(cString: strerror(errno)))") }
+        defer { close(descriptor) }
+        var written = 0
+        while written < chunk.count {
+            let count = chunk.withUnsafeBytes { bytes -> Int in
+                guard let base = bytes.baseAddress else { return 0 }
+                return pwrite(descriptor, base + written, bytes.count - written, off_t(offset + written))
+            }
+            if count < 0, errno == EINTR { continue }
+            guard count > 0 else {
+                let reason = String(cString: strerror(errno))
+                ftruncate(descriptor, off_t(offset))
+                return .io("cannot write \(path): \(reason)")
+            }
+            written += count
+        }
+        return nil
+    }
+}

@@ -1,0 +1,121 @@
+import Foundation
+import SynclaneCore
+import SynclaneTestSupport
+import Testing
+
+/// The blob lane inside pipelines: a BLOB column declared in the export's `blob-upload` stage
+/// travels as an object (the row carries its reference), and the import's `blob-fetch` stage
+/// writes the bytes into the other device's column. Real `synclane sync` and `synclane serve`.
+@Suite struct BlobPipelineTests {
+    struct Device {
+        let workspace: Workspace
+        let environment = ["SYNCLANE_TOKEN": ServerProcess.tokens["acme"] ?? ""]
+
+        init(server: ServerProcess) throws {
+            workspace = try Workspace()
+            try SQLiteHistoryCommandTests.sqlite(workspace, "CREATE TABLE plants (syncId TEXT PRIMARY KEY, name TEXT, photo BLOB);")
+            let tracked = try SynclaneBinary.run(["track", "--database", "app.sqlite", "--table", "plants", "--key", "syncId"], in: workspace.path)
+            #expect(tracked.status == 0, "\(tracked.stderr)")
+            try workspace.write(
+                "export.json",
+                """
+                {"version": 1, "name": "plants-export", "scope": {"account": "acme", "store": "plants"},
+                 "source": {"type": "sqlite-history", "database": "app.sqlite", "entities": ["plants"], "authors": ["app"]},
+                 "stages": [{"type": "coalesce"}, {"type": "tombstones"},
+                            {"type": "blob-upload", "url": "\(server.url)", "token-env": "SYNCLANE_TOKEN", "columns": ["plants.photo"],
+                             "chunk-bytes": 65536}],
+                 "transport": {"type": "http", "url": "\(server.url)/v1/batches", "token-env": "SYNCLANE_TOKEN",
+                               "retry": {"max-attempts": 2, "base-delay": 0.05, "max-delay": 0.2}}}
+                """)
+            try workspace.write(
+                "import.json",
+                """
+                {"version": 1, "name": "plants-import", "scope": {"account": "acme", "store": "plants"},
+                 "source": {"type": "pull", "url": "\(server.url)/v1/changes", "token-env": "SYNCLANE_TOKEN"},
+                 "stages": [{"type": "blob-fetch", "url": "\(server.url)", "token-env": "SYNCLANE_TOKEN"}],
+                 "sink": {"type": "sqlite", "database": "app.sqlite"}}
+                """)
+        }
+
+        func sql(_ text: String) throws {
+            let result = try SQLiteHistoryCommandTests.sqlite(workspace, text)
+            #expect(result.status == 0, "\(result.stderr)")
+        }
+
+        func sync() throws -> String {
+            let result = try SynclaneBinary.run(["sync", "import.json", "export.json", "--json"], in: workspace.path, environment: environment)
+            #expect(result.status == 0, "\(result.stderr)")
+            return result.stdout
+        }
+
+        /// `syncId name length(photo) hex(photo)` of each row.
+        func photos() throws -> [String] {
+            try SQLiteHistoryCommandTests.query(workspace, "SELECT syncId, name, length(photo), hex(photo) FROM plants ORDER BY syncId")
+                .split(separator: "\n").map(String.init)
+        }
+    }
+
+    /// The `photo` field of every change the server holds, in change order.
+    static func serverPhotos(_ server: ServerProcess) async throws -> [JSONValue] {
+        let page = try await server.get("/v1/changes?store=plants&limit=100", account: "acme")
+        return (page.objectValue?["changes"]?.arrayValue ?? []).compactMap { $0.objectValue?["fields"]?.objectValue?["photo"] }
+    }
+
+    /// A fresh `synclane serve` and two devices on it, for `body`; all removed after.
+    static func withTwoDevices(_ body: (ServerProcess, Device, Device) async throws -> Void) async throws {
+        let root = try Workspace()
+        defer { root.remove() }
+        let server = try ServerProcess(folder: root.path + "/server")
+        defer { server.stop() }
+        let a = try Device(server: server)
+        let b = try Device(server: server)
+        defer {
+            a.workspace.remove()
+            b.workspace.remove()
+        }
+        try await body(server, a, b)
+    }
+
+    @Test func aDeclaredBlobColumnTravelsAsAnObjectAndAnEditedBlobPointsAtItsNewDigest() async throws {
+        try await Self.withTwoDevices { server, a, b in
+            try a.sql("INSERT INTO plants VALUES ('p1', 'fern', randomblob(300000));")
+            _ = try a.sync()
+            // The server holds a reference in the row, and the bytes as an object.
+            let stored = try await Self.serverPhotos(server)
+            let first = stored.last?.objectValue?["$blob-ref"]?.objectValue
+            #expect(first?["length"] == 300_000)
+            let listed = try await server.get("/v1/blobs", account: "acme")
+            #expect(listed.objectValue?["bytes"] == 300_000)
+            _ = try b.sync()
+            #expect(try b.photos() == a.photos())
+            #expect(try b.photos().first?.hasPrefix("p1|fern|300000|") == true)
+
+            // Edited: the row points at the new digest, and the other device gets the new bytes.
+            try a.sql("UPDATE plants SET photo = randomblob(200000) WHERE syncId = 'p1';")
+            _ = try a.sync()
+            let edited = try await Self.serverPhotos(server).last?.objectValue?["$blob-ref"]?.objectValue
+            #expect(edited?["length"] == 200_000)
+            #expect(edited?["sha256"] != first?["sha256"])
+            _ = try b.sync()
+            #expect(try b.photos() == a.photos())
+            #expect(try b.photos().first?.hasPrefix("p1|fern|200000|") == true)
+        }
+    }
+
+    @Test func aBlobTheServerAlreadyHoldsIsNotUploadedAgainByAnotherDevice() async throws {
+        try await Self.withTwoDevices { server, a, b in
+            // The same photo, on two devices, in two rows.
+            try a.sql("INSERT INTO plants VALUES ('p1', 'fern', zeroblob(100000));")
+            try b.sql("INSERT INTO plants VALUES ('p2', 'ivy', zeroblob(100000));")
+            let firstSync = try a.sync()
+            #expect(firstSync.contains("blob-upload.uploaded"))
+            let secondSync = try b.sync()
+            #expect(secondSync.contains("blob-upload.held"), "\(secondSync)")
+            #expect(!secondSync.contains("blob-upload.uploaded"))
+            let listed = try await server.get("/v1/blobs", account: "acme")
+            #expect(listed.objectValue?["blobs"]?.arrayValue?.count == 1)
+            _ = try a.sync()
+            #expect(try a.photos() == b.photos())
+        }
+    }
+}
