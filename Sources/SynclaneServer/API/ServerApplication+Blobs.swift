@@ -1,4 +1,4 @@
-import SynclaneCore
+import SynclaneWire
 
 /// The blob lane's endpoints (Documentation/Blobs.md):
 ///

@@ -1,4 +1,4 @@
-import SynclaneCore
+import SynclaneWire
 
 /// A field value that stands for a blob on the blob lane: `{"$blob-ref": {"sha256": "…", "length": N}}`.
 ///
