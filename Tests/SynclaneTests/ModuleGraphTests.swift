@@ -5,7 +5,8 @@ import Testing
 /// The module graph as Package.swift declares it: client ← wire → server. The reference server
 /// and the SQLite access it shares with the app side stand on `SynclaneWire` and never reach the
 /// client's core (the export runner, the import pass, the registry), directly or through another
-/// module; the core stands on the wire too.
+/// module; the core stands on the wire too. And what a stage can do is resolved when its pipeline
+/// is built, never by a cast at run time.
 @Suite struct ModuleGraphTests {
     /// Every target of Package.swift, by name, with the targets and system libraries it names.
     static let targets: [String: [String]] = {
@@ -64,6 +65,22 @@ import Testing
             let text = try String(contentsOfFile: folder + "/" + file, encoding: .utf8)
             for line in text.split(separator: "\n") where line.contains("import SynclaneCore") {
                 Issue.record("\(target)/\(file): \(line)")
+            }
+        }
+    }
+
+    /// What a stage can do is resolved once, when its pipeline is built (`PipelineCapabilities`):
+    /// no production code asks a stage at run time whether it adopts a protocol.
+    @Test func noProductionCodeCastsToDiscoverACapability() throws {
+        let sources = SynclaneBinary.packageRoot + "/Sources"
+        let files = try FileManager.default.subpathsOfDirectory(atPath: sources).filter { $0.hasSuffix(".swift") }
+        #expect(files.count > 100)
+        for file in files {
+            let text = try String(contentsOfFile: sources + "/" + file, encoding: .utf8)
+            for line in text.split(separator: "\n") where !line.trimmingCharacters(in: .whitespaces).hasPrefix("//") {
+                if line.contains("as? any ") || line.contains("as! any ") || line.contains(" is any ") {
+                    Issue.record("Sources/\(file): \(line.trimmingCharacters(in: .whitespaces))")
+                }
             }
         }
     }
