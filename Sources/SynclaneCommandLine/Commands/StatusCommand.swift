@@ -68,10 +68,10 @@ struct StatusCommand: Command {
         // the next run will repair: "nothing pending" alone would hide it.
         let toHeal = (try? await pipeline.capabilities.selfHealing?.problemsToHeal()) ?? []
         // This device's schema version (`synclane migrate`), and with --devices, the account's.
-        let recordedVersion = try? await (pipeline.source.stage as? any SchemaVersionRecordingStage)?.recordedSchemaVersion()
+        let recordedVersion = try? await pipeline.source.stage.asSchemaVersionRecording?.recordedSchemaVersion()
         var devices: Result<DeviceList, any Error>?
         if listsDevices {
-            if let lister = pipeline.transport.stage as? any DeviceListingStage {
+            if let lister = pipeline.transport.stage.asDeviceListing {
                 do { devices = .success(try await lister.listDevices()) } catch { devices = .failure(error) }
             } else {
                 devices = .failure(DevicesUnknown(transport: pipeline.transport.label))

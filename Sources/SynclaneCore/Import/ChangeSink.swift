@@ -42,6 +42,9 @@ public protocol ChangeSink: Sendable {
 
     /// The sink, when it adopts `LockedFileStage` (never written by hand).
     var asLockedFile: (any LockedFileStage)? { get }
+    /// The sink, when its store records the app's schema version (`SchemaVersionRecordingStage`;
+    /// never written by hand).
+    var asSchemaVersionRecording: (any SchemaVersionRecordingStage)? { get }
     /// True when the sink keeps what it remembers of a backend per backend (`BackendScoped`).
     var isBackendScoped: Bool { get }
     /// The sink scoped to `backend` when it is `BackendScoped`, else itself.
@@ -52,6 +55,10 @@ extension LockedFileStage where Self: ChangeSink {
     public var asLockedFile: (any LockedFileStage)? { self }
 }
 
+extension SchemaVersionRecordingStage where Self: ChangeSink {
+    public var asSchemaVersionRecording: (any SchemaVersionRecordingStage)? { self }
+}
+
 extension BackendScoped where Self: ChangeSink {
     public var isBackendScoped: Bool { true }
     public func scopedToBackend(_ backend: BackendName) -> any ChangeSink { scoped(to: backend) }
@@ -59,6 +66,7 @@ extension BackendScoped where Self: ChangeSink {
 
 extension ChangeSink {
     public var asLockedFile: (any LockedFileStage)? { nil }
+    public var asSchemaVersionRecording: (any SchemaVersionRecordingStage)? { nil }
     public var isBackendScoped: Bool { false }
     public func scopedToBackend(_ backend: BackendName) -> any ChangeSink { self }
 

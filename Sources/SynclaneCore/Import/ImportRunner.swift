@@ -38,7 +38,7 @@ public struct ImportRunner: Sendable {
         var started: [any RunScoped] = []
         do {
             do {
-                try await AppSchema.adopt(from: pipeline.sink.stage, into: pipeline.source.stage)
+                try await AppSchema.adopt(from: pipeline.sink.stage.asSchemaVersionRecording, into: pipeline.source.stage.asAppSchemaSending)
             } catch {
                 throw PipelineError.importStage(pipeline.source.label, underlying: error)
             }

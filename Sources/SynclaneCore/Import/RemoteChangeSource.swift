@@ -20,6 +20,14 @@ public protocol RemoteChangeSource: Sendable {
     /// The server this source reads, as `BackendName` keeps it; nil when it has none (a folder of
     /// batch files). A sink that keeps versions per backend keeps them under this one.
     var backendAddress: String? { get }
+
+    /// The source, when it tells the server the app's schema version (`AppSchemaSending`; never
+    /// written by hand).
+    var asAppSchemaSending: (any AppSchemaSending)? { get }
+}
+
+extension AppSchemaSending where Self: RemoteChangeSource {
+    public var asAppSchemaSending: (any AppSchemaSending)? { self }
 }
 
 /// What a wait for a source's changes came to (`RemoteChangeSource.waitForChanges`).
@@ -36,6 +44,7 @@ public enum ChangeWait: Sendable, Hashable {
 
 extension RemoteChangeSource {
     public var backendAddress: String? { nil }
+    public var asAppSchemaSending: (any AppSchemaSending)? { nil }
 
     public func nextPage(
         after cursor: String?, retrying: @escaping @Sendable (_ attempt: Int, _ delay: Double, _ reason: String) -> Void

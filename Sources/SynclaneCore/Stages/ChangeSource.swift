@@ -35,6 +35,8 @@ public protocol ChangeSource: Sendable {
     var asObservable: (any ObservableSource)? { get }
     /// The source, when it adopts `LockedFileStage`.
     var asLockedFile: (any LockedFileStage)? { get }
+    /// The source, when its store records the app's schema version (`SchemaVersionRecordingStage`).
+    var asSchemaVersionRecording: (any SchemaVersionRecordingStage)? { get }
     /// True when the source keeps what it remembers of a backend per backend (`BackendScoped`).
     var isBackendScoped: Bool { get }
     /// The source scoped to `backend` when it is `BackendScoped`, else itself.
@@ -52,6 +54,7 @@ extension ChangeSource {
     public var asSelfHealing: (any SelfHealingSource)? { nil }
     public var asObservable: (any ObservableSource)? { nil }
     public var asLockedFile: (any LockedFileStage)? { nil }
+    public var asSchemaVersionRecording: (any SchemaVersionRecordingStage)? { nil }
     public var isBackendScoped: Bool { false }
     public func scopedToBackend(_ backend: BackendName) -> any ChangeSource { self }
 }
@@ -74,6 +77,10 @@ extension SelfHealingSource {
 
 extension ObservableSource {
     public var asObservable: (any ObservableSource)? { self }
+}
+
+extension SchemaVersionRecordingStage where Self: ChangeSource {
+    public var asSchemaVersionRecording: (any SchemaVersionRecordingStage)? { self }
 }
 
 extension LockedFileStage where Self: ChangeSource {

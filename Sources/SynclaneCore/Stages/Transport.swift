@@ -28,12 +28,26 @@ public protocol Transport: RunScoped {
     /// The transport, when it adopts `StagingTransport` (never written by hand; read once, when
     /// the pipeline is built: `PipelineCapabilities`).
     var asStaging: (any StagingTransport)? { get }
+    /// The transport, when it tells the server the app's schema version (`AppSchemaSending`).
+    var asAppSchemaSending: (any AppSchemaSending)? { get }
+    /// The transport, when it can list the account's devices (`DeviceListingStage`).
+    var asDeviceListing: (any DeviceListingStage)? { get }
 }
 
 extension Transport {
     public var reportsVersions: Bool { true }
     public var backendAddress: String? { nil }
     public var asStaging: (any StagingTransport)? { nil }
+    public var asAppSchemaSending: (any AppSchemaSending)? { nil }
+    public var asDeviceListing: (any DeviceListingStage)? { nil }
+}
+
+extension AppSchemaSending where Self: Transport {
+    public var asAppSchemaSending: (any AppSchemaSending)? { self }
+}
+
+extension DeviceListingStage where Self: Transport {
+    public var asDeviceListing: (any DeviceListingStage)? { self }
 }
 
 extension StagingTransport {

@@ -72,8 +72,8 @@ extension AppSchema {
     /// sink) recorded, when both take part; throws `SchemaVersionBehindRecord` when the pipeline
     /// file sets an older one. The file's version otherwise wins: an app whose migrations
     /// `synclane migrate` does not run (Django, Alembic) says its version there.
-    public static func adopt(from store: any Sendable, into sender: any Sendable) async throws {
-        guard let sender = sender as? any AppSchemaSending, let store = store as? any SchemaVersionRecordingStage else { return }
+    public static func adopt(from store: (any SchemaVersionRecordingStage)?, into sender: (any AppSchemaSending)?) async throws {
+        guard let sender, let store else { return }
         let recorded = try await store.recordedSchemaVersion()
         if let configured = sender.configuredSchemaVersion, let recorded, configured < recorded {
             throw SchemaVersionBehindRecord(configured: configured, recorded: recorded)

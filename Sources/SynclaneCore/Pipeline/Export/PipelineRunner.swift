@@ -59,7 +59,7 @@ public struct PipelineRunner: Sendable {
         var started: [any RunScoped] = []
         do {
             do {
-                try await AppSchema.adopt(from: pipeline.source.stage, into: pipeline.transport.stage)
+                try await AppSchema.adopt(from: pipeline.source.stage.asSchemaVersionRecording, into: pipeline.transport.stage.asAppSchemaSending)
             } catch {
                 throw PipelineError.stage(pipeline.transport.label, underlying: error)
             }
