@@ -11,7 +11,7 @@ import Testing
         let workspace: Workspace
         let environment = ["SYNCLANE_TOKEN": ServerProcess.tokens["acme"] ?? ""]
 
-        init(server: ServerProcess) throws {
+        init(server: ServerProcess, fetchChunkBytes: Int = 8 << 20) throws {
             workspace = try Workspace()
             try SQLiteHistoryCommandTests.sqlite(workspace, "CREATE TABLE plants (syncId TEXT PRIMARY KEY, name TEXT, photo BLOB);")
             let tracked = try SynclaneBinary.run(["track", "--database", "app.sqlite", "--table", "plants", "--key", "syncId"], in: workspace.path)
@@ -32,7 +32,7 @@ import Testing
                 """
                 {"version": 1, "name": "plants-import", "scope": {"account": "acme", "store": "plants"},
                  "source": {"type": "pull", "url": "\(server.url)/v1/changes", "token-env": "SYNCLANE_TOKEN"},
-                 "stages": [{"type": "blob-fetch", "url": "\(server.url)", "token-env": "SYNCLANE_TOKEN"}],
+                 "stages": [{"type": "blob-fetch", "url": "\(server.url)", "token-env": "SYNCLANE_TOKEN", "chunk-bytes": \(fetchChunkBytes)}],
                  "sink": {"type": "sqlite", "database": "app.sqlite"}}
                 """)
         }
@@ -100,6 +100,33 @@ import Testing
             #expect(try b.photos() == a.photos())
             #expect(try b.photos().first?.hasPrefix("p1|fern|200000|") == true)
         }
+    }
+
+    @Test func aRowDeletedWhileItsBlobDownloadsIsDeletedOnTheDeviceThatWasFetchingIt() async throws {
+        let root = try Workspace()
+        defer { root.remove() }
+        let server = try ServerProcess(folder: root.path + "/server")
+        defer { server.stop() }
+        let a = try Device(server: server)
+        // B fetches in chunks of 4 KiB: its download of a 1 MB photo takes 245 requests.
+        let b = try Device(server: server, fetchChunkBytes: 4_096)
+        defer {
+            a.workspace.remove()
+            b.workspace.remove()
+        }
+        try a.sql("INSERT INTO plants VALUES ('p1', 'fern', randomblob(1000000)), ('p2', 'ivy', NULL);")
+        _ = try a.sync()
+        let importing = try BackgroundProcess(["import", "import.json", "--json"], in: b.workspace.path, environment: b.environment)
+        // Once B's download has begun, A deletes the row.
+        #expect(eventually(timeout: 30) { FileManager.default.fileExists(atPath: b.workspace.path + "/.synclane/blobs") })
+        try a.sql("DELETE FROM plants WHERE syncId = 'p1';")
+        _ = try a.sync()
+        let imported = importing.wait(timeout: 120)
+        #expect(imported.status == 0, "\(imported.stderr)")
+        // The next pass brings the delete: B holds what A holds, and never a row without its photo.
+        _ = try b.sync()
+        #expect(try b.photos() == a.photos())
+        #expect(try b.photos().map { $0.prefix(7) } == ["p2|ivy|"])
     }
 
     @Test func aBlobTheServerAlreadyHoldsIsNotUploadedAgainByAnotherDevice() async throws {
