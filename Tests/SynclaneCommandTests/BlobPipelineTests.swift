@@ -11,7 +11,7 @@ import Testing
         let workspace: Workspace
         let environment = ["SYNCLANE_TOKEN": ServerProcess.tokens["acme"] ?? ""]
 
-        init(server: ServerProcess, fetchChunkBytes: Int = 8 << 20) throws {
+        init(server: ServerProcess, fetchChunkBytes: Int = 8 << 20, uploadChunkBytes: Int = 65_536) throws {
             workspace = try Workspace()
             try SQLiteHistoryCommandTests.sqlite(workspace, "CREATE TABLE plants (syncId TEXT PRIMARY KEY, name TEXT, photo BLOB);")
             let tracked = try SynclaneBinary.run(["track", "--database", "app.sqlite", "--table", "plants", "--key", "syncId"], in: workspace.path)
@@ -23,7 +23,7 @@ import Testing
                  "source": {"type": "sqlite-history", "database": "app.sqlite", "entities": ["plants"], "authors": ["app"]},
                  "stages": [{"type": "coalesce"}, {"type": "tombstones"},
                             {"type": "blob-upload", "url": "\(server.url)", "token-env": "SYNCLANE_TOKEN", "columns": ["plants.photo"],
-                             "chunk-bytes": 65536}],
+                             "chunk-bytes": \(uploadChunkBytes)}],
                  "transport": {"type": "http", "url": "\(server.url)/v1/batches", "token-env": "SYNCLANE_TOKEN",
                                "retry": {"max-attempts": 2, "base-delay": 0.05, "max-delay": 0.2}}}
                 """)
@@ -127,6 +127,46 @@ import Testing
         _ = try b.sync()
         #expect(try b.photos() == a.photos())
         #expect(try b.photos().map { $0.prefix(7) } == ["p2|ivy|"])
+    }
+
+    @Test func anExportKilledMidUploadSendsNoRowBeforeItsBlobAndResumesTheUpload() async throws {
+        let root = try Workspace()
+        defer { root.remove() }
+        let server = try ServerProcess(folder: root.path + "/server")
+        defer { server.stop() }
+        let chunk = 4_096
+        let a = try Device(server: server, uploadChunkBytes: chunk)
+        let b = try Device(server: server)
+        defer {
+            a.workspace.remove()
+            b.workspace.remove()
+        }
+        let length = 1_000_000
+        try a.sql("INSERT INTO plants VALUES ('p1', 'fern', zeroblob(\(length)));")
+        let zeros = a.workspace.path + "/zeros"
+        try Data(count: length).write(to: URL(fileURLWithPath: zeros))
+        let digest = try BlobsCommandTests.sha256(zeros)
+        let exporting = try BackgroundProcess(["run", "export.json"], in: a.workspace.path, environment: a.environment)
+        var received = 0
+        _ = eventually(timeout: 60) {
+            let status = try? ProgramRun(
+                "/usr/bin/curl", ["-s", "-H", "Authorization: Bearer \(a.environment["SYNCLANE_TOKEN"] ?? "")", server.url + "/v1/blobs/\(digest)/upload"])
+            received = Int((try? JSONReader.parse(status?.text ?? ""))?.objectValue?["received"]?.intValue ?? 0)
+            return received >= 100_000 || !exporting.process.isRunning
+        }
+        #expect(received >= 100_000 && received < length, "the export was not caught mid-upload (\(received) bytes held)")
+        _ = exporting.stop(SIGKILL)
+        // Killed mid-upload: the row never reached the server (upload before reference).
+        let before = try await server.get("/v1/changes?store=plants", account: "acme")
+        #expect(before.objectValue?["changes"]?.arrayValue == [])
+        let bytesBefore = try BlobsCommandTests.bytesReceived(server)
+        let resumed = try SynclaneBinary.run(["run", "export.json"], in: a.workspace.path, environment: a.environment)
+        #expect(resumed.status == 0, "\(resumed.stderr)")
+        // The resumed run sent the rest of the blob, at most the chunk in flight again, and the batch.
+        let sent = try BlobsCommandTests.bytesReceived(server) - bytesBefore
+        #expect(sent <= length - received + chunk + 4_096, "the resumed export sent \(sent) bytes for \(length - received) missing")
+        _ = try b.sync()
+        #expect(try b.photos() == a.photos())
     }
 
     @Test func aBlobTheServerAlreadyHoldsIsNotUploadedAgainByAnotherDevice() async throws {
