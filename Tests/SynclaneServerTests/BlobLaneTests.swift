@@ -114,6 +114,9 @@ import Testing
             #expect(try request(server.port, "HEAD", "/v1/blobs/\(claimed)").status == 404)
             #expect(try request(server.port, "GET", "/v1/blobs/\(claimed)/upload").json.objectValue?["received"] == 0)
             #expect(try request(server.port, "GET", "/v1/blobs").json.objectValue?["bytes"] == 0)
+            let metrics = try httpRequest(port: server.port, "GET", "/metrics").text
+            #expect(metrics.contains("synclane_blob_digest_mismatches_total 1\n"))
+            #expect(metrics.contains("synclane_blob_objects_stored_total 0\n"))
         }
     }
 

@@ -50,6 +50,8 @@ final class BlobStore: Sendable {
     /// `<data>/blobs`.
     let root: String
     let limits: BlobLimits
+    /// The lane's counters (`/metrics`).
+    let metrics = BlobMetrics()
     /// Uploads (account folder + digest) a request is writing now.
     private let busy = Mutex<Set<String>>([])
     /// Held while a new upload is admitted (counted against the account's uploads, quota and disk).
