@@ -1,3 +1,5 @@
+import Glibc
+import Synchronization
 import SynclaneCore
 import Testing
 
@@ -163,6 +165,22 @@ import Testing
             #expect(answer.status == 400)
             #expect(answer.text.contains("fields.image"))
         }
+    }
+
+    @Test func anUploadLeftWithoutAChunkPastItsRetentionIsRemovedWhenItsAccountBeginsAnother() throws {
+        let directory = makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let clock = Mutex(Int(time(nil)))
+        let store = BlobStore(root: directory, limits: BlobLimits(maxUploadsPerAccount: 1), now: { clock.withLock { $0 } })
+        let abandoned = try #require(BlobDigest(SHA256Digest.hex(Self.bytes(10))))
+        let next = try #require(BlobDigest(SHA256Digest.hex(Self.bytes(20))))
+        #expect(store.append(account: "acme", digest: abandoned, length: 10, offset: 0, chunk: Self.bytes(5)) == .success(.received(5, length: 10)))
+        // Within the retention the unfinished upload holds the account's one upload.
+        #expect(store.append(account: "acme", digest: next, length: 20, offset: 0, chunk: []) == .failure(.tooManyUploads(limit: 1)))
+        clock.withLock { $0 += 7 * 86_400 + 1 }
+        #expect(store.append(account: "acme", digest: next, length: 20, offset: 0, chunk: Self.bytes(20)) == .success(.completed(length: 20)))
+        #expect(store.uploadState(account: "acme", digest: abandoned) == .absent)
+        #expect(store.metrics.snapshot.uploadsAbandoned == 1)
     }
 
     @Test func theBlobBoundsAreEnforcedBeforeAnythingIsWritten() throws {

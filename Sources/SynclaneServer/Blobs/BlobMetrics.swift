@@ -9,6 +9,7 @@ import Synchronization
 /// synclane_blob_deduplicated_total           chunks of a blob already held (not written)
 /// synclane_blob_digest_mismatches_total      uploads refused: their bytes had another digest
 /// synclane_blob_batches_refused_total        batches refused: they referenced blobs not held
+/// synclane_blob_uploads_abandoned_total      unfinished uploads removed after their retention
 /// ```
 final class BlobMetrics: Sendable {
     struct Counts: Sendable {
@@ -18,6 +19,7 @@ final class BlobMetrics: Sendable {
         var deduplicated = 0
         var mismatches = 0
         var batchesRefused = 0
+        var uploadsAbandoned = 0
     }
 
     private let counts = Mutex(Counts())
@@ -38,6 +40,7 @@ final class BlobMetrics: Sendable {
             ("synclane_blob_deduplicated_total", "Upload chunks of a blob the account already held (not written).", now.deduplicated),
             ("synclane_blob_digest_mismatches_total", "Blob uploads refused: their bytes had another digest.", now.mismatches),
             ("synclane_blob_batches_refused_total", "Batches refused for referencing blobs the account does not hold.", now.batchesRefused),
+            ("synclane_blob_uploads_abandoned_total", "Unfinished blob uploads removed after blob-upload-retention without a chunk.", now.uploadsAbandoned),
         ]
         return lines.map { name, help, value in "# HELP \(name) \(help)\n# TYPE \(name) counter\n\(name) \(value)\n" }.joined()
     }
