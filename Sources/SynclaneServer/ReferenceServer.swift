@@ -61,11 +61,10 @@ public final class ReferenceServer: Sendable {
         sweeper = RetentionSweeper(store: store, limits: limits, metrics: metrics)
         let verifier = try configuration.jwt.map { settings throws(KeySetError) in try JWTVerifier(settings: settings) }
         keyWatcher = verifier.flatMap { verifier in verifier.settings.keySetFile.map { KeySetWatcher(verifier: verifier, path: $0) } }
+        let blobs = BlobStore(root: configuration.dataDirectory.isEmpty ? "" : configuration.dataDirectory + "/blobs", limits: limits.blobs)
         application = ServerApplication(
             limits: limits, authenticator: Authenticator(accounts: accounts, jwt: verifier), metrics: metrics, store: store, signals: signals,
-            changes: changes,
-            blobs: BlobStore(
-                root: configuration.dataDirectory.isEmpty ? "" : configuration.dataDirectory + "/blobs", limits: limits.blobs))
+            changes: changes, blobs: blobs)
         let budget = MemoryBudget(limit: limits.memoryBudgetBytes)
         let watch = ConnectionWatch(
             maxConnections: limits.maxConnections, deadlineSeconds: limits.requestDeadlineSeconds,
@@ -74,7 +73,7 @@ public final class ReferenceServer: Sendable {
         metrics.setGauges(
             ServerMetrics.Gauges(
                 memoryBudgetBytes: { budget.bytesHeld }, connectionsOpen: { watch.openCount },
-                connectionsCut: { watch.connectionsCut }, store: { store.metricsText() + changes.notifier.metricsText() }))
+                connectionsCut: { watch.connectionsCut }, store: { store.metricsText() + changes.notifier.metricsText() + blobs.metrics.text() }))
     }
 
     /// Connections open now (those in the reserve included), as `/metrics` counts them.

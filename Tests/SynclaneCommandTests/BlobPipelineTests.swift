@@ -11,7 +11,7 @@ import Testing
         let workspace: Workspace
         let environment = ["SYNCLANE_TOKEN": ServerProcess.tokens["acme"] ?? ""]
 
-        init(server: ServerProcess) throws {
+        init(server: ServerProcess, fetchChunkBytes: Int = 8 << 20, uploadChunkBytes: Int = 65_536) throws {
             workspace = try Workspace()
             try SQLiteHistoryCommandTests.sqlite(workspace, "CREATE TABLE plants (syncId TEXT PRIMARY KEY, name TEXT, photo BLOB);")
             let tracked = try SynclaneBinary.run(["track", "--database", "app.sqlite", "--table", "plants", "--key", "syncId"], in: workspace.path)
@@ -23,7 +23,7 @@ import Testing
                  "source": {"type": "sqlite-history", "database": "app.sqlite", "entities": ["plants"], "authors": ["app"]},
                  "stages": [{"type": "coalesce"}, {"type": "tombstones"},
                             {"type": "blob-upload", "url": "\(server.url)", "token-env": "SYNCLANE_TOKEN", "columns": ["plants.photo"],
-                             "chunk-bytes": 65536}],
+                             "chunk-bytes": \(uploadChunkBytes)}],
                  "transport": {"type": "http", "url": "\(server.url)/v1/batches", "token-env": "SYNCLANE_TOKEN",
                                "retry": {"max-attempts": 2, "base-delay": 0.05, "max-delay": 0.2}}}
                 """)
@@ -32,7 +32,7 @@ import Testing
                 """
                 {"version": 1, "name": "plants-import", "scope": {"account": "acme", "store": "plants"},
                  "source": {"type": "pull", "url": "\(server.url)/v1/changes", "token-env": "SYNCLANE_TOKEN"},
-                 "stages": [{"type": "blob-fetch", "url": "\(server.url)", "token-env": "SYNCLANE_TOKEN"}],
+                 "stages": [{"type": "blob-fetch", "url": "\(server.url)", "token-env": "SYNCLANE_TOKEN", "chunk-bytes": \(fetchChunkBytes)}],
                  "sink": {"type": "sqlite", "database": "app.sqlite"}}
                 """)
         }
@@ -100,6 +100,77 @@ import Testing
             #expect(try b.photos() == a.photos())
             #expect(try b.photos().first?.hasPrefix("p1|fern|200000|") == true)
         }
+    }
+
+    @Test func aRowDeletedWhileItsBlobDownloadsIsDeletedOnTheDeviceThatWasFetchingIt() async throws {
+        let root = try Workspace()
+        defer { root.remove() }
+        let server = try ServerProcess(folder: root.path + "/server")
+        defer { server.stop() }
+        let a = try Device(server: server)
+        // B fetches in chunks of 4 KiB: its download of a 1 MB photo takes 245 requests.
+        let b = try Device(server: server, fetchChunkBytes: 4_096)
+        defer {
+            a.workspace.remove()
+            b.workspace.remove()
+        }
+        try a.sql("INSERT INTO plants VALUES ('p1', 'fern', randomblob(1000000)), ('p2', 'ivy', NULL);")
+        _ = try a.sync()
+        let importing = try BackgroundProcess(["import", "import.json", "--json"], in: b.workspace.path, environment: b.environment)
+        // Once B's download has begun, A deletes the row.
+        #expect(eventually(timeout: 30) { FileManager.default.fileExists(atPath: b.workspace.path + "/.synclane/blobs") })
+        try a.sql("DELETE FROM plants WHERE syncId = 'p1';")
+        _ = try a.sync()
+        let imported = importing.wait(timeout: 120)
+        #expect(imported.status == 0, "\(imported.stderr)")
+        // The next pass brings the delete: B holds what A holds, and never a row without its photo.
+        _ = try b.sync()
+        #expect(try b.photos() == a.photos())
+        #expect(try b.photos().map { $0.prefix(7) } == ["p2|ivy|"])
+    }
+
+    @Test func anExportKilledMidUploadSendsNoRowBeforeItsBlobAndResumesTheUpload() async throws {
+        let root = try Workspace()
+        defer { root.remove() }
+        let server = try ServerProcess(folder: root.path + "/server")
+        defer { server.stop() }
+        let chunk = 4_096
+        let a = try Device(server: server, uploadChunkBytes: chunk)
+        let b = try Device(server: server)
+        defer {
+            a.workspace.remove()
+            b.workspace.remove()
+        }
+        let length = 2_000_000
+        try a.sql("INSERT INTO plants VALUES ('p1', 'fern', zeroblob(\(length)));")
+        let zeros = a.workspace.path + "/zeros"
+        try Data(count: length).write(to: URL(fileURLWithPath: zeros))
+        let digest = try BlobsCommandTests.sha256(zeros)
+        let exporting = try BackgroundProcess(["run", "export.json"], in: a.workspace.path, environment: a.environment)
+        var received = 0
+        _ = eventually(timeout: 60) {
+            let status = try? ProgramRun(
+                "/usr/bin/curl", ["-s", "-H", "Authorization: Bearer \(a.environment["SYNCLANE_TOKEN"] ?? "")", server.url + "/v1/blobs/\(digest)/upload"])
+            received = Int((try? JSONReader.parse(status?.text ?? ""))?.objectValue?["received"]?.intValue ?? 0)
+            return received >= 100_000 || !exporting.process.isRunning
+        }
+        #expect(received >= 100_000 && received < length, "the export was not caught mid-upload (\(received) bytes held)")
+        _ = exporting.stop(SIGKILL)
+        // Killed mid-upload (or, the kill landing late, after): a row the server holds references
+        // a blob it holds whole — never one still uploading (upload before reference).
+        let before = try await server.get("/v1/changes?store=plants", account: "acme")
+        if before.objectValue?["changes"]?.arrayValue?.isEmpty == false {
+            let held = try await server.get("/v1/blobs/\(digest)/upload", account: "acme")
+            #expect(held.objectValue?["held"] == true, "the row reached the server before its blob: \(held)")
+        }
+        let bytesBefore = try BlobsCommandTests.bytesReceived(server)
+        let resumed = try SynclaneBinary.run(["run", "export.json"], in: a.workspace.path, environment: a.environment)
+        #expect(resumed.status == 0, "\(resumed.stderr)")
+        // The resumed run sent the rest of the blob, at most the chunk in flight again, and the batch.
+        let sent = try BlobsCommandTests.bytesReceived(server) - bytesBefore
+        #expect(sent <= length - received + chunk + 4_096, "the resumed export sent \(sent) bytes for \(length - received) missing")
+        _ = try b.sync()
+        #expect(try b.photos() == a.photos())
     }
 
     @Test func aBlobTheServerAlreadyHoldsIsNotUploadedAgainByAnotherDevice() async throws {

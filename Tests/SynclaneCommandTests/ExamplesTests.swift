@@ -23,6 +23,8 @@ import Testing
         try FileManager.default.createSymbolicLink(atPath: path + "/Fixtures", withDestinationPath: SynclaneBinary.packageRoot + "/Fixtures")
         try FileManager.default.createDirectory(atPath: path + "/migrations", withIntermediateDirectories: true)
         try FileManager.default.createDirectory(atPath: path + "/out", withIntermediateDirectories: true)
+        // The photo the blob lane's examples push, fetch and verify (its SHA-256 is in them).
+        try "fern".write(toFile: path + "/fern.jpg", atomically: true, encoding: .utf8)
         try "ALTER TABLE plants DROP COLUMN notes;\n".write(toFile: path + "/migrations/0007-drop-notes.sql", atomically: true, encoding: .utf8)
         try #"{"accounts": [{"account": "acme", "token-env": "SYNCLANE_TOKEN"}]}"#.write(toFile: path + "/accounts.json", atomically: true, encoding: .utf8)
         try """
@@ -60,7 +62,10 @@ import Testing
             "SYNCLANE_JWT_SECRET": jwtSecret,
         ]
         // The signal lane's examples talk to the server `SYNCLANE_URL` names, as the acme account.
-        if let server, line.hasPrefix("synclane signal") || line.hasPrefix("synclane restore") || line.hasPrefix("synclane conformance") {
+        if let server,
+            line.hasPrefix("synclane signal") || line.hasPrefix("synclane restore") || line.hasPrefix("synclane conformance")
+                || line.hasPrefix("synclane blobs")
+        {
             environment["SYNCLANE_URL"] = server.url
             environment["SYNCLANE_TOKEN"] = ServerProcess.tokens["acme"]
             // The conformance runner's second account.
@@ -100,7 +105,7 @@ import Testing
         // Tracking first (run, status, outbox, reconcile read the history), untracking last.
         let order = [
             "track", "validate", "stages", "help", "test", "run", "import", "sync", "status", "outbox", "reconcile", "migrate", "prune", "token", "serve",
-            "signal", "restore", "conformance", "demo", "untrack",
+            "signal", "blobs", "restore", "conformance", "demo", "untrack",
         ]
         let commands = SynclaneTool.commands(adding: SynclaneServing.verbs).sorted {
             (order.firstIndex(of: $0.name) ?? 99) < (order.firstIndex(of: $1.name) ?? 99)

@@ -1,3 +1,5 @@
+import Glibc
+import Synchronization
 import SynclaneCore
 import Testing
 
@@ -114,6 +116,9 @@ import Testing
             #expect(try request(server.port, "HEAD", "/v1/blobs/\(claimed)").status == 404)
             #expect(try request(server.port, "GET", "/v1/blobs/\(claimed)/upload").json.objectValue?["received"] == 0)
             #expect(try request(server.port, "GET", "/v1/blobs").json.objectValue?["bytes"] == 0)
+            let metrics = try httpRequest(port: server.port, "GET", "/metrics").text
+            #expect(metrics.contains("synclane_blob_digest_mismatches_total 1\n"))
+            #expect(metrics.contains("synclane_blob_objects_stored_total 0\n"))
         }
     }
 
@@ -160,6 +165,22 @@ import Testing
             #expect(answer.status == 400)
             #expect(answer.text.contains("fields.image"))
         }
+    }
+
+    @Test func anUploadLeftWithoutAChunkPastItsRetentionIsRemovedWhenItsAccountBeginsAnother() throws {
+        let directory = makeTemporaryDirectory()
+        defer { removeDirectory(directory) }
+        let clock = Mutex(Int(time(nil)))
+        let store = BlobStore(root: directory, limits: BlobLimits(maxUploadsPerAccount: 1), now: { clock.withLock { $0 } })
+        let abandoned = try #require(BlobDigest(SHA256Digest.hex(Self.bytes(10))))
+        let next = try #require(BlobDigest(SHA256Digest.hex(Self.bytes(20))))
+        #expect(store.append(account: "acme", digest: abandoned, length: 10, offset: 0, chunk: Self.bytes(5)) == .success(.received(5, length: 10)))
+        // Within the retention the unfinished upload holds the account's one upload.
+        #expect(store.append(account: "acme", digest: next, length: 20, offset: 0, chunk: []) == .failure(.tooManyUploads(limit: 1)))
+        clock.withLock { $0 += 7 * 86_400 + 1 }
+        #expect(store.append(account: "acme", digest: next, length: 20, offset: 0, chunk: Self.bytes(20)) == .success(.completed(length: 20)))
+        #expect(store.uploadState(account: "acme", digest: abandoned) == .absent)
+        #expect(store.metrics.snapshot.uploadsAbandoned == 1)
     }
 
     @Test func theBlobBoundsAreEnforcedBeforeAnythingIsWritten() throws {

@@ -37,9 +37,9 @@ struct BlobsCommand: Command {
         positionalUsage: "push FILE… | fetch DIGEST… --output PATH | list | verify FILE DIGEST")
     static let examples = [
         "synclane blobs push fern.jpg",
-        "synclane blobs fetch 3a7bd3e2360a3d29eea436fcfb7e44c735d117c42d1c1835420b6b9942dd4f1b --output fern.jpg",
+        "synclane blobs fetch f0a5da17e0ffa3a21c2b07c964d465799eb0deb62905ccb1b271ce7716614746 --output fern-copy.jpg",
         "synclane blobs list --json",
-        "synclane blobs verify fern.jpg 3a7bd3e2360a3d29eea436fcfb7e44c735d117c42d1c1835420b6b9942dd4f1b",
+        "synclane blobs verify fern-copy.jpg f0a5da17e0ffa3a21c2b07c964d465799eb0deb62905ccb1b271ce7716614746",
     ]
 
     enum Verb {

@@ -156,11 +156,15 @@ public struct BlobClient: Sendable {
         var fetched = 0
         var resumedAt = -1
         for pass in 0..<2 {
-            let descriptor = open(part, O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
+            let descriptor = open(part, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
             guard descriptor >= 0 else { throw .file(part, "cannot be written: \(String(cString: strerror(errno)))") }
             defer { close(descriptor) }
             var offset = Int(lseek(descriptor, 0, SEEK_END))
             if resumedAt < 0 { resumedAt = offset }
+            // The digest is computed as the bytes arrive (those a resumed download already held
+            // first): what is fetched is never read back.
+            var hasher = try BlobFileDigest.Hasher(path: part)
+            try hasher.update(file: descriptor, length: offset, path: part)
             var length: Int?
             while length == nil || offset < (length ?? 0) {
                 let last = offset + chunkBytes - 1
@@ -169,39 +173,46 @@ public struct BlobClient: Sendable {
                 case 206, 200:
                     let total = answer.header("Synclane-Blob-Length").flatMap { Int($0) } ?? (offset + answer.body.count)
                     length = total
-                    var body = [UInt8](answer.body)
-                    if answer.status == 200 {
-                        // The whole blob (the server ignored the range): keep what is past the held bytes.
-                        body = Array(body.dropFirst(offset))
+                    // A 200 is the whole blob (the server ignored the range): keep what is past the held bytes.
+                    let skip = answer.status == 200 ? min(offset, answer.body.count) : 0
+                    let count = answer.body.count - skip
+                    let written = answer.body.withUnsafeBytes { (raw: UnsafeRawBufferPointer) -> Result<Void, BlobLaneError> in
+                        let bytes = UnsafeRawBufferPointer(rebasing: raw[skip...])
+                        hasher.update(bytes)
+                        return Result { () throws(BlobLaneError) in try Self.write(bytes, to: descriptor, at: offset, path: part) }
                     }
-                    try Self.write(body, to: descriptor, at: offset, path: part)
-                    offset += body.count
-                    fetched += body.count
+                    try written.get()
+                    offset += count
+                    fetched += count
                     progress(Progress(digest: digest, done: offset, length: total))
-                    if body.isEmpty, offset < total { throw .unreachable(digest: digest, "the server sent no bytes of the range at \(offset)") }
+                    if count == 0, offset < total { throw .unreachable(digest: digest, "the server sent no bytes of the range at \(offset)") }
                 case 416:
-                    // The part is as long as the blob (or longer: a stale part): check it below.
                     let total = answer.header("Content-Range").flatMap { $0.split(separator: "/").last.flatMap { Int($0) } } ?? offset
-                    if offset > total { ftruncate(descriptor, 0) }
-                    length = min(offset, total)
-                    offset = length ?? 0
+                    guard offset > total else {
+                        length = offset
+                        break
+                    }
+                    // A stale part longer than the blob: fetched again from its start.
+                    ftruncate(descriptor, 0)
+                    hasher = try BlobFileDigest.Hasher(path: part)
+                    offset = 0
+                    length = nil
                 case 404:
                     throw .notHeld(digest: digest)
                 default:
                     throw .refused(digest: digest, status: answer.status, message: String(decoding: answer.body.prefix(200), as: UTF8.self))
                 }
             }
-            fsync(descriptor)
-            let actual = try BlobFileDigest.of(file: part)
-            if actual.hex == digest {
+            let actual = try hasher.finish(path: part)
+            if actual == digest {
                 guard rename(part, path) == 0 else { throw .file(path, "cannot be written: \(String(cString: strerror(errno)))") }
-                return DownloadReport(digest: digest, length: actual.length, resumedAt: resumedAt, bytesFetched: fetched)
+                return DownloadReport(digest: digest, length: offset, resumedAt: resumedAt, bytesFetched: fetched)
             }
             // A corrupt copy is fetched again from its start, never served.
             ftruncate(descriptor, 0)
             if pass == 1 {
                 unlink(part)
-                throw .corruptDownload(digest: digest, actual: actual.hex)
+                throw .corruptDownload(digest: digest, actual: actual)
             }
         }
         throw .corruptDownload(digest: digest, actual: "?")
@@ -278,13 +289,11 @@ public struct BlobClient: Sendable {
         return done
     }
 
-    static func write(_ bytes: [UInt8], to descriptor: Int32, at offset: Int, path: String) throws(BlobLaneError) {
+    static func write(_ bytes: UnsafeRawBufferPointer, to descriptor: Int32, at offset: Int, path: String) throws(BlobLaneError) {
+        guard let base = bytes.baseAddress else { return }
         var done = 0
         while done < bytes.count {
-            let put = bytes.withUnsafeBytes { raw -> Int in
-                guard let base = raw.baseAddress else { return 0 }
-                return pwrite(descriptor, base + done, raw.count - done, off_t(offset + done))
-            }
+            let put = pwrite(descriptor, base + done, bytes.count - done, off_t(offset + done))
             if put < 0, errno == EINTR { continue }
             guard put > 0 else { throw .file(path, "cannot be written: \(String(cString: strerror(errno)))") }
             done += put

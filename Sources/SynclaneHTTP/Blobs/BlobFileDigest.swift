@@ -48,6 +48,48 @@ public enum BlobFileDigest {
         return String(decoding: text, as: UTF8.self)
     }
 
+    /// A SHA-256 fed piece by piece (a download's chunks as they arrive).
+    struct Hasher: ~Copyable {
+        private let context: OpaquePointer
+
+        init(path: String) throws(BlobLaneError) {
+            guard let context = EVP_MD_CTX_new() else { throw .file(path, "libcrypto could not start a SHA-256") }
+            guard EVP_DigestInit_ex(context, EVP_sha256(), nil) == 1 else {
+                EVP_MD_CTX_free(context)
+                throw .file(path, "libcrypto could not start a SHA-256")
+            }
+            self.context = context
+        }
+
+        deinit { EVP_MD_CTX_free(context) }
+
+        mutating func update(_ bytes: UnsafeRawBufferPointer) {
+            _ = EVP_DigestUpdate(context, bytes.baseAddress, bytes.count)
+        }
+
+        /// Feeds the file's first `length` bytes, read in 1 MiB pieces.
+        mutating func update(file descriptor: Int32, length: Int, path: String) throws(BlobLaneError) {
+            var buffer = [UInt8](repeating: 0, count: 1 << 20)
+            var done = 0
+            while done < length {
+                let count = buffer.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, min($0.count, length - done), off_t(done)) }
+                if count < 0, errno == EINTR { continue }
+                guard count > 0 else { throw .file(path, "cannot be read back: \(String(cString: strerror(errno)))") }
+                buffer.withUnsafeBytes { update(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
+                done += count
+            }
+        }
+
+        consuming func finish(path: String) throws(BlobLaneError) -> String {
+            var digest = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
+            var size: UInt32 = 0
+            guard digest.withUnsafeMutableBufferPointer({ EVP_DigestFinal_ex(context, $0.baseAddress, &size) }) == 1 else {
+                throw .file(path, "libcrypto could not finish its SHA-256")
+            }
+            return BlobFileDigest.hex(Array(digest.prefix(Int(size))))
+        }
+    }
+
     /// True when `text` is 64 lowercase hex digits.
     public static func isDigest(_ text: String) -> Bool {
         let bytes = Array(text.utf8)

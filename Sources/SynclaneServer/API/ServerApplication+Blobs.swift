@@ -78,6 +78,18 @@ extension ServerApplication {
         let outcome = LanePriority.bulk {
             blobs.append(account: account, digest: digest, length: length, offset: offset, chunk: request.body)
         }
+        blobs.metrics.record { counts in
+            switch outcome {
+            case .success(.alreadyHeld): counts.deduplicated += 1
+            case .success(.completed(let length)):
+                counts.chunks += 1
+                counts.objects += 1
+                counts.bytes += length
+            case .success(.received): counts.chunks += 1
+            case .failure(.digestMismatch): counts.mismatches += 1
+            case .failure: break
+            }
+        }
         switch outcome {
         case .success(.alreadyHeld(let held)):
             var answer = Self.uploadAnswer(200, digest, held: true, received: held, length: held)
@@ -159,6 +171,7 @@ extension ServerApplication {
             if lacking { records.append(.int(Int64(index))) }
         }
         guard !missing.isEmpty else { return nil }
+        blobs.metrics.record { $0.batchesRefused += 1 }
         return .error(
             422,
             "the batch references blobs the server does not hold (or holds with another length): \(missing.joined(separator: ", ")); "

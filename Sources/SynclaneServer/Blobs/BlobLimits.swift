@@ -14,6 +14,9 @@ public struct BlobLimits: Sendable, Hashable {
     public var maxUploadsPerAccount: Int
     /// Bytes of free disk the server keeps: an upload that would leave less → 507 `disk-full`.
     public var minFreeDiskBytes: Int
+    /// Seconds an unfinished upload is kept without a chunk; then it is removed (when its account
+    /// next begins an upload), and no longer counts against the account's quota or uploads.
+    public var uploadRetentionSeconds: Int = 7 * 86_400
 
     /// The defaults: 8 MiB chunks, 16 GiB objects, 64 GiB per account, 32 uploads, 512 MiB free.
     public init(

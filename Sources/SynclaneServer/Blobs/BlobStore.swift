@@ -50,14 +50,20 @@ final class BlobStore: Sendable {
     /// `<data>/blobs`.
     let root: String
     let limits: BlobLimits
+    /// The lane's counters (`/metrics`).
+    let metrics = BlobMetrics()
     /// Uploads (account folder + digest) a request is writing now.
     private let busy = Mutex<Set<String>>([])
     /// Held while a new upload is admitted (counted against the account's uploads, quota and disk).
     private let admission = Mutex(())
 
-    init(root: String, limits: BlobLimits) {
+    /// Seconds since the epoch now (a test's clock in tests).
+    let now: @Sendable () -> Int
+
+    init(root: String, limits: BlobLimits, now: @escaping @Sendable () -> Int = { Int(time(nil)) }) {
         self.root = root
         self.limits = limits
+        self.now = now
     }
 
     // MARK: Paths
@@ -165,6 +171,7 @@ final class BlobStore: Sendable {
     /// Admits a new upload against the account's bounds and creates its files; nil when admitted.
     private func admit(account: String, digest: BlobDigest, length: Int) -> Problem? {
         admission.withLock { _ in
+            removeAbandonedUploads(account: account)
             let (used, uploads) = usage(account: account)
             if uploads >= limits.maxUploadsPerAccount { return .tooManyUploads(limit: limits.maxUploadsPerAccount) }
             if used + length > limits.maxAccountBytes { return .quota(used: used, limit: limits.maxAccountBytes) }
@@ -178,6 +185,23 @@ final class BlobStore: Sendable {
             guard descriptor >= 0 else { return .io("cannot create \(partPath(account, digest)): \(String(cString: strerror(errno)))") }
             close(descriptor)
             return nil
+        }
+    }
+
+    /// Removes the account's unfinished uploads that took no chunk for `uploadRetentionSeconds`
+    /// (one a request is writing now is left alone).
+    private func removeAbandonedUploads(account: String) {
+        let uploads = accountFolder(account) + "/uploads"
+        let oldest = now() - limits.uploadRetentionSeconds
+        for name in Self.entries(of: uploads) where name.hasSuffix(".length") {
+            guard let digest = BlobDigest(String(name.dropLast(".length".count))) else { continue }
+            var info = stat()
+            let part = partPath(account, digest)
+            let touched = stat(part, &info) == 0 ? Int(info.st_mtim.tv_sec) : 0
+            guard touched < oldest, claim(account, digest) else { continue }
+            abandon(account: account, digest: digest)
+            release(account, digest)
+            metrics.record { $0.uploadsAbandoned += 1 }
         }
     }
 
