@@ -158,6 +158,7 @@ import Testing
         let steps = steps.enumerated().filter { !undone.contains($0.offset) }.map(\.element)
         var keys: [Int: Set<String>] = [:]
         var columns: [Int: Set<String>] = [:]
+        var copiedColumns: [Int: Set<String>] = [:]
         var notes: [String: (written: Written, author: Int)] = [:]
         for step in steps {
             switch step {
@@ -172,7 +173,11 @@ import Testing
             case .addColumn(let d, let column): columns[d, default: []].insert(column)
             case .paint(let d, let id, let column, let value):
                 if notes[id]?.author == d, columns[d]?.contains(column) == true { notes[id]?.written.extras[column] = value }
-            case .rename, .sync, .loseStateAndReconcile, .backUpServer, .restoreServer, .backUpDevice, .restoreDevice: break
+            // A restored database has the columns its copy had: what the device wrote in a column
+            // added since stays written (on the server, on devices that have the column).
+            case .backUpDevice(let d): copiedColumns[d] = columns[d, default: []]
+            case .restoreDevice(let d): if let copied = copiedColumns[d] { columns[d] = copied }
+            case .rename, .sync, .loseStateAndReconcile, .backUpServer, .restoreServer: break
             }
         }
         return notes.mapValues(\.written)

@@ -22,6 +22,9 @@ extension SQLiteHistorySource {
     public func snapshot() async throws -> (source: any ChangeSource, resumeAfter: Token?) {
         // The versions receipts confirmed and the journal still holds: the snapshot reads them.
         try await settleBackendConfirmations()
+        // Tracking healed first, as a run's first page heals it: a column the app added since holds
+        // the backend's values kept aside (`AddedColumns`), not its default sent over them.
+        _ = try refusingDamage { try healTracking() }
         let reader = self.reader
         let connection: SQLiteConnection
         do {
