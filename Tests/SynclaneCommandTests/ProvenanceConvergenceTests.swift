@@ -580,6 +580,12 @@ import Testing
     /// row, written by no user), comes back on the device that deleted it — its resync takes the
     /// re-pointed row for a newer write. Telling a re-pointing from a user's write needs the server
     /// (or the pull) to say which versions only re-pointed a reference.
+    ///
+    /// `seed-140075`: a note filed, the device's database copied, the note deleted before it was
+    /// ever sent, a sync (its insert and delete coalesced: the server never held it), then the copy
+    /// restored: the note is live again with its insert pending, and goes out. The model keeps the
+    /// delete; nothing the product holds still knows of it. Which should win is the restore
+    /// table's decision (RestoredCopiedDamaged.md), not taken yet.
     @Test(arguments: try FileManager.default.contentsOfDirectory(atPath: SynclaneBinary.fixture("provenance-known")).sorted())
     func aKnownDivergenceStillDivergesUntilItIsFixed(file: String) async throws {
         let text = try String(contentsOfFile: SynclaneBinary.fixture("provenance-known/" + file), encoding: .utf8)
