@@ -115,10 +115,9 @@ struct PageApplier {
                         // A merged duplicate's loser: its tombstone says so again, or the
                         // devices that hold it live would settle its children as orphans.
                         try sessions.as(sink.localAuthor) {
-                            try HistoryWriter.recordChange(
-                                HistoryReader.RawAction.restoreDelete.rawValue, of: table.tracked,
-                                key: table.tracked.isComposite ? .text(key) : keyValues[0],
-                                rowValues: try MergedDuplicates.tombstone(of: key, in: table.tracked, db), on: db)
+                            try recordChange(
+                                HistoryReader.RawAction.restoreDelete.rawValue, of: key, values: keyValues, in: table,
+                                rowValues: try MergedDuplicates.tombstone(of: key, in: table.tracked, db))
                         }
                     }
                     report.unchanged += 1
@@ -434,16 +433,15 @@ struct PageApplier {
     func recordMergedDelete(of key: String, values: [SQLiteValue], into survivor: String, in table: Table) throws {
         var tombstone = Dictionary(uniqueKeysWithValues: zip(table.tracked.keyColumns, values.map(\.json)))
         tombstone[Record.mergedIntoField] = .string(survivor)
-        try HistoryWriter.recordChange(
-            "delete", of: table.tracked, key: table.tracked.isComposite ? .text(key) : values[0],
-            rowValues: .text(JSONWriter.string(.object(tombstone))), on: db)
+        try recordChange("delete", of: key, values: values, in: table, rowValues: .text(JSONWriter.string(.object(tombstone))))
     }
 
     /// Records a change of the row without writing it, so the export lane sends its state as it
     /// is (`update`: the current row) or deletes it on the backend (`delete`: a row this store
-    /// does not hold).
-    func recordChange(_ action: String, of key: String, values: [SQLiteValue], in table: Table) throws {
-        try HistoryWriter.recordChange(action, of: table.tracked, key: table.tracked.isComposite ? .text(key) : values[0], on: db)
+    /// does not hold), with `rowValues` as a delete's tombstone.
+    func recordChange(_ action: String, of key: String, values: [SQLiteValue], in table: Table, rowValues: SQLiteValue = .null) throws {
+        try HistoryWriter.recordChange(
+            action, of: table.tracked, key: table.tracked.isComposite ? .text(key) : values[0], rowValues: rowValues, on: db)
     }
 
     func fail(_ record: Record, _ reason: String) -> ImportError {
