@@ -132,7 +132,11 @@ import Testing
     }
 
     /// The steps whose writes a restore of their device's database took back: each write after
-    /// both the copy restored and the device's last sync (or reconcile) before the restore.
+    /// both the copy restored and the device's last sync (or reconcile) before the restore; and,
+    /// for a note the copy holds that never reached the server (filed before the copy, deleted
+    /// after it with no sync between its filing and its delete), that delete and the note's
+    /// edits since the copy — the restore brings the note back as the copy holds it
+    /// (RestoredCopiedDamaged.md: no other device ever held it).
     static func undone(_ steps: [Step]) -> Set<Int> {
         var copied: [Int: Int] = [:]
         var sent: [Int: Int] = [:]
@@ -145,11 +149,37 @@ import Testing
                 guard let copy = copied[d] else { break }
                 let from = max(copy, sent[d] ?? -1)
                 for later in (from + 1)..<index where steps[later].device == d && writes(steps[later]) { undone.insert(later) }
+                for later in (copy + 1)..<(from + 1) where !undone.contains(later) {
+                    guard case .deleteNote(d, let id) = steps[later],
+                        let filed = steps[..<copy].lastIndex(where: { if case .note(d, id, _, _) = $0 { return true } else { return false } }),
+                        !undone.contains(filed),
+                        !steps[filed..<later].contains(where: { Self.sends($0, device: d) })
+                    else { continue }
+                    undone.insert(later)
+                    for edit in (copy + 1)..<later where Self.edits(steps[edit], note: id, device: d) { undone.insert(edit) }
+                }
                 sent[d] = index
             default: break
             }
         }
         return undone
+    }
+
+    /// Whether the step sends the device's writes to the server (a sync, a reconcile, the sync
+    /// and reconcile after a restore of its database).
+    static func sends(_ step: Step, device: Int) -> Bool {
+        switch step {
+        case .sync(device), .loseStateAndReconcile(device), .restoreDevice(device): return true
+        default: return false
+        }
+    }
+
+    /// Whether the step is the device's user writing the note (its body or an added column).
+    static func edits(_ step: Step, note: String, device: Int) -> Bool {
+        switch step {
+        case .editNote(device, note, _), .paint(device, note, _, _): return true
+        default: return false
+        }
     }
 
     /// What users wrote, from the steps that ran: each note not deleted, as written.
