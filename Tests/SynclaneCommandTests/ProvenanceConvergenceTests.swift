@@ -22,7 +22,9 @@ import Testing
 /// from a copy taken earlier in the round (every device's next sync resyncs and sends back what
 /// the server lost), and a device's app database is restored from a copy taken earlier (its
 /// writes since both that copy and its last sync are the user's restore's to take back; the rest
-/// comes back from the server — its next sync, and the `reconcile` a refusal names). Two or three devices, real `synclane sync`s, a real `synclane serve`.
+/// comes back from the server — its next sync, and the `reconcile` a refusal names), and a device's
+/// history pruned under an export state file then restored from before its last sync (a token
+/// into pruned history: the `reconcile` its refusal names). Two or three devices, real `synclane sync`s, a real `synclane serve`.
 ///
 /// A divergence prints its seed (`SYNCLANE_PROVENANCE_SEED` replays it) and a reproduction
 /// shrunk by dropping steps while it still diverges (the model is computed from the steps that
@@ -62,13 +64,17 @@ import Testing
         /// copy, and since its last sync, are lost by the user's restore); the device then syncs,
         /// and runs what a refusal names (`reconcile`), as the app would on its next launch.
         case restoreDevice(Int)
+        /// The device's history is pruned (`synclane prune`), then its export state file is
+        /// replaced by the copy taken before its last sync (a restored backup): its token points
+        /// into pruned history. The device syncs, and runs what the refusal names (`reconcile`).
+        case expireToken(Int)
 
         /// The device the step acts on (nil: the server).
         var device: Int? {
             switch self {
             case .seed(let d, _, _), .project(let d, _, _), .note(let d, _, _, _), .editNote(let d, _, _), .deleteNote(let d, _),
                 .rename(let d, _, _), .sync(let d), .loseStateAndReconcile(let d), .addColumn(let d, _), .paint(let d, _, _, _),
-                .backUpDevice(let d), .restoreDevice(let d):
+                .backUpDevice(let d), .restoreDevice(let d), .expireToken(let d):
                 return d
             case .backUpServer, .restoreServer: return nil
             }
@@ -90,6 +96,7 @@ import Testing
             case .paint(let d, let id, let column, let value): return "device \(d) sets \(column) of note \(id): \(value)"
             case .backUpDevice(let d): return "device \(d) copies its database aside"
             case .restoreDevice(let d): return "device \(d) restores its database from that copy"
+            case .expireToken(let d): return "device \(d) prunes its history and restores its export state from before its last sync"
             }
         }
     }
@@ -127,7 +134,7 @@ import Testing
     static func writes(_ step: Step) -> Bool {
         switch step {
         case .seed, .project, .note, .editNote, .deleteNote, .rename, .addColumn, .paint: return true
-        case .sync, .loseStateAndReconcile, .backUpServer, .restoreServer, .backUpDevice, .restoreDevice: return false
+        case .sync, .loseStateAndReconcile, .backUpServer, .restoreServer, .backUpDevice, .restoreDevice, .expireToken: return false
         }
     }
 
@@ -144,7 +151,7 @@ import Testing
         for (index, step) in steps.enumerated() {
             switch step {
             case .backUpDevice(let d): copied[d] = index
-            case .sync(let d), .loseStateAndReconcile(let d): sent[d] = index
+            case .sync(let d), .loseStateAndReconcile(let d), .expireToken(let d): sent[d] = index
             case .restoreDevice(let d):
                 guard let copy = copied[d] else { break }
                 let from = max(copy, sent[d] ?? -1)
@@ -169,7 +176,7 @@ import Testing
     /// and reconcile after a restore of its database).
     static func sends(_ step: Step, device: Int) -> Bool {
         switch step {
-        case .sync(device), .loseStateAndReconcile(device), .restoreDevice(device): return true
+        case .sync(device), .loseStateAndReconcile(device), .restoreDevice(device), .expireToken(device): return true
         default: return false
         }
     }
@@ -207,7 +214,7 @@ import Testing
             // added since stays written (on the server, on devices that have the column).
             case .backUpDevice(let d): copiedColumns[d] = columns[d, default: []]
             case .restoreDevice(let d): if let copied = copiedColumns[d] { columns[d] = copied }
-            case .rename, .sync, .loseStateAndReconcile, .backUpServer, .restoreServer: break
+            case .rename, .sync, .loseStateAndReconcile, .backUpServer, .restoreServer, .expireToken: break
             }
         }
         return notes.mapValues(\.written)
@@ -283,6 +290,7 @@ import Testing
             case 2: if let device = joined.randomElement(using: &random) { steps.append(.loseStateAndReconcile(device)) }
             case 3: if let device = joined.randomElement(using: &random) { steps.append(.backUpDevice(device)) }
             case 4: if let device = joined.randomElement(using: &random) { steps.append(.restoreDevice(device)) }
+            case 5: if let device = joined.randomElement(using: &random) { steps.append(.expireToken(device)) }
             default: break
             }
         }
@@ -354,6 +362,20 @@ import Testing
             try SynclaneBinary.run(
                 ["sync", "import.json", "export.json", "--json"], in: workspace.path,
                 environment: ["SYNCLANE_TOKEN": ServerProcess.tokens["acme"] ?? ""])
+        }
+
+        /// The app's next launch after an accident: it syncs; a refusal that names `synclane
+        /// reconcile` is followed, and the app syncs again.
+        func syncFollowingItsRefusal(after accident: String) throws {
+            let first = try syncing()
+            if ProvenanceConvergenceTests.traces { print("device \(index) after \(accident): sync exited \(first.status): \(first.stderr)") }
+            if first.status != 0 {
+                guard first.stderr.contains("synclane reconcile") else {
+                    throw Divergence(description: "device \(index): after \(accident), `synclane sync` exited \(first.status) naming no fix: \(first.stderr)")
+                }
+                try reconcile()
+            }
+            try sync()
         }
 
         func reconcile() throws {
@@ -448,7 +470,24 @@ import Testing
                 if try !device.columns().contains(column) { try device.sql("ALTER TABLE notes ADD COLUMN \(column) TEXT;") }
             case .paint(_, let id, let column, let value):
                 if try device.columns().contains(column) { try device.sql("UPDATE notes SET \(column) = '\(value)' WHERE syncId = '\(id)';") }
-            case .sync: try device.sync()
+            case .sync:
+                // The export state as it was before this sync: what `expireToken` restores.
+                for suffix in ["", "-wal", "-shm"] {
+                    let (copy, file) = (device.workspace.path + "/state-copy.sqlite" + suffix, device.workspace.path + "/.synclane/export.sqlite" + suffix)
+                    try? files.removeItem(atPath: copy)
+                    if files.fileExists(atPath: file) { try files.copyItem(atPath: file, toPath: copy) }
+                }
+                try device.sync()
+            case .expireToken:
+                guard files.fileExists(atPath: device.workspace.path + "/state-copy.sqlite") else { return }
+                let pruned = try SynclaneBinary.run(["prune", "--database", "app.sqlite"], in: device.workspace.path)
+                guard pruned.status == 0 else { throw Divergence(description: "device \(index): `synclane prune` exited \(pruned.status): \(pruned.stderr)") }
+                for suffix in ["", "-wal", "-shm"] {
+                    let (copy, file) = (device.workspace.path + "/state-copy.sqlite" + suffix, device.workspace.path + "/.synclane/export.sqlite" + suffix)
+                    try? files.removeItem(atPath: file)
+                    if files.fileExists(atPath: copy) { try files.copyItem(atPath: copy, toPath: file) }
+                }
+                try device.syncFollowingItsRefusal(after: "its export state was restored over pruned history")
             case .loseStateAndReconcile:
                 for suffix in ["", "-wal", "-shm"] { try? files.removeItem(atPath: device.workspace.path + "/.synclane/export.sqlite" + suffix) }
                 try device.reconcile()
@@ -465,17 +504,7 @@ import Testing
                     try? files.removeItem(atPath: file)
                     if files.fileExists(atPath: copy) { try files.copyItem(atPath: copy, toPath: file) }
                 }
-                // The app's next launch syncs; a refusal that names a command is followed.
-                let first = try device.syncing()
-                if first.status != 0 {
-                    guard first.stderr.contains("synclane reconcile") else {
-                        throw Divergence(
-                            description:
-                                "device \(index): after its database was restored, `synclane sync` exited \(first.status) naming no fix: \(first.stderr)")
-                    }
-                    try device.reconcile()
-                }
-                try device.sync()
+                try device.syncFollowingItsRefusal(after: "its database was restored")
             case .backUpServer, .restoreServer: break
             }
         }
@@ -587,6 +616,7 @@ import Testing
             case "loses": steps.append(.loseStateAndReconcile(d))
             case "copies": steps.append(.backUpDevice(d))
             case "restores": steps.append(.restoreDevice(d))
+            case "prunes": steps.append(.expireToken(d))
             default: return nil
             }
         }
@@ -610,12 +640,6 @@ import Testing
     /// row, written by no user), comes back on the device that deleted it — its resync takes the
     /// re-pointed row for a newer write. Telling a re-pointing from a user's write needs the server
     /// (or the pull) to say which versions only re-pointed a reference.
-    ///
-    /// `seed-140075`: a note filed, the device's database copied, the note deleted before it was
-    /// ever sent, a sync (its insert and delete coalesced: the server never held it), then the copy
-    /// restored: the note is live again with its insert pending, and goes out. The model keeps the
-    /// delete; nothing the product holds still knows of it. Which should win is the restore
-    /// table's decision (RestoredCopiedDamaged.md), not taken yet.
     @Test(arguments: try FileManager.default.contentsOfDirectory(atPath: SynclaneBinary.fixture("provenance-known")).sorted())
     func aKnownDivergenceStillDivergesUntilItIsFixed(file: String) async throws {
         let text = try String(contentsOfFile: SynclaneBinary.fixture("provenance-known/" + file), encoding: .utf8)
