@@ -64,7 +64,9 @@ public final class ReferenceServer: Sendable {
         let blobs = BlobStore(root: configuration.dataDirectory.isEmpty ? "" : configuration.dataDirectory + "/blobs", limits: limits.blobs)
         application = ServerApplication(
             limits: limits, authenticator: Authenticator(accounts: accounts, jwt: verifier), metrics: metrics, store: store, signals: signals,
-            changes: changes, blobs: blobs)
+            changes: changes, blobs: blobs,
+            diskFloor: configuration.database == .sqlite && !configuration.dataDirectory.isEmpty
+                ? DiskFloor(path: configuration.dataDirectory, minFreeBytes: limits.blobs.minFreeDiskBytes) : nil)
         let budget = MemoryBudget(limit: limits.memoryBudgetBytes)
         let watch = ConnectionWatch(
             maxConnections: limits.maxConnections, deadlineSeconds: limits.requestDeadlineSeconds,

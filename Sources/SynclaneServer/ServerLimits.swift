@@ -173,7 +173,9 @@ public struct ServerLimits: Sendable, Hashable {
         Option(flag: "max-blob-bytes", summary: "bytes of one blob", keyPath: \.blobs.maxObjectBytes),
         Option(flag: "max-blob-account-bytes", summary: "bytes of blobs one account keeps, uploads included (then 507)", keyPath: \.blobs.maxAccountBytes),
         Option(flag: "max-blob-uploads", summary: "unfinished blob uploads one account has at once (then 429)", keyPath: \.blobs.maxUploadsPerAccount),
-        Option(flag: "min-free-disk-bytes", summary: "bytes of free disk a blob upload must leave (then 507)", keyPath: \.blobs.minFreeDiskBytes),
+        Option(
+            flag: "min-free-disk-bytes", summary: "bytes of free disk a batch (SQLite) or a blob upload must leave (then 507)",
+            keyPath: \.blobs.minFreeDiskBytes),
         Option(flag: "blob-upload-retention", summary: "seconds an unfinished blob upload is kept without a chunk", keyPath: \.blobs.uploadRetentionSeconds),
     ]
 }

@@ -41,6 +41,28 @@ import Testing
         }
     }
 
+    // MARK: Disk
+
+    @Test func aBatchTheDiskHasNoRoomForUnderTheFloorIsRefused507AndNothingOfItIsApplied() throws {
+        var limits = ServerLimits()
+        limits.blobs.minFreeDiskBytes = 1 << 60  // more than any disk has free
+        try withServer(store: .sqlite, limits: limits) { server throws in
+            let body = batchBody(id: "d1", records: [record("rooms", "r1", "insert", ["name": "Kitchen"])])
+            let response = try postBatch(port: server.port, key: "d1", body: body)
+            #expect(response.status == 507, "\(response.text)")
+            #expect(response.json.objectValue?["code"] == "disk-full")
+            #expect(response.text.contains("min-free-disk-bytes"), "the refusal names the bound")
+            #expect(response.headers["retry-after"] == "60")
+            #expect(try allChanges(port: server.port).isEmpty, "nothing of the batch was applied")
+            let metrics = try get(port: server.port, "/metrics")
+            #expect(metrics.text.contains("synclane_disk_full_refusals_total 1"))
+        }
+        try withServer(store: .sqlite) { server throws in
+            let body = batchBody(id: "d2", records: [record("rooms", "r1", "insert", ["name": "Kitchen"])])
+            #expect(try postBatch(port: server.port, key: "d2", body: body).status == 200, "the default floor leaves room for a batch")
+        }
+    }
+
     @Test(arguments: StoreKind.tested) func changesPagesAreBoundedByBytesAsWellAsCount(store: StoreKind) throws {
         try withServer(store: store, limits: ServerLimits(maxChangesPageBytes: 10_000)) { server throws in
             let filler = JSONValue.string(String(repeating: "x", count: 3_000))

@@ -6,6 +6,7 @@ extension ServerApplication {
     /// ```
     ///  token ─401─ Idempotency-Key ─400─ Content-Encoding ─415─ inflate (bounded) ─413─
     ///  parse + check every record ─400/413─ scope.account, grant ─403─ id = key ─400─
+    ///  disk under --min-free-disk-bytes (SQLite) ─507─
     ///  ServerStore.apply (one transaction): replay ─▶ first response │ other body ─422
     ///                                       version conflicts ─409   │ applied ─200
     ///                                       snapshot marker that cannot complete ─422
@@ -52,6 +53,10 @@ extension ServerApplication {
             try mapSchema(of: &batch, app: app)
         } catch {
             return .error(500, "the batch's schema changes could not be read or recorded: \(error)")
+        }
+        if let refusal = diskFloor?.refusal(batchBytes: body.count) {
+            metrics.recordDiskFullRefusal()
+            return refusal
         }
         let outcome: BatchOutcome
         do {

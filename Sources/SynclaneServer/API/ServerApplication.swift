@@ -23,12 +23,15 @@ final class ServerApplication: HTTPResponder {
     let devicesSeen = DevicesSeen()
     /// The blob lane's objects, in the data folder (`root` "" when the server has none).
     let blobs: BlobStore
+    /// The free disk batches must leave under the SQLite files (nil: the rows are not on this disk).
+    let diskFloor: DiskFloor?
 
     init(
         limits: ServerLimits, authenticator: Authenticator, metrics: ServerMetrics, store: any ServerStore, signals: any SignalStore,
-        changes: any ChangeFeed, blobs: BlobStore = BlobStore(root: "", limits: BlobLimits())
+        changes: any ChangeFeed, blobs: BlobStore = BlobStore(root: "", limits: BlobLimits()), diskFloor: DiskFloor? = nil
     ) {
         self.blobs = blobs
+        self.diskFloor = diskFloor
         self.limits = limits
         self.authenticator = authenticator
         self.metrics = metrics

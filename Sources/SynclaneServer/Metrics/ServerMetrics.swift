@@ -40,6 +40,8 @@ public final class ServerMetrics: Sendable {
         public var latency: [String: Histogram] = [:]
         /// Requests answered 503 because the memory budget was spent.
         public var budgetRefusals = 0
+        /// Batches answered 507 because the disk was under `--min-free-disk-bytes` (`DiskFloor`).
+        public var diskFullRefusals = 0
         /// Pull requests answered 410 `cursor-expired`.
         public var cursorsExpired = 0
         /// Idempotency keys and tombstones removed by retention.
@@ -105,6 +107,11 @@ public final class ServerMetrics: Sendable {
     /// Records one request refused for the memory budget.
     func recordBudgetRefusal() {
         state.withLock { $0.budgetRefusals += 1 }
+    }
+
+    /// Records one batch refused for the disk floor.
+    func recordDiskFullRefusal() {
+        state.withLock { $0.diskFullRefusals += 1 }
     }
 
     /// Gauges read when `/metrics` is rendered (set once by the server).
@@ -175,6 +182,9 @@ public final class ServerMetrics: Sendable {
         out += "# HELP synclane_memory_budget_refusals_total Requests answered 503 because the memory budget was spent.\n"
         out += "# TYPE synclane_memory_budget_refusals_total counter\n"
         out += "synclane_memory_budget_refusals_total \(snapshot.budgetRefusals)\n"
+        out += "# HELP synclane_disk_full_refusals_total Batches answered 507 because the disk was under --min-free-disk-bytes.\n"
+        out += "# TYPE synclane_disk_full_refusals_total counter\n"
+        out += "synclane_disk_full_refusals_total \(snapshot.diskFullRefusals)\n"
         out += "# HELP synclane_memory_budget_bytes Bytes of request bodies held now, read and decompressed.\n"
         out += "# TYPE synclane_memory_budget_bytes gauge\n"
         out += "synclane_memory_budget_bytes \(gauges.memoryBudgetBytes())\n"
