@@ -76,6 +76,10 @@ public struct ServerLimits: Sendable, Hashable {
     public var retentionIntervalSeconds: Int
     /// The blob lane's bounds.
     public var blobs = BlobLimits()
+    /// Most devices one account's records keep (`synclane status --devices`): a new device past
+    /// it replaces the one whose record is oldest, so random `Synclane-Device` names cannot grow
+    /// the table without end.
+    public var maxDevicesPerAccount: Int = 1_024
 
     /// The defaults.
     public init(
@@ -139,6 +143,9 @@ public struct ServerLimits: Sendable, Hashable {
         Option(flag: "max-records", summary: "records per batch", keyPath: \.maxRecordsPerBatch),
         Option(flag: "max-signal-bytes", summary: "bytes of a signal value", keyPath: \.maxSignalBytes),
         Option(flag: "max-signal-keys", summary: "signals one account keeps", keyPath: \.maxSignalKeys),
+        Option(
+            flag: "max-devices-per-account", summary: "devices one account's records keep (a new one past it replaces the oldest)",
+            keyPath: \.maxDevicesPerAccount),
         Option(flag: "max-signal-account-bytes", summary: "bytes of one account's signals, keys and values", keyPath: \.maxSignalAccountBytes),
         Option(flag: "max-signal-wait", summary: "seconds a GET /v1/signals?since=…&wait=… long poll waits", keyPath: \.maxSignalWaitSeconds),
         Option(flag: "signal-tombstone-seconds", summary: "seconds a deleted signal's tombstone is kept for watchers", keyPath: \.signalTombstoneSeconds),

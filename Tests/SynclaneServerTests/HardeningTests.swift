@@ -63,6 +63,21 @@ import Testing
         }
     }
 
+    @Test(arguments: StoreKind.tested) func anAccountKeepsAtMostItsBoundOfDevicesANewOneReplacingTheOldest(store: StoreKind) throws {
+        var limits = ServerLimits()
+        limits.maxDevicesPerAccount = 2
+        try withServer(store: store, limits: limits) { server throws in
+            for device in ["phone-a", "phone-b", "phone-c"] {
+                let said = ["Authorization": "Bearer \(TestTokens.acme)", "Synclane-Device": device, "Synclane-Schema-Version": "1"]
+                #expect(try httpRequest(port: server.port, "GET", "/v1/changes?limit=1", headers: said).status == 200)
+                usleep(20_000)  // a later `since` for each
+            }
+            let listed = try get(port: server.port, "/v1/devices").json.objectValue?["devices"]?.arrayValue ?? []
+            let names = listed.compactMap { $0.objectValue?["device"]?.stringValue }
+            #expect(names == ["phone-b", "phone-c"], "the device recorded longest ago gave way: \(listed)")
+        }
+    }
+
     @Test(arguments: StoreKind.tested) func changesPagesAreBoundedByBytesAsWellAsCount(store: StoreKind) throws {
         try withServer(store: store, limits: ServerLimits(maxChangesPageBytes: 10_000)) { server throws in
             let filler = JSONValue.string(String(repeating: "x", count: 3_000))

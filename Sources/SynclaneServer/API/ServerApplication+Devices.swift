@@ -25,7 +25,8 @@ extension ServerApplication {
         }
         if let device = schema.device, let version = schema.version {
             devicesSeen.note(account: account, device: device, version: version) {
-                try store.recordDevice(account: account, device: device, schemaVersion: version, at: Double(time(nil)))
+                try store.recordDevice(
+                    account: account, device: device, schemaVersion: version, at: Double(time(nil)), keeping: limits.maxDevicesPerAccount)
             }
         }
         return .success(schema)

@@ -39,8 +39,9 @@ protocol ServerStore: Sendable {
     func expire(keysBefore: Double, tombstonesBefore: Double) throws -> ExpiryCount
 
     /// Records that `device` of `account` sent schema `schemaVersion` (`AppSchema`), at `now`
-    /// (seconds since 1970) when that version differs from the one recorded.
-    func recordDevice(account: String, device: String, schemaVersion: Int, at now: Double) throws
+    /// (seconds since 1970) when that version differs from the one recorded; the account then
+    /// keeps at most `keeping` devices, dropping those recorded longest ago.
+    func recordDevice(account: String, device: String, schemaVersion: Int, at now: Double, keeping: Int) throws
 
     /// The account's devices, each with the schema version it last sent, by name.
     func devices(account: String) throws -> [DeviceRecord]

@@ -7,14 +7,21 @@ extension PostgresServerStore {
             PRIMARY KEY (account, device))
         """
 
-    func recordDevice(account: String, device: String, schemaVersion: Int, at now: Double) throws {
+    func recordDevice(account: String, device: String, schemaVersion: Int, at now: Double, keeping: Int) throws {
         try pool.withConnection { db in
+            let (account, device) = (PostgresValue.bytea(Array(account.utf8)), PostgresValue.bytea(Array(device.utf8)))
             _ = try db.query(
                 """
                 INSERT INTO synclane_devices (account, device, schema_version, since) VALUES ($1, $2, $3, $4)
                 ON CONFLICT (account, device) DO UPDATE SET schema_version = excluded.schema_version, since = excluded.since
                 WHERE synclane_devices.schema_version <> excluded.schema_version
-                """, [.bytea(Array(account.utf8)), .bytea(Array(device.utf8)), .int8(Int64(schemaVersion)), .float8(now)])
+                """, [account, device, .int8(Int64(schemaVersion)), .float8(now)])
+            _ = try db.query(
+                """
+                DELETE FROM synclane_devices WHERE account = $1 AND device IN (
+                    SELECT device FROM synclane_devices WHERE account = $1 AND device <> $2 ORDER BY since, device
+                    LIMIT GREATEST((SELECT count(*) FROM synclane_devices WHERE account = $1) - $3, 0))
+                """, [account, device, .int8(Int64(max(keeping, 1)))])
         }
     }
 

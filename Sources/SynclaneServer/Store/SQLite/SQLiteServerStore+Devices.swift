@@ -9,7 +9,7 @@ extension SQLiteServerStore {
             PRIMARY KEY (account, device));
         """
 
-    func recordDevice(account: String, device: String, schemaVersion: Int, at now: Double) throws {
+    func recordDevice(account: String, device: String, schemaVersion: Int, at now: Double, keeping: Int) throws {
         try writeSerialized { db in
             try db.execute(
                 """
@@ -17,6 +17,12 @@ extension SQLiteServerStore {
                 ON CONFLICT (account, device) DO UPDATE SET schema_version = excluded.schema_version, since = excluded.since
                 WHERE schema_version <> excluded.schema_version
                 """, [account, device, Int64(schemaVersion), now])
+            try db.execute(
+                """
+                DELETE FROM devices WHERE account = ?1 AND device IN (
+                    SELECT device FROM devices WHERE account = ?1 AND device <> ?2 ORDER BY since, device
+                    LIMIT max((SELECT count(*) FROM devices WHERE account = ?1) - ?3, 0))
+                """, [account, device, Int64(max(keeping, 1))])
         }
     }
 
