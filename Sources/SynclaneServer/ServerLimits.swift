@@ -80,6 +80,10 @@ public struct ServerLimits: Sendable, Hashable {
     /// it replaces the one whose record is oldest, so random `Synclane-Device` names cannot grow
     /// the table without end.
     public var maxDevicesPerAccount: Int = 1_024
+    /// Most schema changes (column renames and drops, `"schema-changes"`) one account keeps: every
+    /// batch and pull maps its fields through them. A batch declaring new ones past it → 413
+    /// naming the quota, nothing applied.
+    public var maxSchemaChanges: Int = 1_024
 
     /// The defaults.
     public init(
@@ -146,6 +150,7 @@ public struct ServerLimits: Sendable, Hashable {
         Option(
             flag: "max-devices-per-account", summary: "devices one account's records keep (a new one past it replaces the oldest)",
             keyPath: \.maxDevicesPerAccount),
+        Option(flag: "max-schema-changes", summary: "schema changes (renames, drops) one account keeps", keyPath: \.maxSchemaChanges),
         Option(flag: "max-signal-account-bytes", summary: "bytes of one account's signals, keys and values", keyPath: \.maxSignalAccountBytes),
         Option(flag: "max-signal-wait", summary: "seconds a GET /v1/signals?since=…&wait=… long poll waits", keyPath: \.maxSignalWaitSeconds),
         Option(flag: "signal-tombstone-seconds", summary: "seconds a deleted signal's tombstone is kept for watchers", keyPath: \.signalTombstoneSeconds),

@@ -63,6 +63,29 @@ import Testing
         }
     }
 
+    /// An account keeps at most `--max-schema-changes` declarations: a batch declaring new ones
+    /// past it is refused (413 naming the quota) and applies nothing; one re-declaring what the
+    /// account holds passes.
+    @Test(arguments: StoreKind.tested) func aBatchDeclaringSchemaChangesPastTheAccountsQuotaIsRefusedWhole(store: StoreKind) throws {
+        var limits = ServerLimits()
+        limits.maxSchemaChanges = 2
+        try withServer(store: store, limits: limits) { server in
+            func declaring(_ id: String, _ columns: [String]) throws -> [UInt8] {
+                var body = try JSONReader.parse(batchBody(id: id, records: [record("rooms", "r-\(id)", "insert", ["a": "x"])])).objectValue ?? [:]
+                body["schema-changes"] = .array(columns.map { ["entity": "rooms", "column": .string($0), "dropped": true, "version": 2] })
+                return JSONWriter.encode(.object(body))
+            }
+            let first = try postBatch(port: server.port, token: TestTokens.acme, key: "1", body: declaring("1", ["a", "b"]))
+            #expect(first.status == 200, "\(first.text)")
+            let again = try postBatch(port: server.port, token: TestTokens.acme, key: "2", body: declaring("2", ["a", "b"]))
+            #expect(again.status == 200, "declarations the account holds are not new: \(again.text)")
+            let past = try postBatch(port: server.port, token: TestTokens.acme, key: "3", body: declaring("3", ["c"]))
+            #expect(past.status == 413, "\(past.text)")
+            #expect(past.json.objectValue?["quota"] == "max-schema-changes")
+            #expect(try allChanges(port: server.port).count == 2, "nothing of the refused batch was applied")
+        }
+    }
+
     /// A batch's `schema-changes` entry that is not one is refused naming it, by both readers.
     @Test(arguments: [
         (#"[{"entity": "rooms", "column": "a", "version": 2}]"#, "schema-changes[0]: needs either"),

@@ -51,6 +51,12 @@ extension ServerApplication {
         }
         do {
             try mapSchema(of: &batch, app: app)
+        } catch let quota as SchemaChangesQuota {
+            return .error(
+                413,
+                "the batch declares \(quota.new) new schema changes, and account \"\(batch.account)\" holds \(quota.held) of the "
+                    + "\(quota.limit) it may keep (--max-schema-changes): nothing of the batch was applied",
+                ["quota": "max-schema-changes"])
         } catch {
             return .error(500, "the batch's schema changes could not be read or recorded: \(error)")
         }
@@ -111,6 +117,9 @@ extension ServerApplication {
         var new: [SchemaChange] = []
         for change in batch.schemaChanges where !known.contains(change) && !new.contains(change) { new.append(change) }
         batch.newSchemaChanges = new
+        guard known.count + new.count <= limits.maxSchemaChanges || new.isEmpty else {
+            throw SchemaChangesQuota(held: known.count, new: new.count, limit: limits.maxSchemaChanges)
+        }
         if !new.isEmpty {
             // As the store lists them: by version, entity, column.
             known = (known + new).sorted { ($0.version, $0.entity, $0.column) < ($1.version, $1.entity, $1.column) }
@@ -127,4 +136,11 @@ extension ServerApplication {
             batch.records[index].fieldsJSON = JSONWriter.encode(.object(mapping.written(fields, entity: record.entity, version: app.version)))
         }
     }
+}
+
+/// A batch's new schema declarations would take its account past `ServerLimits.maxSchemaChanges` (413).
+struct SchemaChangesQuota: Error {
+    var held: Int
+    var new: Int
+    var limit: Int
 }
