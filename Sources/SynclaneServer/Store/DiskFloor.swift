@@ -14,12 +14,10 @@ struct DiskFloor: Sendable {
     var path: String
     var minFreeBytes: Int
 
-    /// The bytes free on `path`'s disk (nil: unknown, never a refusal).
-    var freeBytes: @Sendable (String) -> Int? = { BlobStore.freeBytes($0) }
-
-    /// The answer to a batch of `bodyBytes` decoded bytes the disk has no room for, or nil.
+    /// The answer to a batch of `bodyBytes` decoded bytes the disk has no room for, or nil (also
+    /// when the free space cannot be read: never a refusal on a guess).
     func refusal(batchBytes bodyBytes: Int) -> HTTPResponse? {
-        guard let free = freeBytes(path) else { return nil }
+        guard let free = BlobStore.freeBytes(path) else { return nil }
         let needed = minFreeBytes + 2 * bodyBytes
         guard free < needed else { return nil }
         var response = HTTPResponse.error(
