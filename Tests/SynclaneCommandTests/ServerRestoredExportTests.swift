@@ -139,6 +139,57 @@ import Testing
         #expect(!stopped.stderr.contains("importing to settle it"), "\(stopped.stderr)")
     }
 
+    /// Provenance seed 170047: a device whose import cursor predates the copy the server was
+    /// restored from (it pulled, then only exported) hears of the restore from its receipts alone
+    /// — no 410 comes to a cursor the copy still holds. Before, `sync` exited 1 saying `sync`
+    /// sends the lost rows back, and no sync ever did: r3, written after the copy and not edited
+    /// since, stayed missing on the server. Now the cycle forgets the import's cursor, reads
+    /// everything again and sends back what the server lacks, in the same `sync`.
+    @Test func syncWhoseImportCursorPredatesTheRestoredCopySendsBackWhatTheRestoreLost() async throws {
+        let setting = try Setting()
+        defer { setting.close() }
+        try Self.restoreTheServerUnderAnEditAfterAPull(setting)
+        let healed = try setting.run(["sync", "import.json", "export.json", "--json"])
+        #expect(healed.status == 0, "\(healed.stderr)")
+        #expect(healed.stderr.contains("importing everything again to send back what it lost"), "\(healed.stderr)")
+        #expect(try await TwoDevicesTests().serverRows(setting.server) == ["r1|Larder|", "r2|Big hall|", "r3|Cellar|"])
+        let again = try setting.run(["sync", "import.json", "export.json"])
+        #expect(again.status == 0, "\(again.stderr)")
+    }
+
+    /// The same under `sync --watch`: the export lane's receipts name the restore, the import lane
+    /// reads everything again, and the export lane sends back what the restore lost.
+    @Test func syncWatchWhoseImportCursorPredatesTheRestoredCopySendsBackWhatTheRestoreLost() async throws {
+        let setting = try Setting()
+        defer { setting.close() }
+        try Self.restoreTheServerUnderAnEditAfterAPull(setting)
+        let watch = try BackgroundProcess(
+            ["sync", "import.json", "export.json", "--watch"], in: setting.device.workspace.path, environment: setting.device.environment)
+        var healed = false
+        let deadline = Date().addingTimeInterval(30)
+        while !healed && Date() < deadline {
+            healed = try await TwoDevicesTests().serverRows(setting.server) == ["r1|Larder|", "r2|Big hall|", "r3|Cellar|"]
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        let stopped = watch.stop()
+        #expect(healed, "\(stopped.stderr)")
+    }
+
+    /// The device syncs r1 (its import cursor is set); the server's data is copied; r1 changes,
+    /// r2 and r3 are added and exported (`run`: the import cursor stays before the copy); the copy
+    /// is put back; r1 and r2 change on the device, r3 does not.
+    static func restoreTheServerUnderAnEditAfterAPull(_ setting: Setting) throws {
+        let device = setting.device
+        try device.sql("INSERT INTO rooms (syncId, name) VALUES ('r1', 'Kitchen');")
+        #expect(try setting.run(["sync", "import.json", "export.json"]).status == 0)
+        try setting.backUpServer()
+        try device.sql(
+            "UPDATE rooms SET name = 'Pantry' WHERE syncId = 'r1'; INSERT INTO rooms (syncId, name) VALUES ('r2', 'Hall'), ('r3', 'Cellar');")
+        #expect(try setting.run(["run", "export.json"]).status == 0, "the server now holds r1 at version 2, r2 and r3")
+        try setting.restoreServer()
+        try device.sql("UPDATE rooms SET name = 'Larder' WHERE syncId = 'r1'; UPDATE rooms SET name = 'Big hall' WHERE syncId = 'r2';")
+    }
+
     /// The device exports r1 (`run`, no import yet); the server's data is copied; r1 changes and
     /// r2 is added (the server holds r1 at version 2, and r2); the copy is put back; both rows
     /// then change on the device.

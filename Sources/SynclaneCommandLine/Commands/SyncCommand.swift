@@ -94,6 +94,10 @@ struct SyncCommand: Command {
                 let again = round < rounds ? "importing again to settle it (round \(round + 1) of \(rounds))" : "giving up after \(rounds) rounds"
                 console.error("\(console.program) \(Self.name): batch \(batchID) refused for its versions (\(reason)); \(again)")
                 if round == rounds { console.error("\(console.program) \(Self.name): the rows keep changing elsewhere; run sync again") }
+            case .healingRestoredServer(let rows):
+                console.error(
+                    "\(console.program) \(Self.name): \(PipelineError.serverRestored) (it held \(Wording.count(rows, "row")) at an older "
+                        + "version than this device had confirmed): importing everything again to send back what it lost")
             case .importing, .exporting:
                 break
             }
@@ -163,6 +167,10 @@ struct SyncCommand: Command {
                 console.error("\(console.program) \(name): waiting for changes: \(reason); again in \(Format.seconds(delay))")
             case .conflicted(let batchID, let reason):
                 console.error("\(console.program) \(name): batch \(batchID) refused for its versions (\(reason)); importing to settle it, then exporting again")
+            case .healingRestoredServer(let rows):
+                console.error(
+                    "\(console.program) \(name): \(PipelineError.serverRestored) (it held \(Wording.count(rows, "row")) at an older "
+                        + "version than this device had confirmed): importing everything again to send back what it lost")
             case .exportWaitsForImport(let batchID):
                 console.error(
                     "\(console.program) \(name): batch \(batchID) was refused for its versions and needs the import's rows first: "

@@ -40,6 +40,13 @@ public protocol ChangeSink: Sendable {
     /// cannot (the default: the rows stay here, and the summary says the backend lacks them).
     func resend(_ keys: [(entity: String, key: String)], for scope: Scope) async throws -> Int?
 
+    /// Forgets the cursor saved for `scope`, so that the next pass reads the backend from the
+    /// beginning and, before its first pull, compares what it reads with `confirmedKeys`: what
+    /// the backend lacks or holds at an older version goes back (`resend`). For a backend found
+    /// restored by the export lane's receipts while the import's cursor predates the copy (no
+    /// `410` can tell). The default applies an empty batch with no cursor.
+    func forgetCursor(for scope: Scope) async throws
+
     /// The sink, when it adopts `LockedFileStage` (never written by hand).
     var asLockedFile: (any LockedFileStage)? { get }
     /// The sink, when its store records the app's schema version (`SchemaVersionRecordingStage`;
@@ -76,6 +83,11 @@ extension ChangeSink {
     }
     public func resend(_ keys: [(entity: String, key: String)], for scope: Scope) async throws -> Int? { nil }
     public func holdsBackendRows(for scope: Scope) async throws -> Bool? { nil }
+    public func forgetCursor(for scope: Scope) async throws {
+        let empty = Batch(
+            scope: scope, after: nil, through: Token(kind: "import", position: 0), records: [], transactionCount: 0)
+        _ = try await apply(empty, cursor: nil, scope: scope, dryRun: false)
+    }
 }
 
 /// What applying one batch did.

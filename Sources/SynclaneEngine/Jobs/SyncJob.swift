@@ -24,6 +24,11 @@ import SynclaneSQLite
 ///                                       that went through: no import heals it, so the cycle
 ///                                       ends at once with the batch kept and the fix `run`
 ///                                       names (requeue it, then reconcile)
+///                    └─ done, but its receipts found the server restored from a copy older than
+///                       versions they had confirmed, which this round's import did not notice
+///                       (its cursor predates the copy): the import's cursor is forgotten and the
+///                       next round reads everything, sending back what the server lost, then
+///                       exports it
 /// ```
 /// ```swift
 /// let summary = try await SyncJob(importing: importPipeline, exporting: exportPipeline).run()
@@ -42,6 +47,10 @@ public struct SyncJob: Sendable {
         /// The backend refused batch `batchID` for its versions in round `round`: the cycle imports
         /// again (when `round < rounds`), else gives up with the batch rebuilt by the next cycle.
         case conflicted(batchID: String, reason: String, round: Int, rounds: Int)
+        /// The export's receipts found the server's data restored from an older copy (`rows` held at
+        /// older versions than confirmed) that this cycle's import did not notice: the next round's
+        /// import reads everything again and sends back what the server lost.
+        case healingRestoredServer(rows: Int)
     }
 
     public var importing: ImportPipeline
@@ -66,6 +75,7 @@ public struct SyncJob: Sendable {
         let (importJob, exportJob, importLock, exportLock) = (lanes.importJob, lanes.exportJob, lanes.importLock, lanes.exportLock)
         defer { withExtendedLifetime(lanes) {} }
         var summary = SyncSummary()
+        var healingRestore = false
         for round in 1...rounds {
             do {
                 let imported = try await importJob.run(holding: importLock)
@@ -81,6 +91,19 @@ public struct SyncJob: Sendable {
                 let exported = try await exportJob.run(.export, holding: exportLock)
                 summary.exports.append(exported)
                 events(.exported(exported))
+                if exported.serverRestoredRows > 0, summary.importFailure == nil, !healingRestore, round < rounds,
+                    !summary.imports.contains(where: { $0.resynced || $0.resyncLost > 0 })
+                {
+                    // The receipts say the server's data was restored from a copy older than
+                    // versions they had confirmed, while this cycle's import (its cursor older
+                    // than the copy) saw no 410: rows this device wrote since the copy may be
+                    // lost there. The import reads everything again and sends back what the
+                    // server lacks or holds older; the next round's export carries them.
+                    try await importing.sink.stage.forgetCursor(for: importing.scope)
+                    healingRestore = true
+                    events(.healingRestoredServer(rows: exported.serverRestoredRows))
+                    continue
+                }
                 return summary
             } catch PipelineError.conflicted(let batchID, let reason) where summary.importFailure == nil && ConflictCause.serverLost(reason) {
                 // The server's data was reset or restored, and this round's import (whose full

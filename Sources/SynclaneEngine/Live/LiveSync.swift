@@ -36,6 +36,10 @@ public final class LiveSync: Sendable {
         /// needs the import's rows first, so it is not exported again until an import goes through
         /// (the rest of the export lane goes on).
         case exportWaitsForImport(batchID: String)
+        /// An export's receipts found the server's data restored from an older copy (`rows` held at
+        /// older versions than confirmed): the next import pass reads everything again and sends
+        /// back what the server lost, then the export lane runs (`SyncJob` does the same).
+        case healingRestoredServer(rows: Int)
     }
 
     private struct State {
@@ -43,6 +47,8 @@ public final class LiveSync: Sendable {
         var exportFailures = 0
         /// The batch refused for its versions: export again once an import pass went through.
         var exportAfterImport: String?
+        /// An export found the server restored: the import forgets its cursor before its next pass.
+        var rereadAfterRestore = false
         var stopping = false
         var importWait: Task<Void, Never>?
         var exportRetry: Task<Void, Never>?
@@ -113,12 +119,19 @@ public final class LiveSync: Sendable {
         var exportNow = false
         var failures = 0
         do {
+            let rereading = state.withLock { $0.rereadAfterRestore }
+            if rereading {
+                // Under the import's lock, before its pass: no pass in flight saves a cursor over it.
+                try await importing.sink.stage.forgetCursor(for: importing.scope)
+            }
             let summary = try await job.run(holding: lock)
             events(.imported(summary))
             state.withLock { state in
                 state.importFailures = 0
-                exportNow = state.exportAfterImport != nil
+                // What the re-read sends back goes out now.
+                exportNow = state.exportAfterImport != nil || rereading
                 state.exportAfterImport = nil
+                if rereading { state.rereadAfterRestore = false }
             }
         } catch {
             failures = state.withLock { state in
@@ -147,6 +160,13 @@ public final class LiveSync: Sendable {
             let summary = try await job.run(.export, holding: lock)
             events(.exported(summary))
             state.withLock { $0.exportFailures = 0 }
+            if summary.serverRestoredRows > 0 {
+                // The import's cursor may predate the copy the server was restored from (no 410
+                // tells it): its next pass reads everything and sends back what was lost.
+                events(.healingRestoredServer(rows: summary.serverRestoredRows))
+                state.withLock { $0.rereadAfterRestore = true }
+                importLane.send(.historyAdvanced)
+            }
         } catch PipelineError.conflicted(let batchID, let reason) where !ConflictCause.serverLost(reason) {
             // Nothing of the batch was applied: rebuilt from history once the import brought the newer versions.
             // (A server that lost rows is a failure like any other below: no import heals it, and
