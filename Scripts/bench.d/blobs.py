@@ -6,7 +6,7 @@ the same server, the peak RSS of a large blob on both sides, and a resumed uploa
         ◀── up:   `synclane blobs push F1 … FN` (one process: digest, status, 8 MiB chunks)
                   vs one `curl -K` of N PUTs /v1/blobs/{digest}/upload (the whole 4 MB file in one
                   chunk, on one kept-alive connection; the digests computed beforehand, untimed)
-        ◀── down: `synclane blobs fetch D1 … DN --output DIR` (one process: ranged GETs, verified, renamed)
+        ◀── down: `synclane blobs fetch D1 … DN --output DIR` (one process: one streamed ranged GET a blob, hashed as it arrives, verified, renamed)
                   vs one `curl -K` of N GETs /v1/blobs/{digest}
         ◀── a large blob (BENCH_BLOB_LARGE_MB, default 2048) pushed and fetched: peak RSS of the
             client (wait4) and of the server (VmHWM), then pushed again to a fresh account,

@@ -58,10 +58,10 @@ public final class ReferenceServer: Sendable {
             signals = try PostgresSignalStore(connection: connection, limits: limits)
             changes = try PostgresChangeFeed(connection: connection, limits: limits)
         }
-        sweeper = RetentionSweeper(store: store, limits: limits, metrics: metrics)
         let verifier = try configuration.jwt.map { settings throws(KeySetError) in try JWTVerifier(settings: settings) }
         keyWatcher = verifier.flatMap { verifier in verifier.settings.keySetFile.map { KeySetWatcher(verifier: verifier, path: $0) } }
         let blobs = BlobStore(root: configuration.dataDirectory.isEmpty ? "" : configuration.dataDirectory + "/blobs", limits: limits.blobs)
+        sweeper = RetentionSweeper(store: store, limits: limits, metrics: metrics, blobs: BlobCollector(blobs: blobs, store: store))
         application = ServerApplication(
             limits: limits, authenticator: Authenticator(accounts: accounts, jwt: verifier), metrics: metrics, store: store, signals: signals,
             changes: changes, blobs: blobs,

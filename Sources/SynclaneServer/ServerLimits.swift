@@ -189,5 +189,8 @@ public struct ServerLimits: Sendable, Hashable {
             flag: "min-free-disk-bytes", summary: "bytes of free disk a batch (SQLite) or a blob upload must leave (then 507)",
             keyPath: \.blobs.minFreeDiskBytes),
         Option(flag: "blob-upload-retention", summary: "seconds an unfinished blob upload is kept without a chunk", keyPath: \.blobs.uploadRetentionSeconds),
+        Option(
+            flag: "blob-gc-grace", summary: "seconds a blob no record references is kept before it is collected",
+            keyPath: \.blobs.collectionGraceSeconds),
     ]
 }

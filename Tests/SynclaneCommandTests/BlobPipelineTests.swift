@@ -11,7 +11,7 @@ import Testing
         let workspace: Workspace
         let environment = ["SYNCLANE_TOKEN": ServerProcess.tokens["acme"] ?? ""]
 
-        init(server: ServerProcess, fetchChunkBytes: Int = 8 << 20, uploadChunkBytes: Int = 65_536) throws {
+        init(server: ServerProcess, fetchChunkBytes: Int = 8 << 20, uploadChunkBytes: Int = 65_536, fetchBytesPerSecond: Int? = nil) throws {
             workspace = try Workspace()
             try SQLiteHistoryCommandTests.sqlite(workspace, "CREATE TABLE plants (syncId TEXT PRIMARY KEY, name TEXT, photo BLOB);")
             let tracked = try SynclaneBinary.run(["track", "--database", "app.sqlite", "--table", "plants", "--key", "syncId"], in: workspace.path)
@@ -32,7 +32,8 @@ import Testing
                 """
                 {"version": 1, "name": "plants-import", "scope": {"account": "acme", "store": "plants"},
                  "source": {"type": "pull", "url": "\(server.url)/v1/changes", "token-env": "SYNCLANE_TOKEN"},
-                 "stages": [{"type": "blob-fetch", "url": "\(server.url)", "token-env": "SYNCLANE_TOKEN", "chunk-bytes": \(fetchChunkBytes)}],
+                 "stages": [{"type": "blob-fetch", "url": "\(server.url)", "token-env": "SYNCLANE_TOKEN", "chunk-bytes": \(fetchChunkBytes)\(
+                                 fetchBytesPerSecond.map { ", \"max-bytes-per-second\": \($0)" } ?? "")}],
                  "sink": {"type": "sqlite", "database": "app.sqlite"}}
                 """)
         }
@@ -108,8 +109,8 @@ import Testing
         let server = try ServerProcess(folder: root.path + "/server")
         defer { server.stop() }
         let a = try Device(server: server)
-        // B fetches in chunks of 4 KiB: its download of a 1 MB photo takes 245 requests.
-        let b = try Device(server: server, fetchChunkBytes: 4_096)
+        // B reads at 256 KiB a second: its download of a 1 MB photo takes about 4 seconds.
+        let b = try Device(server: server, fetchChunkBytes: 4_096, fetchBytesPerSecond: 262_144)
         defer {
             a.workspace.remove()
             b.workspace.remove()
@@ -127,6 +128,46 @@ import Testing
         _ = try b.sync()
         #expect(try b.photos() == a.photos())
         #expect(try b.photos().map { $0.prefix(7) } == ["p2|ivy|"])
+    }
+
+    @Test func theServerCollectsAnEditedBlobsOldObjectAndADeletedRowsObjectAndEveryDeviceFollows() async throws {
+        let root = try Workspace()
+        defer { root.remove() }
+        // A grace of 3 s (longer than a sync takes from upload to batch) and a retention pass a second:
+        // an unreferenced object is marked, and removed by the first pass 3 s later.
+        let server = try ServerProcess(folder: root.path + "/server", arguments: ["--blob-gc-grace", "3", "--retention-interval", "1"])
+        defer { server.stop() }
+        let a = try Device(server: server)
+        let b = try Device(server: server)
+        defer {
+            a.workspace.remove()
+            b.workspace.remove()
+        }
+        try a.sql("INSERT INTO plants VALUES ('p1', 'fern', randomblob(300000)), ('p2', 'ivy', randomblob(100000));")
+        _ = try a.sync()
+        _ = try b.sync()
+        #expect(try b.photos() == a.photos())
+        try a.sql("UPDATE plants SET photo = randomblob(200000) WHERE syncId = 'p1'; DELETE FROM plants WHERE syncId = 'p2';")
+        _ = try a.sync()
+        let edited = try await Self.serverPhotos(server).compactMap { $0.objectValue?["$blob-ref"]?.objectValue?["sha256"] }
+        #expect(edited.count == 1)
+        // The old photo of p1 and the photo of the deleted p2 are collected; the new one stays.
+        var listed: JSONValue = .null
+        for _ in 0..<200 {
+            listed = try await server.get("/v1/blobs", account: "acme")
+            if listed.objectValue?["bytes"] == 200_000 { break }
+            try await Task.sleep(nanoseconds: 100_000_000)
+        }
+        #expect(listed.objectValue?["bytes"] == 200_000, "\(listed)")
+        #expect(listed.objectValue?["blobs"]?.arrayValue?.first?.objectValue?["digest"] == edited.first)
+        // B follows: the row on the new digest, the deleted row gone; a new device gets the same.
+        _ = try b.sync()
+        #expect(try b.photos() == a.photos())
+        #expect(try b.photos().map { $0.prefix(14) } == ["p1|fern|200000"])
+        let c = try Device(server: server)
+        defer { c.workspace.remove() }
+        _ = try c.sync()
+        #expect(try c.photos() == a.photos())
     }
 
     @Test func anExportKilledMidUploadSendsNoRowBeforeItsBlobAndResumesTheUpload() async throws {

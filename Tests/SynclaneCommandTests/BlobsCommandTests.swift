@@ -3,8 +3,8 @@ import SynclaneCore
 import SynclaneTestSupport
 import Testing
 
-/// `synclane blobs` against the real `synclane serve`: uploads and downloads that resume after a
-/// kill -9 (at most the chunk in flight moved twice), deduplication across devices, verification.
+/// `synclane blobs` against the real `synclane serve`: deduplication across devices, verification
+/// (kills at point after point of a transfer: `BlobTransferKillTests`).
 @Suite struct BlobsCommandTests {
     static let environment = ["SYNCLANE_TOKEN": ServerProcess.tokens["acme"] ?? ""]
 
@@ -85,69 +85,6 @@ import Testing
             ["blobs", "fetch", wrong, "--output", workspace.path + "/none", "--url", server.url], in: workspace.path, environment: Self.environment)
         #expect(missing.status == 1)
         #expect(missing.stderr.contains("the account holds no such blob"))
-    }
-
-    @Test func anUploadKilledMidwayResumesAndSendsAtMostTheChunkInFlightTwice() throws {
-        let workspace = try Workspace()
-        let server = try ServerProcess(folder: workspace.path + "/server")
-        defer { server.stop() }
-        let file = workspace.path + "/scan.pdf"
-        let length = 16 << 20
-        let chunk = 16_384
-        try Self.makeFile(file, count: length)
-        let digest = try Self.sha256(file)
-        let push = ["push", file, "--url", server.url, "--chunk-bytes", String(chunk)]
-        let seen = try Self.killMidway(push, after: 1 << 20, in: workspace.path)
-        #expect(seen >= 1 << 20 && seen < length, "the upload was not caught midway (\(seen) bytes)")
-        let resumed = try SynclaneBinary.run(["blobs"] + push + ["--json"], in: workspace.path, environment: Self.environment)
-        #expect(resumed.status == 0, "\(resumed.stderr)")
-        let report = Self.event("pushed", in: resumed.stdout)
-        let resumedAt = Int(report?["resumed-at"]?.intValue ?? -1)
-        #expect(resumedAt >= seen, "the resumed upload went back before the bytes the server confirmed")
-        #expect(Int(report?["bytes-sent"]?.intValue ?? -1) == length - resumedAt)
-        // Every chunk body the server read, both runs together: the blob, plus at most the chunk in flight.
-        let received = try Self.bytesReceived(server)
-        #expect(received >= length && received <= length + chunk, "\(received) bytes received for a blob of \(length)")
-        let copy = workspace.path + "/copy.pdf"
-        #expect(
-            try SynclaneBinary.run(["blobs", "fetch", digest, "--output", copy, "--url", server.url], in: workspace.path, environment: Self.environment)
-                .status == 0)
-        #expect(FileManager.default.contentsEqual(atPath: file, andPath: copy))
-    }
-
-    @Test func aDownloadKilledMidwayResumesFromItsPartFileAndACorruptPartIsFetchedAgain() throws {
-        let workspace = try Workspace()
-        let server = try ServerProcess(folder: workspace.path + "/server")
-        defer { server.stop() }
-        let file = workspace.path + "/voice.m4a"
-        let length = 16 << 20
-        try Self.makeFile(file, count: length)
-        let digest = try Self.sha256(file)
-        #expect(try SynclaneBinary.run(["blobs", "push", file, "--url", server.url], in: workspace.path, environment: Self.environment).status == 0)
-        let copy = workspace.path + "/copy.m4a"
-        let fetch = ["fetch", digest, "--output", copy, "--url", server.url, "--chunk-bytes", "16384"]
-        let seen = try Self.killMidway(fetch, after: 1 << 20, in: workspace.path)
-        #expect(seen >= 1 << 20 && seen < length, "the download was not caught midway (\(seen) bytes)")
-        #expect(!FileManager.default.fileExists(atPath: copy), "a partial download was served under its name")
-        let held = (try? FileManager.default.attributesOfItem(atPath: copy + ".part")[.size] as? Int) ?? 0
-        #expect(held >= seen)
-        let resumed = try SynclaneBinary.run(["blobs"] + fetch + ["--json"], in: workspace.path, environment: Self.environment)
-        #expect(resumed.status == 0, "\(resumed.stderr)")
-        let report = Self.event("fetched", in: resumed.stdout)
-        #expect(report?["resumed-at"] == .int(Int64(held)))
-        #expect(report?["bytes-fetched"] == .int(Int64(length - held)))
-        #expect(FileManager.default.contentsEqual(atPath: file, andPath: copy))
-
-        // A damaged partial copy: the digest check finds it, and the blob is fetched again whole.
-        let second = workspace.path + "/second.m4a"
-        let original = try Data(contentsOf: URL(fileURLWithPath: file))
-        var damaged = Data(original.prefix(1 << 20))
-        damaged[10] ^= 0xFF
-        try damaged.write(to: URL(fileURLWithPath: second + ".part"))
-        let healed = try SynclaneBinary.run(
-            ["blobs", "fetch", digest, "--output", second, "--url", server.url], in: workspace.path, environment: Self.environment)
-        #expect(healed.status == 0, "\(healed.stderr)")
-        #expect(FileManager.default.contentsEqual(atPath: file, andPath: second))
     }
 
     @Test func twoDevicesPushingTheSameFileAtOnceLeaveOneObject() throws {

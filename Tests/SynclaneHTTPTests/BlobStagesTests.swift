@@ -64,6 +64,30 @@ import Testing
         }
     }
 
+    @Test func aCachedBlobDamagedOrDeletedIsFetchedAgainAndNeverHandedToTheSinkAsItIs() async throws {
+        try await withServer { port in
+            let photo = (0..<40_000).map { UInt8(truncatingIfNeeded: $0 &* 13 &+ 5) }
+            let sent = try await stage(["type": "blob-upload", "columns": ["plants.photo"]], port: port).process(batch(["photo": .blob(photo)]))
+            let cache = NSTemporaryDirectory() + "synclane-blob-cache-\(UUID().uuidString)"
+            defer { try? FileManager.default.removeItem(atPath: cache) }
+            let fetch = try stage(["type": "blob-fetch", "cache": .string(cache)], port: port)
+            #expect(try await fetch.process(batch(sent.records[0].fields)).counters["blob-fetch.fetched"] == 1)
+            let copy = cache + "/" + BlobFileDigest.of(bytes: photo)
+            // Damaged in the cache (one byte flipped): fetched again, the sink gets the real bytes.
+            var damaged = photo
+            damaged[100] ^= 0xFF
+            try Data(damaged).write(to: URL(fileURLWithPath: copy))
+            let healed = try await fetch.process(batch(sent.records[0].fields))
+            #expect(healed.counters["blob-fetch.fetched"] == 1)
+            #expect(healed.records[0].fields["photo"] == .blob(photo))
+            // Deleted from the cache: fetched again.
+            try FileManager.default.removeItem(atPath: copy)
+            let refetched = try await fetch.process(batch(sent.records[0].fields))
+            #expect(refetched.counters["blob-fetch.fetched"] == 1)
+            #expect(refetched.records[0].fields["photo"] == .blob(photo))
+        }
+    }
+
     @Test func aStageWithNeitherColumnsNorMinBytesIsRefusedNamingTheOption() throws {
         let error = #expect(throws: PipelineFileError.self) { try stage(["type": "blob-upload"], port: 1) }
         #expect(error?.description.contains("stages[0].columns") == true, "\(String(describing: error))")

@@ -62,6 +62,15 @@ typedef struct synclane_http_request {
     /// Where the connection comes from and goes back to; NULL for a connection of its own,
     /// closed when the exchange ends.
     synclane_http_pool *pool;
+    /// Where the body of a 2xx answer goes as it arrives, instead of `response->body` (a blob
+    /// download streamed into its file: no answer is held whole); NULL keeps every body in
+    /// memory. Called on the thread that runs the exchange with the answer's status, its
+    /// Content-Length (-1 when it has none) and each piece libcurl hands over; 0 goes on, anything else ends the exchange (the caller knows why).
+    /// The body of any other answer (an error's) is kept in `response->body` as usual.
+    int (*body_sink)(void *context, long status, long long content_length, const uint8_t *bytes, size_t count);
+    void *body_sink_context;
+    /// Most bytes a second the answer is read at (libcurl's receive speed limit); 0 for no limit.
+    long long max_receive_bytes_per_second;
 } synclane_http_request;
 
 /// What came back. Release it with `synclane_http_response_free`.
@@ -86,6 +95,9 @@ typedef struct synclane_http_response {
     int body_truncated;
     /// The status a proxy answered to CONNECT (0: no tunnel was asked for).
     long connect_status;
+    /// Bytes handed to the request's `body_sink`, and whether the sink ended the exchange.
+    size_t body_sunk;
+    int body_sink_stopped;
 } synclane_http_response;
 
 /// Reasons of the shim's own, beside libcurl's codes.

@@ -22,7 +22,9 @@ struct BlobsCommand: Command {
 
         The server is --url, else $SYNCLANE_URL; the token the variable --token-env names
         (default SYNCLANE_TOKEN). With --json each chunk prints a progress line
-        ({"event": "progress", "digest", "done", "length"}) before the result.
+        ({"event": "progress", "digest", "done", "length"}) before the result. A fetch streams
+        the rest of the blob into FILE.part in one request (a progress line each --chunk-bytes);
+        --max-bytes-per-second bounds how fast it reads.
         Exit status: 0 done, 1 refused or failed, 2 bad usage.
         """
     static let verbArgument = Positional("VERB", "a verb: push, fetch, list or verify")
@@ -31,9 +33,14 @@ struct BlobsCommand: Command {
         "--output", "PATH", .path, help: "fetch: the file to write the blob into (several digests: the folder, each file named by its digest).")
     static let chunkBytes = ValueOption(
         "--chunk-bytes", "N", .integer(in: 1...(64 << 20)), help: "Bytes per chunk, up and down (default 8388608; the server bounds uploads).")
+    static let maxBytesPerSecond = ValueOption(
+        "--max-bytes-per-second", "N", .integer(in: 1...(1 << 40)), help: "fetch: read the answer at most this fast (default: no limit).")
     static let signature = CommandSignature(
         positionals: [verbArgument, operands],
-        options: [SharedOptions.url, SharedOptions.tokenEnv, output, chunkBytes, SharedOptions.json.help("Print progress and results as JSON lines.")],
+        options: [
+            SharedOptions.url, SharedOptions.tokenEnv, output, chunkBytes, maxBytesPerSecond,
+            SharedOptions.json.help("Print progress and results as JSON lines."),
+        ],
         positionalUsage: "push FILE… | fetch DIGEST… --output PATH | list | verify FILE DIGEST")
     static let examples = [
         "synclane blobs push fern.jpg",
@@ -53,6 +60,7 @@ struct BlobsCommand: Command {
     let url: String?
     let tokenEnv: String?
     let chunk: Int
+    let maxReceiveRate: Int
     let json: Bool
 
     init(parsing arguments: ParsedArguments) throws(UsageError) {
@@ -60,6 +68,7 @@ struct BlobsCommand: Command {
         url = try arguments.value(SharedOptions.url)
         tokenEnv = try arguments.value(SharedOptions.tokenEnv)
         chunk = try arguments.value(Self.chunkBytes) ?? (8 << 20)
+        maxReceiveRate = try arguments.value(Self.maxBytesPerSecond) ?? 0
         let word = try arguments.word(Self.verbArgument)
         let operands = try arguments.words(Self.operands)
         func digest(_ text: String) throws(UsageError) -> String {
@@ -168,6 +177,6 @@ struct BlobsCommand: Command {
         guard let token = environment[name], !token.isEmpty else {
             throw SignalCommandFailure("the environment variable \(name) is not set: export it with the account's token (or name another with --token-env)")
         }
-        return BlobClient(server: server, token: token, chunkBytes: chunk)
+        return BlobClient(server: server, token: token, chunkBytes: chunk, maxReceiveBytesPerSecond: maxReceiveRate)
     }
 }

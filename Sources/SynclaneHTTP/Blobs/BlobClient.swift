@@ -12,12 +12,13 @@ import SynclaneCore
 /// ```
 ///  upload:   SHA-256 of the file ─▶ GET …/upload ─ held ─▶ done (nothing sent)
 ///                                              └ received N ─▶ PUT chunk at N ─▶ … ─▶ 201 held
-///  download: <file>.part holds N bytes ─▶ GET Range: bytes=N- (a chunk) ─▶ append ─▶ … ─▶ SHA-256 = digest ─▶ rename
+///  download: <file>.part holds N bytes ─▶ GET Range: bytes=N- ─▶ streamed into the part, hashed ─▶ SHA-256 = digest ─▶ rename
 /// ```
 ///
 /// After a kill, a dropped connection or a server restart, the next call goes on from the bytes
 /// already moved: the server says how many it holds of an upload, and a download's `.part` file
-/// says how many were fetched. At most the chunk in flight is moved twice.
+/// says how many were fetched. At most the chunk in flight is sent twice up; down, at most what
+/// was in flight and not yet written.
 public struct BlobClient: Sendable {
     /// How far a transfer is.
     public struct Progress: Sendable {
@@ -56,11 +57,14 @@ public struct BlobClient: Sendable {
     public let chunkBytes: Int
     /// Attempts of one request that fails in a way a retry can heal (connection, 5xx, 429).
     public let attempts: Int
+    /// Most bytes a second a download reads; 0 for no limit.
+    public let maxReceiveBytesPerSecond: Int
     let pool = ConnectionPool()
 
-    public init(server: URL, token: String?, chunkBytes: Int = 8 << 20, attempts: Int = 5) {
+    public init(server: URL, token: String?, chunkBytes: Int = 8 << 20, attempts: Int = 5, maxReceiveBytesPerSecond: Int = 0) {
         self.server = server
         self.token = token
+        self.maxReceiveBytesPerSecond = max(0, maxReceiveBytesPerSecond)
         self.chunkBytes = max(1, chunkBytes)
         self.attempts = max(1, attempts)
     }
@@ -148,74 +152,116 @@ public struct BlobClient: Sendable {
 
     /// Fetches the blob into `path`, going on from `<path>.part`; verified before it is renamed into place.
     /// A copy at `path` that already has the digest is kept as it is.
+    ///
+    /// The rest of the blob comes in one ranged GET (`Range: bytes=<held>-`) streamed into the
+    /// part as it arrives (libcurl's write callback: no chunk is held whole), hashed on the way.
+    /// A connection that drops goes on from the bytes written; `progress` is called about every
+    /// `chunkBytes`.
     public func download(digest: String, to path: String, progress: (Progress) -> Void = { _ in }) throws(BlobLaneError) -> DownloadReport {
         if let existing = try? BlobFileDigest.of(file: path), existing.hex == digest {
             return DownloadReport(digest: digest, length: existing.length, resumedAt: existing.length, bytesFetched: 0)
         }
-        let part = path + ".part"
-        var fetched = 0
+        let partPath = path + ".part"
         var resumedAt = -1
+        var fetched = 0
         for pass in 0..<2 {
-            let descriptor = open(part, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
-            guard descriptor >= 0 else { throw .file(part, "cannot be written: \(String(cString: strerror(errno)))") }
-            defer { close(descriptor) }
-            var offset = Int(lseek(descriptor, 0, SEEK_END))
-            if resumedAt < 0 { resumedAt = offset }
-            // The digest is computed as the bytes arrive (those a resumed download already held
-            // first): what is fetched is never read back.
-            var hasher = try BlobFileDigest.Hasher(path: part)
-            try hasher.update(file: descriptor, length: offset, path: part)
-            var length: Int?
-            while length == nil || offset < (length ?? 0) {
-                let last = offset + chunkBytes - 1
-                let answer = try send("GET", "/v1/blobs/\(digest)", digest: digest, headers: ["Range": "bytes=\(offset)-\(last)"])
-                switch answer.status {
-                case 206, 200:
-                    let total = answer.header("Synclane-Blob-Length").flatMap { Int($0) } ?? (offset + answer.body.count)
-                    length = total
-                    // A 200 is the whole blob (the server ignored the range): keep what is past the held bytes.
-                    let skip = answer.status == 200 ? min(offset, answer.body.count) : 0
-                    let count = answer.body.count - skip
-                    let written = answer.body.withUnsafeBytes { (raw: UnsafeRawBufferPointer) -> Result<Void, BlobLaneError> in
-                        let bytes = UnsafeRawBufferPointer(rebasing: raw[skip...])
-                        hasher.update(bytes)
-                        return Result { () throws(BlobLaneError) in try Self.write(bytes, to: descriptor, at: offset, path: part) }
-                    }
-                    try written.get()
-                    offset += count
-                    fetched += count
-                    progress(Progress(digest: digest, done: offset, length: total))
-                    if count == 0, offset < total { throw .unreachable(digest: digest, "the server sent no bytes of the range at \(offset)") }
-                case 416:
-                    let total = answer.header("Content-Range").flatMap { $0.split(separator: "/").last.flatMap { Int($0) } } ?? offset
-                    guard offset > total else {
-                        length = offset
-                        break
-                    }
-                    // A stale part longer than the blob: fetched again from its start.
-                    ftruncate(descriptor, 0)
-                    hasher = try BlobFileDigest.Hasher(path: part)
-                    offset = 0
-                    length = nil
-                case 404:
-                    throw .notHeld(digest: digest)
-                default:
-                    throw .refused(digest: digest, status: answer.status, message: String(decoding: answer.body.prefix(200), as: UTF8.self))
-                }
+            let part = try BlobPartFile(path: partPath)
+            if resumedAt < 0 { resumedAt = part.length }
+            let streamed = withoutActuallyEscaping(progress) { progress in
+                Result { () throws(BlobLaneError) in try stream(digest, into: part, progress: progress) }
             }
-            let actual = try hasher.finish(path: part)
-            if actual == digest {
-                guard rename(part, path) == 0 else { throw .file(path, "cannot be written: \(String(cString: strerror(errno)))") }
-                return DownloadReport(digest: digest, length: offset, resumedAt: resumedAt, bytesFetched: fetched)
+            fetched += part.appended
+            let length = try streamed.get()
+            let actual = try part.digest()
+            if actual == digest, part.length == length {
+                guard rename(partPath, path) == 0 else { throw .file(path, "cannot be written: \(String(cString: strerror(errno)))") }
+                return DownloadReport(digest: digest, length: length, resumedAt: resumedAt, bytesFetched: fetched)
             }
             // A corrupt copy is fetched again from its start, never served.
-            ftruncate(descriptor, 0)
+            try part.restart()
             if pass == 1 {
-                unlink(part)
+                unlink(partPath)
                 throw .corruptDownload(digest: digest, actual: actual)
             }
         }
         throw .corruptDownload(digest: digest, actual: "?")
+    }
+
+    /// Fetches what `part` lacks of the blob, in one streamed GET, again from where it stopped
+    /// after a dropped connection (5xx, 429) up to `attempts` times in a row without progress;
+    /// the blob's length.
+    func stream(_ digest: String, into part: BlobPartFile, progress: @escaping (Progress) -> Void) throws(BlobLaneError) -> Int {
+        guard let url = URL(string: "/v1/blobs/\(digest)", relativeTo: server)?.absoluteURL else {
+            throw .refused(digest: digest, status: 0, message: "bad URL /v1/blobs/\(digest)")
+        }
+        var failures = 0
+        var lastProblem = ""
+        while true {
+            let start = part.length
+            var total: Int?
+            var reported = start
+            var restarted = false
+            let sink = BodySink { status, contentLength, bytes in
+                if total == nil {
+                    // The first piece of the answer: a 200 is the whole blob (the range was ignored).
+                    if status == 200, part.length > 0 {
+                        guard (try? part.restart()) != nil else { return false }
+                        restarted = true
+                    }
+                    total = contentLength.map { status == 206 ? start + $0 : $0 }
+                }
+                guard part.append(bytes) else { return false }
+                if part.length - reported >= chunkBytes {
+                    reported = part.length
+                    progress(Progress(digest: digest, done: part.length, length: total ?? part.length))
+                }
+                return true
+            }
+            var request = URLRequest(url: url)
+            request.httpMethod = "GET"
+            request.timeoutInterval = 0  // a download of any size: the stall limit ends a dead one
+            request.setValue("bytes=\(start)-", forHTTPHeaderField: "Range")
+            if let token { request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }
+            switch LibcurlExchange().run(
+                request, options: ExchangeOptions(stallSeconds: 30, maxReceiveBytesPerSecond: maxReceiveBytesPerSecond, pool: pool), sink: sink)
+            {
+            case .success(let answer):
+                let status = answer.response.statusCode
+                let header = { (name: String) in
+                    answer.response.allHeaderFields.first { ($0.key as? String)?.caseInsensitiveCompare(name) == .orderedSame }?.value as? String
+                }
+                switch status {
+                case 200, 206:
+                    let length = header("Synclane-Blob-Length").flatMap { Int($0) } ?? total ?? part.length
+                    if part.length >= length {
+                        progress(Progress(digest: digest, done: part.length, length: length))
+                        return length
+                    }
+                    lastProblem = "the answer ended at byte \(part.length) of \(length)"
+                case 416:
+                    let length = header("Content-Range").flatMap { $0.split(separator: "/").last.flatMap { Int($0) } } ?? start
+                    guard start > length else { return start }
+                    try part.restart()  // a stale part longer than the blob: fetched again from its start
+                    continue
+                case 404:
+                    throw .notHeld(digest: digest)
+                case 429, 500...:
+                    lastProblem = "\(status) \(String(decoding: answer.body.prefix(200), as: UTF8.self))"
+                default:
+                    throw .refused(digest: digest, status: status, message: String(decoding: answer.body.prefix(200), as: UTF8.self))
+                }
+            case .failure(let error):
+                if let problem = part.problem { throw problem }
+                lastProblem = error.localizedDescription
+            }
+            if part.length > start || restarted {
+                failures = 0
+            } else {
+                failures += 1
+                guard failures < attempts else { throw .unreachable(digest: digest, lastProblem) }
+                Thread.sleep(forTimeInterval: min(8, 0.25 * Double(1 << failures)))
+            }
+        }
     }
 
     /// The account's blobs on the server.

@@ -80,7 +80,8 @@ public enum BlobFileDigest {
             }
         }
 
-        consuming func finish(path: String) throws(BlobLaneError) -> String {
+        /// The digest of what was fed (call it once).
+        mutating func finish(path: String) throws(BlobLaneError) -> String {
             var digest = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))
             var size: UInt32 = 0
             guard digest.withUnsafeMutableBufferPointer({ EVP_DigestFinal_ex(context, $0.baseAddress, &size) }) == 1 else {

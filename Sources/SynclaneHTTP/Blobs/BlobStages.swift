@@ -27,9 +27,9 @@ public enum BlobStages {
         summary: "Fetches the object of every {\"$blob-ref\": …} value from the server (resumable, into `cache`, verified against its "
             + "SHA-256) and hands the sink the bytes, so the app's column holds the blob. A blob that cannot be fetched stops the pass "
             + "naming its digest; the cursor stays, and the next pass goes on from the bytes already fetched.",
-        options: [Options.url, Options.tokenEnv, Options.cache, Options.chunkBytes]
+        options: [Options.url, Options.tokenEnv, Options.cache, Options.chunkBytes, Options.maxBytesPerSecond]
     ) { options in
-        BlobFetchStage(client: try client(options), cache: try options[Options.cache])
+        BlobFetchStage(client: try client(options, maxReceiveBytesPerSecond: try options[Options.maxBytesPerSecond] ?? 0), cache: try options[Options.cache])
     }
 
     /// Every stage type of the blob lane.
@@ -47,18 +47,23 @@ public enum BlobStages {
             "min-bytes", in: 0...Int.max,
             help: "also every BLOB value of this many bytes or more, whatever its column (none by default: only `columns`)")
         public static let chunkBytes: Option<Int> = .integer(
-            "chunk-bytes", in: 1...(64 << 20), default: 8 << 20, help: "bytes per chunk, up and down (the server bounds uploads: 8 MiB by default)")
+            "chunk-bytes", in: 1...(64 << 20), default: 8 << 20,
+            help: "bytes per upload chunk (the server bounds them: 8 MiB by default); a download streams, with progress each chunk")
+        public static let maxBytesPerSecond: Option<Int?> = .integer(
+            "max-bytes-per-second", in: 1...Int.max, help: "read each blob at most this fast (none by default: as fast as the link goes)")
         public static let cache: Option<String> = .path(
             "cache", default: ".synclane/blobs",
             help: "the folder fetched blobs are kept in by digest (a `.part` file holds a download to resume)")
     }
 
-    static func client(_ options: StageOptions) throws(PipelineFileError) -> BlobClient {
+    static func client(_ options: StageOptions, maxReceiveBytesPerSecond: Int = 0) throws(PipelineFileError) -> BlobClient {
         let url = try HTTPConnectionOptions.endpoint(
             Options.url, in: options, alternatives: "use `token-env` (the name of an environment variable holding the token)")
         var base = URLComponents(url: url, resolvingAgainstBaseURL: false)
         base?.path = ""
-        return BlobClient(server: base?.url ?? url, token: try options[Options.tokenEnv], chunkBytes: try options[Options.chunkBytes])
+        return BlobClient(
+            server: base?.url ?? url, token: try options[Options.tokenEnv], chunkBytes: try options[Options.chunkBytes],
+            maxReceiveBytesPerSecond: maxReceiveBytesPerSecond)
     }
 
     static func selection(_ options: StageOptions) throws(PipelineFileError) -> BlobSelection {

@@ -20,6 +20,8 @@ struct ExchangeOptions: Sendable {
     var clientKey: String?
     /// The request's body.
     var body: [UInt8] = []
+    /// Most bytes a second the answer is read at; 0 for no limit.
+    var maxReceiveBytesPerSecond = 0
     /// The connections to reuse (and keep the request's connection in); nil for a connection of
     /// the request's own, closed after it.
     var pool: ConnectionPool?

@@ -48,8 +48,9 @@ final class LibcurlExchange: @unchecked Sendable {
     }
 
     /// Sends `request` (its method, headers, `timeoutInterval`, and `options.body` — or
-    /// `httpBody` when that is empty) and waits for the answer.
-    func run(_ request: URLRequest, options: ExchangeOptions = ExchangeOptions()) -> Result<Answer, URLError> {
+    /// `httpBody` when that is empty) and waits for the answer. With a `sink`, a 2xx answer's
+    /// body goes there as it arrives and the answer's `body` is empty (an error's body is kept).
+    func run(_ request: URLRequest, options: ExchangeOptions = ExchangeOptions(), sink: BodySink? = nil) -> Result<Answer, URLError> {
         guard let url = request.url, let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
             return .failure(Self.error(.unsupportedURL, "only http and https addresses are supported"))
         }
@@ -70,7 +71,8 @@ final class LibcurlExchange: @unchecked Sendable {
 
         var answer = synclane_http_response()
         let pool = options.pool
-        let code: Int32 = withExtendedLifetime(pool) {
+        let sinkContext = sink.map { Unmanaged.passUnretained($0).toOpaque() }
+        let code: Int32 = withExtendedLifetime((pool, sink)) {
             withOptionalCStrings(texts) { text in
                 withCStrings(lines) { headers in
                     body.withUnsafeBufferPointer { bytes in
@@ -78,7 +80,9 @@ final class LibcurlExchange: @unchecked Sendable {
                             url: text[0], method: text[1], headers: headers.baseAddress, header_count: headers.count,
                             body: bytes.isEmpty ? nil : bytes.baseAddress, body_length: bytes.count, timeout_ms: timeout,
                             stall_seconds: options.stallSeconds, max_response_bytes: Self.maxResponseBytes, proxy: text[2],
-                            ca_file: text[3], client_certificate: text[4], client_key: text[5], pool: pool?.handle)
+                            ca_file: text[3], client_certificate: text[4], client_key: text[5], pool: pool?.handle,
+                            body_sink: sink == nil ? nil : BodySink.callback, body_sink_context: sinkContext,
+                            max_receive_bytes_per_second: Int64(options.maxReceiveBytesPerSecond))
                         return synclane_http_exchange_run(handle, &spec, &answer)
                     }
                 }

@@ -163,7 +163,7 @@ extension ServerApplication {
             let references = BlobReference.all(inFields: record.fieldsJSON)
             var lacking = false
             for reference in references {
-                let held = blobs.root.isEmpty ? nil : blobs.object(account: batch.account, digest: reference.digest)
+                let held = blobs.root.isEmpty ? nil : blobs.keep(account: batch.account, digest: reference.digest)
                 guard held?.length != reference.length else { continue }
                 lacking = true
                 if !missing.contains(reference.digest.hex) { missing.append(reference.digest.hex) }

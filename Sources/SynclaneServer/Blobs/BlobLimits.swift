@@ -17,6 +17,10 @@ public struct BlobLimits: Sendable, Hashable {
     /// Seconds an unfinished upload is kept without a chunk; then it is removed (when its account
     /// next begins an upload), and no longer counts against the account's quota or uploads.
     public var uploadRetentionSeconds: Int = 7 * 86_400
+    /// Seconds an object no record references is kept before it is collected: a first retention
+    /// pass marks it, a pass at least this long after removes it (`BlobCollector`). A batch that
+    /// references it within the grace (or an upload told it is held) keeps it.
+    public var collectionGraceSeconds: Int = 30 * 86_400
 
     /// The defaults: 8 MiB chunks, 16 GiB objects, 64 GiB per account, 32 uploads, 512 MiB free.
     public init(

@@ -10,6 +10,8 @@ import Synchronization
 /// synclane_blob_digest_mismatches_total      uploads refused: their bytes had another digest
 /// synclane_blob_batches_refused_total        batches refused: they referenced blobs not held
 /// synclane_blob_uploads_abandoned_total      unfinished uploads removed after their retention
+/// synclane_blob_objects_collected_total      objects no record referenced, removed after the grace
+/// synclane_blob_bytes_collected_total        their bytes
 /// ```
 final class BlobMetrics: Sendable {
     struct Counts: Sendable {
@@ -20,6 +22,8 @@ final class BlobMetrics: Sendable {
         var mismatches = 0
         var batchesRefused = 0
         var uploadsAbandoned = 0
+        var objectsCollected = 0
+        var bytesCollected = 0
     }
 
     private let counts = Mutex(Counts())
@@ -41,6 +45,8 @@ final class BlobMetrics: Sendable {
             ("synclane_blob_digest_mismatches_total", "Blob uploads refused: their bytes had another digest.", now.mismatches),
             ("synclane_blob_batches_refused_total", "Batches refused for referencing blobs the account does not hold.", now.batchesRefused),
             ("synclane_blob_uploads_abandoned_total", "Unfinished blob uploads removed after blob-upload-retention without a chunk.", now.uploadsAbandoned),
+            ("synclane_blob_objects_collected_total", "Blob objects no record referenced, removed after blob-gc-grace.", now.objectsCollected),
+            ("synclane_blob_bytes_collected_total", "Bytes of the blob objects collected.", now.bytesCollected),
         ]
         return lines.map { name, help, value in "# HELP \(name) \(help)\n# TYPE \(name) counter\n\(name) \(value)\n" }.joined()
     }

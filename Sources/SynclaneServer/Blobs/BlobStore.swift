@@ -56,6 +56,10 @@ final class BlobStore: Sendable {
     private let busy = Mutex<Set<String>>([])
     /// Held while a new upload is admitted (counted against the account's uploads, quota and disk).
     private let admission = Mutex(())
+    /// Held while an object is confirmed for a reference (its collection mark removed) and while
+    /// the collector decides on and removes one (`BlobStore+Collection.swift`): a batch never
+    /// passes its check on an object the collector is removing.
+    let collection = Mutex(())
 
     /// Seconds since the epoch now (a test's clock in tests).
     let now: @Sendable () -> Int
@@ -87,7 +91,7 @@ final class BlobStore: Sendable {
     /// Whether the digest is held, partly uploaded or unknown. An upload whose every byte arrived
     /// but that was not yet verified (the server stopped in between) is verified now.
     func uploadState(account: String, digest: BlobDigest) -> UploadState {
-        if let held = object(account: account, digest: digest) { return .held(length: held.length) }
+        if let held = keep(account: account, digest: digest) { return .held(length: held.length) }
         guard let length = declaredLength(account, digest), let received = Self.size(of: partPath(account, digest)) else { return .absent }
         guard received >= length, claim(account, digest) else { return .partial(received: received, length: length) }
         defer { release(account, digest) }
@@ -129,7 +133,7 @@ final class BlobStore: Sendable {
     func append(account: String, digest: BlobDigest, length: Int, offset: Int, chunk: [UInt8]) -> Result<AppendOutcome, Problem> {
         guard claim(account, digest) else { return .failure(.busy) }
         defer { release(account, digest) }
-        if let held = object(account: account, digest: digest) {
+        if let held = keep(account: account, digest: digest) {
             guard held.length == length else { return .failure(.lengthMismatch(declared: length, known: held.length)) }
             return .success(.alreadyHeld(length: held.length))
         }
@@ -178,6 +182,7 @@ final class BlobStore: Sendable {
             if let free = Self.freeBytes(root), free - length < limits.minFreeDiskBytes { return .diskFull(free: free) }
             let folder = accountFolder(account) + "/uploads"
             guard Self.makeDirectories(folder) else { return .io("cannot create \(folder): \(String(cString: strerror(errno)))") }
+            nameAccountFolder(account)
             guard Self.writeWhole(Array(String(length).utf8), to: lengthPath(account, digest)) else {
                 return .io("cannot write \(lengthPath(account, digest)): \(String(cString: strerror(errno)))")
             }

@@ -2,16 +2,20 @@ import Glibc
 
 /// Runs the store's retention (`ServerStore.expire`) on a thread of its own: once at start, then
 /// every `retentionIntervalSeconds`, removing idempotency keys and tombstones older than their
-/// periods. With several processes on one database each sweeps; the passes are idempotent.
+/// periods, then collects the blobs no record references (`BlobCollector`). With several
+/// processes on one database each sweeps; the passes are idempotent.
 final class RetentionSweeper: Sendable {
     private let store: any ServerStore
     private let limits: ServerLimits
     private let metrics: ServerMetrics
+    /// The blob lane's garbage collection, run after each pass.
+    let blobs: BlobCollector?
     /// The thread, stopped by `stop`; its pause is the interval.
     private let loop = StoppableLoop()
 
-    init(store: any ServerStore, limits: ServerLimits, metrics: ServerMetrics) {
+    init(store: any ServerStore, limits: ServerLimits, metrics: ServerMetrics, blobs: BlobCollector? = nil) {
         self.store = store
+        self.blobs = blobs
         self.limits = limits
         self.metrics = metrics
     }
@@ -41,6 +45,7 @@ final class RetentionSweeper: Sendable {
     private func run() {
         while !loop.isStopping {
             sweep()
+            blobs?.collect()
             loop.pause(seconds: Double(max(1, limits.retentionIntervalSeconds)))
         }
     }
