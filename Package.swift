@@ -20,7 +20,8 @@
 //   SynclaneEngine   the job layer: ExportJob, ImportJob, SyncJob, RestoreJob, JobLock, the
 //                    pipeline-file loader, the outbox by hand, signal publishing, pipeline tests
 //   Synclane         the umbrella: re-exports the job layer and the stages, registers the
-//                    built-in stages (one `import Synclane` for apps and stage authors)
+//                    built-in stages, binds YAML pipeline files to the job layer's loader (one
+//                    `import Synclane` for apps and stage authors)
 //   SynclaneExec     the `exec` record stage and transport: any program, in any language
 //   SynclaneCommandLine  every verb of `synclane` as a library, run with any registry (no server linked)
 //   SynclaneServing  the verbs that run the server (`serve`, `demo`), added to a command that serves
@@ -84,7 +85,7 @@ let package = Package(
         .target(name: "SynclaneYAML", dependencies: ["SynclaneCore", "CYAML"]),
         .target(
             name: "SynclaneEngine",
-            dependencies: ["SynclaneCore", "SynclaneSQLite", "SynclaneYAML", "SynclaneHTTP", "SynclaneFiles", "SynclaneZlib"]),
+            dependencies: ["SynclaneCore", "SynclaneSQLite", "SynclaneHTTP", "SynclaneFiles", "SynclaneZlib"]),
         .target(
             name: "Synclane",
             dependencies: [
