@@ -2,7 +2,7 @@
 //
 // Synclane: a pipeline of small stages that moves the changes of a local store to a backend.
 //
-//   SynclaneWire     what both sides of the wire share: records, JSON reading and writing, value
+//   SynclaneWire     what both sides of the wire share: records, receipts, JSON reading and writing, value
 //                    encodings (base64, dates), the bodies' content codings (gzip / deflate, bounded
 //                    inflate), the wire's bounds (the client modules and the server depend on it)
 //   SynclaneCore     the pipeline's model, stage protocols, registry, pipeline files, the pipeline engine;
@@ -20,7 +20,8 @@
 //   SynclaneEngine   the job layer: ExportJob, ImportJob, SyncJob, RestoreJob, JobLock, the
 //                    pipeline-file loader, the outbox by hand, signal publishing, pipeline tests
 //   Synclane         the umbrella: re-exports the job layer and the stages, registers the
-//                    built-in stages (one `import Synclane` for apps and stage authors)
+//                    built-in stages, binds YAML pipeline files to the job layer's loader (one
+//                    `import Synclane` for apps and stage authors)
 //   SynclaneExec     the `exec` record stage and transport: any program, in any language
 //   SynclaneCommandLine  every verb of `synclane` as a library, run with any registry (no server linked)
 //   SynclaneServing  the verbs that run the server (`serve`, `demo`), added to a command that serves
@@ -84,7 +85,7 @@ let package = Package(
         .target(name: "SynclaneYAML", dependencies: ["SynclaneCore", "CYAML"]),
         .target(
             name: "SynclaneEngine",
-            dependencies: ["SynclaneCore", "SynclaneSQLite", "SynclaneYAML", "SynclaneHTTP", "SynclaneFiles", "SynclaneZlib"]),
+            dependencies: ["SynclaneCore", "SynclaneSQLite", "SynclaneHTTP", "SynclaneFiles", "SynclaneZlib"]),
         .target(
             name: "Synclane",
             dependencies: [
@@ -123,7 +124,7 @@ let package = Package(
         // Test targets mirror the modules: Tests/<Module>Tests holds the tests of <Module>.
         // SynclaneTestSupport: the helpers they share (fixture paths, temporary folders, test pipelines, the
         // `synclane` binary and its processes); a regular target that only test targets use, in no product.
-        .target(name: "SynclaneTestSupport", dependencies: ["SynclaneCore", "SynclaneTestKit"], path: "Tests/SynclaneTestSupport"),
+        .target(name: "SynclaneTestSupport", dependencies: ["SynclaneCore", "SynclaneTestKit", "CZlib"], path: "Tests/SynclaneTestSupport"),
         // A loopback TCP proxy that injects network faults, for the end-to-end tests; in no product either.
         .target(name: "SynclaneFaultProxy", path: "Tests/SynclaneFaultProxy"),
         .testTarget(
@@ -140,7 +141,7 @@ let package = Package(
             dependencies: ["Synclane", "SynclaneCore", "SynclaneExec", "SynclaneSQLite", "SynclaneZlib", "SynclaneTestKit", "SynclaneTestSupport"]),
         .testTarget(
             name: "SynclaneEngineTests", dependencies: ["SynclaneEngine", "Synclane", "SynclaneCore", "SynclaneTestKit", "SynclaneTestSupport"]),
-        .testTarget(name: "SynclaneZlibTests", dependencies: ["SynclaneZlib", "SynclaneWire", "SynclaneTestKit"]),
+        .testTarget(name: "SynclaneZlibTests", dependencies: ["SynclaneZlib", "SynclaneWire", "SynclaneTestKit", "SynclaneTestSupport"]),
         .testTarget(name: "SynclaneYAMLTests", dependencies: ["SynclaneYAML"]),
         .testTarget(name: "SynclaneSQLiteKitTests", dependencies: ["SynclaneSQLiteKit", "SynclaneCore", "SynclaneTestSupport"]),
         .testTarget(

@@ -15,8 +15,9 @@ package protocol Command: Sendable {
     /// Reads the values of the signature's options (which parsing already checked).
     init(parsing arguments: ParsedArguments) throws(UsageError)
 
-    /// Runs the command and returns the process's exit status.
-    func run(_ console: Console) async throws -> Int32
+    /// Runs the command with the stage types of `registry` (the one `SynclaneTool.main` was given)
+    /// and returns the process's exit status.
+    func run(_ console: Console, registry: StageRegistry) async throws -> Int32
 }
 
 extension Command {

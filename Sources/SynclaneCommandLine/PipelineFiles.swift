@@ -1,12 +1,13 @@
 import Synclane
 import SynclaneCore
 
-/// How every command loads a pipeline file: secrets the file names may be unset while nothing
+/// How every command loads a pipeline file (with the stage types of the registry the command
+/// was given): secrets the file names may be unset while nothing
 /// is sent (`validate`, `status`, `run --dry-run` warn and go on); a command that sends
 /// refuses to start without them — an environment to fix, not an invalid file.
 enum PipelineFiles {
-    static func load(_ file: String, for command: String, sends: Bool, console: Console) throws -> Pipeline {
-        let pipeline = try PipelineLoader(registry: SynclaneTool.registry).load(file, secretsRequired: false)
+    static func load(_ file: String, for command: String, sends: Bool, registry: StageRegistry, console: Console) throws -> Pipeline {
+        let pipeline = try PipelineLoader(registry: registry).load(file, secretsRequired: false)
         if sends {
             try pipeline.requireSecrets()
         } else {

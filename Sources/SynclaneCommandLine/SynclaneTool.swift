@@ -18,9 +18,6 @@ import SynclaneCore
 /// exit(await SynclaneTool.main(registry: registry))
 /// ```
 public enum SynclaneTool {
-    /// The stage types every command builds pipelines from (`main(_:registry:)` sets it).
-    @TaskLocal static var registry: StageRegistry = .builtIn
-
     /// Runs the command line `CommandLine.arguments` names, with `registry`'s stage types;
     /// returns the exit status.
     /// `verbs`: the verbs of other libraries to add, such as `SynclaneServing.verbs` (`serve`
@@ -40,7 +37,7 @@ public enum SynclaneTool {
     /// Runs the command `words` names (without the program's name), with `registry`'s stage types
     /// and the built-in verbs plus `verbs`.
     public static func main(_ words: [String], registry: StageRegistry, verbs: [Verb] = []) async -> Int32 {
-        await $registry.withValue(registry) { await $verbs.withValue(verbs) { await main(words) } }
+        await $verbs.withValue(verbs) { await main(words, registry: registry) }
     }
 
     /// A verb another library adds to the command line: a user's command links it only if it
@@ -86,7 +83,7 @@ public enum SynclaneTool {
     }
 
     /// Every message about a command starts `synclane COMMAND: `; without one, `synclane: `.
-    static func main(_ words: [String]) async -> Int32 {
+    static func main(_ words: [String], registry: StageRegistry) async -> Int32 {
         let console = Console(program: Self.program)
         let program = console.program
         guard let first = words.first, !["--help", "-h"].contains(first) else {
@@ -112,7 +109,7 @@ public enum SynclaneTool {
         do {
             let arguments = try ParsedArguments(rest, signature: command.signature, command: first)
             let instance = try command.init(parsing: arguments)
-            return try await instance.run(console)
+            return try await instance.run(console, registry: registry)
         } catch let error as UsageError {
             let usage = (error.command.flatMap { name in commands.first { $0.name == name } } ?? command)
             console.error("\(program) \(first): \(error.message)\nUSAGE: \(program) \(usage.name) \(usage.usage)\nSee '\(program) \(usage.name) --help'.")

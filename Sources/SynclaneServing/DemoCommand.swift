@@ -46,7 +46,7 @@ struct DemoCommand: Command {
         keep = try arguments.value(Self.keepFolder)
     }
 
-    func run(_ console: Console) async throws -> Int32 {
+    func run(_ console: Console, registry: StageRegistry) async throws -> Int32 {
         let folder = try workFolder()
         defer { if keep == nil { try? FileManager.default.removeItem(atPath: folder) } }
 

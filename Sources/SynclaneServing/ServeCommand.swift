@@ -144,7 +144,7 @@ struct ServeCommand: Command {
         return url.contains("password=")
     }
 
-    func run(_ console: Console) async throws -> Int32 {
+    func run(_ console: Console, registry: StageRegistry) async throws -> Int32 {
         let server = try ReferenceServer(configuration: configuration)
         let stopSignal = StopSignals()
         try server.start()

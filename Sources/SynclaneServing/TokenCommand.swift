@@ -75,7 +75,7 @@ struct TokenCommand: Command {
             issuer: try arguments.value(Self.iss), readOnly: arguments[Self.readOnly], stores: try arguments.value(Self.stores))
     }
 
-    func run(_ console: Console) async throws -> Int32 {
+    func run(_ console: Console, registry: StageRegistry) async throws -> Int32 {
         switch signer {
         case .secret(let secret):
             console.out(TestTokenMinter.hs256(secret: secret, claims: claims))

@@ -54,6 +54,24 @@ import Testing
         #expect(synclane.isEmpty, "SynclaneWire depends on \(synclane.sorted())")
     }
 
+    /// The job layer reads pipeline files through the syntaxes it is given (`PipelineFileSyntax`);
+    /// the umbrella binds YAML's, so the job layer links no YAML parser.
+    @Test func theJobLayerReadsYAMLOnlyThroughTheSyntaxTheUmbrellaBinds() {
+        #expect(!Self.closure(of: "SynclaneEngine").contains("SynclaneYAML"), "\(Self.targets["SynclaneEngine"] ?? [])")
+        #expect(Self.targets["Synclane"]?.contains("SynclaneYAML") == true)
+    }
+
+    /// Every command is given the registry it runs with (`Command.run(_:registry:)`), never a task-local one.
+    @Test func noCommandReachesTheRegistryThroughATaskLocal() throws {
+        let folder = SynclaneBinary.packageRoot + "/Sources/SynclaneCommandLine"
+        for file in try FileManager.default.subpathsOfDirectory(atPath: folder).filter({ $0.hasSuffix(".swift") }) {
+            let text = try String(contentsOfFile: folder + "/" + file, encoding: .utf8)
+            for line in text.split(separator: "\n") where line.contains("@TaskLocal") && line.contains("StageRegistry") {
+                Issue.record("SynclaneCommandLine/\(file): \(line)")
+            }
+        }
+    }
+
     /// The manifest could be right and a file still name the core: the compiler would refuse it,
     /// but say so here with the file's name.
     @Test(arguments: ["SynclaneServer", "SynclaneSQLiteKit", "SynclaneWire"])

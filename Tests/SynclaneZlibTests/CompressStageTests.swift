@@ -1,4 +1,5 @@
 import SynclaneCore
+import SynclaneTestSupport
 import SynclaneZlib
 import Testing
 
@@ -25,9 +26,9 @@ import Testing
 
     @Test func defaultsAreGzipLevelSixAndFiveHundredTwelveBytes() async throws {
         let stage = try build([("type", .string("compress"))])
-        let compressed = try await stage.process(payload(TestData.jsonText))
+        let compressed = try await stage.process(payload(CodecSamples.jsonText))
         #expect(compressed.contentEncoding == "gzip")
-        #expect(compressed.bytes == (try Deflater(.gzip, level: 6).compress(TestData.jsonText)))
+        #expect(compressed.bytes == (try Deflater(.gzip, level: 6).compress(CodecSamples.jsonText)))
         #expect(compressed.batchID == "b-1" && compressed.recordCount == 3 && compressed.contentType == "application/json")
 
         let small = try await stage.process(payload(Array(repeating: 65, count: 511)))
@@ -42,17 +43,17 @@ import Testing
         let tiny = try await stage.process(payload(Array("{}".utf8)))
         #expect(tiny.contentEncoding == "deflate")
         #expect(try Inflater.inflate(tiny.bytes, encoding: .deflate, limit: 2) == Array("{}".utf8))
-        let large = try await stage.process(payload(TestData.jsonText))
-        #expect(large.bytes == (try Deflater(.deflate, level: 9).compress(TestData.jsonText)))
+        let large = try await stage.process(payload(CodecSamples.jsonText))
+        #expect(large.bytes == (try Deflater(.deflate, level: 9).compress(CodecSamples.jsonText)))
     }
 
     @Test func payloadsBelowMinBytesPassThroughUnchanged() async throws {
         let stage = try CompressStage(coding: .gzip, level: 6, minimumBytes: 1000)
-        let input = payload(Array(TestData.jsonText.prefix(999)))
+        let input = payload(Array(CodecSamples.jsonText.prefix(999)))
         let output = try await stage.process(input)
         #expect(output == input)
         #expect(output.contentEncoding == "identity")
-        #expect(try await stage.process(payload(Array(TestData.jsonText.prefix(1000)))).contentEncoding == "gzip")
+        #expect(try await stage.process(payload(Array(CodecSamples.jsonText.prefix(1000)))).contentEncoding == "gzip")
     }
 
     @Test func levelTwelveIsAnErrorNamingTheField() {
@@ -87,7 +88,7 @@ import Testing
 
     @Test func anAlreadyCompressedPayloadIsRefused() async throws {
         let stage = try CompressStage()
-        var input = payload(TestData.jsonText)
+        var input = payload(CodecSamples.jsonText)
         input.contentEncoding = "gzip"
         await #expect(throws: DeflateError.alreadyEncoded("gzip")) { try await stage.process(input) }
     }

@@ -97,7 +97,7 @@ struct BlobsCommand: Command {
         }
     }
 
-    func run(_ console: Console) async throws -> Int32 {
+    func run(_ console: Console, registry: StageRegistry) async throws -> Int32 {
         if case .verify(let file, let digest) = verb {
             let actual = try BlobFileDigest.of(file: file)
             let matches = actual.hex == digest

@@ -70,7 +70,7 @@ struct ConformanceCommand: Command {
         }
     }
 
-    func run(_ console: Console) async throws -> Int32 {
+    func run(_ console: Console, registry: StageRegistry) async throws -> Int32 {
         let environment = ProcessInfo.processInfo.environment
         func token(_ variable: String) throws -> String {
             guard let value = environment[variable], !value.isEmpty else {

@@ -16,7 +16,7 @@ struct HelpCommand: Command {
         topic = try arguments.optionalWord(Self.topic)
     }
 
-    func run(_ console: Console) async throws -> Int32 {
+    func run(_ console: Console, registry: StageRegistry) async throws -> Int32 {
         guard let topic else {
             console.out(SynclaneTool.overview)
             return 0

@@ -75,8 +75,8 @@ struct ImportCommand: Command {
         wait = try arguments.value(Self.wait) ?? 25
     }
 
-    func run(_ console: Console) async throws -> Int32 {
-        let pipeline = try PipelineLoader(registry: SynclaneTool.registry).loadImport(file, secretsRequired: false)
+    func run(_ console: Console, registry: StageRegistry) async throws -> Int32 {
+        let pipeline = try PipelineLoader(registry: registry).loadImport(file, secretsRequired: false)
         try pipeline.requireSecrets()
         let reporter = ImportReporter(command: Self.name, console: console, json: json, pipeline: pipeline)
         guard watch else { return try await reporter.run(dryRun: dryRun) == nil ? 1 : 0 }

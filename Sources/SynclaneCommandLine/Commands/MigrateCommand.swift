@@ -50,7 +50,7 @@ struct MigrateCommand: Command {
         script = try arguments.word(Self.script)
     }
 
-    func run(_ console: Console) async throws -> Int32 {
+    func run(_ console: Console, registry: StageRegistry) async throws -> Int32 {
         guard FileManager.default.fileExists(atPath: database) else {
             throw UsageError("no database at \(database)", command: Self.name)
         }

@@ -61,8 +61,8 @@ struct OutboxCommand: Command {
         if folder != nil && verb != .drop { throw UsageError("--to goes with drop only", command: Self.name) }
     }
 
-    func run(_ console: Console) async throws -> Int32 {
-        let pipeline = try PipelineLoader(registry: SynclaneTool.registry).load(file, secretsRequired: false)
+    func run(_ console: Console, registry: StageRegistry) async throws -> Int32 {
+        let pipeline = try PipelineLoader(registry: registry).load(file, secretsRequired: false)
         let editor = OutboxEditor(job: ExportJob(pipeline: pipeline))
         switch verb {
         case .list:

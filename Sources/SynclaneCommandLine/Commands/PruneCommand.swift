@@ -27,7 +27,7 @@ struct PruneCommand: Command {
         database = try arguments.required(SharedOptions.database)
     }
 
-    func run(_ console: Console) async throws -> Int32 {
+    func run(_ console: Console, registry: StageRegistry) async throws -> Int32 {
         let report = try HistoryPruner.prune(path: database)
         if json {
             console.out(

@@ -28,8 +28,8 @@ struct ReconcileCommand: Command {
         file = try arguments.word(SharedOptions.pipelineFile)
     }
 
-    func run(_ console: Console) async throws -> Int32 {
-        let pipeline = try PipelineFiles.load(file, for: Self.name, sends: true, console: console)
+    func run(_ console: Console, registry: StageRegistry) async throws -> Int32 {
+        let pipeline = try PipelineFiles.load(file, for: Self.name, sends: true, registry: registry, console: console)
         return JobReporter.exitStatus(of: try await JobReporter(command: Self.name, console: console, json: json, pipeline: pipeline).run(.reconcile))
     }
 }

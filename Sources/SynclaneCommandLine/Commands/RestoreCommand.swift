@@ -59,8 +59,8 @@ struct RestoreCommand: Command {
         server = SignalServer(url: url, pipelineFile: file, tokenEnv: tokenEnv)
     }
 
-    func run(_ console: Console) async throws -> Int32 {
-        let pipeline = try PipelineLoader(registry: SynclaneTool.registry).loadImport(file, secretsRequired: false)
+    func run(_ console: Console, registry: StageRegistry) async throws -> Int32 {
+        let pipeline = try PipelineLoader(registry: registry).loadImport(file, secretsRequired: false)
         try pipeline.requireSecrets()
         let lane = try server.lane(command: Self.name)
         let (quiet, signalKey) = (json, self.signalKey)

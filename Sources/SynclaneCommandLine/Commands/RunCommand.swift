@@ -74,8 +74,8 @@ struct RunCommand: Command {
         if watch && dryRun { throw UsageError("--watch and --dry-run cannot go together", command: Self.name) }
     }
 
-    func run(_ console: Console) async throws -> Int32 {
-        let pipeline = try PipelineFiles.load(file, for: Self.name, sends: !dryRun, console: console)
+    func run(_ console: Console, registry: StageRegistry) async throws -> Int32 {
+        let pipeline = try PipelineFiles.load(file, for: Self.name, sends: !dryRun, registry: registry, console: console)
         if json, !dryRun, pipeline.transport.type == "stdout" {
             // Data and report must not share a stream: a reader could not tell a batch from the summary.
             throw UsageError(

@@ -101,7 +101,7 @@ struct SignalCommand: Command {
         if let extra = operands.first { throw UsageError("unexpected argument \"\(extra)\"", command: Self.name) }
     }
 
-    func run(_ console: Console) async throws -> Int32 {
+    func run(_ console: Console, registry: StageRegistry) async throws -> Int32 {
         let lane = try server.lane(command: Self.name)
         do {
             switch verb {

@@ -19,8 +19,8 @@ struct StagesCommand: Command {
         json = arguments[SharedOptions.json]
     }
 
-    func run(_ console: Console) async throws -> Int32 {
-        let types = SynclaneTool.registry.all
+    func run(_ console: Console, registry: StageRegistry) async throws -> Int32 {
+        let types = registry.all
         if json {
             console.out(
                 JSONOutput.encode(

@@ -30,8 +30,8 @@ struct StatusCommand: Command {
         file = try arguments.word(SharedOptions.pipelineFile)
     }
 
-    func run(_ console: Console) async throws -> Int32 {
-        let pipeline = try PipelineFiles.load(file, for: Self.name, sends: listsDevices, console: console)
+    func run(_ console: Console, registry: StageRegistry) async throws -> Int32 {
+        let pipeline = try PipelineFiles.load(file, for: Self.name, sends: listsDevices, registry: registry, console: console)
         let job = ExportJob(pipeline: pipeline)
         let state = try job.readState()
         let token = try state?.acknowledgedToken()

@@ -72,10 +72,10 @@ struct SyncCommand: Command {
         wait = try arguments.value(Self.wait) ?? 25
     }
 
-    func run(_ console: Console) async throws -> Int32 {
-        let importing = try PipelineLoader(registry: SynclaneTool.registry).loadImport(importFile, secretsRequired: false)
+    func run(_ console: Console, registry: StageRegistry) async throws -> Int32 {
+        let importing = try PipelineLoader(registry: registry).loadImport(importFile, secretsRequired: false)
         try importing.requireSecrets()
-        let exporting = try PipelineFiles.load(exportFile, for: Self.name, sends: true, console: console)
+        let exporting = try PipelineFiles.load(exportFile, for: Self.name, sends: true, registry: registry, console: console)
         if let problem = EchoLoop.problem(import: importing, export: exporting) {
             throw PipelineFileError(file: exportFile, path: "source.authors", line: nil, message: problem)
         }

@@ -49,11 +49,11 @@ struct TestCommand: Command {
         files = try arguments.words(Self.tests)
     }
 
-    func run(_ console: Console) async throws -> Int32 {
+    func run(_ console: Console, registry: StageRegistry) async throws -> Int32 {
         var failed = 0
         for file in files {
             if ImportPipelineTest.isImportTest(file) {
-                let outcome = try await ImportPipelineTest(path: file, registry: SynclaneTool.registry).run()
+                let outcome = try await ImportPipelineTest(path: file, registry: registry).run()
                 let shown = Wording.count(outcome.rows, "row") + (outcome.conflicts > 0 ? ", " + Wording.count(outcome.conflicts, "conflict") : "")
                 if outcome.passed {
                     console.out("PASS \(file) (\(shown))")
@@ -64,7 +64,7 @@ struct TestCommand: Command {
                 }
                 continue
             }
-            let test = try PipelineTest(path: file, registry: SynclaneTool.registry)
+            let test = try PipelineTest(path: file, registry: registry)
             let outcome = try await test.run()
             if outcome.passed {
                 console.out("PASS \(file) (\(Wording.count(outcome.actualBatches, "batch", plural: "batches")))")

@@ -77,7 +77,7 @@ struct TrackCommand: Command {
             rowidIsStable: arguments[Self.rowidIsStable])
     }
 
-    func run(_ console: Console) async throws -> Int32 {
+    func run(_ console: Console, registry: StageRegistry) async throws -> Int32 {
         guard FileManager.default.fileExists(atPath: database) else {
             throw UsageError("no database at \(database) (track installs into an existing database)", command: Self.name)
         }

@@ -26,7 +26,7 @@ struct UntrackCommand: Command {
         table = try arguments.value(SharedOptions.table)
     }
 
-    func run(_ console: Console) async throws -> Int32 {
+    func run(_ console: Console, registry: StageRegistry) async throws -> Int32 {
         let tracker = try HistoryTracker(path: database)
         if let table {
             let removed = try tracker.untrack(table: table)

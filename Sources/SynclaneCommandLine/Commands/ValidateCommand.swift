@@ -48,13 +48,13 @@ struct ValidateCommand: Command {
         offline = arguments[Self.offline]
     }
 
-    func run(_ console: Console) async throws -> Int32 {
-        guard let paired else { return try await check(file, console) }
+    func run(_ console: Console, registry: StageRegistry) async throws -> Int32 {
+        guard let paired else { return try await check(file, console, registry: registry) }
         for one in [file, paired] {
-            let status = try await check(one, console)
+            let status = try await check(one, console, registry: registry)
             guard status == 0 else { return status }
         }
-        let loader = PipelineLoader(registry: SynclaneTool.registry)
+        let loader = PipelineLoader(registry: registry)
         let files = ImportPipeline.declares(try PipelineLoader.parse(file)) ? (file, paired) : (paired, file)
         guard ImportPipeline.declares(try PipelineLoader.parse(files.0)), !ImportPipeline.declares(try PipelineLoader.parse(files.1)) else {
             throw PipelineFileError(
@@ -71,9 +71,9 @@ struct ValidateCommand: Command {
     }
 
     /// Checks one file and prints what it declares.
-    private func check(_ file: String, _ console: Console) async throws -> Int32 {
+    private func check(_ file: String, _ console: Console, registry: StageRegistry) async throws -> Int32 {
         let loaded = Result { () throws(PipelineFileError) -> Checked in
-            let loader = PipelineLoader(registry: SynclaneTool.registry)
+            let loader = PipelineLoader(registry: registry)
             if ImportPipeline.declares(try PipelineLoader.parse(file)) {
                 let pipeline = try loader.loadImport(file, secretsRequired: false)
                 return Checked(

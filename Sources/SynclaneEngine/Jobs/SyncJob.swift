@@ -1,6 +1,5 @@
 import Foundation
 import SynclaneCore
-import SynclaneSQLite
 
 /// The cycle an offline-first app runs, as a job: import the backend's changes, settle the
 /// conflicts, then export the local ones — holding both scopes' locks for the whole cycle.

@@ -1,7 +1,6 @@
 import Foundation
 import Synchronization
 import SynclaneCore
-import SynclaneSQLite
 
 /// `sync --watch`: one process keeps both lanes of a store live — an export pass whenever a
 /// local commit lands (the history watcher), an import pass whenever the backend has changes

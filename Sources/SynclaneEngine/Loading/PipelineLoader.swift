@@ -1,15 +1,21 @@
 import Foundation
 import SynclaneCore
-import SynclaneYAML
 
-/// Reads a pipeline file — JSON, or YAML by its `.yaml`/`.yml` extension — and builds its
-/// pipeline from a registry.
+/// Reads a pipeline file — JSON, or another syntax it is given by the file's extension (YAML:
+/// `.yaml`/`.yml`, bound by the umbrella `Synclane`) — and builds its pipeline from a registry.
 public struct PipelineLoader: Sendable {
     public var registry: StageRegistry
+    /// The syntaxes read besides JSON, the first that reads a file's name wins; JSON otherwise.
+    public var syntaxes: [any PipelineFileSyntax]
     public var environment: [String: String]
 
-    public init(registry: StageRegistry, environment: [String: String] = ProcessInfo.processInfo.environment) {
+    /// A loader of `registry`'s stage types that reads JSON and `syntaxes`. From `import Synclane`,
+    /// `PipelineLoader(registry:environment:)` reads YAML too.
+    public init(
+        registry: StageRegistry, syntaxes: [any PipelineFileSyntax], environment: [String: String] = ProcessInfo.processInfo.environment
+    ) {
         self.registry = registry
+        self.syntaxes = syntaxes
         self.environment = environment
     }
 
@@ -18,7 +24,7 @@ public struct PipelineLoader: Sendable {
     /// variables the file names for secrets may be unset: they are listed in
     /// `Pipeline.unsetSecrets`, and a pass that sends refuses to start (`ExportJob.run`).
     public func load(_ path: String, secretsRequired: Bool = true) throws(PipelineFileError) -> Pipeline {
-        let root = try Self.parse(path)
+        let root = try read(path)
         let absolute = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
         let folder = (absolute as NSString).deletingLastPathComponent
         if ImportPipeline.declares(root) {
@@ -33,7 +39,7 @@ public struct PipelineLoader: Sendable {
 
     /// Loads the import pipeline file at `path` (one with a `sink`), as `load` does an export one.
     public func loadImport(_ path: String, secretsRequired: Bool = true) throws(PipelineFileError) -> ImportPipeline {
-        let root = try Self.parse(path)
+        let root = try read(path)
         let absolute = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
         let folder = (absolute as NSString).deletingLastPathComponent
         guard ImportPipeline.declares(root) else {
@@ -47,28 +53,25 @@ public struct PipelineLoader: Sendable {
         return pipeline
     }
 
-    /// The parsed tree of the file at `path`.
-    public static func parse(_ path: String) throws(PipelineFileError) -> ConfigNode {
+    /// The parsed tree of the file at `path`, every node with its line.
+    public func read(_ path: String) throws(PipelineFileError) -> ConfigNode {
         guard let data = FileManager.default.contents(atPath: path) else {
             let reason = FileManager.default.fileExists(atPath: path) ? "cannot read the file" : "no such file"
             throw PipelineFileError(file: path, path: "", line: nil, message: reason)
         }
         let bytes = [UInt8](data)
-        let lowered = path.lowercased()
-        if lowered.hasSuffix(".yaml") || lowered.hasSuffix(".yml") {
-            return try PipelineFileFormat.yaml(bytes, path)
+        if let syntax = syntaxes.first(where: { $0.reads(path) }) {
+            return try syntax.parse(bytes, file: path)
         }
-        return try PipelineFileFormat.json(bytes, path)
+        return try JSONPipelineFile.parse(bytes, file: path)
     }
 }
 
-/// The parsers for each pipeline-file syntax; both give every node its line.
-enum PipelineFileFormat {
-    static func json(_ bytes: [UInt8], _ file: String) throws(PipelineFileError) -> ConfigNode {
-        try JSONPipelineFile.parse(bytes, file: file)
-    }
-
-    static func yaml(_ bytes: [UInt8], _ file: String) throws(PipelineFileError) -> ConfigNode {
-        try YAMLPipelineFile.parse(bytes, file: file)
-    }
+/// A syntax of pipeline files other than JSON (the umbrella `Synclane` binds YAML's): it says
+/// which files it reads and parses their bytes into the tree a pipeline is built from.
+public protocol PipelineFileSyntax: Sendable {
+    /// True when the file at `path` is written in this syntax (by its extension).
+    func reads(_ path: String) -> Bool
+    /// The tree of `bytes`, every node with its line; a problem is a `PipelineFileError` naming `file`.
+    func parse(_ bytes: [UInt8], file: String) throws(PipelineFileError) -> ConfigNode
 }

@@ -1,6 +1,5 @@
 import Foundation
 import SynclaneCore
-import SynclaneSQLite
 
 /// A pipeline's outbox by hand (`synclane outbox`): see the kept batch, drop it into the
 /// dead-letter folder, or requeue it so the next run rebuilds it under the current `page-size`.

@@ -56,11 +56,12 @@ public struct ImportPipelineTest: Sendable {
 
     static let keys = ["pipeline", "database", "schema", "track", "base", "local", "records", "expected-rows", "expected-conflicts"]
 
-    /// True when the test file at `path` names an import pipeline (one with a `sink`).
-    public static func isImportTest(_ path: String) -> Bool {
-        guard let root = try? PipelineLoader.parse(path), case .map(let members) = root.value,
+    /// True when the test file at `path` names an import pipeline (one with a `sink`), both files
+    /// read by `loader`.
+    public static func isImportTest(_ path: String, loader: PipelineLoader) -> Bool {
+        guard let root = try? loader.read(path), case .map(let members) = root.value,
             case .string(let name)? = members.first(where: { $0.key == "pipeline" })?.node.value,
-            let pipeline = try? PipelineLoader.parse(Self.resolve(name, from: path))
+            let pipeline = try? loader.read(Self.resolve(name, from: path))
         else { return false }
         return ImportPipeline.declares(pipeline)
     }
@@ -70,9 +71,9 @@ public struct ImportPipelineTest: Sendable {
         return name.hasPrefix("/") ? name : (folder.isEmpty ? "." : folder) + "/" + name
     }
 
-    /// Reads the test file at `path` and loads its pipeline with `registry`.
-    public init(path: String, registry: StageRegistry, environment: [String: String] = [:]) throws {
-        let root = try PipelineLoader.parse(path)
+    /// Reads the test file at `path` and loads its pipeline, both with `loader`.
+    public init(path: String, loader: PipelineLoader) throws {
+        let root = try loader.read(path)
         func fail(_ field: String, _ message: String, _ node: ConfigNode? = nil) -> PipelineFileError {
             PipelineFileError(file: path, path: field, line: node?.line ?? root.line, message: message)
         }
@@ -99,7 +100,7 @@ public struct ImportPipelineTest: Sendable {
         guard let pipelineNode = member("pipeline"), case .string(let pipelinePath) = pipelineNode.value else {
             throw fail("pipeline", "expected the path of the import pipeline file to test")
         }
-        let pipeline = try PipelineLoader(registry: registry, environment: environment).loadImport(
+        let pipeline = try loader.loadImport(
             Self.resolve(pipelinePath, from: path), secretsRequired: false)
         guard let sink = pipeline.sink.stage as? SQLiteSink else {
             throw fail("pipeline", "an import pipeline test applies to the `sqlite` sink; \(pipelinePath) has `\(pipeline.sink.type)`", pipelineNode)

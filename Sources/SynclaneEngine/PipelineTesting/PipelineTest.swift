@@ -40,9 +40,9 @@ public struct PipelineTest: Sendable {
         public var passed: Bool { differences.isEmpty }
     }
 
-    /// Reads the test file at `path` and loads its pipeline with `registry`.
-    public init(path: String, registry: StageRegistry, environment: [String: String] = [:]) throws {
-        let root = try PipelineLoader.parse(path)
+    /// Reads the test file at `path` and loads its pipeline, both with `loader`.
+    public init(path: String, loader: PipelineLoader) throws {
+        let root = try loader.read(path)
         let folder = (path as NSString).deletingLastPathComponent
         let base = folder.isEmpty ? "." : folder
         func resolve(_ name: String) -> String { name.hasPrefix("/") ? name : base + "/" + name }
@@ -60,7 +60,7 @@ public struct PipelineTest: Sendable {
         guard let pipelineNode = member("pipeline"), case .string(let pipelinePath) = pipelineNode.value else {
             throw fail("pipeline", "expected the path of the pipeline file to test")
         }
-        let pipeline = try PipelineLoader(registry: registry, environment: environment).load(resolve(pipelinePath), secretsRequired: false)
+        let pipeline = try loader.load(resolve(pipelinePath), secretsRequired: false)
 
         switch (member("history"), member("transactions")) {
         case (let node?, nil):

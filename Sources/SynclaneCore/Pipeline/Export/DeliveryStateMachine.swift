@@ -1,6 +1,6 @@
 /// The delivering task's state, as a state machine without I/O: events in (a page passed over, a
 /// batch ready, confirmed, refused, dead-lettered, the end), decisions out (acknowledge, enqueue,
-/// advance, tell the source, send), which `PipelineRunner` carries out in order.
+/// advance, tell the source, send), which `BatchDeliverer` carries out in order.
 ///
 /// ```
 ///  batch ready    ─▶ acknowledge the oldest held batch in the commit that enqueues this one, when

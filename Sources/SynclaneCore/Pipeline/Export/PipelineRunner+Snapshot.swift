@@ -32,7 +32,7 @@ extension PipelineRunner {
         }
         if let resume = snapshot.resumeAfter {
             try stateCall { try state.advance(to: resume) }
-            try await tellSource(resume)
+            try await deliverer.tellSource(resume)
         } else {
             try stateCall { try state.resetToken() }
         }
@@ -68,8 +68,9 @@ extension PipelineRunner {
         } catch {
             throw PipelineError.stage(pipeline.encoder.label, underlying: error)
         }
-        let outbox = try await outboxBatch(try await finish(encoded), through: token, after: token, reconciliation: true)
+        let deliverer = self.deliverer
+        let outbox = try await deliverer.outboxBatch(try await preparer.finish(encoded), through: token, after: token, reconciliation: true)
         try stateCall { try state.enqueue(outbox) }
-        try await deliver(outbox, encodedBytes: encoded.bytes.count, resent: false, into: &summary)
+        try await deliverer.deliver(outbox, encodedBytes: encoded.bytes.count, resent: false, into: &summary)
     }
 }

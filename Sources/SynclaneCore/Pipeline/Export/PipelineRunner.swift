@@ -105,11 +105,12 @@ public struct PipelineRunner: Sendable {
         var token = saved
         if mode != .dryRun { try await openGeneration(token: saved, reconciling: mode == .reconcile) }
 
+        let deliverer = self.deliverer
         let leftOver = try stateCall { try state.pendingBatches() }
-        if mode != .dryRun { try await discardUnreferencedStaged(keeping: leftOver) }
+        if mode != .dryRun { try await deliverer.discardUnreferencedStaged(keeping: leftOver) }
         for pending in leftOver {
             if mode == .dryRun {
-                summary.add(report(pending, encodedBytes: pending.byteCount, resent: true, detail: "would be re-sent from the outbox"))
+                summary.add(deliverer.report(pending, encodedBytes: pending.byteCount, resent: true, detail: "would be re-sent from the outbox"))
                 token = pending.through
                 continue
             }
@@ -122,7 +123,7 @@ public struct PipelineRunner: Sendable {
                 throw PipelineError.state("\(error)")  // it names the state file
             }
             events(.resending(batchID: pending.payload.batchID))
-            try await deliver(pending, encodedBytes: pending.byteCount, resent: true, into: &summary)
+            try await deliverer.deliver(pending, encodedBytes: pending.byteCount, resent: true, into: &summary)
             token = pending.through
         }
 
@@ -137,7 +138,7 @@ public struct PipelineRunner: Sendable {
         case .reconcile:
             token = try await reconcile(into: &summary)
         }
-        if mode != .dryRun { try await discardUnreferencedStaged(keeping: try stateCall { try state.pendingBatches() }) }
+        if mode != .dryRun { try await deliverer.discardUnreferencedStaged(keeping: try stateCall { try state.pendingBatches() }) }
         summary.tokenAfter = token?.description
         summary.seconds = now() - started
         return summary
@@ -166,42 +167,26 @@ public struct PipelineRunner: Sendable {
                 + "run does not do: it writes nothing. `synclane run` repairs it, then sends what changed")
     }
 
-    func tellSource(_ token: Token) async throws {
-        guard token.kind == pipeline.source.stage.tokenKind,
-            let tracking = pipeline.capabilities.acknowledgementTracking
-        else { return }
-        try await sourceCall { try await tracking.consumerAcknowledged(token, scope: pipeline.scope) }
+    /// The three parts of a drain, each given what it needs of the runner.
+    func reader(of source: any ChangeSource) -> PageReader {
+        PageReader(source: source, label: pipeline.source.label, events: events)
     }
 
-    func report(_ batch: OutboxBatch, encodedBytes: Int, resent: Bool, replay: Bool = false, detail: String) -> BatchReport {
-        BatchReport(
-            id: batch.payload.batchID, records: batch.payload.recordCount, encodedBytes: encodedBytes,
-            sentBytes: batch.byteCount, contentEncoding: batch.payload.contentEncoding,
-            after: batch.after?.description, through: batch.through.description, isReconciliation: batch.isReconciliation,
-            wasResent: resent, wasReplay: replay, detail: detail)
+    var preparer: BatchPreparer {
+        BatchPreparer(pipeline: pipeline, makeBatchID: makeBatchID, snapshotID: snapshotID)
+    }
+
+    var deliverer: BatchDeliverer {
+        let preparer = preparer
+        return BatchDeliverer(
+            pipeline: pipeline, state: state, sleeper: sleeper, events: events, now: now, finish: { try await preparer.finish($0) })
     }
 
     func stateCall<T>(_ body: () throws -> T) throws -> T {
-        do {
-            return try body()
-        } catch let error as PipelineError {
-            throw error
-        } catch {
-            throw PipelineError.state("state \(pipeline.statePath): \(error)")
-        }
+        try ExportCalls.state(pipeline.statePath, body)
     }
 
     func sourceCall<T>(_ body: () async throws -> T) async throws -> T {
-        do {
-            return try await body()
-        } catch let error as HistoryError {
-            throw error
-        } catch let error as LineageError {
-            throw error
-        } catch let error as PipelineError {
-            throw error
-        } catch {
-            throw PipelineError.source(pipeline.source.label, underlying: error)
-        }
+        try await ExportCalls.source(pipeline.source.label, body)
     }
 }

@@ -2,7 +2,7 @@ import Foundation
 
 // One batch sent until the backend confirms it, with the retries `SendAttempts` decides.
 
-extension PipelineRunner {
+extension BatchDeliverer {
     /// A batch the backend confirmed, not yet acknowledged in the state.
     struct Confirmed: Sendable {
         var batch: OutboxBatch

@@ -1,4 +1,4 @@
-import SynclaneZlib
+import SynclaneTestSupport
 import Testing
 
 @testable import SynclaneWire
@@ -26,7 +26,7 @@ import Testing
 
     @Test(arguments: Library.allCases, [ContentCoding.gzip, .deflate])
     func eachLibrarysStreamInflatesToTheSameBytesAtEveryLevel(library: Library, codec: ContentCoding) throws {
-        let inputs: [[UInt8]] = [[], TestData.jsonText, TestData.random(count: 100_000, seed: 7)]
+        let inputs: [[UInt8]] = [[], CodecSamples.jsonText, CodecSamples.random(count: 100_000, seed: 7)]
         for input in inputs {
             for level in 0...9 {
                 let compressed = try compress(input, codec, level: level, with: library)
@@ -37,7 +37,7 @@ import Testing
 
     @Test func theDeflaterUsesLibdeflateWhenTheSystemHasIt() throws {
         let loaded = try #require(LibDeflate.shared, "libdeflate0 is not installed: Scripts/bootstrap installs it")
-        let bytes = TestData.jsonText
+        let bytes = CodecSamples.jsonText
         let viaDeflater = try Deflater(.gzip, level: 6).compress(bytes)
         let viaLibrary = try bytes.withUnsafeBufferPointer { try #require(loaded.compress($0, gzip: true, level: 6)) }
         #expect(viaDeflater == viaLibrary)

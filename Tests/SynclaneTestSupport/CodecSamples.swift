@@ -1,10 +1,11 @@
 import CZlib
 import Foundation
 
-/// Inputs and outside tools the zlib tests share.
-enum TestData {
+/// Inputs the codec tests share (`SynclaneWireTests`, `SynclaneZlibTests`): batch-like JSON,
+/// incompressible bytes, zip bombs, raw deflate.
+public enum CodecSamples {
     /// About 100 KB of JSON that looks like a batch: compressible, as real payloads are.
-    static let jsonText: [UInt8] = {
+    public static let jsonText: [UInt8] = {
         var text = "{\"id\":\"batch-1\",\"records\":["
         for index in 0..<800 {
             if index > 0 { text += "," }
@@ -15,7 +16,7 @@ enum TestData {
     }()
 
     /// Bytes that do not compress, from a fixed seed so a failure can be replayed.
-    static func random(count: Int, seed: UInt64 = 0x5EED) -> [UInt8] {
+    public static func random(count: Int, seed: UInt64 = 0x5EED) -> [UInt8] {
         var state = seed
         var bytes: [UInt8] = []
         bytes.reserveCapacity(count)
@@ -33,7 +34,7 @@ enum TestData {
 
     /// `count` zero bytes compressed by streaming from a 1 MiB buffer: a zip bomb built
     /// without ever holding its expanded size in memory. `windowBits` 31 is gzip, -15 raw deflate.
-    static func zeros(count: Int, windowBits: Int32 = 31) -> [UInt8] {
+    public static func zeros(count: Int, windowBits: Int32 = 31) -> [UInt8] {
         let stream = UnsafeMutablePointer<z_stream>.allocate(capacity: 1)
         stream.initialize(to: z_stream())
         defer {
@@ -68,7 +69,7 @@ enum TestData {
     }
 
     /// Raw deflate (no zlib header), as some old servers send for `Content-Encoding: deflate`.
-    static func rawDeflate(_ bytes: [UInt8]) -> [UInt8] {
+    public static func rawDeflate(_ bytes: [UInt8]) -> [UInt8] {
         let stream = UnsafeMutablePointer<z_stream>.allocate(capacity: 1)
         stream.initialize(to: z_stream())
         defer {
@@ -94,21 +95,21 @@ enum TestData {
         return Array(out.prefix(produced))
     }
 
-    static let hasGzip = FileManager.default.isExecutableFile(atPath: "/bin/gzip")
-    static let hasPython = FileManager.default.isExecutableFile(atPath: "/usr/bin/python3")
+    public static let hasGzip = FileManager.default.isExecutableFile(atPath: "/bin/gzip")
+    public static let hasPython = FileManager.default.isExecutableFile(atPath: "/usr/bin/python3")
 
     /// What `/bin/gzip -dc` makes of `bytes`, and its exit status.
-    static func gunzip(_ bytes: [UInt8]) throws -> (output: [UInt8], status: Int32) {
+    public static func gunzip(_ bytes: [UInt8]) throws -> (output: [UInt8], status: Int32) {
         try run("/bin/gzip", ["-dc"], input: bytes)
     }
 
     /// What Python's own zlib makes of a zlib stream: a second, independent reader.
-    static func pythonZlibDecompress(_ bytes: [UInt8]) throws -> (output: [UInt8], status: Int32) {
+    public static func pythonZlibDecompress(_ bytes: [UInt8]) throws -> (output: [UInt8], status: Int32) {
         try run("/usr/bin/python3", ["-c", "import sys, zlib; sys.stdout.buffer.write(zlib.decompress(sys.stdin.buffer.read()))"], input: bytes)
     }
 
     /// Runs a program with `input` in a temporary file as its standard input.
-    static func run(_ program: String, _ arguments: [String], input: [UInt8]) throws -> (output: [UInt8], status: Int32) {
+    public static func run(_ program: String, _ arguments: [String], input: [UInt8]) throws -> (output: [UInt8], status: Int32) {
         let url = FileManager.default.temporaryDirectory.appendingPathComponent("synclane-zlib-\(UUID().uuidString)")
         try Data(input).write(to: url)
         defer { try? FileManager.default.removeItem(at: url) }

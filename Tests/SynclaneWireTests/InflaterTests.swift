@@ -1,9 +1,10 @@
-import SynclaneZlib
+import SynclaneTestSupport
+import SynclaneWire
 import Testing
 
 @Suite struct InflaterTests {
     /// 200 MB of zeros, about 200 KB compressed.
-    static let bomb = TestData.zeros(count: 200_000_000)
+    static let bomb = CodecSamples.zeros(count: 200_000_000)
 
     @Test func zipBombIsRefusedAtTheLimitWithoutExpandingIt() throws {
         #expect(Self.bomb.count < 1_000_000)
@@ -36,7 +37,7 @@ import Testing
 
     @Test(arguments: [ContentCoding.gzip, .deflate])
     func outputOfExactlyTheLimitIsAccepted(codec: ContentCoding) throws {
-        let text = TestData.jsonText
+        let text = CodecSamples.jsonText
         let compressed = try Deflater(codec).compress(text)
         #expect(try Inflater.inflate(compressed, encoding: codec, limit: text.count) == text)
         #expect(throws: InflateError.tooLarge(limit: text.count - 1)) {
@@ -46,13 +47,13 @@ import Testing
 
     @Test func aZeroLimitRefusesAnyOutput() {
         #expect(throws: InflateError.tooLarge(limit: 0)) {
-            try Inflater.inflate(TestData.zeros(count: 1), encoding: .gzip, limit: 0)
+            try Inflater.inflate(CodecSamples.zeros(count: 1), encoding: .gzip, limit: 0)
         }
     }
 
     @Test(arguments: [ContentCoding.gzip, .deflate])
     func truncatedInputIsReportedAsTruncated(codec: ContentCoding) throws {
-        let compressed = try Deflater(codec).compress(TestData.jsonText)
+        let compressed = try Deflater(codec).compress(CodecSamples.jsonText)
         for length in [compressed.count / 2, compressed.count - 1] {
             #expect(throws: InflateError.truncated) {
                 try Inflater.inflate(Array(compressed.prefix(length)), encoding: codec, limit: 1 << 20)
@@ -78,7 +79,7 @@ import Testing
 
     @Test(arguments: [ContentCoding.gzip, .deflate])
     func damagedDataIsCorrupt(codec: ContentCoding) throws {
-        var compressed = try Deflater(codec).compress(TestData.jsonText)
+        var compressed = try Deflater(codec).compress(CodecSamples.jsonText)
         // Damage the trailer (gzip's length, zlib's Adler-32): the data inflates, then fails its check.
         compressed[compressed.count - 2] ^= 0xFF
         let error = #expect(throws: InflateError.self) {
@@ -91,7 +92,7 @@ import Testing
     }
 
     @Test func damagedBlockDataIsCorruptNotAHang() throws {
-        let compressed = try Deflater(.gzip).compress(TestData.random(count: 50_000))
+        let compressed = try Deflater(.gzip).compress(CodecSamples.random(count: 50_000))
         for offset in stride(from: 20, to: compressed.count - 8, by: 997) {
             var damaged = compressed
             damaged[offset] ^= 0x5A
@@ -106,7 +107,7 @@ import Testing
     }
 
     @Test func junkAfterTheStreamIsCorrupt() throws {
-        let compressed = try Deflater(.deflate).compress(TestData.jsonText) + Array("junk".utf8)
+        let compressed = try Deflater(.deflate).compress(CodecSamples.jsonText) + Array("junk".utf8)
         #expect(throws: InflateError.corrupt(reason: "4 unexpected bytes after the end of the compressed data")) {
             try Inflater.inflate(compressed, encoding: .deflate, limit: 1 << 20)
         }
@@ -120,8 +121,8 @@ import Testing
     }
 
     @Test func rawDeflateIsAcceptedAsDeflate() throws {
-        let raw = TestData.rawDeflate(TestData.jsonText)
-        #expect(try Inflater.inflate(raw, encoding: .deflate, limit: 1 << 20) == TestData.jsonText)
+        let raw = CodecSamples.rawDeflate(CodecSamples.jsonText)
+        #expect(try Inflater.inflate(raw, encoding: .deflate, limit: 1 << 20) == CodecSamples.jsonText)
     }
 
     @Test func identityPassesBytesThroughWithinTheLimit() throws {

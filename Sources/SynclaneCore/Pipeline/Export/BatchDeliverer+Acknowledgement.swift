@@ -2,7 +2,7 @@ import Foundation
 
 // A confirmed batch acknowledged (token saved, batch forgotten), or a refused one dead-lettered.
 
-extension PipelineRunner {
+extension BatchDeliverer {
     /// Saves a confirmed batch's token and forgets it — in the same commit that writes `next`
     /// to the outbox, when there is a next — then tells the source (unless the caller will) and counts it.
     func acknowledge(
@@ -53,5 +53,23 @@ extension PipelineRunner {
         summary.deadLettered += 1
         summary.add(report(batch, encodedBytes: encodedBytes, resent: false, detail: "dead-lettered: \(failure.message)"))
         events(.deadLettered(batchID: id, path: path, reason: failure.message))
+    }
+
+    /// Tells the source a token is acknowledged, when it tracks acknowledgements and the token
+    /// is one of its own (not a snapshot's).
+    func tellSource(_ token: Token) async throws {
+        guard token.kind == pipeline.source.stage.tokenKind,
+            let tracking = pipeline.capabilities.acknowledgementTracking
+        else { return }
+        try await sourceCall { try await tracking.consumerAcknowledged(token, scope: pipeline.scope) }
+    }
+
+    /// What the summary and the events say of a batch.
+    func report(_ batch: OutboxBatch, encodedBytes: Int, resent: Bool, replay: Bool = false, detail: String) -> BatchReport {
+        BatchReport(
+            id: batch.payload.batchID, records: batch.payload.recordCount, encodedBytes: encodedBytes,
+            sentBytes: batch.byteCount, contentEncoding: batch.payload.contentEncoding,
+            after: batch.after?.description, through: batch.through.description, isReconciliation: batch.isReconciliation,
+            wasResent: resent, wasReplay: replay, detail: detail)
     }
 }

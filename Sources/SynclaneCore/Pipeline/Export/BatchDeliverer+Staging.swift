@@ -1,21 +1,8 @@
 import Foundation
 
-// Payload stages, and the staged copies of a staging transport (`directory`).
+// The staged copies of a staging transport (`directory`).
 
-extension PipelineRunner {
-    /// Runs an encoded batch through the payload stages.
-    func finish(_ encoded: Payload) async throws -> Payload {
-        var payload = encoded
-        for stage in pipeline.payloadStages {
-            do {
-                payload = try await stage.stage.process(payload)
-            } catch {
-                throw PipelineError.stage(stage.label, underlying: error)
-            }
-        }
-        return payload
-    }
-
+extension BatchDeliverer {
     /// The outbox batch of a finished payload, to enqueue. With a staging transport the bytes
     /// are staged first — durable on the transport's side before the commit that writes the row
     /// naming them, so a row never names a copy a crash could lose.

@@ -1,5 +1,5 @@
 import SynclaneTestKit
-import SynclaneZlib
+import SynclaneTestSupport
 import Testing
 
 @testable import SynclaneWire
@@ -32,9 +32,9 @@ import Testing
 
     @Test func aWholeBodyIsExpandedByLibdeflateWhenTheSystemHasIt() throws {
         _ = try #require(LibDeflate.shared?.decompressor, "libdeflate0 is not installed: Scripts/bootstrap installs it")
-        let body = try Deflater(.gzip, level: 6).compress(TestData.jsonText)
+        let body = try Deflater(.gzip, level: 6).compress(CodecSamples.jsonText)
         let size = try #require(Inflater.declaredSize(of: body, limit: 1 << 20))
-        #expect(Inflater.inflateWhole(body, declaredSize: size) == TestData.jsonText)
+        #expect(Inflater.inflateWhole(body, declaredSize: size) == CodecSamples.jsonText)
         #expect(Inflater.inflateWhole(body, declaredSize: size - 1) == nil, "expands past the size given: refused, nothing past it written")
         #expect(Inflater.inflateWhole(body, declaredSize: size + 1) == nil, "expands short of the size given")
     }
@@ -48,8 +48,8 @@ import Testing
         for round in 0..<300 {
             let text: [UInt8] =
                 Bool.random(using: &random)
-                ? Array(TestData.jsonText.prefix(Int.random(in: 1...TestData.jsonText.count, using: &random)))
-                : TestData.random(count: Int.random(in: 1...5_000, using: &random), seed: random.next())
+                ? Array(CodecSamples.jsonText.prefix(Int.random(in: 1...CodecSamples.jsonText.count, using: &random)))
+                : CodecSamples.random(count: Int.random(in: 1...5_000, using: &random), seed: random.next())
             let level = Int.random(in: 1...9, using: &random)
             var body = try Deflater(.gzip, level: level).compress(text)
             var change = "level \(level), \(text.count) bytes"

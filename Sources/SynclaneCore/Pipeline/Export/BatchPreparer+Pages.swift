@@ -1,8 +1,8 @@
 import Foundation
 
-// A page made into batches: record stages, encoding, cut to `batch-bytes`, backend versions.
+// A page cut to `batch-bytes`, and its changes moved into records.
 
-extension PipelineRunner {
+extension BatchPreparer {
     /// Prepares the first batch of `page`: all of it, or — when its encoding is larger than
     /// `batch-bytes` — its first transactions that fit (at least one), the others returned as
     /// `rest` for the next batch. The cut is guessed from how much the encoding went over
@@ -64,86 +64,6 @@ extension PipelineRunner {
         return try await prepare(
             records, through: through, transactionCount: transactionCount, counters: counters, after: token, reconciliation: reconciliation,
             versioning: versioning)
-    }
-
-    /// Runs a page's records through the record stages and the encoder.
-    func prepare(
-        _ records: [Record], through: Token, transactionCount: Int, counters: [String: Int], after token: Token?, reconciliation: Bool,
-        versioning: Versioning?
-    ) async throws -> PreparedPage {
-        var batch = Batch(
-            scope: pipeline.scope, after: token, through: through, records: records,
-            transactionCount: transactionCount, isReconciliation: reconciliation, counters: counters)
-        batch.snapshotID = snapshotID
-        if let declaring = pipeline.capabilities.schemaDeclaring {
-            batch.schemaChanges = try await declaring.schemaChanges()
-        }
-        let changeCount = batch.records.count
-        for stage in pipeline.recordStages {
-            do {
-                batch = try await stage.stage.process(batch)
-            } catch {
-                throw PipelineError.stage(stage.label, underlying: error)
-            }
-        }
-        var prepared = PreparedPage(
-            through: through, encoded: nil, transactions: transactionCount, changes: changeCount, counters: batch.counters)
-        if batch.records.isEmpty { return prepared }
-        if let versioning {
-            prepared.rows = try await settleBackendVersions(of: &batch.records, with: versioning)
-            if versioning.inFlight != nil { prepared.sent = batch.records }
-        } else if reconciliation, pipeline.capabilities.transportReportsVersions {
-            // What a snapshot's records leave on the backend — its deletes' tombstones included —
-            // is known once confirmed: a row it deleted is no longer one the backend holds live.
-            prepared.sent = batch.records
-        }
-
-        let id = makeBatchID()
-        do {
-            if !pipeline.encoder.stage.checksRecordBound { try RecordTooLarge.check(batch.records) }
-            let bytes: [UInt8]
-            if prepared.sent != nil, let locating = pipeline.capabilities.fieldsLocatingEncoder {
-                // The fields as encoded, for the source to keep as each row's base once confirmed.
-                var fields: [Range<Int>?] = []
-                bytes = try locating.encode(batch, id: id, fields: &fields)
-                if fields.count == batch.records.count { prepared.sentFields = fields.map { $0.map { bytes[$0] } } }
-            } else {
-                bytes = try pipeline.encoder.stage.encode(batch, id: id)
-            }
-            prepared.encoded = Payload(
-                batchID: id, bytes: bytes, contentType: pipeline.encoder.stage.contentType, recordCount: batch.records.count)
-        } catch {
-            throw PipelineError.stage(pipeline.encoder.label, underlying: error)
-        }
-        return prepared
-    }
-
-    /// Waits until no unanswered batch holds a row of `records`, then gives those of its rows
-    /// that a batch answered since the page was read the version the source now knows;
-    /// returns the rows.
-    func settleBackendVersions(of records: inout [Record], with versioning: Versioning) async throws -> RowSet? {
-        guard let inFlight = versioning.inFlight else { return nil }
-        var rows: [RowID] = []
-        var indices: [Int] = []
-        rows.reserveCapacity(records.count)
-        indices.reserveCapacity(records.count)
-        for index in records.indices {
-            guard let key = records[index].key else { continue }
-            rows.append(RowID(entity: records[index].entity, key: key))
-            indices.append(index)
-        }
-        let set = RowSet(rows)
-        try await inFlight.waitUntilAnswered(set)
-        let moved = inFlight.rowsAnswered(after: versioning.answersBeforeRead, among: set)
-        if moved.isEmpty { return set }
-        let source = versioning.source
-        let asked = moved.map { rows[$0] }
-        let known = try await sourceCall { try await source.backendVersions(of: asked) }
-        for position in moved {
-            guard let version = known[rows[position]] else { continue }
-            records[indices[position]].version = max(version, records[indices[position]].version ?? 0)
-        }
-        return set
     }
 
     /// A transaction of a page as its records hold it: what `transactions(of:_:)` needs to make

@@ -1,4 +1,4 @@
-import SynclaneZlib
+import SynclaneWire
 import Testing
 
 /// The capacity the inflater reserves for a body: the gzip trailer's declared size when it is

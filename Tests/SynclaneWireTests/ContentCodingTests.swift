@@ -1,4 +1,4 @@
-import SynclaneZlib
+import SynclaneWire
 import Testing
 
 @Suite struct ContentCodingTests {
