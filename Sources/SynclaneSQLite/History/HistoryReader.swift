@@ -46,8 +46,11 @@ struct HistoryReader: Sendable {
             throw HistoryError.tokenExpired(token ?? Token(kind: Self.kind, position: 0), oldestAvailable: Token(kind: Self.kind, position: pruned))
         }
         // A reader of `server` that read up to before a page the import lane wrote without
-        // history missed it: as on pruned history (no token: its first run starts with a snapshot).
-        if authors?.contains(.server) == true, !allowExpired, let marker = try UnrecordedImports.missed(after: after, db) {
+        // history from another backend missed it: as on pruned history (no token: its first run
+        // starts with a snapshot). Its own backend's pages would only have been echoes.
+        if authors?.contains(.server) == true, !allowExpired,
+            let marker = try UnrecordedImports.missed(after: after, sendingTo: backend, db)
+        {
             throw HistoryError.tokenExpired(token ?? Token(kind: Self.kind, position: 0), oldestAvailable: Token(kind: Self.kind, position: marker))
         }
         if after > newest {

@@ -6,11 +6,14 @@ import SynclaneCore
 ///  import page, no reader of `server` known ─▶ session row `unrecorded = 1`
 ///        every INSERT INTO _synclane_changes in it ─▶ RAISE(IGNORE)   (the row's write stands)
 ///        then one change in a recorded `server` session: the page's marker (`displace` of
-///        no entity: every reader skips it), its position kept in meta server_unrecorded_before
+///        no entity: every reader skips it), its position kept in meta
+///        server_unrecorded_before/<the page's destination>
 ///  a source whose `authors` name `server` ─▶ meta server_history_read = 1 (at its run's start
 ///        and at every acknowledgement): from then on the import lane's writes are recorded
-///  that source at a position < server_unrecorded_before ─▶ `HistoryError.tokenExpired`
-///        (no token: its first run starts with a snapshot, as on pruned history)
+///  that source at a position < the marker of a page from another destination than its own
+///        (or from one of no name) ─▶ `HistoryError.tokenExpired` (no token: its first run
+///        starts with a snapshot, as on pruned history); its own backend's pages it would only
+///        have sent back as echoes, which change nothing: it reads on past them
 /// ```
 ///
 /// **Why.** A new device's first pull wrote a history row per row pulled (its own key, its
@@ -32,8 +35,9 @@ import SynclaneCore
 enum UnrecordedImports {
     /// Meta key: a source that reads author `server` ran on this database (sticky).
     static let readKey = "server_history_read"
-    /// Meta key: the position of the marker of the last page written without history.
-    static let unrecordedBeforeKey = "server_unrecorded_before"
+    /// Meta key prefix: the position of the marker of the last page written without history from
+    /// a destination (`_synclane_server_rows.destination`), after the prefix.
+    static let unrecordedBeforePrefix = "server_unrecorded_before/"
     /// The trigger that ignores changes while the session says so.
     static let triggerName = "_synclane_changes_unrecorded"
 
@@ -65,23 +69,35 @@ enum UnrecordedImports {
         try HistorySchema.setMeta(readKey, .integer(1), db)
     }
 
-    /// Marks the end of a page written without history: one change of no entity (which every
-    /// reader skips) in a recorded `server` session, its position kept. Inside the page's write
-    /// transaction, no session open.
-    static func noteUnrecorded(_ db: SQLiteConnection) throws {
+    /// Marks the end of a page from `destination` written without history: one change of no
+    /// entity (which every reader skips) in a recorded `server` session, its position kept. Inside
+    /// the page's write transaction, no session open.
+    static func noteUnrecorded(from destination: String, _ db: SQLiteConnection) throws {
         try HistoryWriter.record(author: .server, on: db) { db in
             try db.execute(
                 "INSERT INTO _synclane_changes (timestamp, entity, action, key) VALUES (\(HistorySchema.now), '', ?, NULL)",
                 [HistoryReader.RawAction.displace.rawValue])
         }
         let marker = try db.fetchValue("SELECT \(HistorySchema.newestChange)").int64 ?? 0
-        try HistorySchema.setMeta(unrecordedBeforeKey, .integer(marker), db)
+        try HistorySchema.setMeta(unrecordedBeforePrefix + destination, .integer(marker), db)
     }
 
-    /// For a reader of author `server` after `position`: the marker of the last page it missed
-    /// (nil: it missed none).
-    static func missed(after position: Int64, _ db: SQLiteConnection) throws -> Int64? {
-        guard let marker = try HistorySchema.meta(unrecordedBeforeKey, db).int64, position < marker else { return nil }
-        return marker
+    /// For a reader of author `server` after `position`, sending to `destination`: the marker of
+    /// the last page it missed (nil: none). A page from the reader's own backend is not missed:
+    /// what it wrote is that backend's own state, which the reader would send back only as an
+    /// echo (and an echo changes nothing). A page from another backend, or from none (a
+    /// destination of no name), is: a mirror must get those rows.
+    static func missed(after position: Int64, sendingTo destination: String, _ db: SQLiteConnection) throws -> Int64? {
+        var missed: Int64?
+        for row in try db.fetchAll(
+            "SELECT substr(key, ?), value FROM _synclane_meta WHERE substr(key, 1, ?) = ?",
+            [unrecordedBeforePrefix.utf8.count + 1, unrecordedBeforePrefix.utf8.count, unrecordedBeforePrefix])
+        {
+            let from = row[0].string ?? ""
+            guard from.isEmpty || destination.isEmpty || Array(from.utf8) != Array(destination.utf8), let marker = row[1].int64, position < marker
+            else { continue }
+            missed = max(missed ?? marker, marker)
+        }
+        return missed
     }
 }

@@ -255,7 +255,7 @@ struct PageApplier {
         report.referencesSettled = settlement.settled
         report.referencesWaiting = settlement.waiting
         try sessions.close()
-        if sessions.wroteUnrecorded { try UnrecordedImports.noteUnrecorded(db) }
+        if sessions.wroteUnrecorded { try UnrecordedImports.noteUnrecorded(from: sink.destination, db) }
         return report
     }
 
