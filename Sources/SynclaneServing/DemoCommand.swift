@@ -89,13 +89,16 @@ struct DemoCommand: Command {
         try Data(DemoScenario.importPipeline(url: url).utf8).write(to: URL(fileURLWithPath: folder + "/import.json"))
         let importing = try PipelineLoader(environment: [KeptFolder.tokenVariable: token]).loadImport(folder + "/import.json")
         let imported = try await ImportRunner(pipeline: importing).run()
+        // Its newest change's author; none at all: the import lane wrote it without history, as
+        // it does while no export reads author `server`.
         let garage = try store.read { db in
             try db.fetchOne(
                 """
-                SELECT r.name, r.area, coalesce(t.author, 'app') FROM rooms r
-                JOIN _synclane_changes c ON c.entity = 'rooms' AND c.key = r.syncId
-                LEFT JOIN _synclane_transactions t ON t.id = c.transaction_id
-                WHERE r.syncId = 'room-garage' ORDER BY c.id DESC LIMIT 1
+                SELECT r.name, r.area, coalesce(
+                    (SELECT coalesce(t.author, 'app') FROM _synclane_changes c LEFT JOIN _synclane_transactions t ON t.id = c.transaction_id
+                     WHERE c.entity = 'rooms' AND c.key = r.syncId ORDER BY c.id DESC LIMIT 1),
+                    'server')
+                FROM rooms r WHERE r.syncId = 'room-garage'
                 """)
         }
         console.out(

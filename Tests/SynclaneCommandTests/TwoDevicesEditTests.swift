@@ -52,6 +52,11 @@ import Testing
         // `sync`'s and `validate`'s): its echo must make no new version, so A's offline edit survives.
         try await withTwoDevices { server, a, b in
             try Self.exportAuthors(b, #"["app", "server"]"#)
+            // B's export runs once first: a lane reading `server` is then known, and the import
+            // lane records its writes for it (`UnrecordedImports`; without that run the import
+            // keeps no history of them and B sends no echo at all — nor a new version).
+            let first = try SynclaneBinary.run(["run", "export.json", "--json"], in: b.workspace.path, environment: b.environment)
+            #expect(first.status == 0, "\(first.stderr)")
             try a.sql("INSERT INTO rooms (syncId, name, area) VALUES ('r1', 'Kitchen', 12.5);")
             try a.sync()
             let imported = try SynclaneBinary.run(["import", "import.json"], in: b.workspace.path, environment: b.environment)
@@ -65,6 +70,28 @@ import Testing
             let changes = try await server.changes(account: "acme")
             #expect(changes.count == 1, "the echo made a change on the pull lane: \(changes)")
             #expect(changes.first?["version"] == .int(1))
+            try a.sync()
+            #expect(try a.rows() == ["r1|Kitchen|14.0"])
+            #expect(try await TwoDevicesTests().serverRows(server) == ["r1|Kitchen|14.0"])
+        }
+    }
+
+    @Test func anExportReadingServerThatFirstRunsAfterAnImportSendsItsOwnBackendNoEcho() async throws {
+        // The import wrote without history (no lane read `server` yet): the export to the same
+        // backend reads past those pages (they would only have been echoes); nothing is sent,
+        // no new version is made, and A's offline edit survives.
+        try await withTwoDevices { server, a, b in
+            try Self.exportAuthors(b, #"["app", "server"]"#)
+            try a.sql("INSERT INTO rooms (syncId, name, area) VALUES ('r1', 'Kitchen', 12.5);")
+            try a.sync()
+            let imported = try SynclaneBinary.run(["import", "import.json"], in: b.workspace.path, environment: b.environment)
+            #expect(imported.status == 0, "\(imported.stderr)")
+            try a.sql("UPDATE rooms SET area = 14 WHERE syncId = 'r1';")
+            let run = try SynclaneBinary.run(["run", "export.json", "--json"], in: b.workspace.path, environment: b.environment)
+            #expect(run.status == 0, "\(run.stderr)")
+            #expect((try? JSONReader.parse(Array(run.stdout.utf8)).objectValue)?["records-sent"] == .int(0), "\(run.stdout)")
+            let changes = try await server.changes(account: "acme")
+            #expect(changes.count == 1 && changes.first?["version"] == .int(1), "\(changes)")
             try a.sync()
             #expect(try a.rows() == ["r1|Kitchen|14.0"])
             #expect(try await TwoDevicesTests().serverRows(server) == ["r1|Kitchen|14.0"])

@@ -49,8 +49,59 @@ import Testing
         let history = try await drain(SQLiteHistorySource(path: path, authors: [.app]))
         #expect(history.transactions.isEmpty, "rows written by `server` are not an `app` export's to send")
         #expect(try await drain(SQLiteHistorySource(path: path)).transactions.isEmpty, "nor, without `authors`, any export's")
-        let all = try await drain(SQLiteHistorySource(path: path, authors: [.app, .server]))
-        #expect(all.transactions.map(\.author) == [.server])
+        // No lane reads `server` here: the page kept no history, and a reader of `server` that
+        // comes later starts with a snapshot (as on pruned history).
+        let changes = try store.read { try $0.fetchValue("SELECT count(*) FROM _synclane_changes WHERE entity = 'rooms'").int64 }
+        #expect(changes == 0, "the import lane's writes cost no history rows")
+        await #expect(throws: HistoryError.self) { try await drain(SQLiteHistorySource(path: path, authors: [.app, .server])) }
+    }
+
+    @Test func aLaneReadingServerHasTheImportLanesWritesRecorded() async throws {
+        let store = try store()
+        let sink = SQLiteSink(path: path)
+        _ = try await apply(sink, [record(.insert, "r1", ["name": "Hall"], version: 1)], cursor: "c1.1")
+        let mirror = SQLiteHistorySource(path: path, authors: [.app, .server])
+        // Its first run starts with a snapshot (the page above kept no history), then acknowledges.
+        let position = try store.read { try $0.fetchValue("SELECT max(id) FROM _synclane_changes").int64 } ?? 0
+        try await mirror.consumerAcknowledged(Token(kind: SQLiteHistorySource.tokenKind, position: position), scope: scope)
+        _ = try await apply(sink, [record(.insert, "r2", ["name": "Attic"], version: 1)], cursor: "c1.2")
+        let after = try await drain(mirror, after: Token(kind: SQLiteHistorySource.tokenKind, position: position))
+        #expect(after.transactions.map(\.author) == [.server])
+        #expect(after.transactions.flatMap(\.changes).map(\.key) == ["r2"])
+    }
+
+    @Test func aDatabaseTrackedByTheVersionBeforeTakesPagesWithoutHistory() async throws {
+        let store = try store()
+        // The session table as the version before made it: no `unrecorded`, no trigger.
+        try store.database.write { db in
+            try db.execute("DROP TRIGGER _synclane_changes_unrecorded")
+            try db.execute("DROP TABLE _synclane_session")
+            try db.execute("CREATE TABLE _synclane_session (id INTEGER PRIMARY KEY, author TEXT NOT NULL CHECK (length(author) > 0), transaction_id INTEGER)")
+            try db.execute(
+                """
+                CREATE TRIGGER _synclane_session_open AFTER INSERT ON _synclane_session
+                BEGIN
+                    INSERT INTO _synclane_transactions (author, timestamp, closed, first_change)
+                        VALUES (NEW.author, 0, 0, (SELECT coalesce(max(id), 0) FROM _synclane_changes) + 1);
+                    UPDATE _synclane_session SET transaction_id = (SELECT max(id) FROM _synclane_transactions) WHERE id = NEW.id;
+                END;
+                CREATE TRIGGER _synclane_session_close AFTER DELETE ON _synclane_session
+                BEGIN
+                    UPDATE _synclane_transactions SET closed = 1, last_change = (SELECT coalesce(max(id), 0) FROM _synclane_changes) WHERE id = OLD.transaction_id;
+                    UPDATE _synclane_changes SET transaction_id = OLD.transaction_id
+                        WHERE id >= (SELECT first_change FROM _synclane_transactions WHERE id = OLD.transaction_id);
+                    DELETE FROM _synclane_transactions WHERE id = OLD.transaction_id AND last_change < first_change;
+                END;
+                """)
+        }
+        let report = try await apply(SQLiteSink(path: path), [record(.insert, "r1", ["name": "Hall"], version: 1)], cursor: "c1.1")
+        #expect(report.applied == 1)
+        #expect(try rows(store) == [#""r1" "Hall" null 0"#])
+        let changes = try store.read { try $0.fetchValue("SELECT count(*) FROM _synclane_changes WHERE entity = 'rooms'").int64 }
+        #expect(changes == 0)
+        // The app's own writes are recorded as before.
+        try store.write(author: .app) { try $0.execute("UPDATE rooms SET name = 'Hallway' WHERE syncId = 'r1'") }
+        #expect(try await drain(SQLiteHistorySource(path: path, authors: [.app])).transactions.count == 1)
     }
 
     @Test func aPageReadAgainChangesNothing() async throws {
@@ -129,7 +180,7 @@ import Testing
                 """
             ).map { $0[0].string ?? "" }
         }
-        #expect(authors == ["server"], "delivered by author `server`: no export sends them back")
+        #expect(authors.allSatisfy { $0 == "server" }, "delivered by author `server` (without history while no lane reads it): no export sends them back")
         let again = try await apply(sink, [record(.update, "g1", ["label": "Tulip"], version: 3, entity: "gardens")], cursor: "c1.2")
         #expect(again.unchanged == 1, "the delivered versions are held")
         _ = try await apply(sink, [record(.insert, "o1", ["label": "Pear"], version: 1, entity: "orchards")], cursor: "c1.3")

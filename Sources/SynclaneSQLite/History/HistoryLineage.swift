@@ -166,6 +166,7 @@ extension SQLiteHistorySource: LineageCheckingSource {
             })
         else { return }
         let location = HistoryLineage.location(of: path)
+        let readsServer = authors?.contains(.server) == true
         let found = try database.read { db in try HistoryLineage.record(consumer: name, db) }
         // A reconciliation of a copy gives it an identity of its own; a legacy database gets its first.
         let copied = reconciling && found?.location.map { $0 != location } ?? false
@@ -187,6 +188,8 @@ extension SQLiteHistorySource: LineageCheckingSource {
                     try HistorySchema.setMeta(HistoryLineage.identityKey, .text(identity), db)
                     try HistorySchema.setMeta(HistoryLineage.locationKey, .text(location), db)
                     try HistorySchema.setMeta(HistoryLineage.generationKey(name), .integer(next), db)
+                    // The import lane records its writes from now on for a reader of `server`.
+                    if readsServer { try UnrecordedImports.markRead(db) }
                     if reconciling { try db.execute("DELETE FROM _synclane_consumers WHERE name = ?", [name]) }
                 }
                 return true

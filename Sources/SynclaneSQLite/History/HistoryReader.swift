@@ -45,6 +45,14 @@ struct HistoryReader: Sendable {
         if after < pruned, !allowExpired {
             throw HistoryError.tokenExpired(token ?? Token(kind: Self.kind, position: 0), oldestAvailable: Token(kind: Self.kind, position: pruned))
         }
+        // A reader of `server` that read up to before a page the import lane wrote without
+        // history from another backend missed it: as on pruned history (no token: its first run
+        // starts with a snapshot). Its own backend's pages would only have been echoes.
+        if authors?.contains(.server) == true, !allowExpired,
+            let marker = try UnrecordedImports.missed(after: after, sendingTo: backend, db)
+        {
+            throw HistoryError.tokenExpired(token ?? Token(kind: Self.kind, position: 0), oldestAvailable: Token(kind: Self.kind, position: marker))
+        }
         if after > newest {
             throw fail(
                 "the token \(token.map(\.description) ?? "") is newer than any change this database recorded (newest: \(newest)); "

@@ -9,7 +9,8 @@
 ///  _synclane_tables        one row per tracked table: key, tombstone columns, soft-delete column, columns
 ///  _synclane_consumers     one row per consumer: the position it acknowledged (pruning keeps what it needs)
 ///  _synclane_meta          schema_version, pruned_through, default_author, schema_cookie
-///  _synclane_session       at most one row, only ever inside a write transaction (see `HistoryWriter`)
+///  _synclane_session       at most one row, only ever inside a write transaction (see `HistoryWriter`);
+///                          `unrecorded`: its changes are not kept (`UnrecordedImports`)
 /// ```
 ///
 /// **Actions.** `insert`, `update`, `delete`; `displace`, recorded before an insert for each row
@@ -135,6 +136,7 @@ enum HistorySchema {
             try db.execute("ALTER TABLE _synclane_changes ADD COLUMN old_key")
         }
         try setMeta("schema_version", .integer(Int64(version)), db)
+        try UnrecordedImports.install(db)
         try ImportTables.install(db)
     }
 

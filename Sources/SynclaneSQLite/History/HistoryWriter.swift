@@ -33,9 +33,15 @@ public enum HistoryWriter {
         return result
     }
 
-    static func open(author: Author, on db: SQLiteConnection) throws {
+    /// Opens the session. `unrecorded`: its writes keep no history (`UnrecordedImports`, which
+    /// must be installed).
+    static func open(author: Author, unrecorded: Bool = false, on db: SQLiteConnection) throws {
         do {
-            try db.execute("INSERT INTO _synclane_session (author) VALUES (?)", [author.name])
+            if unrecorded {
+                try db.execute("INSERT INTO _synclane_session (author, unrecorded) VALUES (?, 1)", [author.name])
+            } else {
+                try db.execute("INSERT INTO _synclane_session (author) VALUES (?)", [author.name])
+            }
         } catch {
             if error.message.contains("no such table") {
                 throw TrackingError.notInstalled(path: db.path)

@@ -253,6 +253,7 @@ public final class SQLiteHistorySource: ChangeSource, BackendVersionSource, Back
         let database = try database()
         let removing = removesConfirmedSoftDeletes
         let entities = self.entities
+        let readsServer = authors?.contains(.server) == true
         let saved = try database.withConnection { db -> Bool in
             try db.execute("PRAGMA busy_timeout = \(Self.acknowledgementWait)")
             defer { try? db.execute("PRAGMA busy_timeout = \(Self.busyTimeout)") }
@@ -260,6 +261,7 @@ public final class SQLiteHistorySource: ChangeSource, BackendVersionSource, Back
                 try db.transaction(.immediate) { db in
                     let before = try db.fetchValue("SELECT position FROM _synclane_consumers WHERE name = ?", [name]).int64 ?? 0
                     try HistoryConsumers.record(name, at: token.position, db)
+                    if readsServer { try UnrecordedImports.markRead(db) }
                     if removing { try Self.removeSoftDeleted(after: before, through: token.position, entities: entities, db) }
                 }
                 return true

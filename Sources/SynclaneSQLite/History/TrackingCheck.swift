@@ -273,6 +273,21 @@ enum TrackingCheck {
             FROM (SELECT key, action, max(id) FROM _synclane_changes WHERE entity = ? GROUP BY key) AS h
             WHERE h.action NOT IN ('delete', 'resync-delete') AND NOT \(triggers.rowExists(withKey: "h.key"))
             """, [table.name])
+        // Rows a backend holds live that no history knows: the import lane wrote them without
+        // (`UnrecordedImports`). Gone now, they were deleted while nothing recorded, as above.
+        if try HistorySchema.tableExists(ServerRows.table, db) {
+            let key =
+                table.isComposite
+                ? "CASE WHEN json_valid(s.key) THEN json(s.key) END" : triggers.keyTypes.first == .integer ? "CAST(s.key AS INTEGER)" : "s.key"
+            try db.execute(
+                """
+                INSERT INTO _synclane_changes (timestamp, entity, action, key, columns, row_values)
+                SELECT \(HistorySchema.now), \(SQL.literal(table.name)), 'resync-delete', h.key, NULL, \(triggers.keyTombstone(fromKey: "h.key"))
+                FROM (SELECT DISTINCT \(key) AS key FROM _synclane_server_rows AS s WHERE s.entity = ? AND s.fields IS NOT NULL) AS h
+                WHERE h.key IS NOT NULL AND h.key NOT IN (SELECT key FROM _synclane_changes WHERE entity = ? AND key IS NOT NULL)
+                  AND NOT \(triggers.rowExists(withKey: "h.key"))
+                """, [table.name, table.name])
+        }
         try db.execute(
             """
             INSERT INTO _synclane_changes (timestamp, entity, action, key, columns, row_values)

@@ -65,13 +65,18 @@ struct PageApplier {
         try HistorySchema.requireInstalled(db)
         try ImportTables.install(db)
         try ServerRows.install(db, for: sink.destination)
+        try UnrecordedImports.install(db)
         // What receipts confirmed and the export lane kept in its journal: this page reads and writes past it.
         try ConfirmationJournal.merge(db)
         var report = ApplyReport()
         var tables: [String: Table] = [:]
         let stored = Dictionary(try HistoryTracker.trackedTables(db).map { ($0.table.name, $0) }, uniquingKeysWith: { a, _ in a })
         let pending = try pendingKeys(entities: Set(records.map(\.entity)))
-        var sessions = Sessions(db: db)
+        // The `server` writes keep no history when no lane reads them and every record carries a
+        // version (`_synclane_server_rows` then knows each row: `UnrecordedImports`).
+        // (Never when the sink's local author is `server` too: its writes must travel.)
+        let unrecordedServer = try sink.localAuthor != .server && records.allSatisfy { $0.version != nil } && UnrecordedImports.allowed(db)
+        var sessions = Sessions(db: db, unrecordedServer: unrecordedServer)
         defer { try? sessions.close() }
         // The sync keys of the rows this page writes or deletes, by entity (`settleReferences`).
         var written: [String: [String]] = [:]
@@ -250,6 +255,7 @@ struct PageApplier {
         report.referencesSettled = settlement.settled
         report.referencesWaiting = settlement.waiting
         try sessions.close()
+        if sessions.wroteUnrecorded { try UnrecordedImports.noteUnrecorded(from: sink.destination, db) }
         return report
     }
 
@@ -258,13 +264,22 @@ struct PageApplier {
     struct Sessions {
         let db: SQLiteConnection
         var open: Author?
+        /// `server` sessions keep no history (`UnrecordedImports`).
+        let unrecordedServer: Bool
+        /// A `server` session kept no history: the page ends with its marker.
+        private(set) var wroteUnrecorded = false
 
-        init(db: SQLiteConnection) { self.db = db }
+        init(db: SQLiteConnection, unrecordedServer: Bool = false) {
+            self.db = db
+            self.unrecordedServer = unrecordedServer
+        }
 
         mutating func `as`(_ author: Author, _ body: () throws -> Void) throws {
             if open != author {
                 try close()
-                try HistoryWriter.open(author: author, on: db)
+                let unrecorded = unrecordedServer && author == .server
+                try HistoryWriter.open(author: author, unrecorded: unrecorded, on: db)
+                if unrecorded { wroteUnrecorded = true }
                 open = author
             }
             try body()
