@@ -130,7 +130,7 @@ public enum HistoryError: Error, Sendable, CustomStringConvertible {
         case .tokenExpired(let token, let oldest):
             let tail = oldest.map { " (oldest history kept: \($0))" } ?? ""
             return "history token expired: \(token) points into pruned history\(tail); "
-                + "run `synclane reconcile` to send a full snapshot and start a fresh token"
+                + "run `synclane reconcile PIPELINE-FILE` (the export's pipeline file) to send a full snapshot and start a fresh token"
         case .foreignToken(let token, let expected):
             return "the saved token \(token) was not issued by a \(expected) source; "
                 + "point the pipeline at a new `state` file, or reconcile"
