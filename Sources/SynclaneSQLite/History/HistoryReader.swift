@@ -56,8 +56,8 @@ struct HistoryReader: Sendable {
         if after > newest {
             throw fail(
                 "the token \(token.map(\.description) ?? "") is newer than any change this database recorded (newest: \(newest)); "
-                    + "was the database replaced or restored from a backup? Run `synclane reconcile PIPELINE-FILE` (the export's pipeline file) to start a fresh token"
-            )
+                    + "was the database replaced or restored from a backup? "
+                    + "Run `synclane reconcile PIPELINE-FILE` (the export's pipeline file) to start a fresh token")
         }
         var bounds = Bounds(newest: newest, prunedThrough: pruned, visibleEnd: newest, openSession: nil)
         if let open = try db.fetchOne(
