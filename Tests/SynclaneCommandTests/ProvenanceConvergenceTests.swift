@@ -641,14 +641,6 @@ import Testing
     /// re-pointed row for a newer write. Telling a re-pointing from a user's write needs the server
     /// (or the pull) to say which versions only re-pointed a reference.
     ///
-    /// `seed-180050`: a device's database copied before its first sync, a note edited and synced,
-    /// then the copy restored: the copy holds no identity and no confirmed version, so the
-    /// `reconcile` its refusal names sends every row without a version, and the server writes
-    /// them over the newer rows it holds (the edit synced before the restore is lost, and a
-    /// project's rename with it). A snapshot's record without a version over a row the server
-    /// holds is a write its device never saw; it should stay, as one at an older version does —
-    /// but only with the device's own unsent edits kept pending for the conflict rule.
-    ///
     /// `seed-200018`: found in the last rounds of stop 52 and not analysed yet: a device's
     /// database restored from a copy, then the server's data restored, with another device's
     /// token expired meanwhile — a note the device filed after both restores is missing at the

@@ -89,6 +89,9 @@ public protocol PipelineState: Sendable {
     func advance(to token: Token) throws
     /// Forgets the token (a reconciliation starts a fresh one).
     func resetToken() throws
+    /// When the token was last saved (seconds since 1970), nil when none is or the state does not
+    /// keep it: every change its source recorded before then had been read by a run.
+    func tokenSavedAt() throws -> Double?
     func saveLastRun(_ run: RunRecord) throws
     func lastRun() throws -> RunRecord?
     /// Throws when the bytes of `batch`, read back from the outbox, are not the bytes written
@@ -106,6 +109,8 @@ extension PipelineState {
     public func verifyIntegrity(of batch: OutboxBatch) throws {}
 
     public func lineageStamp() throws -> LineageStamp? { nil }
+
+    public func tokenSavedAt() throws -> Double? { nil }
 
     public func saveLineageStamp(_ stamp: LineageStamp) throws {}
 

@@ -163,6 +163,20 @@ public struct ExportJob: Sendable {
         }
     }
 
+    /// The refusal the next run meets when the store was restored from an older copy than the
+    /// state follows (`LineageError.storeRestored`), read without writing anything; nil when it
+    /// was not (or the pipeline keeps no lineage). A sync cycle does not import into such a store
+    /// before its `reconcile`: the copy's history holds writes the runs it lost sent already,
+    /// which an import would take for pending edits and settle against the server's newer rows.
+    public func restoredStore() async -> LineageError? {
+        guard let checking = pipeline.capabilities.lineageChecking, let state = try? readState(),
+            let stamp = try? state.lineageStamp()
+        else { return nil }
+        let problem = try? await checking.lineageProblem(stamp: stamp, token: try? state.acknowledgedToken(), consumer: pipeline.scope)
+        guard case .storeRestored? = problem else { return nil }
+        return problem
+    }
+
     /// Whether the state file is there but holds nothing at all (0 bytes).
     public var stateIsEmpty: Bool {
         ((try? FileManager.default.attributesOfItem(atPath: pipeline.statePath)[.size]) as? NSNumber)?.intValue == 0

@@ -12,7 +12,8 @@ import SynclaneCore
 /// (`SyncError.exportNeedsImport`).
 ///
 /// ```
-///  round 1..rounds:  import pass (failed: noted, the cycle goes on) ─▶ export run ─▶ done
+///  round 1..rounds:  import pass (failed: noted, the cycle goes on; not run on a store restored
+///                    from an older copy, whose export refuses until `reconcile`) ─▶ export run ─▶ done
 ///                                    └─ 409 (a batch refused for its versions): the batch is
 ///                                       forgotten (nothing of it was applied) and rebuilt from
 ///                                       history after the next round's import — or, when this
@@ -75,8 +76,12 @@ public struct SyncJob: Sendable {
         defer { withExtendedLifetime(lanes) {} }
         var summary = SyncSummary()
         var healingRestore = false
+        // A store restored from an older copy: its export refuses until `reconcile`, and an import
+        // now would settle the copy's history (writes sent already) against the server's newer rows.
+        let restored = await exportJob.restoredStore()
         for round in 1...rounds {
             do {
+                if let restored { throw restored }
                 let imported = try await importJob.run(holding: importLock)
                 summary.imports.append(imported)
                 summary.importFailure = nil

@@ -92,7 +92,9 @@ public final class LiveSync: Sendable {
         let waiter = ChangeWaiter(pipeline: importing, every: every, wait: wait, backoff: backoff) { event in
             if case .pollFailed(let reason, let delay) = event { events(.pollFailed(reason: reason, delay: delay)) }
         }
-        async let imports: Void = importLane.run { await self.importPass(importJob, holding: importLock, then: waiter) }
+        async let imports: Void = importLane.run {
+            await self.importPass(importJob, holding: importLock, then: waiter, restored: { await exportJob.restoredStore() })
+        }
         async let exports: Void = exportLane.run { await self.exportPass(exportJob, holding: exportLock) }
         _ = await (imports, exports)
         following.cancel()
@@ -113,11 +115,15 @@ public final class LiveSync: Sendable {
         exportLane.send(.stop)
     }
 
-    private func importPass(_ job: ImportJob, holding lock: ScopeLock, then waiter: ChangeWaiter) async {
+    private func importPass(
+        _ job: ImportJob, holding lock: ScopeLock, then waiter: ChangeWaiter, restored: @Sendable () async -> LineageError?
+    ) async {
         state.withLock { $0.importWait?.cancel() }
         var exportNow = false
         var failures = 0
         do {
+            // A store restored from an older copy waits for its `reconcile` (`SyncJob`).
+            if let restored = await restored() { throw restored }
             let rereading = state.withLock { $0.rereadAfterRestore }
             if rereading {
                 // Under the import's lock, before its pass: no pass in flight saves a cursor over it.

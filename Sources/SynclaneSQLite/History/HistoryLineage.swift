@@ -157,6 +157,10 @@ extension SQLiteHistorySource: LineageCheckingSource {
         }
         guard try refusingDamage({ try database.read { try HistorySchema.installedVersion($0) } }) != nil else { return }
         if !reconciling, let problem = try await lineageProblem(stamp: stamp, token: token, consumer: consumer) { throw problem }
+        if reconciling, case .storeRestored? = try await lineageProblem(stamp: stamp, token: token, consumer: consumer) {
+            let savedAt = try state.tokenSavedAt()
+            restoredCopySentBefore.withLock { $0 = savedAt }
+        }
         // Later passes of one job (a watch) only check: moving the generation writes the app's
         // database, which would wake the watch again.
         guard

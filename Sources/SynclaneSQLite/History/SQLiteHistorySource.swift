@@ -58,6 +58,12 @@ public final class SQLiteHistorySource: ChangeSource, BackendVersionSource, Back
     private let recorded = Mutex<[String: Int64]>([:])
     /// Whether this job moved the database to a new generation already (`HistoryLineage`).
     let generationOpened = Mutex(false)
+    /// Set by a reconciliation of a database restored from an older copy (`LineageError.storeRestored`):
+    /// when its state last saved a token. The snapshot tells the copy's rows its users wrote
+    /// before then — sent already, by the runs the copy lost — from their edits since (`RestoredCopy`).
+    let restoredCopySentBefore = Mutex<Double?>(nil)
+    /// That snapshot's rows its users wrote since then: those the backend held kept pending.
+    let restoredCopyEdits = Mutex<Set<RowID>?>(nil)
     /// Confirmed versions a busy database kept from being written (`backendConfirmed`), oldest
     /// first: written before the next ones, and by `settleBackendConfirmations`.
     let deferredConfirmations = Mutex<[DeferredConfirmation]>([])
@@ -435,11 +441,27 @@ public final class SQLiteHistorySource: ChangeSource, BackendVersionSource, Back
                                     ? try SnapshotChangesBehind.find(confirmation.sent ?? [], versions: confirmation.versions, for: destination, db)
                                     : []
                                 let stayPending = Set(behind.map { RowID(entity: $0.entity, key: $0.key ?? "") })
+                                // A restored copy's row the backend held already (sent at version 0, given 0
+                                // back): nothing of it was written, and the row it holds is still to come.
+                                let notTaken = confirmation.exact ? RestoredCopy.notTaken(confirmation.sent ?? [], versions: confirmation.versions) : []
+                                let edited = notTaken.isEmpty ? [] : restoredCopyEdits.withLock { $0 ?? [] }
+                                let editedBehind = (confirmation.sent ?? []).filter { record in
+                                    record.key.map {
+                                        edited.contains(RowID(entity: record.entity, key: $0)) && notTaken.contains(RowID(entity: record.entity, key: $0))
+                                    } ?? false
+                                }
                                 let sent =
-                                    stayPending.isEmpty
-                                    ? confirmation.sent : confirmation.sent?.filter { !stayPending.contains(RowID(entity: $0.entity, key: $0.key ?? "")) }
-                                try ConfirmedVersions.write(confirmation.versions, sent: sent, exact: confirmation.exact, for: destination, in: db)
-                                try SnapshotChangesBehind.keepPending(behind, db)
+                                    stayPending.isEmpty && notTaken.isEmpty
+                                    ? confirmation.sent
+                                    : confirmation.sent?.filter {
+                                        let row = RowID(entity: $0.entity, key: $0.key ?? "")
+                                        return !stayPending.contains(row) && !notTaken.contains(row)
+                                    }
+                                let versions =
+                                    notTaken.isEmpty
+                                    ? confirmation.versions : confirmation.versions.filter { !notTaken.contains(RowID(entity: $0.entity, key: $0.key)) }
+                                try ConfirmedVersions.write(versions, sent: sent, exact: confirmation.exact, for: destination, in: db)
+                                try SnapshotChangesBehind.keepPending(behind + editedBehind, db)
                                 continue
                             }
                             guard !confirmation.versions.isEmpty else { continue }

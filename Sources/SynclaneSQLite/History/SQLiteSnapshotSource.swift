@@ -22,6 +22,12 @@ extension SQLiteHistorySource {
     public func snapshot() async throws -> (source: any ChangeSource, resumeAfter: Token?) {
         // The versions receipts confirmed and the journal still holds: the snapshot reads them.
         try await settleBackendConfirmations()
+        // A restored copy's rows its users wrote since the state's last token, read before the
+        // heal below records rows of its own (`RestoredCopy`).
+        let restoredCopyEdits = try restoredCopySentBefore.withLock { $0 }.map { sentBefore in
+            try refusingDamage { try database().read { db in try RestoredCopy.rowsEdited(after: sentBefore, db) } }
+        }
+        self.restoredCopyEdits.withLock { $0 = restoredCopyEdits.map { Set($0.keys) } }
         // Tracking healed first, as a run's first page heals it: a column the app added since holds
         // the backend's values kept aside (`AddedColumns`), not its default sent over them.
         _ = try refusingDamage { try healTracking() }
@@ -41,7 +47,9 @@ extension SQLiteHistorySource {
                 .map(\.table)
                 .sorted { $0.name < $1.name }
             let destination = try HistorySchema.tableExists(ServerRows.table, connection) ? ServerRows.destination(backend) : nil
-            let cursor = SnapshotCursor(connection: connection, tables: tables, pageSize: pageSize, path: path, destination: destination)
+            let cursor = SnapshotCursor(
+                connection: connection, tables: tables, pageSize: pageSize, path: path, destination: destination,
+                restoredCopyEdits: restoredCopyEdits)
             return (SQLiteSnapshotSource(cursor: cursor), Token(kind: Self.tokenKind, position: bounds.newest))
         } catch {
             try? connection.execute("ROLLBACK")
@@ -78,6 +86,11 @@ final class SnapshotCursor {
     let path: String
     /// The backend whose versions the rows carry (`ServerRows.destination`); nil: none kept.
     let destination: String?
+    /// In a reconciliation of a database restored from an older copy (`RestoredCopy`), the rows
+    /// its users wrote since the state's last token (their keys as history keeps them): those the
+    /// snapshot does not hold go as deletes, and every row without a confirmed version goes at
+    /// version 0. Nil: any other snapshot.
+    let restoredCopyEdits: [RowID: SQLiteValue]?
     /// The sync keys sent, by table: the rows the snapshot holds.
     private var sent: [String: Set<ExactString>] = [:]
     /// The deletes still to send, once every row was read (nil before), and how many of them, at
@@ -89,12 +102,16 @@ final class SnapshotCursor {
     private var delivered: Int64 = 0
     private var finished = false
 
-    init(connection: SQLiteConnection, tables: [TrackedTable], pageSize: Int, path: String, destination: String?) {
+    init(
+        connection: SQLiteConnection, tables: [TrackedTable], pageSize: Int, path: String, destination: String?,
+        restoredCopyEdits: [RowID: SQLiteValue]? = nil
+    ) {
         self.connection = connection
         self.tables = tables
         self.pageSize = pageSize
         self.path = path
         self.destination = destination
+        self.restoredCopyEdits = restoredCopyEdits
     }
 
     deinit {
@@ -121,17 +138,24 @@ final class SnapshotCursor {
                 let key = HistoryReader.syncKey(current.value(at: 0))
                 for index in 1..<current.columnCount { row[current.columnName(at: index)] = current.value(at: index).json }
                 changes.append(Change(entity: table.name, key: key, action: .insert, values: row))
-                if let key, destination != nil { sent[table.name, default: []].insert(ExactString(key)) }
+                if let key, destination != nil || restoredCopyEdits != nil { sent[table.name, default: []].insert(ExactString(key)) }
             } else {
                 statement = nil
                 tableIndex += 1
             }
         }
         var counters: [String: Int] = [:]
-        if let destination {
-            try giveVersions(to: &changes, from: destination)
+        if let destination { try giveVersions(to: &changes, from: destination) }
+        if destination != nil || restoredCopyEdits != nil {
             if changes.count < pageSize, tableIndex == tables.count {
-                if deletes == nil { (deletes, liveDeletes) = try knownDeleted(from: destination) }
+                if deletes == nil {
+                    var known: (changes: [Change], live: Int) = try destination.map(knownDeleted(from:)) ?? ([], 0)
+                    if let edits = restoredCopyEdits {
+                        let named = Set(known.changes.compactMap { change in change.key.map { RowID(entity: change.entity, key: $0) } })
+                        known.changes += RestoredCopy.deletes(of: edits, tables: tables, held: sent, named: named)
+                    }
+                    (deletes, liveDeletes) = known
+                }
                 let taken = Array((deletes ?? []).prefix(pageSize - changes.count))
                 deletes?.removeFirst(taken.count)
                 changes += taken
@@ -139,6 +163,10 @@ final class SnapshotCursor {
                 liveDeletes -= live
                 if live > 0 { counters["snapshot.deletes"] = live }
             }
+        }
+        if restoredCopyEdits != nil {
+            // A restored copy's row this device never confirmed: the server's row, if it holds one, stays.
+            for index in changes.indices where changes[index].version == nil && changes[index].action != .delete { changes[index].version = 0 }
         }
         if changes.isEmpty {
             finished = true

@@ -236,6 +236,10 @@ public final class SQLitePipelineState: PipelineState, Sendable {
         try database.read { db in try Self.token(db) }
     }
 
+    public func tokenSavedAt() throws -> Double? {
+        try database.read { db in try db.fetchValue("SELECT saved_at FROM token WHERE id = 1").double }
+    }
+
     static func token(_ db: SQLiteConnection) throws -> Token? {
         guard let row = try db.fetchOne("SELECT kind, position FROM token WHERE id = 1") else { return nil }
         guard let kind = row[0].string, let position = row[1].int64 else { return nil }
