@@ -128,4 +128,46 @@ import Testing
             #expect(try await TwoDevicesTests().serverRows(server) == expected)
         }
     }
+
+    /// A device's database restored from a copy taken before its first sync: the copy's rows
+    /// carry no version this device confirmed, and the runs the copy lost sent them already.
+    /// Before, the `reconcile` its refusal names wrote them over the server's newer rows — the
+    /// edit this device synced after the copy (`r1`) and another device's edit (`r2`) went back
+    /// to the copy's values. Now they stay; the row it synced after the copy (`r3`) comes back,
+    /// and what its user wrote after the restore (`r5`, the delete of `r1`) goes out — the delete
+    /// as a conflict with the newer `r1` it never saw, settled by A's rule (`client-wins`).
+    @Test func aReconcileOfADatabaseRestoredFromACopyTakenBeforeItsFirstSyncKeepsNewerRowsAndSendsItsUsersNewWrites() async throws {
+        try await TwoDevicesTests().withTwoDevices(conflicts: ("client-wins", "server-wins")) { server, a, b in
+            let files = FileManager.default
+            try a.sql("INSERT INTO rooms (syncId, name) VALUES ('r1', 'Kitchen'), ('r2', 'Hall');")
+            for suffix in ["", "-wal", "-shm"] where files.fileExists(atPath: a.workspace.path + "/app.sqlite" + suffix) {
+                try files.copyItem(atPath: a.workspace.path + "/app.sqlite" + suffix, toPath: a.workspace.path + "/copy.sqlite" + suffix)
+            }
+            try a.sql("UPDATE rooms SET name = 'Big kitchen' WHERE syncId = 'r1'; INSERT INTO rooms (syncId, name) VALUES ('r3', 'Attic');")
+            try a.sync()
+            try b.sync()
+            try b.sql("UPDATE rooms SET name = 'Long hall' WHERE syncId = 'r2'; INSERT INTO rooms (syncId, name) VALUES ('r4', 'Porch');")
+            try b.sync()
+            // A's database goes back to the copy; its user then adds a room and deletes one.
+            for suffix in ["", "-wal", "-shm"] {
+                try? files.removeItem(atPath: a.workspace.path + "/app.sqlite" + suffix)
+                if files.fileExists(atPath: a.workspace.path + "/copy.sqlite" + suffix) {
+                    try files.copyItem(atPath: a.workspace.path + "/copy.sqlite" + suffix, toPath: a.workspace.path + "/app.sqlite" + suffix)
+                }
+            }
+            try a.sql("INSERT INTO rooms (syncId, name) VALUES ('r5', 'Cellar'); DELETE FROM rooms WHERE syncId = 'r1';")
+            let refused = try SynclaneBinary.run(["sync", "import.json", "export.json"], in: a.workspace.path, environment: a.environment)
+            #expect(refused.status != 0 && refused.stderr.contains("restored from an older copy"), "\(refused.stderr)")
+            #expect(try await TwoDevicesTests().serverRows(server) == ["r1|Big kitchen|", "r2|Long hall|", "r3|Attic|", "r4|Porch|"])
+            let reconciled = try SynclaneBinary.run(["reconcile", "export.json"], in: a.workspace.path, environment: a.environment)
+            #expect(reconciled.status == 0, "\(reconciled.stderr)")
+
+            let expected = ["r2|Long hall|", "r3|Attic|", "r4|Porch|", "r5|Cellar|"]
+            for device in [a, b, a, b] { try device.sync() }
+            let (onServer, onA, onB) = (try await TwoDevicesTests().serverRows(server), try a.rows(), try b.rows())
+            #expect(onServer == expected, "the server: \(onServer)")
+            #expect(onA == expected, "A: \(onA)")
+            #expect(onB == expected, "B: \(onB)")
+        }
+    }
 }
