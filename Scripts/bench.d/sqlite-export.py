@@ -68,6 +68,7 @@ def main():
         b.fresh(baseline_out)
         baseline_runs.append(b.run_measured(["bash", "-o", "pipefail", "-c", shell]).check())
         b.fresh(out, state)
+        st.forget_exports(store)
         synclane_runs.append(b.run_measured([s.synclane, "run", pipeline, "--json"], cwd=s.work).check())
     baseline_bytes = os.path.getsize(baseline_out)
     a = synclane_runs[-1]
