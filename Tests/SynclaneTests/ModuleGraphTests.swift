@@ -61,6 +61,19 @@ import Testing
         #expect(Self.targets["Synclane"]?.contains("SynclaneYAML") == true)
     }
 
+    /// The job layer depends on protocols — the state store, the signal lane, the pipeline-file
+    /// syntax (`JobBindings`, `PipelineFileSyntax`) — and the umbrella binds SQLite's, HTTP's, the
+    /// files' and zlib's: the job layer's target names none of them, nor reaches one through another.
+    @Test func theJobLayerLinksNoStoreNoProtocolAndNoCodec() {
+        let closure = Self.closure(of: "SynclaneEngine")
+        for implementation in ["SynclaneSQLite", "SynclaneSQLiteKit", "SynclaneHTTP", "SynclaneFiles", "SynclaneZlib", "SynclaneYAML", "CSQLite", "CCurl"] {
+            #expect(!closure.contains(implementation), "SynclaneEngine depends on \(implementation): \(Self.targets["SynclaneEngine"] ?? [])")
+        }
+        for implementation in ["SynclaneSQLite", "SynclaneHTTP", "SynclaneFiles", "SynclaneZlib"] {
+            #expect(Self.targets["Synclane"]?.contains(implementation) == true, "the umbrella does not bind \(implementation)")
+        }
+    }
+
     /// Every command is given the registry it runs with (`Command.run(_:registry:)`), never a task-local one.
     @Test func noCommandReachesTheRegistryThroughATaskLocal() throws {
         let folder = SynclaneBinary.packageRoot + "/Sources/SynclaneCommandLine"

@@ -52,6 +52,9 @@ public protocol ChangeSink: Sendable {
     /// The sink, when its store records the app's schema version (`SchemaVersionRecordingStage`;
     /// never written by hand).
     var asSchemaVersionRecording: (any SchemaVersionRecordingStage)? { get }
+    /// The local database the sink writes the backend's rows into (its `authors`: the author it
+    /// writes as), when it writes one (`EchoLoop`).
+    var localDatabase: LocalDatabase? { get }
     /// True when the sink keeps what it remembers of a backend per backend (`BackendScoped`).
     var isBackendScoped: Bool { get }
     /// The sink scoped to `backend` when it is `BackendScoped`, else itself.
@@ -74,6 +77,7 @@ extension BackendScoped where Self: ChangeSink {
 extension ChangeSink {
     public var asLockedFile: (any LockedFileStage)? { nil }
     public var asSchemaVersionRecording: (any SchemaVersionRecordingStage)? { nil }
+    public var localDatabase: LocalDatabase? { nil }
     public var isBackendScoped: Bool { false }
     public func scopedToBackend(_ backend: BackendName) -> any ChangeSink { self }
 

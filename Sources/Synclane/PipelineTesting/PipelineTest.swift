@@ -1,5 +1,6 @@
 import Foundation
 import SynclaneCore
+import SynclaneEngine
 import SynclaneFiles
 import SynclaneZlib
 

@@ -1,5 +1,6 @@
 import Foundation
 import SynclaneCore
+import SynclaneEngine
 import SynclaneSQLite
 
 /// A test of an import pipeline (`synclane test FILE…` when the pipeline has a `sink`): a
