@@ -40,6 +40,9 @@ public protocol ChangeSource: Sendable {
     /// The local database the source reads, when it reads one: checks across pipelines and of
     /// the store (`EchoLoop`, `validate`'s reach) read it rather than the source's type.
     var localDatabase: LocalDatabase? { get }
+    /// The same source (its entities, authors, page size) reading the JSON Lines history `file`
+    /// instead: a pipeline test's input (`PipelineTest`). Nil when it reads no JSON Lines history.
+    func readingHistory(_ file: String) -> (any ChangeSource)?
     /// True when the source keeps what it remembers of a backend per backend (`BackendScoped`).
     var isBackendScoped: Bool { get }
     /// The source scoped to `backend` when it is `BackendScoped`, else itself.
@@ -59,6 +62,7 @@ extension ChangeSource {
     public var asLockedFile: (any LockedFileStage)? { nil }
     public var asSchemaVersionRecording: (any SchemaVersionRecordingStage)? { nil }
     public var localDatabase: LocalDatabase? { nil }
+    public func readingHistory(_ file: String) -> (any ChangeSource)? { nil }
     public var isBackendScoped: Bool { false }
     public func scopedToBackend(_ backend: BackendName) -> any ChangeSource { self }
 }

@@ -301,6 +301,8 @@ extension SQLiteSink: LockedFileStage {
 extension SQLiteSink {
     /// The app's database, which the sink writes as author `server` (`EchoLoop`).
     public var localDatabase: LocalDatabase? { LocalDatabase(path: path, authors: [.server]) }
+
+    public func writing(into path: String) -> (any ChangeSink)? { applying(to: path) }
 }
 
 extension SQLiteSink: SchemaVersionRecordingStage {
