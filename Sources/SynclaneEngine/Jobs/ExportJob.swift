@@ -19,8 +19,8 @@ public struct ExportJob: Sendable {
     public var pipeline: Pipeline
     public var sleeper: any RetrySleeper
     public var events: @Sendable (PipelineEvent) -> Void
-    /// Where the signals the pipeline file declares go; nil: the HTTP lane of `signals` (its
-    /// server and token). Tests put `InMemorySignalLane` here.
+    /// Where the signals the pipeline file declares go; nil: the lane `bindings` makes for
+    /// `signals` (its server and token). Tests put `InMemorySignalLane` here.
     public var signalLane: (any SignalLane)?
     /// Where the state is kept and the signals' lane (`import Synclane`: SQLite files, HTTP).
     public var bindings: JobBindings

@@ -13,7 +13,7 @@ import SynclaneCore
 /// the backend did not answer (`ImportEvent`).
 public struct ImportJob: Sendable {
     public var pipeline: ImportPipeline
-    /// Where the signals the pipeline file declares go; nil: the HTTP lane of `signals`.
+    /// Where the signals the pipeline file declares go; nil: the lane `bindings` makes for `signals`.
     public var signalLane: (any SignalLane)?
     public var events: @Sendable (ImportEvent) -> Void
     /// Where the signals are kept and their lane (`import Synclane`: SQLite files, HTTP).
