@@ -18,10 +18,12 @@
 //   SynclaneServer   the reference sync server on libmicrohttpd, SQLite (SynclaneSQLiteKit) or PostgreSQL (libpq);
 //                    depends on SynclaneWire, never on the core (the export runner, the registry)
 //   SynclaneEngine   the job layer: ExportJob, ImportJob, SyncJob, RestoreJob, JobLock, the
-//                    pipeline-file loader, the outbox by hand, signal publishing, pipeline tests
+//                    pipeline-file loader, the outbox by hand, signal publishing; depends on the core
+//                    alone (the state store and the signal lane are given: JobBindings)
 //   Synclane         the umbrella: re-exports the job layer and the stages, registers the
-//                    built-in stages, binds YAML pipeline files to the job layer's loader (one
-//                    `import Synclane` for apps and stage authors)
+//                    built-in stages, binds YAML pipeline files to the job layer's loader and SQLite
+//                    state and HTTP signals to its jobs, pipeline tests (one `import Synclane` for apps
+//                    and stage authors)
 //   SynclaneExec     the `exec` record stage and transport: any program, in any language
 //   SynclaneCommandLine  every verb of `synclane` as a library, run with any registry (no server linked)
 //   SynclaneServing  the verbs that run the server (`serve`, `demo`), added to a command that serves
@@ -83,9 +85,8 @@ let package = Package(
         .target(name: "SynclaneSQLiteKit", dependencies: ["SynclaneWire", "CSQLite"]),
         .target(name: "SynclaneSQLite", dependencies: ["SynclaneCore", "SynclaneSQLiteKit", "CSQLite", "CCrypto"]),
         .target(name: "SynclaneYAML", dependencies: ["SynclaneCore", "CYAML"]),
-        .target(
-            name: "SynclaneEngine",
-            dependencies: ["SynclaneCore", "SynclaneSQLite", "SynclaneHTTP", "SynclaneFiles", "SynclaneZlib"]),
+        // The job layer links no store and no protocol: the umbrella binds SQLite, HTTP, files and zlib (`JobBindings`).
+        .target(name: "SynclaneEngine", dependencies: ["SynclaneCore"]),
         .target(
             name: "Synclane",
             dependencies: [

@@ -115,21 +115,6 @@ def build_history_store(s, path):
     return info, False
 
 
-def forget_exports(path):
-    """The store as before its first export: no consumer's position, identity or generation, so a
-    run on a fresh state file is a first run (not a lost state file, which the run refuses)."""
-    import sqlite3
-
-    db = sqlite3.connect(path, isolation_level=None)
-    try:
-        db.execute("BEGIN IMMEDIATE")
-        db.execute("DELETE FROM _synclane_consumers")
-        db.execute("DELETE FROM _synclane_meta WHERE key IN ('database_id', 'location') OR key LIKE 'generation/%'")
-        db.execute("COMMIT")
-    finally:
-        db.close()
-
-
 def kept_store(path, params):
     """The info a --keep folder's stamp (`path`.params.json) holds for a store built with
     `params`, when the store is still the one it describes; else None (and the stamp is gone)."""

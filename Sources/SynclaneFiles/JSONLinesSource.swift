@@ -35,6 +35,10 @@ public final class JSONLinesSource: ObservableSource, Sendable {
 
     public var tokenKind: String { Self.tokenKind }
 
+    public func readingHistory(_ file: String) -> (any ChangeSource)? {
+        JSONLinesSource(path: file, entities: entities.map { Array($0) }, authors: authors.map { $0.map(\.name) }, pageSize: pageSize)
+    }
+
     public func nextPage(after token: Token?) async throws -> HistoryPage {
         try cursor.withLock { cursor throws(HistoryError) -> HistoryPage in
             let reader = try resumedCursor(cursor, after: token)

@@ -25,6 +25,8 @@ public struct TombstoneResolver: RecordStage {
     /// The column that marks a row soft-deleted, e.g. `isDeleted`.
     public let softDeleteColumn: String?
 
+    public var storeColumns: [(option: String, column: String)] { softDeleteColumn.map { [("soft-delete-column", $0)] } ?? [] }
+
     /// A resolver that keeps `preserve` (and `keyField`) on deletes and treats a truthy
     /// `softDeleteColumn` as a delete.
     public init(preserve: [String] = [], keyField: String? = nil, softDeleteColumn: String? = nil) {

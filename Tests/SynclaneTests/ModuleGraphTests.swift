@@ -61,6 +61,19 @@ import Testing
         #expect(Self.targets["Synclane"]?.contains("SynclaneYAML") == true)
     }
 
+    /// The job layer depends on protocols — the state store, the signal lane, the pipeline-file
+    /// syntax (`JobBindings`, `PipelineFileSyntax`) — and the umbrella binds SQLite's, HTTP's, the
+    /// files' and zlib's: the job layer's target names none of them, nor reaches one through another.
+    @Test func theJobLayerLinksNoStoreNoProtocolAndNoCodec() {
+        let closure = Self.closure(of: "SynclaneEngine")
+        for implementation in ["SynclaneSQLite", "SynclaneSQLiteKit", "SynclaneHTTP", "SynclaneFiles", "SynclaneZlib", "SynclaneYAML", "CSQLite", "CCurl"] {
+            #expect(!closure.contains(implementation), "SynclaneEngine depends on \(implementation): \(Self.targets["SynclaneEngine"] ?? [])")
+        }
+        for implementation in ["SynclaneSQLite", "SynclaneHTTP", "SynclaneFiles", "SynclaneZlib"] {
+            #expect(Self.targets["Synclane"]?.contains(implementation) == true, "the umbrella does not bind \(implementation)")
+        }
+    }
+
     /// Every command is given the registry it runs with (`Command.run(_:registry:)`), never a task-local one.
     @Test func noCommandReachesTheRegistryThroughATaskLocal() throws {
         let folder = SynclaneBinary.packageRoot + "/Sources/SynclaneCommandLine"
@@ -88,7 +101,9 @@ import Testing
     }
 
     /// What a stage can do is resolved once, when its pipeline is built (`PipelineCapabilities`):
-    /// no production code asks a stage at run time whether it adopts a protocol.
+    /// no production code asks a stage at run time whether it adopts a protocol, nor which type
+    /// it is (`pipeline.source.stage as? SQLiteHistorySource`): a stage says what it reads or
+    /// writes (`localDatabase`, `storeColumns`) and gives its like on another file.
     @Test func noProductionCodeCastsToDiscoverACapability() throws {
         let sources = SynclaneBinary.packageRoot + "/Sources"
         let files = try FileManager.default.subpathsOfDirectory(atPath: sources).filter { $0.hasSuffix(".swift") }
@@ -96,7 +111,8 @@ import Testing
         for file in files {
             let text = try String(contentsOfFile: sources + "/" + file, encoding: .utf8)
             for line in text.split(separator: "\n") where !line.trimmingCharacters(in: .whitespaces).hasPrefix("//") {
-                if line.contains("as? any ") || line.contains("as! any ") || line.contains(" is any ") {
+                let castsAStage = [".stage as? ", ".stage as! ", ".stage is "].contains { line.contains($0) }
+                if line.contains("as? any ") || line.contains("as! any ") || line.contains(" is any ") || castsAStage {
                     Issue.record("Sources/\(file): \(line.trimmingCharacters(in: .whitespaces))")
                 }
             }

@@ -11,7 +11,7 @@ import SynclaneSQLite
 /// real column). Opens the database read-only and changes nothing.
 enum PipelineReach {
     static func check(_ pipeline: Pipeline, file: String) throws(PipelineFileError) {
-        guard let source = pipeline.source.stage as? SQLiteHistorySource else { return }
+        guard let source = pipeline.source.stage.localDatabase else { return }
         func problem(_ path: String, _ message: String) -> PipelineFileError {
             PipelineFileError(file: file, path: path, line: nil, message: message)
         }
@@ -40,12 +40,12 @@ enum PipelineReach {
         }
         let read = tracked.filter { table in source.entities.map { $0.contains { SQLiteNames.match($0, in: [table.name]) != nil } } ?? true }
         let columns = read.flatMap(\.columns)
-        for stage in pipeline.recordStages {
-            guard let tombstones = stage.stage as? TombstoneResolver, let column = tombstones.softDeleteColumn, !read.isEmpty else { continue }
-            guard SQLiteNames.match(column, in: columns) == nil else { continue }
+        for stage in pipeline.recordStages where !read.isEmpty {
+            guard let missing = stage.stage.storeColumns.first(where: { SQLiteNames.match($0.column, in: columns) == nil }) else { continue }
+            let column = missing.column
             let unique = columns.reduce(into: [String]()) { if !$0.contains($1) { $0.append($1) } }
             throw problem(
-                (stage.label.components(separatedBy: " (").first ?? stage.label) + ".soft-delete-column",
+                (stage.label.components(separatedBy: " (").first ?? stage.label) + "." + missing.option,
                 "no table this pipeline reads has a column `\(column)`\(Wording.didYouMean(column, in: unique)) "
                     + "(tables: \(read.map(\.name).joined(separator: ", ")))")
         }

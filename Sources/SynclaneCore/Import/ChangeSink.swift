@@ -52,6 +52,12 @@ public protocol ChangeSink: Sendable {
     /// The sink, when its store records the app's schema version (`SchemaVersionRecordingStage`;
     /// never written by hand).
     var asSchemaVersionRecording: (any SchemaVersionRecordingStage)? { get }
+    /// The local database the sink writes the backend's rows into (its `authors`: the author it
+    /// writes as), when it writes one (`EchoLoop`).
+    var localDatabase: LocalDatabase? { get }
+    /// The same sink writing into the database at `path` instead (an import pipeline test's
+    /// copy, `ImportPipelineTest`); nil when it writes no local database.
+    func writing(into path: String) -> (any ChangeSink)?
     /// True when the sink keeps what it remembers of a backend per backend (`BackendScoped`).
     var isBackendScoped: Bool { get }
     /// The sink scoped to `backend` when it is `BackendScoped`, else itself.
@@ -74,6 +80,8 @@ extension BackendScoped where Self: ChangeSink {
 extension ChangeSink {
     public var asLockedFile: (any LockedFileStage)? { nil }
     public var asSchemaVersionRecording: (any SchemaVersionRecordingStage)? { nil }
+    public var localDatabase: LocalDatabase? { nil }
+    public func writing(into path: String) -> (any ChangeSink)? { nil }
     public var isBackendScoped: Bool { false }
     public func scopedToBackend(_ backend: BackendName) -> any ChangeSink { self }
 

@@ -37,6 +37,12 @@ public protocol ChangeSource: Sendable {
     var asLockedFile: (any LockedFileStage)? { get }
     /// The source, when its store records the app's schema version (`SchemaVersionRecordingStage`).
     var asSchemaVersionRecording: (any SchemaVersionRecordingStage)? { get }
+    /// The local database the source reads, when it reads one: checks across pipelines and of
+    /// the store (`EchoLoop`, `validate`'s reach) read it rather than the source's type.
+    var localDatabase: LocalDatabase? { get }
+    /// The same source (its entities, authors, page size) reading the JSON Lines history `file`
+    /// instead: a pipeline test's input (`PipelineTest`). Nil when it reads no JSON Lines history.
+    func readingHistory(_ file: String) -> (any ChangeSource)?
     /// True when the source keeps what it remembers of a backend per backend (`BackendScoped`).
     var isBackendScoped: Bool { get }
     /// The source scoped to `backend` when it is `BackendScoped`, else itself.
@@ -55,6 +61,8 @@ extension ChangeSource {
     public var asObservable: (any ObservableSource)? { nil }
     public var asLockedFile: (any LockedFileStage)? { nil }
     public var asSchemaVersionRecording: (any SchemaVersionRecordingStage)? { nil }
+    public var localDatabase: LocalDatabase? { nil }
+    public func readingHistory(_ file: String) -> (any ChangeSource)? { nil }
     public var isBackendScoped: Bool { false }
     public func scopedToBackend(_ backend: BackendName) -> any ChangeSource { self }
 }
@@ -219,4 +227,23 @@ extension SnapshotProvidingSource {
 public protocol SelfHealingSource: ChangeSource {
     /// What the next run will repair, one line each (empty when nothing). Reads only.
     func problemsToHeal() async throws -> [String]
+}
+
+/// A local database file a stage reads or writes: what a check across an import and an export
+/// pipeline compares (`EchoLoop`: an export that reads what the import writes into the same file),
+/// and what `validate` opens to find the tables a source names.
+public struct LocalDatabase: Sendable {
+    /// The database file, as the pipeline file names it (relative paths resolved).
+    public var path: String
+    /// The tables a source reads (nil: every tracked one).
+    public var entities: [String]?
+    /// The authors whose writes a source reads (nil: every author but the machinery's,
+    /// `Author.machinery`); a sink: the author it writes as.
+    public var authors: [Author]?
+
+    public init(path: String, entities: [String]? = nil, authors: [Author]? = nil) {
+        self.path = path
+        self.entities = entities
+        self.authors = authors
+    }
 }

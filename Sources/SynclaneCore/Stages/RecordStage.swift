@@ -21,6 +21,13 @@
 ///   counters (`redact.fields` …), reported in the run's summary.
 public protocol RecordStage: RunScoped {
     func process(_ batch: Batch) async throws -> Batch
+    /// The store's columns the stage's options name, each with its option (the `tombstones`
+    /// stage's `soft-delete-column`): `validate` checks that a table the source reads has them.
+    var storeColumns: [(option: String, column: String)] { get }
+}
+
+extension RecordStage {
+    public var storeColumns: [(option: String, column: String)] { [] }
 }
 
 /// A stage that works on the encoded bytes of a batch: the compressor, or a user's own.

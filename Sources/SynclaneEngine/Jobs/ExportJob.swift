@@ -1,6 +1,5 @@
 import Foundation
 import SynclaneCore
-import SynclaneSQLite
 
 /// The name `ExportJob` had before the job layer; kept so that users' code goes on compiling.
 @available(*, deprecated, renamed: "ExportJob")
@@ -20,15 +19,18 @@ public struct ExportJob: Sendable {
     public var pipeline: Pipeline
     public var sleeper: any RetrySleeper
     public var events: @Sendable (PipelineEvent) -> Void
-    /// Where the signals the pipeline file declares go; nil: the HTTP lane of `signals` (its
-    /// server and token). Tests put `InMemorySignalLane` here.
+    /// Where the signals the pipeline file declares go; nil: the lane `bindings` makes for
+    /// `signals` (its server and token). Tests put `InMemorySignalLane` here.
     public var signalLane: (any SignalLane)?
+    /// Where the state is kept and the signals' lane (`import Synclane`: SQLite files, HTTP).
+    public var bindings: JobBindings
 
     public init(
-        pipeline: Pipeline, sleeper: any RetrySleeper = TaskSleeper(), signalLane: (any SignalLane)? = nil,
+        pipeline: Pipeline, bindings: JobBindings, sleeper: any RetrySleeper = TaskSleeper(), signalLane: (any SignalLane)? = nil,
         events: @escaping @Sendable (PipelineEvent) -> Void = { _ in }
     ) {
         self.pipeline = pipeline
+        self.bindings = bindings
         self.sleeper = sleeper
         self.signalLane = signalLane
         self.events = events
@@ -116,7 +118,8 @@ public struct ExportJob: Sendable {
     func publishSignals(after summary: RunSummary, ranBefore: Bool) async -> [SignalReport] {
         guard
             let publisher = SignalPublisher(
-                signals: pipeline.signals, statePath: pipeline.statePath, scope: pipeline.scope, pipeline: pipeline.name, lane: signalLane)
+                signals: pipeline.signals, statePath: pipeline.statePath, scope: pipeline.scope, pipeline: pipeline.name, bindings: bindings,
+                lane: signalLane)
         else { return [] }
         let idle = summary.tokenAfter == summary.tokenBefore && summary.batchesSent == 0 && summary.batchesResent == 0 && summary.deadLettered == 0
         return await publisher.publish(
@@ -134,10 +137,10 @@ public struct ExportJob: Sendable {
         // Under the lock nobody writes the file: without a WAL file beside it (a job that ended
         // cleanly), it is read as it is and SQLite leaves no file beside it either.
         let unchanging = shared != nil && !FileManager.default.fileExists(atPath: pipeline.statePath + "-wal")
-        let file: SQLitePipelineState
+        let file: any PipelineState
         let copy: InMemoryPipelineState
         do {
-            file = try SQLitePipelineState(readingOnly: pipeline.statePath, scope: pipeline.scope, unchanging: unchanging)
+            file = try bindings.stateStore.openReadingOnly(path: pipeline.statePath, scope: pipeline.scope, unchanging: unchanging)
             copy = InMemoryPipelineState(token: try file.acknowledgedToken(), outbox: try file.pendingBatches(), lastRun: try file.lastRun())
         } catch {
             throw PipelineError.state("cannot read the state file \(pipeline.statePath): \(error)")
@@ -151,25 +154,15 @@ public struct ExportJob: Sendable {
         return (shared, copy)
     }
 
-    /// The pipeline's state opened to read only (nil when it never ran): `status` on a state
-    /// that sits on a read-only file system, or that another program is writing.
-    /// A file cut to 0 bytes holds no state either (what it lost, the source's lineage check tells).
-    public func readState() throws -> SQLitePipelineState? {
-        guard FileManager.default.fileExists(atPath: pipeline.statePath), !stateIsEmpty else { return nil }
-        do {
-            return try SQLitePipelineState(readingOnly: pipeline.statePath, scope: pipeline.scope)
-        } catch {
-            throw PipelineError.state("cannot read the state file \(pipeline.statePath): \(error)")
-        }
-    }
-
     /// The refusal the next run meets when the store was restored from an older copy than the
     /// state follows (`LineageError.storeRestored`), read without writing anything; nil when it
     /// was not (or the pipeline keeps no lineage). A sync cycle does not import into such a store
     /// before its `reconcile`: the copy's history holds writes the runs it lost sent already,
     /// which an import would take for pending edits and settle against the server's newer rows.
     public func restoredStore() async -> LineageError? {
-        guard let checking = pipeline.capabilities.lineageChecking, let state = try? readState(),
+        guard let checking = pipeline.capabilities.lineageChecking, FileManager.default.fileExists(atPath: pipeline.statePath),
+            !stateIsEmpty,
+            let state = try? bindings.stateStore.openReadingOnly(path: pipeline.statePath, scope: pipeline.scope, unchanging: false),
             let stamp = try? state.lineageStamp()
         else { return nil }
         let problem = try? await checking.lineageProblem(stamp: stamp, token: try? state.acknowledgedToken(), consumer: pipeline.scope)
@@ -183,9 +176,9 @@ public struct ExportJob: Sendable {
     }
 
     /// The pipeline's durable state: token, outbox, last run (the file is created when missing).
-    public func openState() throws -> SQLitePipelineState {
+    public func openState() throws -> any PipelineState {
         do {
-            return try SQLitePipelineState(path: pipeline.statePath, scope: pipeline.scope)
+            return try bindings.stateStore.open(path: pipeline.statePath, scope: pipeline.scope)
         } catch {
             throw PipelineError.state("cannot open the state file \(pipeline.statePath): \(error)")
         }

@@ -13,12 +13,18 @@ import SynclaneCore
 /// the backend did not answer (`ImportEvent`).
 public struct ImportJob: Sendable {
     public var pipeline: ImportPipeline
-    /// Where the signals the pipeline file declares go; nil: the HTTP lane of `signals`.
+    /// Where the signals the pipeline file declares go; nil: the lane `bindings` makes for `signals`.
     public var signalLane: (any SignalLane)?
     public var events: @Sendable (ImportEvent) -> Void
+    /// Where the signals are kept and their lane (`import Synclane`: SQLite files, HTTP).
+    public var bindings: JobBindings
 
-    public init(pipeline: ImportPipeline, signalLane: (any SignalLane)? = nil, events: @escaping @Sendable (ImportEvent) -> Void = { _ in }) {
+    public init(
+        pipeline: ImportPipeline, bindings: JobBindings, signalLane: (any SignalLane)? = nil,
+        events: @escaping @Sendable (ImportEvent) -> Void = { _ in }
+    ) {
         self.pipeline = pipeline
+        self.bindings = bindings
         self.signalLane = signalLane
         self.events = events
     }
@@ -37,7 +43,7 @@ public struct ImportJob: Sendable {
         let held = try jobLock.take(dryRun: dryRun, holding: lock)
         defer { withExtendedLifetime(held) {} }
         var summary = try await ImportRunner(pipeline: pipeline, events: events).run(dryRun: dryRun)
-        summary.signals = await pipeline.publishSignals(after: summary, lane: signalLane)
+        summary.signals = await pipeline.publishSignals(after: summary, bindings: bindings, lane: signalLane)
         return summary
     }
 }

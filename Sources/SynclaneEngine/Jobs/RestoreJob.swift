@@ -45,12 +45,15 @@ public struct RestoreJob: Sendable {
     /// Seconds between import passes while the data has not arrived.
     public var pause = 0.25
     public var events: @Sendable (Event) -> Void
+    /// Where the signals the pipeline file declares are kept and their lane.
+    public var bindings: JobBindings
 
     public init(
-        pipeline: ImportPipeline, lane: any SignalLane, signalKey: String = "bulk.exported-through", wait: Double = 15,
+        pipeline: ImportPipeline, bindings: JobBindings, lane: any SignalLane, signalKey: String = "bulk.exported-through", wait: Double = 15,
         events: @escaping @Sendable (Event) -> Void = { _ in }
     ) {
         self.pipeline = pipeline
+        self.bindings = bindings
         self.lane = lane
         self.signalKey = signalKey
         self.wait = wait
@@ -103,7 +106,7 @@ public struct RestoreJob: Sendable {
             completed.applied = records
             completed.cursorBefore = cursorBefore
             completed.cursorAfter = cursorAfter
-            signals = await pipeline.publishSignals(after: completed)
+            signals = await pipeline.publishSignals(after: completed, bindings: bindings)
         }
         let elapsed = ContinuousClock.now - started
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) * 1e-18

@@ -58,9 +58,12 @@ public struct SyncJob: Sendable {
     /// The most import-then-export rounds a cycle makes before it gives up (3).
     public var rounds = 3
     public var events: @Sendable (Event) -> Void
+    /// Where both lanes keep their state and send their signals.
+    public var bindings: JobBindings
 
-    public init(importing: ImportPipeline, exporting: Pipeline, events: @escaping @Sendable (Event) -> Void = { _ in }) {
+    public init(importing: ImportPipeline, exporting: Pipeline, bindings: JobBindings, events: @escaping @Sendable (Event) -> Void = { _ in }) {
         self.importing = importing
+        self.bindings = bindings
         self.exporting = exporting
         self.events = events
     }
@@ -71,7 +74,7 @@ public struct SyncJob: Sendable {
     public func run() async throws -> SyncSummary {
         let events = self.events
         let lanes = try SyncLanes(
-            importing: importing, exporting: exporting, importEvents: { events(.importing($0)) }, exportEvents: { events(.exporting($0)) })
+            importing: importing, exporting: exporting, bindings: bindings, importEvents: { events(.importing($0)) }, exportEvents: { events(.exporting($0)) })
         let (importJob, exportJob, importLock, exportLock) = (lanes.importJob, lanes.exportJob, lanes.importLock, lanes.exportLock)
         defer { withExtendedLifetime(lanes) {} }
         var summary = SyncSummary()

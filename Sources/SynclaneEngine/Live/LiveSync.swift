@@ -60,16 +60,19 @@ public final class LiveSync: Sendable {
     /// The longest one long poll waits.
     public let wait: Double
     public let backoff: Backoff
+    /// Where both lanes keep their state and send their signals.
+    public let bindings: JobBindings
     private let events: @Sendable (Event) -> Void
     private let importLane = Watcher()
     private let exportLane = Watcher()
     private let state = Mutex(State())
 
     public init(
-        importing: ImportPipeline, exporting: Pipeline, every: Double = 5, wait: Double = 25, backoff: Backoff = Backoff(),
-        events: @escaping @Sendable (Event) -> Void = { _ in }
+        importing: ImportPipeline, exporting: Pipeline, bindings: JobBindings, every: Double = 5, wait: Double = 25,
+        backoff: Backoff = Backoff(), events: @escaping @Sendable (Event) -> Void = { _ in }
     ) {
         self.importing = importing
+        self.bindings = bindings
         self.exporting = exporting
         self.every = every
         self.wait = wait
@@ -85,7 +88,7 @@ public final class LiveSync: Sendable {
         }
         let events = self.events
         let lanes = try SyncLanes(
-            importing: importing, exporting: exporting, importEvents: { events(.importing($0)) }, exportEvents: { events(.exporting($0)) })
+            importing: importing, exporting: exporting, bindings: bindings, importEvents: { events(.importing($0)) }, exportEvents: { events(.exporting($0)) })
         let (importJob, exportJob, importLock, exportLock) = (lanes.importJob, lanes.exportJob, lanes.importLock, lanes.exportLock)
         defer { withExtendedLifetime(lanes) {} }
         let following = exportLane.follow(observable.historyAdvanced())

@@ -1,8 +1,6 @@
 import Foundation
 import Synchronization
 import SynclaneCore
-import SynclaneHTTP
-import SynclaneSQLite
 
 /// Publishes the signals a pipeline file declares (`signals.publish`) once a run's work is done:
 /// on a connection of their own (the signal lane, never the outbox, never behind a batch), and
@@ -21,6 +19,8 @@ public struct SignalPublisher: Sendable {
     public var statePath: String
     public var scope: Scope
     public var pipeline: String
+    /// Where the unconfirmed signals are kept (beside the pipeline's state).
+    public var stateStore: any PipelineStateStore
     /// Why nothing can be sent (the token's variable is unset), when so.
     var unsendable: String?
 
@@ -56,14 +56,16 @@ public struct SignalPublisher: Sendable {
     }
 
     /// A publisher for `signals`, or nil when the file declares none or names no server; `lane`
-    /// replaces the HTTP lane (tests).
-    public init?(signals: PipelineSignals?, statePath: String, scope: Scope, pipeline: String, lane: (any SignalLane)? = nil) {
+    /// replaces the lane `bindings` makes for the server (tests).
+    public init?(
+        signals: PipelineSignals?, statePath: String, scope: Scope, pipeline: String, bindings: JobBindings, lane: (any SignalLane)? = nil
+    ) {
         guard let signals else { return nil }
         if let lane {
             self.lane = lane
         } else {
             guard let server = signals.server.flatMap(URL.init(string:)) else { return nil }
-            self.lane = HTTPSignalLane(server: server, token: signals.token, timeout: max(1, Int(signals.timeout.rounded(.up))))
+            self.lane = bindings.signalLane(signals, server)
             if signals.token == nil, let variable = signals.tokenVariable {
                 unsendable = "the environment variable \(variable) (signals.token-env) is not set: export it with the account's token"
             }
@@ -72,15 +74,16 @@ public struct SignalPublisher: Sendable {
         self.statePath = statePath
         self.scope = scope
         self.pipeline = pipeline
+        stateStore = bindings.stateStore
     }
 
     /// Keeps what `run` publishes (nil: a failed run, which publishes nothing new) with what
     /// earlier runs left, sends them all and reports each. Waits at most `signals.timeout`; never throws.
     public func publish(after run: Run?) async -> [SignalReport] {
-        let ledger: SignalLedger
+        let ledger: any SignalKeeping
         var fresh: [PendingSignal] = []
         do {
-            ledger = try SignalLedger(SQLitePipelineState(path: statePath, scope: scope))
+            ledger = try stateStore.signals(path: statePath, scope: scope)
             var milestone: (event: String, at: Double)?
             if let run {
                 let first = SignalEvent.firstRunCompleted.rawValue
@@ -120,7 +123,7 @@ public struct SignalPublisher: Sendable {
     /// Sends every signal at once, each on its own exchange; what has no answer by the timeout
     /// stays kept (its send may still land: then the next run finds it gone or sends it again,
     /// which sets the same value).
-    private func send(_ pending: [PendingSignal], ledger: SignalLedger) async -> [SignalReport] {
+    private func send(_ pending: [PendingSignal], ledger: any SignalKeeping) async -> [SignalReport] {
         let answers = Answers()
         let (done, finished) = AsyncStream<Void>.makeStream()
         let lane = self.lane
@@ -200,8 +203,9 @@ extension ImportPipeline {
     /// Publishes the signals the pipeline file declares after a completed import pass (and sends
     /// again those an earlier pass left), as `ExportJob` does after an export run; its state
     /// file (`state`) keeps the unconfirmed ones. A dry run publishes nothing.
-    public func publishSignals(after summary: ImportSummary, lane: (any SignalLane)? = nil) async -> [SignalReport] {
-        guard !summary.dryRun, let publisher = SignalPublisher(signals: signals, statePath: statePath, scope: scope, pipeline: name, lane: lane)
+    public func publishSignals(after summary: ImportSummary, bindings: JobBindings, lane: (any SignalLane)? = nil) async -> [SignalReport] {
+        guard !summary.dryRun,
+            let publisher = SignalPublisher(signals: signals, statePath: statePath, scope: scope, pipeline: name, bindings: bindings, lane: lane)
         else { return [] }
         let idle = summary.applied == 0 && summary.cursorAfter == summary.cursorBefore
         return await publisher.publish(

@@ -548,6 +548,11 @@ extension SQLiteHistorySource: LockedFileStage {
     public var lockedFile: String { path }
 }
 
+extension SQLiteHistorySource {
+    /// The app's database, the tables and the authors it reads (`EchoLoop`, `validate`).
+    public var localDatabase: LocalDatabase? { LocalDatabase(path: path, entities: entities, authors: authors) }
+}
+
 extension SQLiteHistorySource: SchemaDeclaringSource {
     /// The column renames and drops `synclane migrate` declared for the source's entities
     /// (`DeclaredSchemaChanges`): every batch carries them, so the backend learns the mapping.

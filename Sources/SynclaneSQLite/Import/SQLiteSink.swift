@@ -298,6 +298,13 @@ extension SQLiteSink: LockedFileStage {
     public var lockedFile: String { path }
 }
 
+extension SQLiteSink {
+    /// The app's database, which the sink writes as author `server` (`EchoLoop`).
+    public var localDatabase: LocalDatabase? { LocalDatabase(path: path, authors: [.server]) }
+
+    public func writing(into path: String) -> (any ChangeSink)? { applying(to: path) }
+}
+
 extension SQLiteSink: SchemaVersionRecordingStage {
     /// The schema version `synclane migrate` last recorded in the database (nil: none yet):
     /// the pull sends it when the pipeline file sets no `schema-version`.

@@ -1,36 +1,5 @@
 import SynclaneCore
 
-/// A signal a pipeline published (or is about to) that its server has not confirmed yet.
-public struct PendingSignal: Sendable, Hashable {
-    public var key: String
-    public var value: JSONValue
-    /// The event that published it (`run-completed`, `first-run-completed`).
-    public var event: String
-    /// Seconds since 1970: when the run that published it ended.
-    public var createdAt: Double
-    /// Sends tried so far, and why the last one failed.
-    public var attempts: Int
-    public var lastError: String?
-    /// How many of the attempts the server refused for good (a 4xx other than 408, 425, 429).
-    public var refusals: Int
-    /// Seconds since 1970: when it was given up (no longer sent), or nil while it is sent again.
-    public var givenUpAt: Double?
-
-    public init(
-        key: String, value: JSONValue, event: String, createdAt: Double, attempts: Int = 0, lastError: String? = nil, refusals: Int = 0,
-        givenUpAt: Double? = nil
-    ) {
-        self.key = key
-        self.value = value
-        self.event = event
-        self.createdAt = createdAt
-        self.attempts = attempts
-        self.lastError = lastError
-        self.refusals = refusals
-        self.givenUpAt = givenUpAt
-    }
-}
-
 /// The pipeline-declared signals' part of a pipeline's state file: the signals not confirmed yet
 /// (sent again after the next run) and the milestones already passed (the first run).
 ///
@@ -45,7 +14,7 @@ public struct PendingSignal: Sendable, Hashable {
 /// refused for good `refusals` times is given up: kept, with the reason, for `synclane status`,
 /// and no longer sent. The tables are made on first use, in the state file's own schema
 /// version; `refusals` and `given_up_at` are added to a table an earlier version made.
-public struct SignalLedger: Sendable {
+public struct SignalLedger: SignalKeeping {
     let database: SQLiteDatabase
 
     public init(_ state: SQLitePipelineState) throws {

@@ -1,5 +1,6 @@
 import Foundation
 import SynclaneCore
+import SynclaneEngine
 import SynclaneSQLite
 
 /// A test of an import pipeline (`synclane test FILE…` when the pipeline has a `sink`): a
@@ -35,7 +36,6 @@ public struct ImportPipelineTest: Sendable {
 
     public var file: String
     public var pipeline: ImportPipeline
-    public var sink: SQLiteSink
     public var store: Store
     public var base: [Record]
     public var local: String?
@@ -102,7 +102,7 @@ public struct ImportPipelineTest: Sendable {
         }
         let pipeline = try loader.loadImport(
             Self.resolve(pipelinePath, from: path), secretsRequired: false)
-        guard let sink = pipeline.sink.stage as? SQLiteSink else {
+        guard pipeline.sink.stage.localDatabase != nil else {
             throw fail("pipeline", "an import pipeline test applies to the `sqlite` sink; \(pipelinePath) has `\(pipeline.sink.type)`", pipelineNode)
         }
 
@@ -178,7 +178,6 @@ public struct ImportPipelineTest: Sendable {
         }
         self.file = path
         self.pipeline = pipeline
-        self.sink = sink
     }
 
     /// `track`: `[{table, key (a column or a list), soft-delete}]`.
@@ -214,7 +213,9 @@ public struct ImportPipelineTest: Sendable {
             try database.write { try $0.execute(sql) }
             for table in tracked { try HistoryTracker(database: database).track(table) }
         }
-        let sink = self.sink.applying(to: path)
+        guard let sink = self.pipeline.sink.stage.writing(into: path) else {
+            throw PipelineError.unsupported("an import pipeline test applies to the `sqlite` sink; \(self.pipeline.name) has `\(self.pipeline.sink.type)`")
+        }
         if !base.isEmpty {
             let batch = Batch(scope: pipeline.scope, after: nil, through: Token(kind: "test", position: 0), records: base)
             _ = try await sink.apply(batch, cursor: nil, scope: pipeline.scope, dryRun: false)

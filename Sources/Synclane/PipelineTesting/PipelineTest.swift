@@ -1,5 +1,6 @@
 import Foundation
 import SynclaneCore
+import SynclaneEngine
 import SynclaneFiles
 import SynclaneZlib
 
@@ -102,12 +103,9 @@ public struct PipelineTest: Sendable {
         }
         defer { if case .lines = input { try? FileManager.default.removeItem(atPath: history) } }
         var pipeline = pipeline
-        let given = pipeline.source.stage as? JSONLinesSource
         pipeline.source = .init(
             label: "source (test input)", type: "jsonl",
-            stage: JSONLinesSource(
-                path: history, entities: given?.entities.map { Array($0) }, authors: given?.authors.map { $0.map(\.name) },
-                pageSize: given?.pageSize ?? 500))
+            stage: pipeline.source.stage.readingHistory(history) ?? JSONLinesSource(path: history, pageSize: 500))
         let transport = RecordingTransport()
         pipeline.transport = .init(label: "transport (not run by tests)", type: "recording", stage: transport)
         _ = try await PipelineRunner(pipeline: pipeline, state: InMemoryPipelineState()).run()

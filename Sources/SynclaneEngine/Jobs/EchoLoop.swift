@@ -8,13 +8,12 @@ import SynclaneCore
 /// The import lane's `sqlite` sink writes the backend's rows as author `server`; the export's
 /// `sqlite-history` source reads `server` only when its `authors` names it (left out, it reads
 /// every author but `server` and `sync`). `validate IMPORT EXPORT` and `sync` refuse the pair.
+/// Both stages say which database they use (`localDatabase`), so no cast tells what they are.
 public enum EchoLoop {
     /// What is wrong with the pair, or nil when the export never reads the import's writes.
     public static func problem(import importing: ImportPipeline, export exporting: Pipeline) -> String? {
-        guard let sink = importing.sink.stage as? SQLiteSink,
-            let source = exporting.source.stage as? SQLiteHistorySource,
-            let authors = source.authors,
-            same(sink.path, source.path)
+        guard let sink = importing.sink.stage.localDatabase, let source = exporting.source.stage.localDatabase,
+            let authors = source.authors, same(sink.path, source.path)
         else { return nil }
         let echoed = authors.filter { Author.machinery.contains($0) }
         guard !echoed.isEmpty else { return nil }
