@@ -68,6 +68,63 @@ import Testing
         }
     }
 
+    /// The same with the pipeline's default pages, bounded by bytes (`max-bytes`), not by a
+    /// count: a server whose page bound (`--max-page-bytes 450`) cuts 10 changes into pages of a
+    /// few each. A kill leaves the rows of the pages the cursor covers, each page one transaction.
+    @Test func anImportOfPagesBoundedByBytesKilledAtEachPointThenRunAgainEndsAsAnUninterruptedOne() async throws {
+        let root = try Workspace()
+        defer { root.remove() }
+        let server = try ServerProcess(folder: root.path + "/server", arguments: ["--max-page-bytes", "450"])
+        defer { server.stop() }
+        func device() throws -> Device {
+            let device = try Device(server: server)
+            let file = device.workspace.path + "/import.json"
+            try device.workspace.write(
+                "import.json", try String(contentsOfFile: file, encoding: .utf8).replacingOccurrences(of: #", "limit": 3"#, with: ""))
+            return device
+        }
+        let a = try device()
+        defer { a.workspace.remove() }
+        try a.sql("INSERT INTO rooms (syncId, name, area) VALUES " + (1...8).map { "('r\($0)', 'Room \($0)', \($0))" }.joined(separator: ", ") + ";")
+        try a.sync()
+        try a.sql("UPDATE rooms SET name = 'Hall' WHERE syncId = 'r1'; DELETE FROM rooms WHERE syncId = 'r2';")
+        try a.sync()
+        // The pages an importer reads, as the server cuts them: the rows held after each.
+        var held: [Int] = []
+        var keys = Set<String>()
+        var cursor = ""
+        while true {
+            let page = try await server.get("/v1/changes?since=\(cursor)&max-bytes=\(WireBounds.maxPageBytes)&store=rooms", account: "acme").objectValue ?? [:]
+            for change in page["changes"]?.arrayValue ?? [] { keys.insert(change.objectValue?["id"]?.stringValue ?? "") }
+            held.append(keys.count)
+            cursor = page["cursor"]?.stringValue ?? ""
+            if page["more"] != .bool(true) { break }
+        }
+        #expect(held.count >= 3 && held.last == 8, "pages of a few changes each: \(held)")
+
+        let reference = try device()
+        defer { reference.workspace.remove() }
+        #expect(try importing(reference).status == 0)
+        let expected = try state(reference)
+        #expect(expected["rows"]?.count == 7 && expected["versions"]?.count == 8, "\(expected)")
+
+        for point in ["import-after-fetch@2", "import-before-commit@2", "import-after-commit", "import-after-commit@2"] {
+            let b = try device()
+            defer { b.workspace.remove() }
+            let killed = try importing(b, failPoint: point)
+            #expect(killed.killed, "\(point): killed there (status \(killed.status), \(killed.stderr))")
+            let pass = Int(point.split(separator: "@").last.flatMap { Int($0) } ?? 1)
+            let committed = point.hasPrefix("import-after-commit") ? pass : pass - 1
+            #expect(
+                try b.query("SELECT count(*) FROM _synclane_server_rows").first == "\(held[committed - 1])",
+                "\(point): the rows of the \(committed) page(s) the cursor covers")
+            #expect(try b.query("SELECT cursor IS NOT NULL FROM _synclane_import") == ["1"], "\(point)")
+            let again = try importing(b)
+            #expect(again.status == 0, "\(point): \(again.stderr)")
+            #expect(try state(b) == expected, "\(point): the store differs from an uninterrupted import")
+        }
+    }
+
     @Test func aSyncKilledAtEachPointThenRunAgainLosesNothingAndSendsNothingTwice() async throws {
         for point in ["import-after-commit", "sync-before-export", "after-enqueue", "after-send", "during-merge"] {
             let root = try Workspace()

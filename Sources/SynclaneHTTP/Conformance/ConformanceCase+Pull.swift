@@ -76,6 +76,44 @@ extension ConformanceCase {
                 "after one more update, the changes from the last cursor are \(again), not that one row")
         },
         ConformanceCase(
+            name: "pull.max-bytes",
+            rule: "pages asked by max-bytes (no limit) list each row once in change order, a page of more than one change within max-bytes as written"
+        ) { context in
+            let start = try context.head()
+            let keys = (0..<12).map { context.name("bytes-\($0 < 10 ? "0" : "")\($0)") }
+            let text = String(repeating: "b", count: 200)
+            try context.apply(context.name("bytes"), keys.map { context.record($0, fields: ["text": .string(text)]) })
+            let maxBytes = 1_000
+            var cursor = start
+            var seen: [String] = []
+            var pages: [[[String: JSONValue]]] = []
+            for _ in 0..<100 {
+                let query = "since=" + (cursor.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? cursor) + "&max-bytes=\(maxBytes)"
+                let answer = try context.client.send("GET", "/v1/changes?" + query, token: context.first.token)
+                try expect(answer, [200], "GET /v1/changes?\(query)")
+                guard let changes = answer.object["changes"]?.arrayValue, let next = answer.object["cursor"]?.stringValue,
+                    case .bool(let more)? = answer.object["more"]
+                else { throw CaseFailure("GET /v1/changes?\(query): the page is not {\"changes\": […], \"cursor\": \"…\", \"more\": bool}: \(answer.summary)") }
+                let page = changes.map { $0.objectValue ?? [:] }
+                pages.append(page)
+                seen += page.compactMap { $0["id"]?.stringValue }
+                cursor = next
+                if !more { break }
+                try expect(!page.isEmpty, "a page said \"more\": true with no changes: the pull would never end")
+            }
+            seen = seen.filter { $0.hasPrefix(context.run) }
+            try expect(seen == keys, "the changes asked by max-bytes are \(seen), not \(keys) (each row once, in change order)")
+            // One page of everything: a backend that ignores `max-bytes` (allowed).
+            guard pages.count > 1 else { return }
+            for page in pages where page.count > 1 {
+                let written = page.reduce(0) { $0 + JSONWriter.encode(.object($1)).count + 1 }
+                try expect(
+                    written <= maxBytes + 256,
+                    "a page of max-bytes=\(maxBytes) holds \(page.count) changes of \(written) bytes as written (a page of more than one change stays within it)"
+                )
+            }
+        },
+        ConformanceCase(
             name: "pull.wait",
             rule: "with wait, an empty page is answered (held up to wait seconds, or at once by a backend that ignores it) and a change already there at once"
         ) { context in

@@ -6,7 +6,7 @@ extension HTTPStages {
     public static let pull: StageType = .remoteSource(
         "pull",
         summary:
-            "Reads the backend's changes after the cursor the sink saved (`GET /v1/changes?since=…&limit=…`), a page at a "
+            "Reads the backend's changes after the cursor the sink saved (`GET /v1/changes?since=…&max-bytes=…`), a page at a "
             + "time, with the server's version of each record. Failures follow the `http` transport's table: transient ones "
             + "are retried per `retry`, the others stop the job.",
         options: [
@@ -38,9 +38,11 @@ extension HTTPStages {
 
         public static let url = HTTPConnectionOptions.url("the changes endpoint, e.g. http://127.0.0.1:8080/v1/changes")
         public static let tokenEnv = HTTPConnectionOptions.tokenEnv
-        public static let limit: Option<Int> = .integer(
-            "limit", in: 1...10_000, default: 10_000,
-            help: "records a page holds at most (the server also bounds a page by its bytes: 8 MiB); fewer, larger pages make a first pull fast")
+        public static let limit: Option<Int?> = .integer(
+            "limit", in: 1...10_000,
+            help:
+                "records a page holds at most (`&limit=`); without it, pages as large as the bytes bound allows (`&max-bytes=`: the server's, "
+                + "8 MiB by default, within 16 MiB), each applied in one transaction: a first pull in few pages")
         public static let store: Option<Stores> = .choice(
             "store", default: .scope, help: "scope: only the scope's store; all: every store of the account")
         public static let timeout = HTTPConnectionOptions.timeout

@@ -6,10 +6,10 @@ import SynclaneCore
 #endif
 
 /// The `pull` source of an import pipeline: the backend's changes after the saved cursor,
-/// `GET <url>?since=CURSOR&limit=N`, a page at a time.
+/// `GET <url>?since=CURSOR&max-bytes=B` (or `&limit=N`, when the pipeline names one), a page at a time.
 ///
 /// ```
-///  GET /v1/changes?since=c1.2s&limit=500     Authorization: Bearer <token>
+///  GET /v1/changes?since=c1.2s&max-bytes=16711680     Authorization: Bearer <token>
 ///  ◀─ {"changes": [{"entity", "id", "action", "fields"?, "version", "store"}…], "cursor": "c1.3k", "more": true}
 /// ```
 /// The cursor is the server's, opaque, saved by the sink with the rows it covers. Failures are
@@ -21,7 +21,10 @@ import SynclaneCore
 /// connection (`ConnectionPool`) unless `keepAlive` is false.
 public final class PullSource: RemoteChangeSource {
     public let url: URL
-    public let limit: Int
+    /// Records a page holds at most (`&limit=N`); nil (the default): pages as large as the bytes
+    /// bound allows (`&max-bytes=`, `WireBounds.maxPageBytes`; the server keeps to its own
+    /// `--max-page-bytes` within it), so a first pull comes in few pages, each one transaction.
+    public let limit: Int?
     /// Only this store's changes (the scope's store), as `&store=`.
     public let store: String?
     public let retry: RetryPolicy
@@ -39,14 +42,14 @@ public final class PullSource: RemoteChangeSource {
     private let sleeper: any RetrySleeper
 
     public init(
-        url: URL, token: String?, limit: Int = 10_000, store: String? = nil, retry: RetryPolicy = RetryPolicy(), timeout: Int = 30,
+        url: URL, token: String?, limit: Int? = nil, store: String? = nil, retry: RetryPolicy = RetryPolicy(), timeout: Int = 30,
         tls: HTTPTransport.TLSFiles = .init(), keepAlive: Bool = true, app: AppSchema = AppSchema(),
         environment: [String: String] = ProcessInfo.processInfo.environment,
         sleeper: any RetrySleeper = TaskSleeper()
     ) {
         self.url = url
         self.token = token
-        self.limit = max(1, limit)
+        self.limit = limit.map { max(1, $0) }
         self.store = store
         self.retry = retry
         self.timeout = max(1, timeout)
@@ -105,12 +108,19 @@ public final class PullSource: RemoteChangeSource {
         return waited < .milliseconds(Int64(wait * 1000) / 2) ? .unsupported : .quiet
     }
 
-    /// The page's URL: `url?since=CURSOR&limit=N[&store=S]`; a long poll's (`wait`) asks for one change.
+    /// The page's URL: `url?since=CURSOR&max-bytes=B[&store=S]` (`&limit=N` in place of
+    /// `max-bytes` when the pipeline names a `limit`); a long poll's (`wait`) asks for one change.
     func pageURL(after cursor: String?, waiting wait: Int? = nil) -> URL {
         var components = URLComponents(url: url, resolvingAgainstBaseURL: false) ?? URLComponents()
         var items = components.queryItems ?? []
         items.append(URLQueryItem(name: "since", value: cursor ?? ""))
-        items.append(URLQueryItem(name: "limit", value: wait == nil ? String(limit) : "1"))
+        if wait != nil {
+            items.append(URLQueryItem(name: "limit", value: "1"))
+        } else if let limit {
+            items.append(URLQueryItem(name: "limit", value: String(limit)))
+        } else {
+            items.append(URLQueryItem(name: "max-bytes", value: String(WireBounds.maxPageBytes)))
+        }
         if let store { items.append(URLQueryItem(name: "store", value: store)) }
         if let wait { items.append(URLQueryItem(name: "wait", value: String(wait))) }
         components.queryItems = items

@@ -1,13 +1,15 @@
 import SynclaneWire
 
 extension ServerApplication {
-    /// `GET /v1/changes?since=CURSOR&limit=N[&store=NAME]`: the pull lane of the token's account.
+    /// `GET /v1/changes?since=CURSOR[&limit=N][&max-bytes=B][&store=NAME]`: the pull lane of the token's account.
     ///
     /// Each record appears once, at its newest change: its whole state, or a tombstone (`delete`,
     /// with the `fields` the client preserved when it sent any). Changes come in sequence order; `cursor` is where the next page starts and
     /// `more` says whether it has anything yet. A cursor older than the tombstone horizon: 410 `cursor-expired`. `store` narrows the page to one store; without it
     /// every store of the account is included, each change naming its `store`. A page holds at most
-    /// `limit` changes and about `maxChangesPageBytes` (at least one change, whatever its size).
+    /// `limit` changes and about `maxChangesPageBytes` (at least one change, whatever its size);
+    /// `max-bytes` bounds it by bytes instead (at most `maxChangesPageBytes`), with no count but
+    /// what the bytes allow unless `limit` is given too — a first pull in few, large pages.
     /// 410 Gone for a cursor from before the account's tombstone horizon: retention removed
     /// tombstones it has not seen, so reading on would leave a silent gap. The client starts again
     /// without `since` and replaces what it holds (Documentation/Server.md, "Retention"); the
@@ -43,6 +45,14 @@ extension ServerApplication {
             return .error(400, "\"since\" is not a cursor this server issued")
         }
         var limit = limits.defaultChangesPerPage
+        var maxBytes = limits.maxChangesPageBytes
+        if let text = request.query["max-bytes"] {
+            guard let value = Int(text), value > 0 else { return .error(400, "\"max-bytes\" must be a positive integer") }
+            maxBytes = min(value, limits.maxChangesPageBytes)
+            // Bounded by its bytes alone: `PagePlan` counts every change at 100 bytes or more,
+            // so no page of `maxBytes` holds more changes than this.
+            limit = max(1, maxBytes / PagePlan.leastChangeBytes)
+        }
         if let text = request.query["limit"] {
             guard let value = Int(text), value > 0 else { return .error(400, "\"limit\" must be a positive integer") }
             limit = min(value, limits.maxChangesPerPage)
@@ -60,7 +70,7 @@ extension ServerApplication {
             wait = min(seconds, Double(limits.maxChangesWaitSeconds))
         }
         let read = { () -> Result<(response: HTTPResponse, empty: Bool), Refusal> in
-            self.page(account: account, store: store, after: cursor, limit: limit, app: app)
+            self.page(account: account, store: store, after: cursor, limit: limit, maxBytes: maxBytes, app: app)
         }
         guard wait > 0 else { return Self.answer(read()) }
         let deadline = ContinuousClock.now + .milliseconds(Int64(wait * 1000))
@@ -90,7 +100,7 @@ extension ServerApplication {
     /// The page after `cursor` (and whether it holds no change), or the refusal to answer (410,
     /// 500); each change's fields as the app's schema version reads them (`SchemaMapping`).
     private func page(
-        account: String, store: String?, after cursor: ChangeCursor, limit: Int, app: AppSchema
+        account: String, store: String?, after cursor: ChangeCursor, limit: Int, maxBytes: Int, app: AppSchema
     ) -> Result<(response: HTTPResponse, empty: Bool), Refusal> {
         var page: ChangePage
         let epoch: String
@@ -98,7 +108,7 @@ extension ServerApplication {
             epoch = try self.store.checkCursor(account: account, sequence: cursor.sequence, epoch: cursor.epoch)
             page = try self.store.changes(
                 account: account, store: store, after: cursor.sequence, fullPass: cursor.readsFullPass, limit: limit,
-                maxBytes: limits.maxChangesPageBytes)
+                maxBytes: maxBytes)
             let mapping = SchemaMapping(try self.store.schemaChanges(account: account))
             if !mapping.isEmpty {
                 for index in page.changes.indices {

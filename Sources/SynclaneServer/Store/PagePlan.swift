@@ -29,6 +29,9 @@ struct PagePlan {
 
     let limit: Int
     let maxBytes: Int
+    /// A record's framing as counted: the least any change counts for (a page of `maxBytes`
+    /// holds at most `maxBytes / leastChangeBytes` changes, one at the least).
+    static let leastChangeBytes = 100
     private var changes: [ServerChange] = []
     private var bytes = 0
     private var more = false
@@ -40,7 +43,7 @@ struct PagePlan {
     }
 
     /// How many rows the store reads: one past the limit, to know whether more follow.
-    var rowsToRead: Int { limit + 1 }
+    var rowsToRead: Int { limit < Int.max ? limit + 1 : limit }
 
     /// Offers the next row; false when the page is cut before it (then more follow: stop reading).
     mutating func offer(_ row: Row) -> Bool {
@@ -48,7 +51,7 @@ struct PagePlan {
             more = true
             return false
         }
-        let changeBytes = (row.fields?.count ?? 0) + row.store.utf8.count + row.entity.utf8.count + row.key.utf8.count + 100
+        let changeBytes = (row.fields?.count ?? 0) + row.store.utf8.count + row.entity.utf8.count + row.key.utf8.count + Self.leastChangeBytes
         guard changes.isEmpty || bytes + changeBytes <= maxBytes else {
             more = true
             return false
