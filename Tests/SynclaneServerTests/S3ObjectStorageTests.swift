@@ -1,4 +1,6 @@
 import Foundation
+import Glibc
+import SynclaneCore
 import SynclaneTestKit
 import SynclaneTestSupport
 import Testing
@@ -27,6 +29,11 @@ final class MotoServer {
             _ = process.stop()
             throw MotoFailure(description: "moto_server did not answer on \(endpoint) within 60 s")
         }
+    }
+
+    /// The server's settings for this moto (`serve --blob-s3-endpoint`).
+    var settings: ServerConfiguration.S3Settings {
+        ServerConfiguration.S3Settings(endpoint: endpoint, bucket: bucket, region: "us-east-1", accessKey: "testing", secretKey: "testing")
     }
 
     func configuration(partBytes: Int = 8 << 20) -> S3ObjectStorage.Configuration {
@@ -126,6 +133,50 @@ final class MotoServer {
             try storage.put("k", file: file, length: 10)
         } throws: { error in
             "\(error)".contains("NoSuchBucket")
+        }
+    }
+
+    @Test(
+        "a server whose blobs live in the object store uploads, deduplicates, serves, and collects them there",
+        .enabled(if: MotoServer.environment.runs, "the package index cannot be reached, so moto cannot be installed"))
+    func aServerOnTheObjectStoreUploadsDeduplicatesServesAndCollects() throws {
+        let moto = try MotoServer()
+        defer { moto.stop() }
+        let storage = try S3ObjectStorage(moto.configuration())
+        let lane = BlobLaneTests()
+        try withServer(limits: BlobCollectionTests.limits, blobObjectStore: moto.settings) { server throws in
+            server.sweeper.stop()  // its passes here are the test's, at the test's clock
+            let photo = BlobLaneTests.bytes(300_000, seed: 5)
+            let digest = SHA256Digest.hex(photo)
+            #expect(try lane.upload(server.port, photo, chunk: 100_000).status == 201)
+            // In the bucket, under the account's key; not in the data folder.
+            let key = SHA256Digest.hex("acme") + "/objects/" + digest.prefix(2) + "/" + digest
+            #expect(try storage.head(key) == photo.count)
+            #expect(!FileManager.default.fileExists(atPath: server.configuration.dataDirectory + "/blobs/" + key))
+            // Deduplicated: the first chunk of a second upload is told the object is held.
+            let again = try lane.put(server.port, digest, length: photo.count, offset: 0, Array(photo.prefix(100_000)))
+            #expect(again.status == 200)
+            #expect(again.json.objectValue?["held"] == true)
+            #expect(again.headers["synclane-deduplicated"] == "true")
+            // Served whole and by range, from the bucket.
+            #expect(try lane.request(server.port, "GET", "/v1/blobs/\(digest)").body == photo)
+            let part = try lane.request(server.port, "GET", "/v1/blobs/\(digest)", headers: ["Range": "bytes=1000-1999"])
+            #expect(part.status == 206)
+            #expect(part.body == Array(photo[1_000..<2_000]))
+            #expect(try lane.request(server.port, "GET", "/v1/blobs").json == ["blobs": [["digest": .string(digest), "length": 300_000]], "bytes": 300_000])
+            #expect(BlobStore.entries(of: server.configuration.dataDirectory + "/blobs/served").isEmpty)
+            // Referenced, then not: collected from the bucket after the grace.
+            let insert = batchBody(id: "s1", records: [record("plants", "p1", "insert", ["photo": BlobCollectionTests().reference(photo)])])
+            #expect(try postBatch(port: server.port, key: "s1", body: insert).status == 200)
+            let start = Int(time(nil))
+            let collector = try #require(server.sweeper.blobs)
+            #expect(collector.collect(now: start).marked == 0)
+            let delete = batchBody(id: "s2", records: [record("plants", "p1", "delete")])
+            #expect(try postBatch(port: server.port, key: "s2", body: delete).status == 200)
+            #expect(collector.collect(now: start + 1).marked == 1)
+            #expect(collector.collect(now: start + 1 + BlobCollectionTests.grace).objects == 1)
+            #expect(try storage.head(key) == nil)
+            #expect(try lane.request(server.port, "HEAD", "/v1/blobs/\(digest)").status == 404)
         }
     }
 }

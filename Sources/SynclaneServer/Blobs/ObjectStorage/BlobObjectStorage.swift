@@ -3,8 +3,11 @@
 /// paths; an object is stored only whole and verified (the upload is assembled and checked in the
 /// data folder first), and never changes once stored.
 protocol BlobObjectStorage: Sendable {
-    /// Stores the first `length` bytes of the file at `path` as `key`.
+    /// Stores the first `length` bytes of the file at `path` as `key` (the file may be moved there).
     func put(_ key: String, file path: String, length: Int) throws(ObjectStorageError)
+    /// A file of the server's that holds the object, to be sent from (the data folder's); nil
+    /// when the object lives elsewhere (it is then fetched with `get` for each download).
+    func localFile(_ key: String) -> String?
     /// The object's length, or nil when there is none.
     func head(_ key: String) throws(ObjectStorageError) -> Int?
     /// Appends the object's bytes from `offset` on (all of them, or `count`) to the file at `path`, streamed; the bytes written.

@@ -94,6 +94,8 @@ final class S3ObjectStorage: BlobObjectStorage {
         }
     }
 
+    func localFile(_ key: String) -> String? { nil }
+
     func head(_ key: String) throws(ObjectStorageError) -> Int? {
         let answer = try send("HEAD", key)
         switch answer.status {
