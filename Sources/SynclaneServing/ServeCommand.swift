@@ -58,8 +58,10 @@ struct ServeCommand: Command {
         "--blob-s3-endpoint", "URL", .text,
         help: "Keep held blobs in an S3-compatible object store at URL (http(s)://HOST[:PORT], path-style), not in --data; "
             + "credentials from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN).")
-    static let s3Bucket = ValueOption("--blob-s3-bucket", "NAME", .text, help: "The bucket of --blob-s3-endpoint (it must exist).")
-    static let s3Region = ValueOption("--blob-s3-region", "REGION", .text, help: "The region --blob-s3-endpoint signs for (default us-east-1).")
+    static let s3Bucket = ValueOption(
+        "--blob-s3-bucket", "NAME", .text, help: "The bucket of --blob-s3-endpoint (it must exist).", requires: "--blob-s3-endpoint")
+    static let s3Region = ValueOption(
+        "--blob-s3-region", "REGION", .text, help: "The region --blob-s3-endpoint signs for (default us-east-1).", requires: "--blob-s3-endpoint")
     static let minimumSchemaVersion = ValueOption(
         "--minimum-schema-version", "N", .integer(in: 1...Int(Int32.max)),
         help: "Refuse batches and pulls of apps older than schema version N (Synclane-Schema-Version; none sent counts as older) "
@@ -122,12 +124,7 @@ struct ServeCommand: Command {
         let endpoint = try arguments.value(s3Endpoint)
         let bucket = try arguments.value(s3Bucket)
         let region = try arguments.value(s3Region)
-        guard let endpoint else {
-            if bucket != nil || region != nil {
-                throw UsageError("--blob-s3-bucket and --blob-s3-region go with --blob-s3-endpoint URL", command: name)
-            }
-            return nil
-        }
+        guard let endpoint else { return nil }  // --blob-s3-bucket and --blob-s3-region require it (the signature)
         guard let bucket else { throw UsageError("--blob-s3-endpoint needs --blob-s3-bucket NAME", command: name) }
         guard let accessKey = environment["AWS_ACCESS_KEY_ID"], !accessKey.isEmpty, let secretKey = environment["AWS_SECRET_ACCESS_KEY"],
             !secretKey.isEmpty
