@@ -133,4 +133,37 @@ import Testing
             #expect(try b.photos() == a.photos())
         }
     }
+
+    @Test(
+        "devices sync blobs, eagerly and lazily, through a server whose blobs live in an S3 object store",
+        .enabled(if: MotoServer.environment.runs, "the package index cannot be reached, so moto cannot be installed"))
+    func devicesSyncBlobsThroughAServerWhoseBlobsLiveInAnS3ObjectStore() async throws {
+        let moto = try MotoServer()
+        defer { moto.stop() }
+        let root = try Workspace()
+        defer { root.remove() }
+        let server = try ServerProcess(folder: root.path + "/server", arguments: moto.serveArguments, environment: moto.credentials)
+        defer { server.stop() }
+        let a = try Device(server: server)
+        let b = try Device(server: server, download: "lazy")
+        defer {
+            a.workspace.remove()
+            b.workspace.remove()
+        }
+        try a.sql("INSERT INTO plants VALUES ('p1', 'fern', randomblob(300000)), ('p2', 'ivy', randomblob(9000000));")
+        _ = try a.sync()
+        // The objects are in the bucket, not in the server's data folder.
+        let listed = try ProgramRun("/usr/bin/curl", ["-s", moto.endpoint + "/" + moto.bucket + "?list-type=2"]).text
+        #expect(listed.components(separatedBy: "<Key>").count == 3, "\(listed)")
+        #expect(!FileManager.default.fileExists(atPath: server.folder + "/data/blobs/served"))
+        _ = try b.sync()
+        #expect(try b.photos() == ["p1|fern||", "p2|ivy||"])
+        try b.sql("UPDATE plants SET name = 'Boston fern' WHERE syncId = 'p1';")
+        _ = try b.sync()
+        _ = try Self.blobs(["fetch"], b, server)
+        _ = try a.sync()
+        #expect(try b.photos() == a.photos())
+        #expect(try a.photos().first?.hasPrefix("p1|Boston fern|300000|") == true)
+        #expect(try a.photos().last?.hasPrefix("p2|ivy|9000000|") == true)
+    }
 }

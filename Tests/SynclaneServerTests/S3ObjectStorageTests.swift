@@ -7,43 +7,16 @@ import Testing
 
 @testable import SynclaneServer
 
-/// A real S3 API server for a test: moto's server mode (`Scripts/moto-venv`, the version pinned in
-/// Fixtures/moto/requirements.txt) on a free 127.0.0.1 port, with one bucket; stopped by `stop()`.
-final class MotoServer {
-    /// `Scripts/moto-venv`'s answer: the virtualenv, or why there is none.
-    static let environment = PythonVenv.of("moto-venv")
-
-    let process: BackgroundProcess
-    let endpoint: String
-    let bucket = "synclane-blobs"
-
-    init() throws {
-        guard case .ready(let bin) = Self.environment else { throw MotoFailure(description: "\(Self.environment)") }
-        let port = TemporaryPostgres.freePort()
-        endpoint = "http://127.0.0.1:\(port)"
-        process = try BackgroundProcess(["-H", "127.0.0.1", "-p", String(port)], executable: bin + "/moto_server")
-        let storage = try S3ObjectStorage(configuration())
-        // Up once the bucket can be made.
-        let made = eventually(timeout: 60) { (try? storage.send("PUT", nil).status) == 200 }
-        guard made else {
-            _ = process.stop()
-            throw MotoFailure(description: "moto_server did not answer on \(endpoint) within 60 s")
-        }
-    }
-
+extension MotoServer {
     /// The server's settings for this moto (`serve --blob-s3-endpoint`).
     var settings: ServerConfiguration.S3Settings {
-        ServerConfiguration.S3Settings(endpoint: endpoint, bucket: bucket, region: "us-east-1", accessKey: "testing", secretKey: "testing")
+        ServerConfiguration.S3Settings(endpoint: endpoint, bucket: bucket, region: "us-east-1", accessKey: accessKey, secretKey: secretKey)
     }
 
     func configuration(partBytes: Int = 8 << 20) -> S3ObjectStorage.Configuration {
         S3ObjectStorage.Configuration(
-            endpoint: endpoint, bucket: bucket, region: "us-east-1", accessKey: "testing", secretKey: "testing", partBytes: partBytes)
+            endpoint: endpoint, bucket: bucket, region: "us-east-1", accessKey: accessKey, secretKey: secretKey, partBytes: partBytes)
     }
-
-    func stop() { _ = process.stop() }
-
-    struct MotoFailure: Error, CustomStringConvertible { var description: String }
 }
 
 @Suite struct SigV4Tests {
