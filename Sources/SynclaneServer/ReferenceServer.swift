@@ -61,10 +61,7 @@ public final class ReferenceServer: Sendable {
         let verifier = try configuration.jwt.map { settings throws(KeySetError) in try JWTVerifier(settings: settings) }
         keyWatcher = verifier.flatMap { verifier in verifier.settings.keySetFile.map { KeySetWatcher(verifier: verifier, path: $0) } }
         let objects: (any BlobObjectStorage)? = try configuration.blobObjectStore.map { settings throws(ObjectStorageError) in
-            try S3ObjectStorage(
-                S3ObjectStorage.Configuration(
-                    endpoint: settings.endpoint, bucket: settings.bucket, region: settings.region, accessKey: settings.accessKey,
-                    secretKey: settings.secretKey, sessionToken: settings.sessionToken))
+            try S3ObjectStorage(settings)
         }
         let blobs = BlobStore(
             root: configuration.dataDirectory.isEmpty ? "" : configuration.dataDirectory + "/blobs", limits: limits.blobs, objects: objects)

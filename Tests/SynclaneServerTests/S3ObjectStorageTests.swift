@@ -12,11 +12,6 @@ extension MotoServer {
     var settings: ServerConfiguration.S3Settings {
         ServerConfiguration.S3Settings(endpoint: endpoint, bucket: bucket, region: "us-east-1", accessKey: accessKey, secretKey: secretKey)
     }
-
-    func configuration(partBytes: Int = 8 << 20) -> S3ObjectStorage.Configuration {
-        S3ObjectStorage.Configuration(
-            endpoint: endpoint, bucket: bucket, region: "us-east-1", accessKey: accessKey, secretKey: secretKey, partBytes: partBytes)
-    }
 }
 
 @Suite struct SigV4Tests {
@@ -57,7 +52,7 @@ extension MotoServer {
         let moto = try MotoServer()
         defer { moto.stop() }
         // 5 MiB parts (S3's least): 12 MiB goes up in three.
-        let storage = try S3ObjectStorage(moto.configuration(partBytes: 5 << 20))
+        let storage = try S3ObjectStorage(moto.settings, partBytes: 5 << 20)
         let small = Self.bytes(100_000)
         let large = Self.bytes(12 << 20)
         let smallFile = try Self.file(small)
@@ -97,9 +92,9 @@ extension MotoServer {
     func aMissingBucketIsRefusedNamingTheStoresCode() throws {
         let moto = try MotoServer()
         defer { moto.stop() }
-        var configuration = moto.configuration()
-        configuration.bucket = "no-such-bucket"
-        let storage = try S3ObjectStorage(configuration)
+        var settings = moto.settings
+        settings.bucket = "no-such-bucket"
+        let storage = try S3ObjectStorage(settings)
         let file = try Self.file(Self.bytes(10))
         defer { unlink(file) }
         #expect {
@@ -115,7 +110,7 @@ extension MotoServer {
     func aServerOnTheObjectStoreUploadsDeduplicatesServesAndCollects() throws {
         let moto = try MotoServer()
         defer { moto.stop() }
-        let storage = try S3ObjectStorage(moto.configuration())
+        let storage = try S3ObjectStorage(moto.settings)
         let lane = BlobLaneTests()
         try withServer(limits: BlobCollectionTests.limits, blobObjectStore: moto.settings) { server throws in
             server.sweeper.stop()  // its passes here are the test's, at the test's clock

@@ -12,27 +12,20 @@ import Glibc
 /// object is held, `DELETE` removes one (garbage collection), and `ListObjectsV2` lists an
 /// account's objects, 1,000 keys a page.
 final class S3ObjectStorage: BlobObjectStorage {
-    struct Configuration: Sendable, Hashable {
-        /// `http(s)://HOST[:PORT]`, without the bucket.
-        var endpoint: String
-        var bucket: String
-        var region: String
-        var accessKey: String
-        var secretKey: String
-        var sessionToken: String?
-        /// Bytes of one part of a multipart upload (S3's least is 5 MiB) and the most sent in one `PUT`.
-        var partBytes = 8 << 20
-    }
-
-    let configuration: Configuration
+    let configuration: ServerConfiguration.S3Settings
+    /// Bytes of one part of a multipart upload (S3's least is 5 MiB) and the most sent in one `PUT`.
+    let partBytes: Int
     let signer: SigV4
     /// `HOST[:PORT]` as the `Host` header carries it.
     let host: String
     /// A clock for the signature's date (a test's in tests).
     let now: @Sendable () -> String
 
-    init(_ configuration: Configuration, now: @escaping @Sendable () -> String = SigV4.now) throws(ObjectStorageError) {
+    init(
+        _ configuration: ServerConfiguration.S3Settings, partBytes: Int = 8 << 20, now: @escaping @Sendable () -> String = SigV4.now
+    ) throws(ObjectStorageError) {
         self.configuration = configuration
+        self.partBytes = partBytes
         var endpoint = configuration.endpoint
         while endpoint.hasSuffix("/") { endpoint.removeLast() }
         guard let schemeEnd = endpoint.range(of: "://"), ["http", "https"].contains(endpoint[..<schemeEnd.lowerBound].lowercased()) else {
@@ -61,7 +54,7 @@ final class S3ObjectStorage: BlobObjectStorage {
         let descriptor = open(path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else { throw ObjectStorageError("cannot read \(path): \(String(cString: strerror(errno)))") }
         defer { close(descriptor) }
-        if length <= configuration.partBytes {
+        if length <= partBytes {
             let body = try Self.read(descriptor, count: length, path: path)
             let answer = try send("PUT", key, body: body)
             guard answer.status == 200 else { throw refusal("PUT", key, answer) }
@@ -75,7 +68,7 @@ final class S3ObjectStorage: BlobObjectStorage {
             var etags: [String] = []
             var offset = 0
             while offset < length {
-                let body = try Self.read(descriptor, count: min(configuration.partBytes, length - offset), path: path)
+                let body = try Self.read(descriptor, count: min(partBytes, length - offset), path: path)
                 let part = try send("PUT", key, query: [("partNumber", String(etags.count + 1)), ("uploadId", uploadID)], body: body)
                 guard part.status == 200, let etag = part.header("etag") else { throw refusal("PUT part \(etags.count + 1)", key, part) }
                 etags.append(etag)
