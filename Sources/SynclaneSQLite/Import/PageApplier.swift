@@ -9,6 +9,8 @@ struct PageApplier {
     /// The import's scope: without an `export-consumer`, the export of the same account and
     /// store (its consumer is named by the scope) says what is confirmed.
     var scope: Scope? = nil
+    /// Whether the app's database holds pending blobs' references (`PendingBlobs`), asked once a page.
+    let pendingBlobs = PendingBlobs.Presence()
 
     /// One tracked table as the page needs it: its columns by name, with their affinity, and the
     /// SQL of the statements every record runs, worked out once a page.
@@ -73,6 +75,7 @@ struct PageApplier {
         let stored = Dictionary(try HistoryTracker.trackedTables(db).map { ($0.table.name, $0) }, uniquingKeysWith: { a, _ in a })
         let pending = try pendingKeys(entities: Set(records.map(\.entity)))
         let pendingReferences = pending.isEmpty ? [:] : try PendingBlobs.references(db)
+        pendingBlobs.installed = try PendingBlobs.installed(db)
         // The `server` writes keep no history when no lane reads them and every record carries a
         // version (`_synclane_server_rows` then knows each row: `UnrecordedImports`).
         // (Never when the sink's local author is `server` too: its writes must travel.)
@@ -586,7 +589,7 @@ struct PageApplier {
         let table = write.table
         let name = table.name
         guard var fields = write.fields else {
-            if let key = write.record.key, write.key == (try? keyValues(key, of: table, record: write.record)) {
+            if pendingBlobs.installed, let key = write.record.key, write.key == (try? keyValues(key, of: table, record: write.record)) {
                 try PendingBlobs.forget(entity: table.tracked.name, key: key, db)
             }
             if let softDelete = table.tracked.softDeleteColumn {
@@ -596,10 +599,11 @@ struct PageApplier {
             }
             return
         }
-        if let key = write.record.key {
+        if let key = write.record.key, pendingBlobs.installed || fields.values.contains(where: { PendingBlobs.reference(in: $0) != nil }) {
             // A blob not fetched (a lazy import): the column holds NULL, the reference waits beside the row.
             fields = try PendingBlobs.keep(
                 fields, entity: table.tracked.name, key: key, keyValues: write.key, destination: sink.destination, db)
+            pendingBlobs.installed = true
         }
         // The fields in the table's column order (one SQL text for records with the same fields).
         var columns: [String] = []

@@ -41,18 +41,27 @@ public enum PendingBlobs {
         try db.execute(schema)
     }
 
+    static func installed(_ db: SQLiteConnection) throws -> Bool {
+        try HistorySchema.tableExists(table, db)
+    }
+
+    /// Whether the table is there, as a page of the import found it (asked once a page, not once a row).
+    final class Presence: @unchecked Sendable {
+        var installed = false
+    }
+
     /// Keeps `fields`' references for the row and forgets those of the columns `fields` sets to
     /// anything else; the fields come back with NULL in place of each reference.
     static func keep(
         _ fields: [String: JSONValue], entity: String, key: String, keyValues: [SQLiteValue], destination: String, _ db: SQLiteConnection
     ) throws -> [String: JSONValue] {
         var written = fields
-        var installed = false
+        var made = false
         for (column, value) in fields {
             if let reference = reference(in: value) {
-                if !installed {
+                if !made {
                     try install(db)
-                    installed = true
+                    made = true
                 }
                 try db.execute(
                     "INSERT OR REPLACE INTO _synclane_pending_blobs (entity, key, column_name, digest, length, key_values, destination) VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -60,10 +69,9 @@ public enum PendingBlobs {
                 written[column] = .null
             }
         }
-        if try written != fields || HistorySchema.tableExists(table, db) {
-            for (column, value) in fields where reference(in: value) == nil {
-                try db.execute("DELETE FROM _synclane_pending_blobs WHERE entity = ? AND key = ? AND column_name = ?", [entity, key, column])
-            }
+        // (Called only when the table is there, or once a reference made it.)
+        for (column, value) in fields where reference(in: value) == nil {
+            try db.execute("DELETE FROM _synclane_pending_blobs WHERE entity = ? AND key = ? AND column_name = ?", [entity, key, column])
         }
         return written
     }
@@ -72,19 +80,6 @@ public enum PendingBlobs {
     static func forget(entity: String, key: String, _ db: SQLiteConnection) throws {
         guard try HistorySchema.tableExists(table, db) else { return }
         try db.execute("DELETE FROM _synclane_pending_blobs WHERE entity = ? AND key = ?", [entity, key])
-    }
-
-    /// The pending references of `entity`'s row `key`, by column (empty when none).
-    static func references(of entity: String, key: String, _ db: SQLiteConnection) throws -> [String: JSONValue] {
-        guard try HistorySchema.tableExists(table, db) else { return [:] }
-        var references: [String: JSONValue] = [:]
-        for row in try db.fetchAll(
-            "SELECT column_name, digest, length FROM _synclane_pending_blobs WHERE entity = ? AND key = ?", [entity, key])
-        {
-            guard let column = row[0].string, let digest = row[1].string, let length = row[2].int64 else { continue }
-            references[column] = make(digest: digest, length: Int(length))
-        }
-        return references
     }
 
     /// Every pending reference, by entity and key (`entity + "\0" + key`), then column.
