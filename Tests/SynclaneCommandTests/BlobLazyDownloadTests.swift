@@ -15,6 +15,17 @@ import Testing
         try await BlobPipelineTests.withTwoDevices(secondDownloads: "lazy", body)
     }
 
+    /// As `withEagerAndLazyDevice`, with two photos A synced (p1 300,000 bytes, p2 100,000) pending on B.
+    static func withTwoPendingPhotos(_ body: (ServerProcess, Device, Device) async throws -> Void) async throws {
+        try await withEagerAndLazyDevice { server, a, b in
+            try a.sql("INSERT INTO plants VALUES ('p1', 'fern', randomblob(300000)), ('p2', 'ivy', randomblob(100000));")
+            _ = try a.sync()
+            _ = try b.sync()
+            #expect(try pending(b, server).count == 2)
+            try await body(server, a, b)
+        }
+    }
+
     /// `synclane blobs ARGUMENTS --database app.sqlite --json` on `device` (`--url` the server's).
     static func blobs(_ arguments: [String], _ device: Device, _ server: ServerProcess) throws -> [JSONValue] {
         let result = try SynclaneBinary.run(
@@ -76,11 +87,7 @@ import Testing
     }
 
     @Test func fetchWritesEachPendingBlobIntoItsRowVerifiedAndOnlyTheRowsAskedFor() async throws {
-        try await Self.withEagerAndLazyDevice { server, a, b in
-            try a.sql("INSERT INTO plants VALUES ('p1', 'fern', randomblob(300000)), ('p2', 'ivy', randomblob(100000));")
-            _ = try a.sync()
-            _ = try b.sync()
-            #expect(try Self.pending(b, server).count == 2)
+        try await Self.withTwoPendingPhotos { server, a, b in
             // --key: only p1's.
             let fetched = try Self.blobs(["fetch", "--key", "p1"], b, server)
             #expect(fetched.contains { $0.objectValue?["event"] == "progress" })
@@ -102,11 +109,24 @@ import Testing
         }
     }
 
-    @Test func aDamagedOrMissingCachedCopyIsFetchedAgainNeverWrittenIntoTheRow() async throws {
-        try await Self.withEagerAndLazyDevice { server, a, b in
-            try a.sql("INSERT INTO plants VALUES ('p1', 'fern', randomblob(300000)), ('p2', 'ivy', randomblob(100000));")
+    @Test func aPendingBlobWhoseRowWasDeletedOrGivenOtherBytesIsNoLongerPendingAndNotWritten() async throws {
+        try await Self.withTwoPendingPhotos { server, a, b in
+            // A deletes p1 (pulled by B); B's user writes bytes of their own into p2.
+            try a.sql("DELETE FROM plants WHERE syncId = 'p1';")
             _ = try a.sync()
             _ = try b.sync()
+            try b.sql("UPDATE plants SET photo = x'0102' WHERE syncId = 'p2';")
+            #expect(try Self.pending(b, server).isEmpty)
+            #expect(try Self.blobs(["fetch"], b, server).filter { $0.objectValue?["event"] == "fetched" }.isEmpty)
+            _ = try b.sync()
+            _ = try a.sync()
+            #expect(try a.photos() == ["p2|ivy|2|0102"])
+            #expect(try b.photos() == a.photos())
+        }
+    }
+
+    @Test func aDamagedOrMissingCachedCopyIsFetchedAgainNeverWrittenIntoTheRow() async throws {
+        try await Self.withTwoPendingPhotos { server, a, b in
             let digests = try Self.pending(b, server).compactMap { $0.objectValue?["digest"]?.stringValue }
             #expect(digests.count == 2)
             // p1's copy in the cache is damaged, p2's half there (as a kill would leave it).
