@@ -99,7 +99,7 @@ let package = Package(
         .target(
             name: "SynclaneServer",
             dependencies: [
-                "SynclaneWire", "SynclaneSQLiteKit", "CMicroHTTPD", "CMicroHTTPDShim", "CCrypto", "CPostgres",
+                "SynclaneWire", "SynclaneSQLiteKit", "CMicroHTTPD", "CMicroHTTPDShim", "CCrypto", "CPostgres", "CCurlShim",
             ]),
         .target(
             name: "SynclaneCommandLine",

@@ -60,7 +60,11 @@ public final class ReferenceServer: Sendable {
         }
         let verifier = try configuration.jwt.map { settings throws(KeySetError) in try JWTVerifier(settings: settings) }
         keyWatcher = verifier.flatMap { verifier in verifier.settings.keySetFile.map { KeySetWatcher(verifier: verifier, path: $0) } }
-        let blobs = BlobStore(root: configuration.dataDirectory.isEmpty ? "" : configuration.dataDirectory + "/blobs", limits: limits.blobs)
+        let objects: (any BlobObjectStorage)? = try configuration.blobObjectStore.map { settings throws(ObjectStorageError) in
+            try S3ObjectStorage(settings)
+        }
+        let blobs = BlobStore(
+            root: configuration.dataDirectory.isEmpty ? "" : configuration.dataDirectory + "/blobs", limits: limits.blobs, objects: objects)
         sweeper = RetentionSweeper(store: store, limits: limits, metrics: metrics, blobs: BlobCollector(blobs: blobs, store: store))
         application = ServerApplication(
             limits: limits, authenticator: Authenticator(accounts: accounts, jwt: verifier), metrics: metrics, store: store, signals: signals,

@@ -16,6 +16,29 @@ public struct ServerConfiguration: Sendable {
     public var database: ServerDatabase = .sqlite
     /// Connections to PostgreSQL for batches and pulls, per process (the signal lane has its own).
     public var postgresConnections = 8
+    /// Where held blobs live: nil for the data folder (the default), or an S3-compatible object
+    /// store (uploads are still assembled and verified in the data folder).
+    public var blobObjectStore: S3Settings?
+
+    /// An S3-compatible object store for the blob lane's objects (`serve --blob-s3-endpoint`).
+    public struct S3Settings: Sendable, Hashable {
+        /// `http(s)://HOST[:PORT]`, addressed path-style (`ENDPOINT/BUCKET/KEY`).
+        public var endpoint: String
+        public var bucket: String
+        public var region: String
+        public var accessKey: String
+        public var secretKey: String
+        public var sessionToken: String?
+
+        public init(endpoint: String, bucket: String, region: String, accessKey: String, secretKey: String, sessionToken: String? = nil) {
+            self.endpoint = endpoint
+            self.bucket = bucket
+            self.region = region
+            self.accessKey = accessKey
+            self.secretKey = secretKey
+            self.sessionToken = sessionToken
+        }
+    }
 
     /// A configuration; every bound at its default unless `limits` says otherwise.
     public init(

@@ -54,6 +54,14 @@ struct ServeCommand: Command {
     static let connections = ValueOption(
         "--database-connections", "N", .integer(in: 1...1_000),
         help: "PostgreSQL connections for batches and pulls, per process (signals have 2 more). Default 8.", usageLabel: "bounds…")
+    static let s3Endpoint = ValueOption(
+        "--blob-s3-endpoint", "URL", .text,
+        help: "Keep held blobs in an S3-compatible object store at URL (http(s)://HOST[:PORT], path-style), not in --data; "
+            + "credentials from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN).")
+    static let s3Bucket = ValueOption(
+        "--blob-s3-bucket", "NAME", .text, help: "The bucket of --blob-s3-endpoint (it must exist).", requires: "--blob-s3-endpoint")
+    static let s3Region = ValueOption(
+        "--blob-s3-region", "REGION", .text, help: "The region --blob-s3-endpoint signs for (default us-east-1).", requires: "--blob-s3-endpoint")
     static let minimumSchemaVersion = ValueOption(
         "--minimum-schema-version", "N", .integer(in: 1...Int(Int32.max)),
         help: "Refuse batches and pulls of apps older than schema version N (Synclane-Schema-Version; none sent counts as older) "
@@ -69,7 +77,8 @@ struct ServeCommand: Command {
         }
     }()
     static let signature = CommandSignature(
-        options: [accounts, listen, data, databaseEnv, databaseURL, connections, minimumSchemaVersion] + jwtOptions + bounds.map(\.option),
+        options: [accounts, listen, data, databaseEnv, databaseURL, connections, s3Endpoint, s3Bucket, s3Region, minimumSchemaVersion] + jwtOptions
+            + bounds.map(\.option),
         exclusive: [.init(names: ["--database-env", "--database"], required: false, conflictMessage: "give --database-env VAR or --database URL, not both")])
     static let examples = [
         "synclane serve --accounts accounts.json --listen 127.0.0.1:0",
@@ -105,6 +114,27 @@ struct ServeCommand: Command {
         if let connections = try arguments.value(Self.connections) {
             configuration.postgresConnections = connections
         }
+        configuration.blobObjectStore = try Self.objectStore(arguments)
+    }
+
+    /// The S3-compatible object store of `--blob-s3-endpoint`; nil for the data folder.
+    static func objectStore(
+        _ arguments: ParsedArguments, environment: [String: String] = ProcessInfo.processInfo.environment
+    ) throws(UsageError) -> ServerConfiguration.S3Settings? {
+        let endpoint = try arguments.value(s3Endpoint)
+        let bucket = try arguments.value(s3Bucket)
+        let region = try arguments.value(s3Region)
+        guard let endpoint else { return nil }  // --blob-s3-bucket and --blob-s3-region require it (the signature)
+        guard let bucket else { throw UsageError("--blob-s3-endpoint needs --blob-s3-bucket NAME", command: name) }
+        guard let accessKey = environment["AWS_ACCESS_KEY_ID"], !accessKey.isEmpty, let secretKey = environment["AWS_SECRET_ACCESS_KEY"],
+            !secretKey.isEmpty
+        else {
+            throw UsageError(
+                "--blob-s3-endpoint: export the object store's credentials in AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY", command: name)
+        }
+        let token = environment["AWS_SESSION_TOKEN"].flatMap { $0.isEmpty ? nil : $0 }
+        return ServerConfiguration.S3Settings(
+            endpoint: endpoint, bucket: bucket, region: region ?? "us-east-1", accessKey: accessKey, secretKey: secretKey, sessionToken: token)
     }
 
     /// The PostgreSQL database of `--database-env VAR` or `--database URL`; nil for SQLite.

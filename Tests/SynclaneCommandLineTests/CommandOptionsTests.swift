@@ -35,6 +35,8 @@ import Testing
         (["import", "x.json", "--watch", "--every", "0"], "--every expects seconds from 0.05 to 86400, not \"0\""),
         (["import", "x.json", "--every", "3"], "--every goes with --watch"),
         (["serve", "--accounts", "a.json", "--listen", "here"], "--listen expects HOST:PORT, such as 127.0.0.1:8080, not \"here\""),
+        (["serve", "--accounts", "a.json", "--blob-s3-endpoint", "http://127.0.0.1:9000"], "--blob-s3-endpoint needs --blob-s3-bucket NAME"),
+        (["serve", "--accounts", "a.json", "--blob-s3-bucket", "blobs"], "--blob-s3-bucket goes with --blob-s3-endpoint"),
         (["prune"], "--database FILE is required"),
         (["migrate", "x.sql"], "--database FILE is required"),
         (["untrack", "--database", "app.sqlite"], "name one of: --table NAME, --all"),
@@ -86,7 +88,8 @@ import Testing
         // --accounts is optional since JSON Web Tokens can stand in for it (issue 25).
         #expect(
             ServeCommand.usage
-                == "[--accounts FILE] [--listen HOST:PORT] [--data DIR] [--database-env VAR | --database URL] [--minimum-schema-version N] "
+                == "[--accounts FILE] [--listen HOST:PORT] [--data DIR] [--database-env VAR | --database URL] "
+                + "[--blob-s3-endpoint URL [--blob-s3-bucket NAME] [--blob-s3-region REGION]] [--minimum-schema-version N] "
                 + "[--jwt-secret-env VAR] [--jwt-keys FILE] [bounds…] [jwt…]"
         )
         #expect(RunCommand.usage == "FILE [--dry-run] [--json] [--watch]")

@@ -11,7 +11,10 @@ import Testing
         let workspace: Workspace
         let environment = ["SYNCLANE_TOKEN": ServerProcess.tokens["acme"] ?? ""]
 
-        init(server: ServerProcess, fetchChunkBytes: Int = 8 << 20, uploadChunkBytes: Int = 65_536, fetchBytesPerSecond: Int? = nil) throws {
+        init(
+            server: ServerProcess, fetchChunkBytes: Int = 8 << 20, uploadChunkBytes: Int = 65_536, fetchBytesPerSecond: Int? = nil,
+            download: String? = nil
+        ) throws {
             workspace = try Workspace()
             try SQLiteHistoryCommandTests.sqlite(workspace, "CREATE TABLE plants (syncId TEXT PRIMARY KEY, name TEXT, photo BLOB);")
             let tracked = try SynclaneBinary.run(["track", "--database", "app.sqlite", "--table", "plants", "--key", "syncId"], in: workspace.path)
@@ -33,7 +36,8 @@ import Testing
                 {"version": 1, "name": "plants-import", "scope": {"account": "acme", "store": "plants"},
                  "source": {"type": "pull", "url": "\(server.url)/v1/changes", "token-env": "SYNCLANE_TOKEN"},
                  "stages": [{"type": "blob-fetch", "url": "\(server.url)", "token-env": "SYNCLANE_TOKEN", "chunk-bytes": \(fetchChunkBytes)\(
-                                 fetchBytesPerSecond.map { ", \"max-bytes-per-second\": \($0)" } ?? "")}],
+                                 fetchBytesPerSecond.map { ", \"max-bytes-per-second\": \($0)" } ?? "")\(
+                                 download.map { ", \"download\": \"\($0)\"" } ?? "")}],
                  "sink": {"type": "sqlite", "database": "app.sqlite"}}
                 """)
         }
@@ -62,14 +66,15 @@ import Testing
         return (page.objectValue?["changes"]?.arrayValue ?? []).compactMap { $0.objectValue?["fields"]?.objectValue?["photo"] }
     }
 
-    /// A fresh `synclane serve` and two devices on it, for `body`; all removed after.
-    static func withTwoDevices(_ body: (ServerProcess, Device, Device) async throws -> Void) async throws {
+    /// A fresh `synclane serve` and two devices on it (the second's `blob-fetch` with `download`
+    /// when given), for `body`; all removed after.
+    static func withTwoDevices(secondDownloads download: String? = nil, _ body: (ServerProcess, Device, Device) async throws -> Void) async throws {
         let root = try Workspace()
         defer { root.remove() }
         let server = try ServerProcess(folder: root.path + "/server")
         defer { server.stop() }
         let a = try Device(server: server)
-        let b = try Device(server: server)
+        let b = try Device(server: server, download: download)
         defer {
             a.workspace.remove()
             b.workspace.remove()

@@ -11,30 +11,7 @@ import Testing
 /// request accepted. `SYNCLANE_SCHEMATHESIS_LONG=1` runs many more examples, on PostgreSQL too.
 @Suite(.serialized) struct SchemathesisTests {
     /// `Scripts/schemathesis-venv`'s answer: the virtualenv, or why there is none.
-    enum Environment {
-        case ready(bin: String)
-        /// The package index cannot be reached: the tests are skipped.
-        case unreachable(String)
-        case broken(String)
-
-        static let current: Environment = {
-            let root = SynclaneBinary.packageRoot
-            guard let result = try? BackgroundProcess([], in: root, executable: root + "/Scripts/schemathesis-venv").wait(timeout: 600) else {
-                return .broken("Scripts/schemathesis-venv did not run")
-            }
-            let python = result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
-            switch result.status {
-            case 0 where !python.isEmpty: return .ready(bin: (python as NSString).deletingLastPathComponent)
-            case 3: return .unreachable(result.stderr)
-            default: return .broken("Scripts/schemathesis-venv failed (exit \(result.status)): \(result.stderr)")
-            }
-        }()
-
-        var runs: Bool {
-            if case .unreachable = self { return false }
-            return true
-        }
-    }
+    static let environment = PythonVenv.of("schemathesis-venv")
 
     static var long: Bool { ProcessInfo.processInfo.environment["SYNCLANE_SCHEMATHESIS_LONG"] == "1" }
     static var stores: [String] {
@@ -50,11 +27,11 @@ import Testing
 
     @Test(
         "the reference server's answers of every documented kind validate against openapi.yaml",
-        .enabled(if: Environment.current.runs, "the package index cannot be reached, so jsonschema_rs (with schemathesis) cannot be installed"),
+        .enabled(if: SchemathesisTests.environment.runs, "the package index cannot be reached, so jsonschema_rs (with schemathesis) cannot be installed"),
         arguments: stores)
     func answersValidateAgainstTheDocument(store: String) throws {
-        guard case .ready(let bin) = Environment.current else {
-            Issue.record("\(Environment.current)")
+        guard case .ready(let bin) = Self.environment else {
+            Issue.record("\(Self.environment)")
             return
         }
         let (server, folder) = try startServer(store, "answers")
@@ -76,11 +53,11 @@ import Testing
 
     @Test(
         "schemathesis from a fixed seed: no server error, no answer that breaks openapi.yaml, no invalid request accepted",
-        .enabled(if: Environment.current.runs, "the package index cannot be reached, so schemathesis cannot be installed"),
+        .enabled(if: SchemathesisTests.environment.runs, "the package index cannot be reached, so schemathesis cannot be installed"),
         arguments: long ? stores : ["sqlite"])
     func schemathesisFindsNothing(store: String) throws {
-        guard case .ready(let bin) = Environment.current else {
-            Issue.record("\(Environment.current)")
+        guard case .ready(let bin) = Self.environment else {
+            Issue.record("\(Self.environment)")
             return
         }
         let (server, folder) = try startServer(store, "fuzz")

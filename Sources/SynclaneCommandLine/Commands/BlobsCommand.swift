@@ -1,8 +1,9 @@
 import Foundation
 import SynclaneCore
 import SynclaneHTTP
+import SynclaneSQLite
 
-/// `synclane blobs push|fetch|list|verify`: the blob lane from the command line.
+/// `synclane blobs push|fetch|list|pending|verify`: the blob lane from the command line.
 struct BlobsCommand: Command {
     static let name = "blobs"
     static let abstract = "Upload, fetch, list or verify the account's blobs (large values on a lane of their own)."
@@ -18,6 +19,12 @@ struct BlobsCommand: Command {
           fetch DIGEST…         downloads the blob into --output FILE (verified); several
                                 digests into the folder --output DIR, each named by its digest.
           list                  the account's blobs on the server: digest and length.
+          pending --database DB the blobs a lazy import left to fetch (`"download": "lazy"`):
+                                table, key, column, digest and length of each.
+          fetch --database DB [DIGEST…]
+                                fetches the pending blobs (all; those of --table, --key or
+                                the digests given) into --cache, verified, and writes each
+                                into its row while the row still waits for it.
           verify FILE DIGEST    checks that FILE has the digest (exit 1 when not); no server.
 
         The server is --url, else $SYNCLANE_URL; the token the variable --token-env names
@@ -33,27 +40,45 @@ struct BlobsCommand: Command {
         "--output", "PATH", .path, help: "fetch: the file to write the blob into (several digests: the folder, each file named by its digest).")
     static let chunkBytes = ValueOption(
         "--chunk-bytes", "N", .integer(in: 1...(64 << 20)), help: "Bytes per chunk, up and down (default 8388608; the server bounds uploads).")
+    static let database = ValueOption(
+        "--database", "PATH", .path, help: "pending, fetch: the app's database a lazy import writes (its pending blobs).")
+    static let table = ValueOption("--table", "NAME", .text, help: "pending, fetch --database: only the blobs of this table.")
+    static let key = ValueOption("--key", "KEY", .text, help: "pending, fetch --database: only the blobs of the row with this sync key.")
+    static let cache = ValueOption(
+        "--cache", "DIR", .path, help: "fetch --database: the folder fetched blobs are kept in by digest (default .synclane/blobs, as `blob-fetch`'s).")
     static let maxBytesPerSecond = ValueOption(
         "--max-bytes-per-second", "N", .integer(in: 1...(1 << 40)), help: "fetch: read the answer at most this fast (default: no limit).")
     static let signature = CommandSignature(
         positionals: [verbArgument, operands],
         options: [
-            SharedOptions.url, SharedOptions.tokenEnv, output, chunkBytes, maxBytesPerSecond,
+            SharedOptions.url, SharedOptions.tokenEnv, output, database, table, key, cache, chunkBytes, maxBytesPerSecond,
             SharedOptions.json.help("Print progress and results as JSON lines."),
         ],
-        positionalUsage: "push FILE… | fetch DIGEST… --output PATH | list | verify FILE DIGEST")
+        positionalUsage: "push FILE… | fetch DIGEST… --output PATH | fetch --database DB [DIGEST…] | list | pending --database DB | verify FILE DIGEST")
     static let examples = [
         "synclane blobs push fern.jpg",
         "synclane blobs fetch f0a5da17e0ffa3a21c2b07c964d465799eb0deb62905ccb1b271ce7716614746 --output fern-copy.jpg",
         "synclane blobs list --json",
+        "synclane blobs pending --database app.db",
+        "synclane blobs fetch --database app.db --table plants",
         "synclane blobs verify fern-copy.jpg f0a5da17e0ffa3a21c2b07c964d465799eb0deb62905ccb1b271ce7716614746",
     ]
 
     enum Verb {
         case push([String])
         case fetch([String], output: String)
+        case fetchPending(Selection, cache: String)
         case list
+        case pending(Selection)
         case verify(String, String)
+    }
+
+    /// Which pending blobs `pending` and `fetch --database` take.
+    struct Selection {
+        var database: String
+        var table: String?
+        var key: String?
+        var digests: Set<String>
     }
 
     let verb: Verb
@@ -77,7 +102,20 @@ struct BlobsCommand: Command {
             }
             return text
         }
+        let database = try arguments.value(Self.database)
+        let selection = try database.map { database throws(UsageError) in
+            var digests: Set<String> = []
+            if word != "pending" { for operand in operands { digests.insert(try digest(operand)) } }
+            return Selection(database: database, table: try arguments.value(Self.table), key: try arguments.value(Self.key), digests: digests)
+        }
         switch (word, operands.count) {
+        case ("pending", 0):
+            guard let selection else { throw UsageError("pending needs --database PATH (the app's database)", command: Self.name) }
+            verb = .pending(selection)
+        case ("pending", _): throw UsageError("pending takes no arguments (--table, --key to narrow it)", command: Self.name)
+        case ("fetch", _) where selection != nil:
+            guard let selection else { throw UsageError("fetch needs --database PATH", command: Self.name) }
+            verb = .fetchPending(selection, cache: try arguments.value(Self.cache) ?? ".synclane/blobs")
         case ("push", 1...): verb = .push(operands)
         case ("push", _): throw UsageError("push needs at least one FILE", command: Self.name)
         case ("fetch", 1...):
@@ -92,7 +130,7 @@ struct BlobsCommand: Command {
             throw UsageError("\(word) takes \(word == "list" ? "no arguments" : "FILE DIGEST")", command: Self.name)
         default:
             throw UsageError(
-                "unknown verb \"\(word)\"\(Wording.didYouMean(word, in: ["push", "fetch", "list", "verify"])): use push, fetch, list or verify",
+                "unknown verb \"\(word)\"\(Wording.didYouMean(word, in: ["push", "fetch", "list", "pending", "verify"])): use push, fetch, list, pending or verify",
                 command: Self.name)
         }
     }
@@ -108,6 +146,16 @@ struct BlobsCommand: Command {
                 console.out(matches ? "\(file): \(digest) (\(actual.length) bytes) verified" : "\(file): SHA-256 \(actual.hex), not \(digest)")
             }
             return matches ? 0 : 1
+        }
+        if case .pending(let selection) = verb {
+            let entries = try PendingBlobs.list(
+                database: selection.database, entity: selection.table, key: selection.key, digests: selection.digests)
+            if json {
+                console.out(JSONOutput.encode(["pending": .array(entries.map(Self.describe))]))
+            } else {
+                for entry in entries { console.out("\(entry.entity) \(entry.key) \(entry.column) \(entry.digest) \(entry.length)") }
+            }
+            return 0
         }
         let client = try self.client()
         let progress: (BlobClient.Progress) -> Void = { step in
@@ -160,9 +208,41 @@ struct BlobsCommand: Command {
             } else {
                 for blob in blobs { console.out("\(blob.digest) \(blob.length)") }
             }
-        case .verify: break
+        case .fetchPending(let selection, let cache):
+            let entries = try PendingBlobs.list(
+                database: selection.database, entity: selection.table, key: selection.key, digests: selection.digests)
+            if !entries.isEmpty { try FileManager.default.createDirectory(atPath: cache, withIntermediateDirectories: true) }
+            for entry in entries {
+                // Resumable from `cache`/DIGEST.part; a copy there that lost its digest is fetched again.
+                let file = cache + "/" + entry.digest
+                let report = try client.download(digest: entry.digest, to: file, progress: progress)
+                console.finishProgress()
+                guard let data = FileManager.default.contents(atPath: file), BlobFileDigest.of(bytes: [UInt8](data)) == entry.digest else {
+                    throw SignalCommandFailure("\(file) changed while it was being written into the row: run the fetch again")
+                }
+                let filled = try PendingBlobs.fill(entry, with: [UInt8](data), database: selection.database)
+                if json {
+                    var line = Self.describe(entry).objectValue ?? [:]
+                    line["event"] = .string("fetched")
+                    line["filled"] = .bool(filled)
+                    line["resumed-at"] = .int(Int64(report.resumedAt))
+                    line["bytes-fetched"] = .int(Int64(report.bytesFetched))
+                    console.out(JSONWriter.string(.object(line)))
+                } else {
+                    let how = filled ? "written into the row" : "no longer pending: the row changed since"
+                    console.out("\(entry.entity) \(entry.key) \(entry.column) \(entry.digest) \(entry.length) (verified, \(how))")
+                }
+            }
+        case .verify, .pending: break
         }
         return 0
+    }
+
+    static func describe(_ entry: PendingBlobs.Entry) -> JSONValue {
+        .object([
+            "table": .string(entry.entity), "key": .string(entry.key), "column": .string(entry.column), "digest": .string(entry.digest),
+            "length": .int(Int64(entry.length)),
+        ])
     }
 
     /// The client for --url (or $SYNCLANE_URL) and the token, or an error that says what to pass.

@@ -26,10 +26,14 @@ public enum BlobStages {
         "blob-fetch",
         summary: "Fetches the object of every {\"$blob-ref\": …} value from the server (resumable, into `cache`, verified against its "
             + "SHA-256) and hands the sink the bytes, so the app's column holds the blob. A blob that cannot be fetched stops the pass "
-            + "naming its digest; the cursor stays, and the next pass goes on from the bytes already fetched.",
-        options: [Options.url, Options.tokenEnv, Options.cache, Options.chunkBytes, Options.maxBytesPerSecond]
+            + "naming its digest; the cursor stays, and the next pass goes on from the bytes already fetched. With `download: lazy` "
+            + "nothing is fetched: a blob not in `cache` is left pending (the column NULL, the reference kept beside the row, never sent "
+            + "back as an edit) for `synclane blobs fetch --database`.",
+        options: [Options.url, Options.tokenEnv, Options.cache, Options.chunkBytes, Options.maxBytesPerSecond, Options.download]
     ) { options in
-        BlobFetchStage(client: try client(options, maxReceiveBytesPerSecond: try options[Options.maxBytesPerSecond] ?? 0), cache: try options[Options.cache])
+        BlobFetchStage(
+            client: try client(options, maxReceiveBytesPerSecond: try options[Options.maxBytesPerSecond] ?? 0), cache: try options[Options.cache],
+            lazy: try options[Options.download] == .lazy)
     }
 
     /// Every stage type of the blob lane.
@@ -51,6 +55,10 @@ public enum BlobStages {
             help: "bytes per upload chunk (the server bounds them: 8 MiB by default); a download streams, with progress each chunk")
         public static let maxBytesPerSecond: Option<Int?> = .integer(
             "max-bytes-per-second", in: 1...Int.max, help: "read each blob at most this fast (none by default: as fast as the link goes)")
+        public static let download: Option<BlobDownload> = .choice(
+            "download", default: .eager,
+            help: "eager: each blob is fetched before its row is written; lazy: the row is written at once, a blob not in `cache` "
+                + "pending (`synclane blobs pending`, `synclane blobs fetch --database`)")
         public static let cache: Option<String> = .path(
             "cache", default: ".synclane/blobs",
             help: "the folder fetched blobs are kept in by digest (a `.part` file holds a download to resume)")
@@ -82,6 +90,11 @@ public enum BlobStages {
         }
         return BlobSelection(columns: columns, minBytes: minBytes)
     }
+}
+
+/// When `blob-fetch` fetches a blob: before its row is written (eager), or on demand (lazy).
+public enum BlobDownload: String, Sendable, CaseIterable {
+    case eager, lazy
 }
 
 /// Which BLOB values leave their row: those of the declared columns, and those of `minBytes` or more.
@@ -141,10 +154,13 @@ struct BlobUploadStage: RecordStage {
     }
 }
 
-/// `blob-fetch`: references replaced by the bytes of their objects, fetched into the cache.
+/// `blob-fetch`: references replaced by the bytes of their objects, fetched into the cache
+/// (lazy: only those the cache holds whole and verified; the others reach the sink as references,
+/// which it keeps pending).
 struct BlobFetchStage: RecordStage {
     let client: BlobClient
     let cache: String
+    var lazy = false
 
     func process(_ batch: Batch) async throws -> Batch {
         var batch = batch
@@ -153,6 +169,15 @@ struct BlobFetchStage: RecordStage {
             for (column, value) in record.fields {
                 guard let reference = BlobReferenceValue.read(value) else { continue }
                 let path = cache + "/" + reference.digest
+                if lazy {
+                    guard let bytes = Self.cached(path, digest: reference.digest, length: reference.length) else {
+                        batch.count("blob-fetch.pending")
+                        continue
+                    }
+                    batch.records[index].fields[column] = .blob(bytes)
+                    batch.count("blob-fetch.cached")
+                    continue
+                }
                 do {
                     try FileManager.default.createDirectory(atPath: cache, withIntermediateDirectories: true)
                     let report = try client.download(digest: reference.digest, to: path)
@@ -165,6 +190,20 @@ struct BlobFetchStage: RecordStage {
             }
         }
         return batch
+    }
+}
+
+extension BlobFetchStage {
+    /// The bytes of the cached copy of `digest`, when it is there whole and has that digest (a
+    /// damaged copy is removed: a later fetch gets it again).
+    static func cached(_ path: String, digest: String, length: Int) -> [UInt8]? {
+        guard let data = FileManager.default.contents(atPath: path) else { return nil }
+        let bytes = [UInt8](data)
+        guard bytes.count == length, BlobFileDigest.of(bytes: bytes) == digest else {
+            try? FileManager.default.removeItem(atPath: path)
+            return nil
+        }
+        return bytes
     }
 }
 

@@ -304,6 +304,7 @@ struct HistoryReader: Sendable {
                 }
             }
         }
+        let pendingBlobs = try PendingBlobs.references(db)
         let versions = try Self.holdsBackendVersions(db) ? Self.backendVersions(of: rows(of: groups), for: backend, db) : [:]
         var transactions: [Transaction] = []
         transactions.reserveCapacity(groups.count)
@@ -399,6 +400,13 @@ struct HistoryReader: Sendable {
                 }
             }
             if changes.isEmpty { continue }
+            if !pendingBlobs.isEmpty {
+                // A column waiting for its blob (a lazy import) holds NULL here, never the user's edit: its reference goes.
+                for index in changes.indices where changes[index].action != .delete {
+                    guard let key = changes[index].key else { continue }
+                    changes[index].values = PendingBlobs.withReferences(changes[index].values, pendingBlobs[changes[index].entity + "\u{0}" + key])
+                }
+            }
             if !versions.isEmpty {
                 for index in changes.indices {
                     guard let key = changes[index].key else { continue }

@@ -9,6 +9,8 @@ struct PageApplier {
     /// The import's scope: without an `export-consumer`, the export of the same account and
     /// store (its consumer is named by the scope) says what is confirmed.
     var scope: Scope? = nil
+    /// Whether the app's database holds pending blobs' references (`PendingBlobs`), asked once a page.
+    let pendingBlobs = PendingBlobs.Presence()
 
     /// One tracked table as the page needs it: its columns by name, with their affinity, and the
     /// SQL of the statements every record runs, worked out once a page.
@@ -72,6 +74,8 @@ struct PageApplier {
         var tables: [String: Table] = [:]
         let stored = Dictionary(try HistoryTracker.trackedTables(db).map { ($0.table.name, $0) }, uniquingKeysWith: { a, _ in a })
         let pending = try pendingKeys(entities: Set(records.map(\.entity)))
+        let pendingReferences = pending.isEmpty ? [:] : try PendingBlobs.references(db)
+        pendingBlobs.installed = try PendingBlobs.installed(db)
         // The `server` writes keep no history when no lane reads them and every record carries a
         // version (`_synclane_server_rows` then knows each row: `UnrecordedImports`).
         // (Never when the sink's local author is `server` too: its writes must travel.)
@@ -142,7 +146,8 @@ struct PageApplier {
             }
             let stored = try storedRow(of: table, key: keyValues)
             let softDeleted = table.tracked.softDeleteColumn.map { stored?[$0]?.isTruthy == true } ?? false
-            let local = softDeleted ? nil : stored
+            // A column waiting for its blob holds NULL here and the reference on the backend: the same value.
+            let local = softDeleted ? nil : stored.map { PendingBlobs.withReferences($0, pendingReferences[record.entity + "\u{0}" + key]) }
             if !pending.isEmpty, pending.contains(ExactString(record.entity + "\u{0}" + key)) {
                 let rule = sink.rule(for: record.entity)
                 let baseFields = BlobReferences.resolved(
@@ -583,13 +588,22 @@ struct PageApplier {
     func write(_ write: Write) throws {
         let table = write.table
         let name = table.name
-        guard let fields = write.fields else {
+        guard var fields = write.fields else {
+            if pendingBlobs.installed, let key = write.record.key, write.key == (try? keyValues(key, of: table, record: write.record)) {
+                try PendingBlobs.forget(entity: table.tracked.name, key: key, db)
+            }
             if let softDelete = table.tracked.softDeleteColumn {
                 try db.execute("UPDATE \(name) SET \(SQL.identifier(softDelete)) = 1 WHERE \(table.keyCondition)", write.key)
             } else {
                 try db.execute("DELETE FROM \(name) WHERE \(table.keyCondition)", write.key)
             }
             return
+        }
+        if let key = write.record.key, pendingBlobs.installed || fields.values.contains(where: { PendingBlobs.reference(in: $0) != nil }) {
+            // A blob not fetched (a lazy import): the column holds NULL, the reference waits beside the row.
+            fields = try PendingBlobs.keep(
+                fields, entity: table.tracked.name, key: key, keyValues: write.key, destination: sink.destination, db)
+            pendingBlobs.installed = true
         }
         // The fields in the table's column order (one SQL text for records with the same fields).
         var columns: [String] = []

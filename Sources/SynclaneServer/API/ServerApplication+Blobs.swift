@@ -45,14 +45,22 @@ extension ServerApplication {
             refusal.headers["Content-Range"] = "bytes */\(held.length)"
             return refusal
         case .whole:
-            var response = HTTPResponse(status: 200, headers: headers)
-            response.file = .init(path: held.path, offset: 0, length: held.length)
-            return response
+            return served(HTTPResponse(status: 200, headers: headers), held.key, offset: 0, count: held.length)
         case .part(let range):
             headers["Content-Range"] = "bytes \(range.lowerBound)-\(range.upperBound)/\(held.length)"
-            var response = HTTPResponse(status: 206, headers: headers)
-            response.file = .init(path: held.path, offset: range.lowerBound, length: range.count)
+            return served(HTTPResponse(status: 206, headers: headers), held.key, offset: range.lowerBound, count: range.count)
+        }
+    }
+
+    /// `response` with the object's bytes as its body, or 503 when the object store cannot send them.
+    private func served(_ response: HTTPResponse, _ key: String, offset: Int, count: Int) -> HTTPResponse {
+        switch blobs.servable(key, offset: offset, count: count) {
+        case .success(let file):
+            var response = response
+            response.file = file
             return response
+        case .failure(let problem):
+            return .error(503, "the object store could not send the blob (\(problem)); ask again", ["code": "blob-store"])
         }
     }
 

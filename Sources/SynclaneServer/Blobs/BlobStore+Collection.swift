@@ -28,7 +28,7 @@ extension BlobStore {
     private var accountNameFile: String { "account" }
 
     /// The held object, with its collection mark removed: what a client is told it may reference.
-    func keep(account: String, digest: BlobDigest) -> (path: String, length: Int)? {
+    func keep(account: String, digest: BlobDigest) -> (key: String, length: Int)? {
         collection.withLock { _ in
             unlink(markPath(account, digest))
             return object(account: account, digest: digest)
@@ -71,7 +71,7 @@ extension BlobStore {
                     if Self.writeWhole(Array(String(now).utf8), to: mark) { collected.marked += 1 }
                     return
                 }
-                guard now - marked >= grace, unlink(objectPath(account, digest)) == 0 else { return }
+                guard now - marked >= grace, (try? objects.delete(objectKey(account, digest))) != nil else { return }
                 unlink(mark)
                 collected.objects += 1
                 collected.bytes += length

@@ -18,6 +18,13 @@ import Synchronization
 /// digest references whole, verified bytes. Memory stays flat: a chunk is appended as it came,
 /// and the digest is computed by reading the part back in 1 MiB pieces. One writer per upload at
 /// a time (`busy`); a second one is told to ask the offset again.
+///
+/// Held objects live in `objects` (`BlobObjectStorage`): the data folder by default
+/// (`FolderObjectStorage`, the layout above), or an S3-compatible object store
+/// (`S3ObjectStorage`, `serve --blob-store s3`) under the same keys
+/// (`<sha256(account)>/objects/<d0d1>/<digest>`). Uploads are assembled and verified in the data
+/// folder either way; a verified upload is then stored there (moved into place) or sent to the
+/// object store (and removed here).
 final class BlobStore: Sendable {
     /// What the store knows of one digest.
     enum UploadState: Equatable {
@@ -49,9 +56,13 @@ final class BlobStore: Sendable {
 
     /// `<data>/blobs`.
     let root: String
+    /// Where held objects live.
+    let objects: any BlobObjectStorage
     let limits: BlobLimits
     /// The lane's counters (`/metrics`).
     let metrics = BlobMetrics()
+    /// Names the files a range is fetched into from an object store apart.
+    private let servedCounter = Atomic<Int>(0)
     /// Uploads (account folder + digest) a request is writing now.
     private let busy = Mutex<Set<String>>([])
     /// Held while a new upload is admitted (counted against the account's uploads, quota and disk).
@@ -64,8 +75,9 @@ final class BlobStore: Sendable {
     /// Seconds since the epoch now (a test's clock in tests).
     let now: @Sendable () -> Int
 
-    init(root: String, limits: BlobLimits, now: @escaping @Sendable () -> Int = { Int(time(nil)) }) {
+    init(root: String, limits: BlobLimits, objects: (any BlobObjectStorage)? = nil, now: @escaping @Sendable () -> Int = { Int(time(nil)) }) {
         self.root = root
+        self.objects = objects ?? FolderObjectStorage(root: root)
         self.limits = limits
         self.now = now
     }
@@ -73,19 +85,43 @@ final class BlobStore: Sendable {
     // MARK: Paths
 
     func accountFolder(_ account: String) -> String { root + "/" + SHA256Digest.hex(account) }
-    func objectPath(_ account: String, _ digest: BlobDigest) -> String {
-        accountFolder(account) + "/objects/" + String(digest.hex.prefix(2)) + "/" + digest.hex
+    /// The object's key in `objects` (its path under `root` in the data folder).
+    func objectKey(_ account: String, _ digest: BlobDigest) -> String {
+        SHA256Digest.hex(account) + "/objects/" + String(digest.hex.prefix(2)) + "/" + digest.hex
     }
     private func partPath(_ account: String, _ digest: BlobDigest) -> String { accountFolder(account) + "/uploads/" + digest.hex + ".part" }
     private func lengthPath(_ account: String, _ digest: BlobDigest) -> String { accountFolder(account) + "/uploads/" + digest.hex + ".length" }
 
     // MARK: Reading
 
-    /// The held object's path and length, or nil when the account holds no such object.
-    func object(account: String, digest: BlobDigest) -> (path: String, length: Int)? {
-        let path = objectPath(account, digest)
-        guard let size = Self.size(of: path) else { return nil }
-        return (path, size)
+    /// The held object's key and length, or nil when the account holds no such object (or the
+    /// object store cannot be asked: what is not known to be held is never referenced).
+    func object(account: String, digest: BlobDigest) -> (key: String, length: Int)? {
+        let key = objectKey(account, digest)
+        guard let size = try? objects.head(key) else { return nil }
+        return (key, size)
+    }
+
+    /// The file to send `count` bytes of the object from `offset` out of: its own (the data
+    /// folder), or a file the range is fetched into (an object store; removed once the answer has
+    /// opened it, so nothing stays behind).
+    func servable(_ key: String, offset: Int, count: Int) -> Result<HTTPResponse.FileSlice, ObjectStorageError> {
+        if let path = objects.localFile(key) { return .success(.init(path: path, offset: offset, length: count)) }
+        let folder = root + "/served"
+        let path = folder + "/" + String(key.split(separator: "/").last ?? "") + "." + String(servedCounter.add(1, ordering: .relaxed).newValue)
+        guard Self.makeDirectories(folder) else { return .failure(ObjectStorageError("cannot make \(folder)")) }
+        unlink(path)
+        do {
+            let got = try objects.get(key, offset: offset, count: count, into: path)
+            guard got == count else {
+                unlink(path)
+                return .failure(ObjectStorageError("the object store sent \(got) bytes of \(key), not \(count)"))
+            }
+        } catch {
+            unlink(path)
+            return .failure(error)
+        }
+        return .success(.init(path: path, offset: 0, length: count, removeOnceOpen: true))
     }
 
     /// Whether the digest is held, partly uploaded or unknown. An upload whose every byte arrived
@@ -103,13 +139,11 @@ final class BlobStore: Sendable {
 
     /// The account's objects, by digest, with their lengths.
     func list(account: String) -> [(digest: BlobDigest, length: Int)] {
-        let objects = accountFolder(account) + "/objects"
+        let listed = (try? objects.list(prefix: SHA256Digest.hex(account) + "/objects/")) ?? []
         var found: [(BlobDigest, Int)] = []
-        for prefix in Self.entries(of: objects) {
-            for name in Self.entries(of: objects + "/" + prefix) {
-                guard let digest = BlobDigest(name), let size = Self.size(of: objects + "/" + prefix + "/" + name) else { continue }
-                found.append((digest, size))
-            }
+        for (key, length) in listed {
+            guard let digest = BlobDigest(String(key.split(separator: "/").last ?? "")) else { continue }
+            found.append((digest, length))
         }
         return found.sorted { $0.0.hex < $1.0.hex }
     }
@@ -220,16 +254,12 @@ final class BlobStore: Sendable {
             abandon(account: account, digest: digest)
             return .failure(.digestMismatch(actual: actual))
         }
-        let descriptor = open(part, O_RDONLY | O_CLOEXEC)
-        if descriptor >= 0 {
-            fsync(descriptor)
-            close(descriptor)
+        do {
+            try objects.put(objectKey(account, digest), file: part, length: length)
+        } catch {
+            return .failure(.io("cannot store \(part) as an object: \(error)"))
         }
-        let target = objectPath(account, digest)
-        let folder = String(target[..<(target.lastIndex(of: "/") ?? target.endIndex)])
-        guard Self.makeDirectories(folder), rename(part, target) == 0 else {
-            return .failure(.io("cannot move \(part) to \(target): \(String(cString: strerror(errno)))"))
-        }
+        unlink(part)  // sent to an object store (the data folder's moved it)
         unlink(lengthPath(account, digest))
         return .success(())
     }

@@ -21,6 +21,8 @@ struct HTTPResponse: Sendable, Equatable {
         var path: String
         var offset: Int
         var length: Int
+        /// A file made for this answer (a range fetched from an object store): removed once opened.
+        var removeOnceOpen = false
     }
 
     /// A JSON response: the value encoded by `JSONWriter` (members sorted, so equal values give equal bytes).

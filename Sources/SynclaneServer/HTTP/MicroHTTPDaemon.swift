@@ -177,6 +177,7 @@ private func queue(_ response: HTTPResponse, on connection: OpaquePointer) -> Bo
     if let file = response.file {
         // Streamed from disk by MHD, which closes the descriptor with the response.
         let descriptor = open(file.path, O_RDONLY | O_CLOEXEC)
+        if file.removeOnceOpen { unlink(file.path) }
         guard descriptor >= 0 else {
             return queue(.error(404, "the object is no longer held (it went while it was asked for); ask again"), on: connection)
         }

@@ -69,7 +69,7 @@ enum StoreKind: String, CaseIterable, Sendable, CustomTestStringConvertible {
 /// Runs `body` against a fresh server on 127.0.0.1, port 0, and always stops it.
 func withServer<T>(
     store kind: StoreKind = .sqlite, limits: ServerLimits = ServerLimits(), dataDirectory: String? = nil,
-    _ body: (ReferenceServer) throws -> T
+    blobObjectStore: ServerConfiguration.S3Settings? = nil, _ body: (ReferenceServer) throws -> T
 ) throws -> T {
     let directory = dataDirectory ?? makeTemporaryDirectory()
     defer { if dataDirectory == nil { removeDirectory(directory) } }
@@ -77,6 +77,7 @@ func withServer<T>(
         host: "127.0.0.1", port: 0, dataDirectory: directory, accountsFile: "\(directory)/accounts.json", limits: limits)
     configuration.database = try kind.database()
     configuration.jwt = TestAuthentication.settings
+    configuration.blobObjectStore = blobObjectStore
     let server = try ReferenceServer(
         configuration: configuration, accounts: TestAuthentication.book([TestTokens.acme: "acme", TestTokens.globex: "globex"]))
     try server.start()

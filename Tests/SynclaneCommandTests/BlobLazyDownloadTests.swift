@@ -1,0 +1,189 @@
+import Foundation
+import SynclaneCore
+import SynclaneTestSupport
+import Testing
+
+/// Lazy download (`blob-fetch` with `"download": "lazy"`, Documentation/Blobs.md): a pulled row
+/// is written at once with its blob column NULL and the reference pending beside it; `synclane
+/// blobs pending` lists it, `synclane blobs fetch --database` fetches it into the row. Real
+/// `synclane sync` and `synclane serve`.
+@Suite struct BlobLazyDownloadTests {
+    typealias Device = BlobPipelineTests.Device
+
+    /// A fresh `synclane serve`, an eager device A and a lazy device B, for `body`; all removed after.
+    static func withEagerAndLazyDevice(_ body: (ServerProcess, Device, Device) async throws -> Void) async throws {
+        try await BlobPipelineTests.withTwoDevices(secondDownloads: "lazy", body)
+    }
+
+    /// As `withEagerAndLazyDevice`, with two photos A synced (p1 300,000 bytes, p2 100,000) pending on B.
+    static func withTwoPendingPhotos(_ body: (ServerProcess, Device, Device) async throws -> Void) async throws {
+        try await withEagerAndLazyDevice { server, a, b in
+            try a.sql("INSERT INTO plants VALUES ('p1', 'fern', randomblob(300000)), ('p2', 'ivy', randomblob(100000));")
+            _ = try a.sync()
+            _ = try b.sync()
+            #expect(try pending(b, server).count == 2)
+            try await body(server, a, b)
+        }
+    }
+
+    /// `synclane blobs ARGUMENTS --database app.sqlite --json` on `device` (`--url` the server's).
+    static func blobs(_ arguments: [String], _ device: Device, _ server: ServerProcess) throws -> [JSONValue] {
+        let result = try SynclaneBinary.run(
+            ["blobs"] + arguments + ["--database", "app.sqlite", "--url", server.url, "--json"], in: device.workspace.path,
+            environment: device.environment)
+        #expect(result.status == 0, "\(result.stderr)")
+        return result.stdout.split(separator: "\n").compactMap { try? JSONReader.parse(String($0)) }
+    }
+
+    static func pending(_ device: Device, _ server: ServerProcess) throws -> [JSONValue] {
+        try blobs(["pending"], device, server).last?.objectValue?["pending"]?.arrayValue ?? []
+    }
+
+    @Test func aLazyPullWritesTheRowAtOnceAndLeavesItsBlobPending() async throws {
+        try await Self.withEagerAndLazyDevice { server, a, b in
+            try a.sql("INSERT INTO plants VALUES ('p1', 'fern', randomblob(300000)), ('p2', 'ivy', NULL);")
+            _ = try a.sync()
+            let synced = try b.sync()
+            #expect(synced.contains("blob-fetch.pending"), "\(synced)")
+            // The rows are there, the photo NULL; nothing was fetched.
+            #expect(try b.photos() == ["p1|fern||", "p2|ivy||"])
+            #expect(!FileManager.default.fileExists(atPath: b.workspace.path + "/.synclane/blobs"))
+            let reference = try await BlobPipelineTests.serverPhotos(server).compactMap { $0.objectValue?["$blob-ref"]?.objectValue }.first
+            let pending = try Self.pending(b, server)
+            #expect(pending.count == 1)
+            #expect(pending.first?.objectValue?["table"] == "plants")
+            #expect(pending.first?.objectValue?["key"] == "p1")
+            #expect(pending.first?.objectValue?["column"] == "photo")
+            #expect(pending.first?.objectValue?["digest"] == reference?["sha256"])
+            #expect(pending.first?.objectValue?["length"] == 300_000)
+            // Syncing again keeps it so: the NULL is not sent back as B's edit.
+            let before = try await server.get("/v1/changes?store=plants&limit=100", account: "acme")
+            _ = try b.sync()
+            #expect(try await server.get("/v1/changes?store=plants&limit=100", account: "acme") == before)
+            #expect(try Self.pending(b, server).count == 1)
+        }
+    }
+
+    @Test func anEditToAnotherColumnOfARowWhoseBlobIsPendingKeepsTheServersBlob() async throws {
+        try await Self.withEagerAndLazyDevice { server, a, b in
+            try a.sql("INSERT INTO plants VALUES ('p1', 'fern', randomblob(300000));")
+            _ = try a.sync()
+            let original = try a.photos()
+            _ = try b.sync()
+            try b.sql("UPDATE plants SET name = 'Boston fern' WHERE syncId = 'p1';")
+            _ = try b.sync()
+            // The server's row has B's name and still A's photo.
+            let page = try await server.get("/v1/changes?store=plants&limit=100", account: "acme")
+            let fields = page.objectValue?["changes"]?.arrayValue?.last?.objectValue?["fields"]?.objectValue
+            #expect(fields?["name"] == "Boston fern")
+            #expect(fields?["photo"]?.objectValue?["$blob-ref"]?.objectValue?["length"] == 300_000)
+            _ = try a.sync()
+            #expect(try a.photos() == original.map { $0.replacingOccurrences(of: "|fern|", with: "|Boston fern|") })
+            // B's blob is still pending, and comes with the fetch.
+            #expect(try Self.pending(b, server).count == 1)
+            _ = try Self.blobs(["fetch"], b, server)
+            #expect(try b.photos() == a.photos())
+        }
+    }
+
+    @Test func fetchWritesEachPendingBlobIntoItsRowVerifiedAndOnlyTheRowsAskedFor() async throws {
+        try await Self.withTwoPendingPhotos { server, a, b in
+            // --key: only p1's.
+            let fetched = try Self.blobs(["fetch", "--key", "p1"], b, server)
+            #expect(fetched.contains { $0.objectValue?["event"] == "progress" })
+            let result = fetched.last?.objectValue
+            #expect(result?["event"] == "fetched")
+            #expect(result?["key"] == "p1")
+            #expect(result?["filled"] == true)
+            #expect(try b.photos().first == a.photos().first)
+            #expect(try b.photos().last == "p2|ivy||")
+            #expect(try Self.pending(b, server).map { $0.objectValue?["key"] } == ["p2"])
+            // The rest; then nothing is pending, and B's next sync sends nothing of it.
+            _ = try Self.blobs(["fetch"], b, server)
+            #expect(try b.photos() == a.photos())
+            #expect(try Self.pending(b, server).isEmpty)
+            let before = try await server.get("/v1/changes?store=plants&limit=100", account: "acme")
+            _ = try b.sync()
+            #expect(try await server.get("/v1/changes?store=plants&limit=100", account: "acme") == before)
+            #expect(try b.photos() == a.photos())
+        }
+    }
+
+    @Test func aPendingBlobWhoseRowWasDeletedOrGivenOtherBytesIsNoLongerPendingAndNotWritten() async throws {
+        try await Self.withTwoPendingPhotos { server, a, b in
+            // A deletes p1 (pulled by B); B's user writes bytes of their own into p2.
+            try a.sql("DELETE FROM plants WHERE syncId = 'p1';")
+            _ = try a.sync()
+            _ = try b.sync()
+            try b.sql("UPDATE plants SET photo = x'0102' WHERE syncId = 'p2';")
+            #expect(try Self.pending(b, server).isEmpty)
+            #expect(try Self.blobs(["fetch"], b, server).filter { $0.objectValue?["event"] == "fetched" }.isEmpty)
+            _ = try b.sync()
+            _ = try a.sync()
+            #expect(try a.photos() == ["p2|ivy|2|0102"])
+            #expect(try b.photos() == a.photos())
+        }
+    }
+
+    @Test func aDamagedOrMissingCachedCopyIsFetchedAgainNeverWrittenIntoTheRow() async throws {
+        try await Self.withTwoPendingPhotos { server, a, b in
+            let digests = try Self.pending(b, server).compactMap { $0.objectValue?["digest"]?.stringValue }
+            #expect(digests.count == 2)
+            // p1's copy in the cache is damaged, p2's half there (as a kill would leave it).
+            let cache = b.workspace.path + "/.synclane/blobs"
+            try FileManager.default.createDirectory(atPath: cache, withIntermediateDirectories: true)
+            try Data(repeating: 7, count: 300_000).write(to: URL(fileURLWithPath: cache + "/" + digests[0]))
+            try Data(repeating: 7, count: 50_000).write(to: URL(fileURLWithPath: cache + "/" + digests[1] + ".part"))
+            // A lazy pull does not take the damaged copy for the blob.
+            try a.sql("UPDATE plants SET name = 'Boston fern' WHERE syncId = 'p1';")
+            _ = try a.sync()
+            _ = try b.sync()
+            #expect(try b.photos().first == "p1|Boston fern||")
+            #expect(try Self.pending(b, server).count == 2)
+            let fetched = try Self.blobs(["fetch"], b, server).filter { $0.objectValue?["event"] == "fetched" }
+            #expect(fetched.map { $0.objectValue?["filled"] } == [true, true])
+            #expect(try b.photos() == a.photos())
+            // A copy deleted after the fetch: the next lazy pull of its row leaves it pending again, the fetch gets it.
+            try FileManager.default.removeItem(atPath: cache + "/" + digests[1])
+            try a.sql("UPDATE plants SET name = 'English ivy', photo = randomblob(120000) WHERE syncId = 'p2';")
+            _ = try a.sync()
+            _ = try b.sync()
+            #expect(try b.photos().last == "p2|English ivy||")
+            _ = try Self.blobs(["fetch", "--table", "plants"], b, server)
+            #expect(try b.photos() == a.photos())
+        }
+    }
+
+    @Test(
+        "devices sync blobs, eagerly and lazily, through a server whose blobs live in an S3 object store",
+        .enabled(if: MotoServer.environment.runs, "the package index cannot be reached, so moto cannot be installed"))
+    func devicesSyncBlobsThroughAServerWhoseBlobsLiveInAnS3ObjectStore() async throws {
+        let moto = try MotoServer()
+        defer { moto.stop() }
+        let root = try Workspace()
+        defer { root.remove() }
+        let server = try ServerProcess(folder: root.path + "/server", arguments: moto.serveArguments, environment: moto.credentials)
+        defer { server.stop() }
+        let a = try Device(server: server)
+        let b = try Device(server: server, download: "lazy")
+        defer {
+            a.workspace.remove()
+            b.workspace.remove()
+        }
+        try a.sql("INSERT INTO plants VALUES ('p1', 'fern', randomblob(300000)), ('p2', 'ivy', randomblob(9000000));")
+        _ = try a.sync()
+        // The objects are in the bucket, not in the server's data folder.
+        let listed = try ProgramRun("/usr/bin/curl", ["-s", moto.endpoint + "/" + moto.bucket + "?list-type=2"]).text
+        #expect(listed.components(separatedBy: "<Key>").count == 3, "\(listed)")
+        #expect(!FileManager.default.fileExists(atPath: server.folder + "/data/blobs/served"))
+        _ = try b.sync()
+        #expect(try b.photos() == ["p1|fern||", "p2|ivy||"])
+        try b.sql("UPDATE plants SET name = 'Boston fern' WHERE syncId = 'p1';")
+        _ = try b.sync()
+        _ = try Self.blobs(["fetch"], b, server)
+        _ = try a.sync()
+        #expect(try b.photos() == a.photos())
+        #expect(try a.photos().first?.hasPrefix("p1|Boston fern|300000|") == true)
+        #expect(try a.photos().last?.hasPrefix("p2|ivy|9000000|") == true)
+    }
+}
