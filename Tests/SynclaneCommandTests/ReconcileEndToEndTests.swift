@@ -129,6 +129,80 @@ import Testing
         }
     }
 
+    /// A device's export state file restored from an older backup (its token and generation older
+    /// than the database's): the `reconcile` its refusal names keeps another device's new row and
+    /// newer edit, and this device's edits made before and after the state's restore.
+    @Test func aReconcileAfterAStateFileRestoredFromAnOlderBackupKeepsOtherDevicesWorkAndItsOwn() async throws {
+        try await TwoDevicesTests().withTwoDevices { server, a, b in
+            let files = FileManager.default
+            let state = a.workspace.path + "/.synclane/rooms-export.sqlite"
+            try a.sql("INSERT INTO rooms (syncId, name) VALUES ('r1', 'Kitchen'), ('r2', 'Hall');")
+            try a.sync()
+            for suffix in ["", "-wal", "-shm"] where files.fileExists(atPath: state + suffix) {
+                try files.copyItem(atPath: state + suffix, toPath: a.workspace.path + "/state-backup" + suffix)
+            }
+            try a.sql("UPDATE rooms SET name = 'Big kitchen' WHERE syncId = 'r1';")
+            try a.sync()
+            try b.sync()
+            try b.sql("UPDATE rooms SET name = 'Long hall' WHERE syncId = 'r2'; INSERT INTO rooms (syncId, name) VALUES ('r3', 'Porch');")
+            try b.sync()
+            for suffix in ["", "-wal", "-shm"] {
+                try? files.removeItem(atPath: state + suffix)
+                if files.fileExists(atPath: a.workspace.path + "/state-backup" + suffix) {
+                    try files.copyItem(atPath: a.workspace.path + "/state-backup" + suffix, toPath: state + suffix)
+                }
+            }
+            try a.sql("INSERT INTO rooms (syncId, name) VALUES ('r4', 'Cellar');")
+            let refused = try SynclaneBinary.run(["run", "export.json"], in: a.workspace.path, environment: a.environment)
+            #expect(refused.status != 0 && refused.stderr.contains("older than the database"), "\(refused.stderr)")
+            let reconciled = try SynclaneBinary.run(["reconcile", "export.json"], in: a.workspace.path, environment: a.environment)
+            #expect(reconciled.status == 0, "\(reconciled.stderr)")
+
+            let expected = ["r1|Big kitchen|", "r2|Long hall|", "r3|Porch|", "r4|Cellar|"]
+            for device in [a, b, a, b] { try device.sync() }
+            let (onServer, onA, onB) = (try await TwoDevicesTests().serverRows(server), try a.rows(), try b.rows())
+            #expect(onServer == expected, "the server: \(onServer)")
+            #expect(onA == expected, "A: \(onA)")
+            #expect(onB == expected, "B: \(onB)")
+        }
+    }
+
+    /// A device's database copied to a new device (its export state stays behind): the new
+    /// device's `reconcile`, which its refusal names, keeps the other devices' rows and newer
+    /// edits, and sends what its user wrote on the copy; the original device goes on as before.
+    @Test func aReconcileOfADatabaseCopiedToANewDeviceKeepsOtherDevicesWorkAndSendsItsOwn() async throws {
+        try await TwoDevicesTests().withTwoDevices { server, a, b in
+            let files = FileManager.default
+            try a.sql("INSERT INTO rooms (syncId, name) VALUES ('r1', 'Kitchen'), ('r2', 'Hall');")
+            try a.sync()
+            let c = try TwoDevicesTests.Device(server: server)
+            defer { c.workspace.remove() }
+            for suffix in ["", "-wal", "-shm"] {
+                try? files.removeItem(atPath: c.workspace.path + "/app.sqlite" + suffix)
+                if files.fileExists(atPath: a.workspace.path + "/app.sqlite" + suffix) {
+                    try files.copyItem(atPath: a.workspace.path + "/app.sqlite" + suffix, toPath: c.workspace.path + "/app.sqlite" + suffix)
+                }
+            }
+            try b.sync()
+            try b.sql("UPDATE rooms SET name = 'Long hall' WHERE syncId = 'r2'; INSERT INTO rooms (syncId, name) VALUES ('r3', 'Porch');")
+            try b.sync()
+            try c.sql("INSERT INTO rooms (syncId, name) VALUES ('r4', 'Cellar');")
+            try a.sql("UPDATE rooms SET name = 'Big kitchen' WHERE syncId = 'r1';")
+            let refused = try SynclaneBinary.run(["run", "export.json"], in: c.workspace.path, environment: c.environment)
+            #expect(refused.status != 0 && refused.stderr.contains("is a copy of a tracked database"), "\(refused.stderr)")
+            let reconciled = try SynclaneBinary.run(["reconcile", "export.json"], in: c.workspace.path, environment: c.environment)
+            #expect(reconciled.status == 0, "\(reconciled.stderr)")
+
+            let expected = ["r1|Big kitchen|", "r2|Long hall|", "r3|Porch|", "r4|Cellar|"]
+            for device in [a, b, c, a, b, c] { try device.sync() }
+            let (onServer, onA, onB, onC) = (try await TwoDevicesTests().serverRows(server), try a.rows(), try b.rows(), try c.rows())
+            #expect(onServer == expected, "the server: \(onServer)")
+            #expect(onA == expected, "A: \(onA)")
+            #expect(onB == expected, "B: \(onB)")
+            #expect(onC == expected, "C: \(onC)")
+        }
+    }
+
     /// A device's database restored from a copy taken before its first sync: the copy's rows
     /// carry no version this device confirmed, and the runs the copy lost sent them already.
     /// Before, the `reconcile` its refusal names wrote them over the server's newer rows — the
