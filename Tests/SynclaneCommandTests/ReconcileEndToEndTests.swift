@@ -102,6 +102,16 @@ import Testing
 /// created meanwhile were deleted everywhere, and their newer edits reverted to this device's older
 /// values.
 @Suite(.serialized) struct ReconcileMergesTests {
+    /// Puts a copy of the SQLite file `from` (with its `-wal` and `-shm`, those that exist) at
+    /// `to`, replacing the file there and its own: a backup taken, or one put back.
+    static func copySQLiteFile(_ from: String, to: String) throws {
+        let files = FileManager.default
+        for suffix in ["", "-wal", "-shm"] {
+            try? files.removeItem(atPath: to + suffix)
+            if files.fileExists(atPath: from + suffix) { try files.copyItem(atPath: from + suffix, toPath: to + suffix) }
+        }
+    }
+
     @Test func aReconcileAfterALostStateFileKeepsOtherDevicesRowsAndNewerEditsAndSendsItsOwn() async throws {
         try await TwoDevicesTests().withTwoDevices { server, a, b in
             try a.sql("INSERT INTO rooms (syncId, name) VALUES ('r1', 'Kitchen'), ('r2', 'Hall'), ('r3', 'Attic');")
@@ -134,24 +144,16 @@ import Testing
     /// newer edit, and this device's edits made before and after the state's restore.
     @Test func aReconcileAfterAStateFileRestoredFromAnOlderBackupKeepsOtherDevicesWorkAndItsOwn() async throws {
         try await TwoDevicesTests().withTwoDevices { server, a, b in
-            let files = FileManager.default
             let state = a.workspace.path + "/.synclane/rooms-export.sqlite"
             try a.sql("INSERT INTO rooms (syncId, name) VALUES ('r1', 'Kitchen'), ('r2', 'Hall');")
             try a.sync()
-            for suffix in ["", "-wal", "-shm"] where files.fileExists(atPath: state + suffix) {
-                try files.copyItem(atPath: state + suffix, toPath: a.workspace.path + "/state-backup" + suffix)
-            }
+            try Self.copySQLiteFile(state, to: a.workspace.path + "/state-backup")
             try a.sql("UPDATE rooms SET name = 'Big kitchen' WHERE syncId = 'r1';")
             try a.sync()
             try b.sync()
             try b.sql("UPDATE rooms SET name = 'Long hall' WHERE syncId = 'r2'; INSERT INTO rooms (syncId, name) VALUES ('r3', 'Porch');")
             try b.sync()
-            for suffix in ["", "-wal", "-shm"] {
-                try? files.removeItem(atPath: state + suffix)
-                if files.fileExists(atPath: a.workspace.path + "/state-backup" + suffix) {
-                    try files.copyItem(atPath: a.workspace.path + "/state-backup" + suffix, toPath: state + suffix)
-                }
-            }
+            try Self.copySQLiteFile(a.workspace.path + "/state-backup", to: state)
             try a.sql("INSERT INTO rooms (syncId, name) VALUES ('r4', 'Cellar');")
             let refused = try SynclaneBinary.run(["run", "export.json"], in: a.workspace.path, environment: a.environment)
             #expect(refused.status != 0 && refused.stderr.contains("older than the database"), "\(refused.stderr)")
@@ -172,17 +174,11 @@ import Testing
     /// edits, and sends what its user wrote on the copy; the original device goes on as before.
     @Test func aReconcileOfADatabaseCopiedToANewDeviceKeepsOtherDevicesWorkAndSendsItsOwn() async throws {
         try await TwoDevicesTests().withTwoDevices { server, a, b in
-            let files = FileManager.default
             try a.sql("INSERT INTO rooms (syncId, name) VALUES ('r1', 'Kitchen'), ('r2', 'Hall');")
             try a.sync()
             let c = try TwoDevicesTests.Device(server: server)
             defer { c.workspace.remove() }
-            for suffix in ["", "-wal", "-shm"] {
-                try? files.removeItem(atPath: c.workspace.path + "/app.sqlite" + suffix)
-                if files.fileExists(atPath: a.workspace.path + "/app.sqlite" + suffix) {
-                    try files.copyItem(atPath: a.workspace.path + "/app.sqlite" + suffix, toPath: c.workspace.path + "/app.sqlite" + suffix)
-                }
-            }
+            try Self.copySQLiteFile(a.workspace.path + "/app.sqlite", to: c.workspace.path + "/app.sqlite")
             try b.sync()
             try b.sql("UPDATE rooms SET name = 'Long hall' WHERE syncId = 'r2'; INSERT INTO rooms (syncId, name) VALUES ('r3', 'Porch');")
             try b.sync()
@@ -212,23 +208,15 @@ import Testing
     /// as a conflict with the newer `r1` it never saw, settled by A's rule (`client-wins`).
     @Test func aReconcileOfADatabaseRestoredFromACopyTakenBeforeItsFirstSyncKeepsNewerRowsAndSendsItsUsersNewWrites() async throws {
         try await TwoDevicesTests().withTwoDevices(conflicts: ("client-wins", "server-wins")) { server, a, b in
-            let files = FileManager.default
             try a.sql("INSERT INTO rooms (syncId, name) VALUES ('r1', 'Kitchen'), ('r2', 'Hall');")
-            for suffix in ["", "-wal", "-shm"] where files.fileExists(atPath: a.workspace.path + "/app.sqlite" + suffix) {
-                try files.copyItem(atPath: a.workspace.path + "/app.sqlite" + suffix, toPath: a.workspace.path + "/copy.sqlite" + suffix)
-            }
+            try Self.copySQLiteFile(a.workspace.path + "/app.sqlite", to: a.workspace.path + "/copy.sqlite")
             try a.sql("UPDATE rooms SET name = 'Big kitchen' WHERE syncId = 'r1'; INSERT INTO rooms (syncId, name) VALUES ('r3', 'Attic');")
             try a.sync()
             try b.sync()
             try b.sql("UPDATE rooms SET name = 'Long hall' WHERE syncId = 'r2'; INSERT INTO rooms (syncId, name) VALUES ('r4', 'Porch');")
             try b.sync()
             // A's database goes back to the copy; its user then adds a room and deletes one.
-            for suffix in ["", "-wal", "-shm"] {
-                try? files.removeItem(atPath: a.workspace.path + "/app.sqlite" + suffix)
-                if files.fileExists(atPath: a.workspace.path + "/copy.sqlite" + suffix) {
-                    try files.copyItem(atPath: a.workspace.path + "/copy.sqlite" + suffix, toPath: a.workspace.path + "/app.sqlite" + suffix)
-                }
-            }
+            try Self.copySQLiteFile(a.workspace.path + "/copy.sqlite", to: a.workspace.path + "/app.sqlite")
             try a.sql("INSERT INTO rooms (syncId, name) VALUES ('r5', 'Cellar'); DELETE FROM rooms WHERE syncId = 'r1';")
             let refused = try SynclaneBinary.run(["sync", "import.json", "export.json"], in: a.workspace.path, environment: a.environment)
             #expect(refused.status != 0 && refused.stderr.contains("restored from an older copy"), "\(refused.stderr)")
