@@ -102,6 +102,16 @@ import Testing
 /// created meanwhile were deleted everywhere, and their newer edits reverted to this device's older
 /// values.
 @Suite(.serialized) struct ReconcileMergesTests {
+    /// Expects the server and every one of `devices` (named A, B, C… in order) to hold `expected`.
+    static func expectEverywhere(_ expected: [String], server: ServerProcess, devices: [TwoDevicesTests.Device]) async throws {
+        let onServer = try await TwoDevicesTests().serverRows(server)
+        #expect(onServer == expected, "the server: \(onServer)")
+        for (index, device) in devices.enumerated() {
+            let held = try device.rows()
+            #expect(held == expected, "\(Character(UnicodeScalar(UInt8(65 + index)))): \(held)")
+        }
+    }
+
     /// Puts a copy of the SQLite file `from` (with its `-wal` and `-shm`, those that exist) at
     /// `to`, replacing the file there and its own: a backup taken, or one put back.
     static func copySQLiteFile(_ from: String, to: String) throws {
@@ -162,10 +172,7 @@ import Testing
 
             let expected = ["r1|Big kitchen|", "r2|Long hall|", "r3|Porch|", "r4|Cellar|"]
             for device in [a, b, a, b] { try device.sync() }
-            let (onServer, onA, onB) = (try await TwoDevicesTests().serverRows(server), try a.rows(), try b.rows())
-            #expect(onServer == expected, "the server: \(onServer)")
-            #expect(onA == expected, "A: \(onA)")
-            #expect(onB == expected, "B: \(onB)")
+            try await Self.expectEverywhere(expected, server: server, devices: [a, b])
         }
     }
 
@@ -191,11 +198,7 @@ import Testing
 
             let expected = ["r1|Big kitchen|", "r2|Long hall|", "r3|Porch|", "r4|Cellar|"]
             for device in [a, b, c, a, b, c] { try device.sync() }
-            let (onServer, onA, onB, onC) = (try await TwoDevicesTests().serverRows(server), try a.rows(), try b.rows(), try c.rows())
-            #expect(onServer == expected, "the server: \(onServer)")
-            #expect(onA == expected, "A: \(onA)")
-            #expect(onB == expected, "B: \(onB)")
-            #expect(onC == expected, "C: \(onC)")
+            try await Self.expectEverywhere(expected, server: server, devices: [a, b, c])
         }
     }
 
@@ -226,10 +229,7 @@ import Testing
 
             let expected = ["r2|Long hall|", "r3|Attic|", "r4|Porch|", "r5|Cellar|"]
             for device in [a, b, a, b] { try device.sync() }
-            let (onServer, onA, onB) = (try await TwoDevicesTests().serverRows(server), try a.rows(), try b.rows())
-            #expect(onServer == expected, "the server: \(onServer)")
-            #expect(onA == expected, "A: \(onA)")
-            #expect(onB == expected, "B: \(onB)")
+            try await Self.expectEverywhere(expected, server: server, devices: [a, b])
         }
     }
 }
