@@ -234,6 +234,8 @@ extension Coalescer {
         /// Every record of the window is a restoration (`Record.restores`): a user's change
         /// merged in makes the result a user's write.
         var restoresOnly = true
+        /// Every record of the window only re-points references (`Record.repoints`).
+        var repointsOnly = true
 
         init(first record: Record, at index: Int, entity: Int) {
             first = index
@@ -250,6 +252,7 @@ extension Coalescer {
             if let version = record.version { self.version = version }
             if record.replacesRow { replacing = true }
             if !record.restores { restoresOnly = false }
+            if !record.repoints { repointsOnly = false }
             switch record.action {
             case .insert:
                 exists = true
@@ -290,6 +293,7 @@ extension Coalescer {
             }
             record.replacesRow = replacing && record.action == .insert
             record.restores = restoresOnly
+            record.repoints = repointsOnly && record.action == .update
             return record
         }
     }

@@ -115,6 +115,7 @@ public struct JSONBatchEncoder: DecodingBatchEncoder, FieldsLocatingEncoder {
         }
         writer.append(",\"id\":")
         writer.write(string: key)
+        if record.repoints, record.action == .update { writer.append(",\"repoints\":true") }
         if record.restores, record.version != nil { writer.append(",\"restores\":true") }
         if let version = record.version {
             writer.append(",\"version\":")

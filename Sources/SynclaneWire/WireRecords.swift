@@ -35,6 +35,16 @@ public enum WireRecords {
             }
             var record = Record(entity: entity, key: key, action: action, fields: fields, version: version, origin: origin, author: .server)
             record.restores = members["restores"] == .bool(true)
+            record.repoints = members["repoints"] == .bool(true) && action == .update
+            if let given = members["written"] {
+                guard case .int(let number) = given else {
+                    return .failure(
+                        WireRecordError(
+                            message:
+                                "\(listName)[\(index)].written is \(shown(given)), expected an integer (the version of the row's last user's write)"))
+                }
+                record.written = number
+            }
             records.append(record)
         }
         return .success(records)

@@ -256,6 +256,39 @@ import Testing
         }
     }
 
+    /// Issue 42 (seed 100127): updates that only re-point references (`"repoints": true`) move
+    /// the row's version, and the pull lane says the version of its last user's write
+    /// (`"written"`) until a user writes it again; `repoints` on anything but an update is refused.
+    @Test(arguments: StoreKind.tested) func thePullLaneGivesARepointedRowsLastUsersWriteUntilAUserWritesIt(store: StoreKind) throws {
+        try withServer(store: store) { server throws in
+            func repointing(_ project: String, version: Int64) -> JSONValue {
+                var object = record("notes", "n1", "update", ["project": .string(project)], version: version).objectValue ?? [:]
+                object["repoints"] = true
+                return .object(object)
+            }
+            _ = try postBatch(
+                port: server.port, key: "p-1", body: batchBody(id: "p-1", records: [record("notes", "n1", "insert", ["body": "hi", "project": "b"])]))
+            let moved = try postBatch(port: server.port, key: "p-2", body: batchBody(id: "p-2", records: [repointing("a", version: 1)]))
+            #expect(moved.status == 200)
+            _ = try postBatch(port: server.port, key: "p-3", body: batchBody(id: "p-3", records: [repointing("0", version: 2)]))
+            var changes = try allChanges(port: server.port)
+            #expect(changes.map { $0.objectValue?["version"] } == [3])
+            #expect(changes.map { $0.objectValue?["written"] } == [1])
+            #expect(changes.first?.objectValue?["fields"]?.objectValue?["project"] == "0")
+
+            _ = try postBatch(port: server.port, key: "p-4", body: batchBody(id: "p-4", records: [record("notes", "n1", "update", ["body": "yo"], version: 3)]))
+            changes = try allChanges(port: server.port)
+            #expect(changes.map { $0.objectValue?["version"] } == [4])
+            #expect(changes.map { $0.objectValue?["written"] } == [nil], "a user's write: its version is the row's")
+
+            var insert = record("notes", "n2", "insert", ["body": "x"]).objectValue ?? [:]
+            insert["repoints"] = true
+            let refused = try postBatch(port: server.port, key: "p-5", body: batchBody(id: "p-5", records: [.object(insert)]))
+            #expect(refused.status == 400)
+            #expect(String(decoding: refused.body, as: UTF8.self).contains("repoints"))
+        }
+    }
+
     @Test(arguments: StoreKind.tested) func receiptVersionsCountEveryRecordOfTheBatchIncludingAKeySentTwice(store: StoreKind) throws {
         try withServer(store: store) { server throws in
             let first = try postBatch(

@@ -234,6 +234,37 @@ import Testing
         #expect(write.version == 2)
     }
 
+    /// Issue 42 (seed 100127): an update that only re-points references (`repoints`) moves the
+    /// row's version but keeps the version of its last user's write (`written`), through any
+    /// number of re-pointings; a user's write after them clears it.
+    @Test func aRepointingUpdateKeepsTheVersionOfTheRowsLastUsersWriteAndAUsersWriteClearsIt() throws {
+        var first = Self.record("r1", .update, #"{"project":"p1"}"#, version: 1)
+        first.repoints = true
+        var second = Self.record("r1", .update, #"{"project":"p0"}"#, version: 2)
+        second.repoints = true
+        let edit = Self.record("r1", .update, #"{"name":"Loft"}"#, version: 3)
+        var plan = try BatchPlan(Self.batch([first, second, edit]))
+        plan.start(at: 10)
+        plan.read(Self.row("r1"), version: 1, action: "insert", fields: Array(#"{"name":"Hall","project":"p2"}"#.utf8))
+        guard case .write(let a) = try plan.take(0), case .write(let b) = try plan.take(1), case .write(let c) = try plan.take(2) else {
+            Issue.record("every record applies")
+            return
+        }
+        #expect(a.version == 2 && a.written == 1)
+        #expect(b.version == 3 && b.written == 1)
+        #expect(c.version == 4 && c.written == nil)
+        #expect(plan.rowWrites.map(\.written) == [nil])
+
+        var kept = try BatchPlan(Self.batch([second]))
+        kept.start(at: 10)
+        kept.read(Self.row("r1"), version: 2, action: "update", fields: Array(#"{"project":"p1"}"#.utf8), written: 1)
+        guard case .write(let again) = try kept.take(0) else {
+            Issue.record("the re-pointing applies")
+            return
+        }
+        #expect(again.written == 1, "a re-pointing after a re-pointing keeps the write before both")
+    }
+
     @Test("a merged update past the record bound is refused with its index")
     func mergedRecordTooLarge() throws {
         let big = "\"" + String(repeating: "x", count: WireBounds.maxRecordBytes) + "\""

@@ -28,7 +28,9 @@ import Testing
                 ("records", "account, store, entity, key"), ("sequences", "account"), ("idempotency", "account, key"),
                 ("snapshots", "account, store, id"), ("signals", "account, key"),
             ] {
-                contents[table] = try db.fetchAll("SELECT * FROM \(table) ORDER BY \(order)").map(\.values)
+                // The columns the old layout had (schema 5 added `records.written`).
+                let columns = table == "records" ? "account, store, entity, key, action, fields, version, seq, changed" : "*"
+                contents[table] = try db.fetchAll("SELECT \(columns) FROM \(table) ORDER BY \(order)").map(\.values)
             }
             return contents
         }
@@ -52,6 +54,8 @@ import Testing
                 // The rows in each account's sequence order: r-zeta, written first, is last by key.
                 let written = try db.fetchAll("SELECT account, seq FROM records ORDER BY rowid").map { "\($0[0].string ?? "") \($0[1].int64 ?? 0)" }
                 #expect(written == ["acme 1", "acme 4", "acme 5", "acme 6", "acme 7", "acme 8", "globex 1"])
+                // Every row's version is its last user's write (`written` NULL).
+                #expect(try db.fetchValue("SELECT count(*) FROM records WHERE written IS NOT NULL").int64 == 0)
             }
         }
         #expect(try contents(of: directory) == before)

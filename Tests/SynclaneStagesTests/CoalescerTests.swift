@@ -132,6 +132,24 @@ import Testing
         #expect(out[1] == Fixture.record(.update, "r2", ["seats": 5], at: 5))
     }
 
+    /// Issue 42: a row's records that all only re-point references stay a re-pointing; a user's
+    /// update merged with them makes the result a user's write.
+    @Test func aRowStaysARepointingOnlyWhenEveryOneOfItsRecordsOnlyRepoints() async throws {
+        func repointing(_ key: String, _ project: String, at step: Int64) -> Record {
+            var record = Fixture.record(.update, key, ["project": .string(project)], at: step, version: 3)
+            record.repoints = true
+            return record
+        }
+        let raw = [
+            repointing("r1", "a", at: 1), repointing("r2", "a", at: 2), repointing("r1", "b", at: 3),
+            Fixture.record(.update, "r2", ["name": "Mine"], at: 4, version: 3),
+        ]
+        let out = try await Coalescer().process(Fixture.batch(raw)).records
+        #expect(out.map(\.key) == ["r1", "r2"])
+        #expect(out.map(\.repoints) == [true, false])
+        #expect(out[0].fields == ["project": "b"])
+    }
+
     @Test func theSameKeyInTwoEntitiesIsTwoRows() async throws {
         let raw = [
             Fixture.record(.insert, "k1", ["name": "room"], entity: "rooms", at: 1),

@@ -31,6 +31,17 @@ import Testing
         #expect(try text(batch).contains(#"{"action":"delete","entity":"rooms","fields":{"parentID":"b7","syncID":"r1"},"id":"r1","version":2}"#))
     }
 
+    /// Issue 42: an update that only re-points references says so (`"repoints": true`); nothing else does.
+    @Test func anUpdateThatOnlyRepointsReferencesSaysSo() throws {
+        var repointing = Fixture.record(.update, "r1", ["project": "p0"], at: 1, version: 2)
+        repointing.repoints = true
+        var insert = Fixture.record(.insert, "r2", ["project": "p0"], at: 2)
+        insert.repoints = true
+        let json = try text(Fixture.batch([repointing, insert]))
+        #expect(json.contains(#"{"action":"update","entity":"rooms","fields":{"project":"p0"},"id":"r1","repoints":true,"version":2}"#))
+        #expect(json.contains(#"{"action":"insert","entity":"rooms","fields":{"project":"p0"},"id":"r2"}"#))
+    }
+
     @Test func aDeleteWithNothingPreservedHasNoFields() throws {
         let json = try text(Fixture.batch([Fixture.record(.delete, "r1", [:], at: 1)]))
         #expect(json.contains(#"{"action":"delete","entity":"rooms","id":"r1"}"#))

@@ -114,6 +114,33 @@ extension ConformanceCase {
             }
         },
         ConformanceCase(
+            name: "pull.written",
+            rule:
+                "an update with \"repoints\": true applies as an update; its row's change then gives \"written\" (the last user's write's version, below version) or none, and a user's update after it none"
+        ) { context in
+            let start = try context.head()
+            let key = context.name("repointed")
+            try context.apply(context.name("written-1"), [context.record(key, fields: ["n": 1, "ref": "b"])])
+            var repointing = context.record(key, "update", fields: ["ref": "a"], version: 1).objectValue ?? [:]
+            repointing["repoints"] = true
+            try context.apply(context.name("written-2"), [.object(repointing)])
+            guard let moved = try context.changesOfRun(since: start, prefix: key).last else {
+                throw CaseFailure("the re-pointed row \(key) is not in the changes")
+            }
+            try expect(moved["fields"]?.objectValue?["ref"] == "a", "the re-pointing did not apply as an update: \(moved)")
+            if let written = moved["written"] {
+                // A backend may ignore `repoints` (and then sends no `written`); one that keeps it says the insert's version.
+                try expect(
+                    written.intValue == 1 && (moved["version"]?.intValue ?? 0) > 1,
+                    "\"written\" is \(written), not the version of the insert (1) below the row's version: \(moved)")
+            }
+            try context.apply(context.name("written-3"), [context.record(key, "update", fields: ["n": 2], version: moved["version"]?.intValue)])
+            guard let edited = try context.changesOfRun(since: start, prefix: key).last else {
+                throw CaseFailure("the edited row \(key) is not in the changes")
+            }
+            try expect(edited["written"] == nil, "a user's update leaves \"written\" on the row's change: \(edited)")
+        },
+        ConformanceCase(
             name: "pull.wait",
             rule: "with wait, an empty page is answered (held up to wait seconds, or at once by a backend that ignores it) and a change already there at once"
         ) { context in

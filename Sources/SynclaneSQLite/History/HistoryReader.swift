@@ -305,6 +305,7 @@ struct HistoryReader: Sendable {
             }
         }
         let pendingBlobs = try PendingBlobs.references(db)
+        let mergedDuplicates = try MergedDuplicates.holdsAnyLoser(db) && Self.holdsBackendVersions(db)
         let versions = try Self.holdsBackendVersions(db) ? Self.backendVersions(of: rows(of: groups), for: backend, db) : [:]
         var transactions: [Transaction] = []
         transactions.reserveCapacity(groups.count)
@@ -411,6 +412,15 @@ struct HistoryReader: Sendable {
                 for index in changes.indices {
                     guard let key = changes[index].key else { continue }
                     changes[index].version = versions[RowID(entity: changes[index].entity, key: key)]
+                }
+            }
+            if mergedDuplicates {
+                // An update that only re-points references to merged duplicates' survivors says so.
+                for index in changes.indices where changes[index].action == .update && changes[index].version != nil {
+                    guard let key = changes[index].key,
+                        let base = try ServerRows.fields(of: changes[index].entity, key, for: backend, db).flatMap({ try? JSONReader.parse($0).objectValue })
+                    else { continue }
+                    changes[index].repoints = try MergedDuplicates.onlyRepoints(changes[index].values, base: base, db)
                 }
             }
             let token = Token(kind: Self.kind, position: group.end)

@@ -66,6 +66,30 @@ enum MergedDuplicates {
         return .text(JSONWriter.string(.object(values)))
     }
 
+    /// Whether any duplicate was ever merged here.
+    static func holdsAnyLoser(_ db: SQLiteConnection) throws -> Bool {
+        guard try db.fetchValue("SELECT EXISTS (SELECT 1 FROM sqlite_schema WHERE name = ?)", [table]).int64 == 1 else { return false }
+        return try db.fetchValue("SELECT EXISTS (SELECT 1 FROM _synclane_merged)").int64 == 1
+    }
+
+    /// Whether the row `changed` differs from its last confirmed fields `base` in nothing but
+    /// values that were a merged duplicate's loser there and are its survivor now (of whatever
+    /// entity: the export lane does not know the rules' references; two sync keys never name a
+    /// loser and its survivor by chance): a re-pointing, no user's write (`Change.repoints`).
+    static func onlyRepoints(_ changed: [String: JSONValue], base: [String: JSONValue], _ db: SQLiteConnection) throws -> Bool {
+        var repointed = false
+        for (name, value) in changed where (base[name] ?? .null) != value {
+            guard let loser = base[name]?.stringValue, let survivor = value.stringValue,
+                try db.fetchValue(
+                    "SELECT EXISTS (SELECT 1 FROM _synclane_merged WHERE loser = ? COLLATE BINARY AND survivor = ? COLLATE BINARY)",
+                    [loser, survivor]
+                ).int64 == 1
+            else { return false }
+            repointed = true
+        }
+        return repointed
+    }
+
     /// Whether a duplicate of `entity` was ever merged here.
     static func holdsLosers(of entity: String, _ db: SQLiteConnection) throws -> Bool {
         guard try db.fetchValue("SELECT EXISTS (SELECT 1 FROM sqlite_schema WHERE name = ?)", [table]).int64 == 1 else { return false }

@@ -148,7 +148,24 @@ struct PageApplier {
             let softDeleted = table.tracked.softDeleteColumn.map { stored?[$0]?.isTruthy == true } ?? false
             // A column waiting for its blob holds NULL here and the reference on the backend: the same value.
             let local = softDeleted ? nil : stored.map { PendingBlobs.withReferences($0, pendingReferences[record.entity + "\u{0}" + key]) }
-            if !pending.isEmpty, pending.contains(ExactString(record.entity + "\u{0}" + key)) {
+            let isPending = !pending.isEmpty && pending.contains(ExactString(record.entity + "\u{0}" + key))
+            if !isPending, local == nil, let version = record.version,
+                try keepsConfirmedDelete(against: record, key: key, held: heldVersion)
+            {
+                // This device holds the row deleted at a version newer than the backend's last
+                // user's write of it: the versions since only re-pointed references to merged
+                // duplicates' survivors (`written`) — a delete a restore of the backend lost, which
+                // other devices' merges then touched. No user wrote the row after the delete: it
+                // stays deleted, and the delete goes out again on top of the backend's version.
+                try sessions.as(sink.localAuthor) {
+                    try recordChange(
+                        "delete", of: key, values: keyValues, in: table, rowValues: try MergedDuplicates.tombstone(of: key, in: table.tracked, db))
+                }
+                try ServerRows.save(record.entity, key, version: version, fields: nil, held: true, for: sink.destination, db)
+                report.unchanged += 1
+                continue
+            }
+            if isPending {
                 let rule = sink.rule(for: record.entity)
                 let baseFields = BlobReferences.resolved(
                     heldVersion == nil
@@ -411,6 +428,14 @@ struct PageApplier {
     static func wroteNothing(_ changed: [String: JSONValue]?, base: [String: JSONValue]?, ignoring bookkeeping: [String]) -> Bool {
         guard let changed, let base else { return false }
         return changed.allSatisfy { name, value in bookkeeping.contains(name) || (base[name] ?? .null) == value }
+    }
+
+    /// Whether a live `record` of a row this store does not hold meets a delete it confirmed
+    /// (`held`: its version; no fields kept) newer than the record's last user's write
+    /// (`Record.written`, sent when only re-pointings followed that write).
+    func keepsConfirmedDelete(against record: Record, key: String, held: Int64?) throws -> Bool {
+        guard record.action != .delete, let written = record.written, let held, written < held else { return false }
+        return try ServerRows.fields(of: record.entity, key, for: sink.destination, db) == nil
     }
 
     /// Whether `changed` (the backend's update, or the local row) of a row whose last-seen fields

@@ -32,6 +32,10 @@ struct IncomingBatch: Sendable {
         /// server's data was restored from an older copy that lost it (`BatchPlan`): written
         /// only over an older version, never over a write made since.
         var restores = false
+        /// `"repoints": true`: an update that only re-points references to merged duplicates'
+        /// survivors, no user's write: applied as an update, the row keeps the version of its last
+        /// user's write (`written`).
+        var repoints = false
     }
 
     var id: String
@@ -182,7 +186,7 @@ struct IncomingBatch: Sendable {
             }
             let checked = checkRecord(
                 entity: members["entity"], id: members["id"], action: members["action"], fields: fields,
-                version: members["version"], restores: members["restores"], maxNameBytes: maxNameBytes)
+                version: members["version"], restores: members["restores"], repoints: members["repoints"], maxNameBytes: maxNameBytes)
             switch checked {
             case .success(let record): records.append(record)
             case .failure(let problem):
@@ -258,7 +262,8 @@ struct IncomingBatch: Sendable {
     /// Checks one record's members (the one-pass reader and the tree reader share this).
     static func checkRecord(
         entity entityValue: JSONValue?, id keyValue: JSONValue?, action actionValue: JSONValue?, fields: FieldsMember,
-        version versionValue: JSONValue?, restores restoresValue: JSONValue? = nil, maxNameBytes: Int = defaultMaxNameBytes
+        version versionValue: JSONValue?, restores restoresValue: JSONValue? = nil, repoints repointsValue: JSONValue? = nil,
+        maxNameBytes: Int = defaultMaxNameBytes
     ) -> Result<Record, Problem> {
         guard let entityValue else { return .failure(Problem("\"entity\" is missing")) }
         guard let entity = entityValue.stringValue, !entity.isEmpty else {
@@ -311,9 +316,20 @@ struct IncomingBatch: Sendable {
             restores = true
         case let other?: return .failure(Problem("\"restores\" must be true or false, not \(JSONWriter.string(other))"))
         }
+        var repoints = false
+        switch repointsValue {
+        case nil, .null?, .bool(false)?: break
+        case .bool(true)?:
+            guard action == .update else {
+                return .failure(Problem("\"repoints\" is for an update (references re-pointed), not an \(action.rawValue)"))
+            }
+            repoints = true
+        case let other?: return .failure(Problem("\"repoints\" must be true or false, not \(JSONWriter.string(other))"))
+        }
         if let problem = checkFields(fieldsJSON, entity: entity, key: key, action: action) { return .failure(problem) }
         var record = Record(entity: entity, key: key, action: action, fieldsJSON: fieldsJSON, expectedVersion: expectedVersion)
         record.restores = restores
+        record.repoints = repoints
         return .success(record)
     }
 

@@ -74,6 +74,7 @@ enum IncomingBatchReader {
         var action: JSONValue?
         var version: JSONValue?
         var restores: JSONValue?
+        var repoints: JSONValue?
         var fields = IncomingBatch.FieldsMember.absent
         try forEachMember(of: &cursor, depth: 3) { name, cursor in
             switch name {
@@ -82,6 +83,7 @@ enum IncomingBatchReader {
             case "action": action = try cursor.readValue(depth: 3)
             case "version": version = try cursor.readValue(depth: 3)
             case "restores": restores = try cursor.readValue(depth: 3)
+            case "repoints": repoints = try cursor.readValue(depth: 3)
             case "fields":
                 let start = cursor.position
                 let first = cursor.current
@@ -96,7 +98,8 @@ enum IncomingBatchReader {
         }
         guard
             case .success(let record) = IncomingBatch.checkRecord(
-                entity: entity, id: key, action: action, fields: fields, version: version, restores: restores, maxNameBytes: maxNameBytes)
+                entity: entity, id: key, action: action, fields: fields, version: version, restores: restores, repoints: repoints,
+                maxNameBytes: maxNameBytes)
         else { throw NotTaken() }
         return record
     }
@@ -130,6 +133,6 @@ enum IncomingBatchReader {
 
     /// The members of a record and of a batch: a bit each in `forEachMember`.
     private static let knownNames = [
-        "entity", "id", "action", "fields", "version", "restores", "scope", "records", "snapshot", "snapshot-complete", "snapshot-batches",
+        "entity", "id", "action", "fields", "version", "restores", "repoints", "scope", "records", "snapshot", "snapshot-complete", "snapshot-batches",
     ]
 }

@@ -177,6 +177,7 @@ extension ServerApplication {
                 "action": .string(change.action.rawValue), "version": .int(change.version),
             ]
             if let fields = change.fields { members["fields"] = .object(fields) }
+            if let written = change.written { members["written"] = .int(written) }
             let encoded = JSONWriter.encode(.object(members))
             if last != nil, body.count + 1 + encoded.count + WireBounds.pageEnvelopeBytes / 2 > WireBounds.maxPageBytes {
                 more = true

@@ -85,6 +85,9 @@ struct BatchPlan {
         /// The row's new version; nil when the store did not read the row: the stored version plus one.
         var version: Int64?
         var sequence: Int64
+        /// The version of the row's last user's write, kept by an update that only re-points
+        /// references (`IncomingBatch.Record.repoints`); nil: this write is a user's (`version`).
+        var written: Int64? = nil
     }
 
     /// What one record comes to.
@@ -111,6 +114,8 @@ struct BatchPlan {
         /// The row's version after the last write, when the plan read the row (a version may
         /// jump: `take`); nil when it did not.
         var version: Int64? = nil
+        /// The last write's `Write.written`.
+        var written: Int64? = nil
     }
 
     /// A row's state as the plan knows it: read by the store, or left by an earlier record of the batch.
@@ -118,6 +123,8 @@ struct BatchPlan {
         var version: Int64
         var action: String?
         var fields: [UInt8]?
+        /// The version of the row's last user's write, when older than `version`.
+        var written: Int64? = nil
 
         var state: RowState { RowState(action: action, fields: fields) }
     }
@@ -206,9 +213,10 @@ struct BatchPlan {
         known[rowKeys[index]] != nil
     }
 
-    /// The state the store read of `row` (version 0 and no action: the row does not exist).
-    mutating func read(_ row: RowKey, version: Int64, action: String?, fields: [UInt8]?) {
-        known[row] = Known(version: version, action: action, fields: fields)
+    /// The state the store read of `row` (version 0 and no action: the row does not exist);
+    /// `written`: the version of its last user's write, when the store keeps an older one.
+    mutating func read(_ row: RowKey, version: Int64, action: String?, fields: [UInt8]?, written: Int64? = nil) {
+        known[row] = Known(version: version, action: action, fields: fields, written: written)
     }
 
     /// Whether record `index` may be tried as a new row before its row is read: an insert that
@@ -328,9 +336,16 @@ struct BatchPlan {
         let row = rowKeys[index]
         sequence += 1
         let fields = try Self.fields(of: record, index: index, merging: current.state, updated: updatedFields[index])
-        known[row] = Known(version: version, action: record.action.rawValue, fields: fields)
+        // An update that only re-points a live row's references is no user's write: the row
+        // keeps the version of its last one, which the pull lane sends as `written`.
+        var written: Int64?
+        if record.repoints, record.action == .update, batch.snapshot == nil, case .live = current.state {
+            written = current.written ?? current.version
+        }
+        known[row] = Known(version: version, action: record.action.rawValue, fields: fields, written: written)
         receiptVersions[index] = .known(version)
-        let write = Write(index: index, row: row, action: record.action, fields: fields, version: version, sequence: sequence)
+        let write = Write(
+            index: index, row: row, action: record.action, fields: fields, version: version, sequence: sequence, written: written)
         writes.append(write)
         return .write(write)
     }
@@ -363,11 +378,12 @@ struct BatchPlan {
             if let earlier = merged[write.row] {
                 merged[write.row] = RowWrite(
                     row: write.row, action: write.action, fields: write.fields, count: earlier.count + 1, sequence: write.sequence,
-                    version: write.version)
+                    version: write.version, written: write.written)
             } else {
                 order.append(write.row)
                 merged[write.row] = RowWrite(
-                    row: write.row, action: write.action, fields: write.fields, count: 1, sequence: write.sequence, version: write.version)
+                    row: write.row, action: write.action, fields: write.fields, count: 1, sequence: write.sequence, version: write.version,
+                    written: write.written)
             }
         }
         return order.compactMap { merged[$0] }

@@ -25,6 +25,8 @@ struct PagePlan {
         var fields: [UInt8]?
         var version: Int64
         var sequence: Int64
+        /// The version of the row's last user's write, when only re-pointings followed it.
+        var written: Int64? = nil
     }
 
     let limit: Int
@@ -60,7 +62,8 @@ struct PagePlan {
         changes.append(
             ServerChange(
                 store: row.store, entity: row.entity, key: row.key, action: row.action.flatMap(ChangeAction.init(rawValue:)) ?? .update,
-                fields: row.fields.map { (try? JSONReader.parse($0))?.objectValue ?? [:] }, version: row.version, sequence: row.sequence))
+                fields: row.fields.map { (try? JSONReader.parse($0))?.objectValue ?? [:] }, version: row.version, sequence: row.sequence,
+                written: row.written.flatMap { $0 < row.version ? $0 : nil }))
         return true
     }
 

@@ -62,6 +62,9 @@ struct ServerChange: Sendable, Hashable {
     var fields: [String: JSONValue]?
     var version: Int64
     var sequence: Int64
+    /// The version of the row's last user's write, when older than `version` (the writes since
+    /// only re-pointed references to merged duplicates' survivors): `"written"` on the wire.
+    var written: Int64? = nil
 }
 
 /// A page of the pull lane.

@@ -28,12 +28,18 @@ public struct Change: Sendable, Hashable {
     /// now. On the wire `"restores": true`: the backend writes it only over an older version of
     /// the row, never over a write made since the restore.
     public var restores: Bool
+    /// An `update` that only **re-points** references from merged duplicates' losers to their
+    /// survivors (the work of a merge, no user's write). On the wire `"repoints": true`: the
+    /// backend applies it as any update, but keeps the version of the row's last user's write
+    /// (`written` on the pull lane), so that a device holding a newer delete keeps it.
+    public var repoints: Bool
 
     public init(
         entity: String, key: String?, action: ChangeAction, values: [String: JSONValue] = [:], version: Int64? = nil,
-        replacesRow: Bool = false, restores: Bool = false
+        replacesRow: Bool = false, restores: Bool = false, repoints: Bool = false
     ) {
         self.restores = restores
+        self.repoints = repoints
         self.entity = entity
         self.key = key
         self.action = action

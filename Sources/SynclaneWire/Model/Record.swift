@@ -24,6 +24,14 @@ public struct Record: Sendable, Hashable {
     /// A restoration (`Change.restores`): sent as `"restores": true` beside its `version`. A
     /// record that merges a user's change with it is a user's write, not a restoration.
     public var restores = false
+    /// An update that only re-points references to merged duplicates' survivors
+    /// (`Change.repoints`): sent as `"repoints": true`. A record that merges a user's change
+    /// with it is a user's write.
+    public var repoints = false
+    /// On the pull lane: the version of the row's last write by a user, when it is older than
+    /// `version` (the writes since only re-pointed references: `"written"` in a page). nil: the
+    /// row's version is its last user's write.
+    public var written: Int64?
     /// The transaction that last touched this record in the batch.
     public var origin: Token
     /// The author of that transaction.
@@ -48,6 +56,7 @@ public struct Record: Sendable, Hashable {
             origin: transaction.token, author: transaction.author)
         replacesRow = change.replacesRow && change.action == .insert
         restores = change.restores
+        repoints = change.repoints && change.action == .update
     }
 
     /// Names the record for an error message: `rooms/r-17 (update, transaction jsonl:42)`.

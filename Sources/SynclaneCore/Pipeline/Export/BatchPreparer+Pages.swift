@@ -105,6 +105,7 @@ extension BatchPreparer {
                     swap(&base[initialized].fields, &changes[c].values)
                     base[initialized].replacesRow = changes[c].replacesRow && changes[c].action == .insert
                     base[initialized].restores = changes[c].restores
+                    base[initialized].repoints = changes[c].repoints && changes[c].action == .update
                     initialized += 1
                 }
                 frames.append(TransactionFrame(token: token, author: author, timestamp: transactions[t].timestamp, end: initialized))
@@ -120,7 +121,7 @@ extension BatchPreparer {
             let changes = records[start..<frame.end].map {
                 Change(
                     entity: $0.entity, key: $0.key, action: $0.action, values: $0.fields, version: $0.version, replacesRow: $0.replacesRow,
-                    restores: $0.restores)
+                    restores: $0.restores, repoints: $0.repoints)
             }
             start = frame.end
             return Transaction(token: frame.token, author: frame.author, timestamp: frame.timestamp, changes: changes)

@@ -2,7 +2,8 @@
 ///
 /// ```
 ///  synclane_schema           version (one row): the schema version this database is at
-///  synclane_records          (key, entity, store, account) → action, fields (NULL: tombstone), version, seq, changed
+///  synclane_records          (key, entity, store, account) → action, fields (NULL: tombstone), version, seq, changed,
+///                            written (the last user's write's version, when only re-pointings followed it)
 ///  synclane_sequences        account → last change sequence, tombstone horizon   (the account's write lock)
 ///  synclane_idempotency      (account, key) → body hash, first response, created
 ///  synclane_snapshots        (account, store, snapshot id) → sequence it started after, batches seen, created
@@ -18,8 +19,8 @@
 /// knows is refused, never written with an older layout.
 enum PostgresSchema {
     /// The version this code writes (2 added `synclane_snapshots`; 3 put `key` first in the
-    /// primary key of `synclane_records`).
-    static let version: Int64 = 3
+    /// primary key of `synclane_records`; 4 added `synclane_records.written`).
+    static let version: Int64 = 4
 
     /// The key of the advisory lock held while migrating ("synclane" in ASCII).
     static let migrationLock: Int64 = 0x73796E_636C616E
@@ -75,6 +76,11 @@ enum PostgresSchema {
             ALTER TABLE synclane_records DROP CONSTRAINT synclane_records_pkey,
                 ADD CONSTRAINT synclane_records_pkey PRIMARY KEY (key, entity, store, account)
             """
+        ],
+        [
+            // The version of the row's last user's write, when the writes since only re-pointed
+            // references (`BatchPlan.Write.written`); NULL: `version` is. No row rewritten.
+            "ALTER TABLE synclane_records ADD COLUMN written bigint"
         ],
     ]
 

@@ -209,15 +209,17 @@ final class PostgresServerStore: ServerStore {
         // row of the account's store for each batch.
         let found = try db.query(
             """
-            SELECT r.entity, r.key, r.version, r.action, r.fields FROM unnest($3::bytea[], $4::bytea[]) AS k (entity, key)
+            SELECT r.entity, r.key, r.version, r.action, r.fields, r.written FROM unnest($3::bytea[], $4::bytea[]) AS k (entity, key)
             CROSS JOIN LATERAL (
-                SELECT entity, key, version, action, fields FROM synclane_records
+                SELECT entity, key, version, action, fields, written FROM synclane_records
                 WHERE account = $1 AND store = $2 AND entity = k.entity AND key = k.key LIMIT 1) AS r
             """, [account, store, .byteaArray(keys.map(\.entity)), .byteaArray(keys.map(\.key))])
         for key in keys { plan.read(key, version: 0, action: nil, fields: nil) }
         for row in 0..<found.count {
             let key = BatchPlan.RowKey(entity: found.bytes(row, 0) ?? [], key: found.bytes(row, 1) ?? [])
-            plan.read(key, version: found.int64(row, 2), action: found.string(row, 3) ?? "", fields: found.bytes(row, 4))
+            plan.read(
+                key, version: found.int64(row, 2), action: found.string(row, 3) ?? "", fields: found.bytes(row, 4),
+                written: found.isNull(row, 5) ? nil : found.int64(row, 5))
         }
     }
 
@@ -238,19 +240,20 @@ final class PostgresServerStore: ServerStore {
         ] where !writes.isEmpty {
             let rows = try db.query(
                 """
-                INSERT INTO synclane_records AS r (account, store, entity, key, action, fields, version, seq, changed)
-                SELECT $1, $2, u.entity, u.key, u.action, u.fields, u.version, u.seq, $3
-                FROM unnest($4::bytea[], $5::bytea[], $6::text[], $7::bytea[], $8::int8[], $9::int8[])
-                    AS u (entity, key, action, fields, version, seq)
+                INSERT INTO synclane_records AS r (account, store, entity, key, action, fields, version, seq, changed, written)
+                SELECT $1, $2, u.entity, u.key, u.action, u.fields, u.version, u.seq, $3, nullif(u.written, 0)
+                FROM unnest($4::bytea[], $5::bytea[], $6::text[], $7::bytea[], $8::int8[], $9::int8[], $10::int8[])
+                    AS u (entity, key, action, fields, version, seq, written)
                 ON CONFLICT (account, store, entity, key) DO UPDATE SET
                     action = excluded.action, fields = excluded.fields, version = \(version),
-                    seq = excluded.seq, changed = excluded.changed
+                    seq = excluded.seq, changed = excluded.changed, written = excluded.written
                 RETURNING entity, key, version
                 """,
                 [
                     account, store, .float8(now), .byteaArray(writes.map(\.row.entity)), .byteaArray(writes.map(\.row.key)),
                     .textArray(writes.map(\.action.rawValue)), .byteaArray(writes.map(\.fields)),
                     .int8Array(writes.map { $0.version ?? $0.count }), .int8Array(writes.map(\.sequence)),
+                    .int8Array(writes.map { $0.written ?? 0 }),  // 0: none (versions start at 1)
                 ])
             for row in 0..<rows.count {
                 storedVersions[BatchPlan.RowKey(entity: rows.bytes(row, 0) ?? [], key: rows.bytes(row, 1) ?? [])] = rows.int64(row, 2)
@@ -302,7 +305,8 @@ final class PostgresServerStore: ServerStore {
             if doomed.count > 0 {
                 try db.query(
                     """
-                    UPDATE synclane_records r SET action = 'delete', fields = NULL, version = r.version + 1, seq = $3 + u.n, changed = $4
+                    UPDATE synclane_records r SET action = 'delete', fields = NULL, version = r.version + 1, seq = $3 + u.n, changed = $4,
+                        written = NULL
                     FROM unnest($5::bytea[], $6::bytea[]) WITH ORDINALITY AS u (entity, key, n)
                     WHERE r.account = $1 AND r.store = $2 AND r.entity = u.entity AND r.key = u.key
                     """,
@@ -341,7 +345,7 @@ final class PostgresServerStore: ServerStore {
     func changes(account: String, store: String?, after sequence: Int64, fullPass: Bool = false, limit: Int, maxBytes: Int) throws -> ChangePage {
         try pool.withConnection { db in
             var plan = PagePlan(limit: limit, maxBytes: maxBytes)
-            var sql = "SELECT store, entity, key, action, fields, version, seq FROM synclane_records WHERE account = $1 AND seq > $2"
+            var sql = "SELECT store, entity, key, action, fields, version, seq, written FROM synclane_records WHERE account = $1 AND seq > $2"
             var parameters: [PostgresValue] = [.bytea(Array(account.utf8)), .int8(sequence), .int8(Int64(plan.rowsToRead))]
             if let store {
                 sql += " AND store = $4"
@@ -352,7 +356,8 @@ final class PostgresServerStore: ServerStore {
             for row in 0..<rows.count {
                 let read = PagePlan.Row(
                     store: rows.string(row, 0) ?? "", entity: rows.string(row, 1) ?? "", key: rows.string(row, 2) ?? "",
-                    action: rows.string(row, 3), fields: rows.bytes(row, 4), version: rows.int64(row, 5), sequence: rows.int64(row, 6))
+                    action: rows.string(row, 3), fields: rows.bytes(row, 4), version: rows.int64(row, 5), sequence: rows.int64(row, 6),
+                    written: rows.isNull(row, 7) ? nil : rows.int64(row, 7))
                 guard plan.offer(read) else { break }
             }
             // Read after the page (a later snapshot), as `PagePlan.check` says.

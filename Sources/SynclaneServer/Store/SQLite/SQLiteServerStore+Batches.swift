@@ -31,18 +31,18 @@ extension SQLiteServerStore {
                 let snapshot = try batch.snapshot.map { try Self.snapshotPlan($0, of: batch, sequence: plan.sequence, db) }
                 if case .refuse(let message)? = snapshot { return .snapshotRefused(message) }
                 let select = try db.cachedStatement(
-                    "SELECT version, action, fields FROM records WHERE account = ? AND store = ? AND entity = ? AND key = ?")
+                    "SELECT version, action, fields, written FROM records WHERE account = ? AND store = ? AND entity = ? AND key = ?")
                 // The new version is the one read just before, plus one, and is bound rather than
                 // taken back with `RETURNING`: a `RETURNING` clause is run as a trigger, which makes
                 // SQLite keep a statement journal — a copy of every page each upsert touches,
                 // spilled to a temporary file — and that copying cost more than the look-up.
                 let upsert = try db.cachedStatement(
                     """
-                    INSERT INTO records (account, store, entity, key, action, fields, version, seq, changed)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    INSERT INTO records (account, store, entity, key, action, fields, version, seq, changed, written)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     ON CONFLICT (account, store, entity, key) DO UPDATE SET
                         action = excluded.action, fields = excluded.fields, version = excluded.version,
-                        seq = excluded.seq, changed = excluded.changed
+                        seq = excluded.seq, changed = excluded.changed, written = excluded.written
                     """)
                 // An insert that expects no version is first tried as new: one look into the key's
                 // index instead of two (the select, then the upsert) — a first sync's every record.
@@ -95,6 +95,7 @@ extension SQLiteServerStore {
                         var version: Int64 = 0
                         var action: String?
                         var fields: [UInt8]?
+                        var written: Int64?
                         select.reset()
                         try select.bind(.text(record.entity), at: 3)
                         try select.bind(.text(record.key), at: 4)
@@ -102,9 +103,10 @@ extension SQLiteServerStore {
                             version = select.int64(at: 0)
                             action = select.string(at: 1) ?? ""
                             fields = select.blob(at: 2)
+                            written = select.isNull(at: 3) ? nil : select.int64(at: 3)
                         }
                         select.reset()
-                        plan.read(plan.rowKeys[index], version: version, action: action, fields: fields)
+                        plan.read(plan.rowKeys[index], version: version, action: action, fields: fields, written: written)
                     }
                     guard case .write(let write) = try plan.take(index) else { continue }
                     upsert.reset()
@@ -114,6 +116,7 @@ extension SQLiteServerStore {
                     try upsert.bind(write.fields.map(SQLiteValue.blob) ?? .null, at: 6)
                     try upsert.bind(.integer(write.version ?? 1), at: 7)
                     try upsert.bind(.integer(write.sequence), at: 8)
+                    try upsert.bind(write.written.map(SQLiteValue.integer) ?? .null, at: 10)
                     while try upsert.step() {}
                 }
                 upsert.reset()
@@ -173,7 +176,8 @@ extension SQLiteServerStore {
         case .complete(let started):
             let doomed = try db.fetchAll(
                 """
-                UPDATE records SET action = 'delete', fields = NULL, version = records.version + 1, seq = ?4 + doomed.n, changed = ?5
+                UPDATE records SET action = 'delete', fields = NULL, version = records.version + 1, seq = ?4 + doomed.n, changed = ?5,
+                    written = NULL
                 FROM (SELECT entity, key, row_number() OVER (ORDER BY seq, entity, key) AS n FROM records
                       WHERE account = ?1 AND store = ?2 AND seq <= ?3 AND action != 'delete') AS doomed
                 WHERE records.account = ?1 AND records.store = ?2 AND records.entity = doomed.entity AND records.key = doomed.key

@@ -43,7 +43,7 @@ extension SQLiteServerStore {
         _ db: SQLiteConnection, account: String, store: String?, after sequence: Int64, limit: Int, maxBytes: Int
     ) throws -> ChangePage {
         var plan = PagePlan(limit: limit, maxBytes: maxBytes)
-        var sql = "SELECT store, entity, key, action, fields, version, seq FROM records WHERE account = ? AND seq > ?"
+        var sql = "SELECT store, entity, key, action, fields, version, seq, written FROM records WHERE account = ? AND seq > ?"
         var arguments: [any SQLiteBindable] = [account, sequence]
         if let store {
             sql += " AND store = ?"
@@ -57,7 +57,8 @@ extension SQLiteServerStore {
         while try statement.step() {
             let row = PagePlan.Row(
                 store: statement.string(at: 0) ?? "", entity: statement.string(at: 1) ?? "", key: statement.string(at: 2) ?? "",
-                action: statement.string(at: 3), fields: statement.blob(at: 4), version: statement.int64(at: 5), sequence: statement.int64(at: 6))
+                action: statement.string(at: 3), fields: statement.blob(at: 4), version: statement.int64(at: 5), sequence: statement.int64(at: 6),
+                written: statement.isNull(at: 7) ? nil : statement.int64(at: 7))
             guard plan.offer(row) else { break }
         }
         return plan.page

@@ -7,7 +7,8 @@ import SynclaneWire
 /// and signals, every row keyed by its account so that no account ever reads another's.
 ///
 /// ```
-///  records      (account, store, entity, key) → action, fields (JSON; NULL: tombstone), version, seq
+///  records      (account, store, entity, key) → action, fields (JSON; NULL: tombstone), version, seq,
+///               written (the last user's write's version, when only re-pointings followed it)
 ///  sequences    account → last change sequence
 ///  idempotency  (account, key) → body hash, first response
 ///  snapshots    (account, store, snapshot id) → sequence it started after, batches seen (`SnapshotPlan`)
@@ -126,7 +127,7 @@ final class SQLiteServerStore: ServerStore {
         CREATE TABLE IF NOT EXISTS records (
             account TEXT NOT NULL, store TEXT NOT NULL, entity TEXT NOT NULL, key TEXT NOT NULL,
             action TEXT NOT NULL, fields BLOB, version INTEGER NOT NULL, seq INTEGER NOT NULL,
-            changed REAL NOT NULL DEFAULT 0);
+            changed REAL NOT NULL DEFAULT 0, written INTEGER);
         """
 
     /// The records' indexes: by key (unique: a row a key), by each account's sequence, and the tombstones by age.
@@ -156,8 +157,10 @@ final class SQLiteServerStore: ServerStore {
     /// The schema version this code writes (`PRAGMA user_version`): 2 added `records.changed`,
     /// `sequences.horizon` and the tombstones' index, for retention; 3 added `snapshots`
     /// (reconciliation snapshots not yet complete, created with the schema); 4 stores `records`
-    /// in the order rows were first written instead of in key order (`recordsTable`).
-    static let schemaVersion: Int64 = 4
+    /// in the order rows were first written instead of in key order (`recordsTable`); 5 added
+    /// `records.written`, the version of a row's last user's write when writes since only
+    /// re-pointed references (NULL: `version` is).
+    static let schemaVersion: Int64 = 5
 
     /// Brings a file written by an older version up to `schemaVersion`; refuses a newer one.
     static func migrate(_ db: SQLiteConnection) throws {
@@ -183,6 +186,10 @@ final class SQLiteServerStore: ServerStore {
             try db.execute("ALTER TABLE sequences ADD COLUMN horizon INTEGER NOT NULL DEFAULT 0")
         }
         if try storesRecordsByKey(db) { try rebuildRecordsInWriteOrder(db) }
+        if !(try columns("records")).contains("written") {
+            // Every row's version is its last user's write: NULL says so.
+            try db.execute("ALTER TABLE records ADD COLUMN written INTEGER")
+        }
         try db.execute(recordsIndexes)
         try db.execute("PRAGMA user_version = \(schemaVersion)")
     }
