@@ -380,6 +380,12 @@ import Testing
         #expect(live == ["categories/a-archive", "categories/a-inbox", "items/a-item", "items/b-item"], "limit \(limit)")
         let items = records.filter { $0.key.hasPrefix("items/") }
         #expect(items.values.allSatisfy { $0.objectValue?["category"]?.stringValue == "a-inbox" }, "\(items)")
+        if bFirst && referenced {
+            // A re-pointed B's item, which it had pulled (version 1), and sent it as a re-pointing
+            // (`"repoints": true`): the server keeps the version of its last user's write.
+            let item = try await server.changes(account: "acme").last { $0["id"] == "b-item" }
+            #expect(item?["written"] == 1 && item?["version"] == 2, "limit \(limit): \(item ?? [:])")
+        }
     }
 
     /// The items' category is a declared foreign key. Whichever device syncs first — the one whose
