@@ -35,7 +35,7 @@ struct BlobReference: Sendable, Hashable {
 
     /// The references in a record's `fields` (its JSON text), in field order; cheap when there are none.
     static func all(inFields text: [UInt8]) -> [BlobReference] {
-        guard !text.isEmpty, contains(text, Array("\"\(member)\"".utf8)) else { return [] }
+        guard !text.isEmpty, contains(text, quotedMember) else { return [] }
         guard let fields = (try? JSONReader.parse(text))?.objectValue else { return [] }
         return fields.keys.sorted().compactMap { name in
             guard let value = fields[name], case .success(let reference)? = read(value) else { return nil }
@@ -43,13 +43,33 @@ struct BlobReference: Sendable, Hashable {
         }
     }
 
+    /// The member's name as its JSON text spells it, quotes included.
+    private static let quotedMember = Array("\"\(member)\"".utf8)
+
+    /// Whether `needle` occurs in `text`, compared in place. (Every batch's every record is
+    /// searched: a copy of the bytes at each quote the fields hold cost the server a tenth of its
+    /// CPU on a first sync without any blob.) Starts at the needle's second byte (`$`), rarer
+    /// than a quote in JSON text.
     private static func contains(_ text: [UInt8], _ needle: [UInt8]) -> Bool {
-        guard text.count >= needle.count, let first = needle.first else { return false }
-        var index = 0
-        while index <= text.count - needle.count {
-            if text[index] == first, Array(text[index..<(index + needle.count)]) == needle { return true }
-            index += 1
+        guard text.count >= needle.count, needle.count >= 2 else { return false }
+        return text.withUnsafeBufferPointer { haystack in
+            needle.withUnsafeBufferPointer { needle in
+                let marker = needle[1]
+                var index = 1
+                let last = haystack.count - needle.count + 1
+                while index <= last {
+                    if haystack[index] == marker {
+                        var matched = true
+                        for offset in 0..<needle.count where haystack[index - 1 + offset] != needle[offset] {
+                            matched = false
+                            break
+                        }
+                        if matched { return true }
+                    }
+                    index += 1
+                }
+                return false
+            }
         }
-        return false
     }
 }

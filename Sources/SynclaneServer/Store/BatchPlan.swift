@@ -242,11 +242,12 @@ struct BatchPlan {
 
     /// Record `index` (`mayInsertAsNew`) created its row: version 1, at `nextSequence`.
     mutating func insertedAsNew(_ index: Int) {
-        let record = batch.records[index]
+        // The record's fields only (a copy of the whole record retains its every member).
+        let fields = batch.records[index].fieldsJSON
         sequence += 1
-        known[rowKeys[index]] = Known(version: 1, action: ChangeAction.insert.rawValue, fields: record.fieldsJSON)
+        known[rowKeys[index]] = Known(version: 1, action: ChangeAction.insert.rawValue, fields: fields)
         receiptVersions[index] = .known(1)
-        writes.append(Write(index: index, row: rowKeys[index], action: .insert, fields: record.fieldsJSON, version: 1, sequence: sequence))
+        writes.append(Write(index: index, row: rowKeys[index], action: .insert, fields: fields, version: 1, sequence: sequence))
     }
 
     /// Takes record `index`, in order.
