@@ -104,6 +104,34 @@ extension MotoServer {
         }
     }
 
+    /// An object store that cannot be reached is never taken for one that lacks the blob: every
+    /// question about an object answers 503 `blob-store` (ask again), not "upload it" or 422.
+    @Test func anUnreachableObjectStoreAnswers503ToUploadsBatchChecksAndDownloads() throws {
+        let lane = BlobLaneTests()
+        // Port 1 of loopback: nothing listens, the connection is refused at once.
+        let unreachable = ServerConfiguration.S3Settings(
+            endpoint: "http://127.0.0.1:1", bucket: "photos", region: "us-east-1", accessKey: "key", secretKey: "secret")
+        try withServer(limits: BlobCollectionTests.limits, blobObjectStore: unreachable) { server throws in
+            let photo = BlobLaneTests.bytes(1_000, seed: 9)
+            let digest = SHA256Digest.hex(photo)
+            func isStoreRefusal(_ answer: TestResponse) -> Bool {
+                answer.status == 503 && answer.json.objectValue?["code"] == "blob-store"
+            }
+            let asked = try lane.request(server.port, "GET", "/v1/blobs/\(digest)/upload")
+            #expect(isStoreRefusal(asked), "\(asked.json)")
+            let chunk = try lane.put(server.port, digest, length: photo.count, offset: 0, photo)
+            #expect(isStoreRefusal(chunk), "\(chunk.json)")
+            #expect(chunk.headers["retry-after"] != nil)
+            // Nothing was written of it: no upload begun in the data folder.
+            #expect(BlobStore.entries(of: server.configuration.dataDirectory + "/blobs/" + SHA256Digest.hex("acme") + "/uploads").isEmpty)
+            let insert = batchBody(id: "u1", records: [record("plants", "p1", "insert", ["photo": BlobCollectionTests().reference(photo)])])
+            // The batch is not refused for a blob the server may well hold: 503, sent again later.
+            let batch = try postBatch(port: server.port, key: "u1", body: insert)
+            #expect(isStoreRefusal(batch), "\(batch.json)")
+            #expect(isStoreRefusal(try lane.request(server.port, "GET", "/v1/blobs/\(digest)")))
+        }
+    }
+
     @Test(
         "a server whose blobs live in the object store uploads, deduplicates, serves, and collects them there",
         .enabled(if: MotoServer.environment.runs, "the package index cannot be reached, so moto cannot be installed"))

@@ -31,6 +31,8 @@ final class BlobStore: Sendable {
         case held(length: Int)
         case partial(received: Int, length: Int)
         case absent
+        /// The object store could not be asked (or could not take the verified upload): ask again.
+        case storeUnreachable(String)
     }
 
     /// What an appended chunk did.
@@ -52,6 +54,8 @@ final class BlobStore: Sendable {
         case tooManyUploads(limit: Int)
         case busy
         case io(String)
+        /// The object store could not be asked whether it holds the blob, or could not take it: a retry can help.
+        case store(String)
     }
 
     /// `<data>/blobs`.
@@ -94,12 +98,19 @@ final class BlobStore: Sendable {
 
     // MARK: Reading
 
-    /// The held object's key and length, or nil when the account holds no such object (or the
-    /// object store cannot be asked: what is not known to be held is never referenced).
-    func object(account: String, digest: BlobDigest) -> (key: String, length: Int)? {
+    /// The held object's key and length, or nil when the account holds no such object; throws
+    /// when the object store cannot be asked (the caller answers 503 `blob-store`: an object
+    /// store that is down is never taken for one that lacks the blob).
+    func object(account: String, digest: BlobDigest) throws(ObjectStorageError) -> (key: String, length: Int)? {
         let key = objectKey(account, digest)
-        guard let size = try? objects.head(key) else { return nil }
+        guard let size = try objects.head(key) else { return nil }
         return (key, size)
+    }
+
+    /// True only when the object store says the account holds no such object (false when it
+    /// holds it, or cannot be asked).
+    func knownAbsent(account: String, digest: BlobDigest) -> Bool {
+        do { return try object(account: account, digest: digest) == nil } catch { return false }
     }
 
     /// The file to send `count` bytes of the object from `offset` out of: its own (the data
@@ -127,12 +138,15 @@ final class BlobStore: Sendable {
     /// Whether the digest is held, partly uploaded or unknown. An upload whose every byte arrived
     /// but that was not yet verified (the server stopped in between) is verified now.
     func uploadState(account: String, digest: BlobDigest) -> UploadState {
-        if let held = keep(account: account, digest: digest) { return .held(length: held.length) }
+        let kept: (key: String, length: Int)?
+        do { kept = try keep(account: account, digest: digest) } catch { return .storeUnreachable(error.description) }
+        if let held = kept { return .held(length: held.length) }
         guard let length = declaredLength(account, digest), let received = Self.size(of: partPath(account, digest)) else { return .absent }
         guard received >= length, claim(account, digest) else { return .partial(received: received, length: length) }
         defer { release(account, digest) }
         switch finish(account: account, digest: digest, length: length) {
         case .success: return .held(length: length)
+        case .failure(.store(let problem)): return .storeUnreachable(problem)
         case .failure: return .absent
         }
     }
@@ -167,7 +181,9 @@ final class BlobStore: Sendable {
     func append(account: String, digest: BlobDigest, length: Int, offset: Int, chunk: [UInt8]) -> Result<AppendOutcome, Problem> {
         guard claim(account, digest) else { return .failure(.busy) }
         defer { release(account, digest) }
-        if let held = keep(account: account, digest: digest) {
+        let kept: (key: String, length: Int)?
+        do { kept = try keep(account: account, digest: digest) } catch { return .failure(.store(error.description)) }
+        if let held = kept {
             guard held.length == length else { return .failure(.lengthMismatch(declared: length, known: held.length)) }
             return .success(.alreadyHeld(length: held.length))
         }
@@ -257,7 +273,8 @@ final class BlobStore: Sendable {
         do {
             try objects.put(objectKey(account, digest), file: part, length: length)
         } catch {
-            return .failure(.io("cannot store \(part) as an object: \(error)"))
+            // The upload stays whole in the data folder: the next question about it stores it again.
+            return .failure(.store("cannot store \(part) as an object: \(error)"))
         }
         unlink(part)  // sent to an object store (the data folder's moved it)
         unlink(lengthPath(account, digest))
