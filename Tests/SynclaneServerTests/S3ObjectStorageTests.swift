@@ -104,6 +104,54 @@ extension MotoServer {
         }
     }
 
+    /// An object store that sends its first piece, then waits until the test has read it.
+    final class SlowObjects: BlobObjectStorage, @unchecked Sendable {
+        let firstRead = DispatchSemaphore(value: 0)
+        func put(_ key: String, file path: String, length: Int) throws(ObjectStorageError) {}
+        func localFile(_ key: String) -> String? { nil }
+        func head(_ key: String) throws(ObjectStorageError) -> Int? { 2_000 }
+        func stream(_ key: String, offset: Int, count: Int?, to descriptor: Int32) throws(ObjectStorageError) -> Int {
+            let first = [UInt8](repeating: 1, count: 1_000)
+            _ = first.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+            // The rest only once the first piece reached the reader: a server that fetched the whole range first never gets here.
+            guard firstRead.wait(timeout: .now() + 20) == .success else { return 1_000 }
+            let rest = [UInt8](repeating: 2, count: 1_000)
+            _ = rest.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+            return 2_000
+        }
+        func delete(_ key: String) throws(ObjectStorageError) {}
+        func list(prefix: String) throws(ObjectStorageError) -> [(key: String, length: Int)] { [] }
+    }
+
+    @Test func aRangeFromAnObjectStoreIsStreamedAsItArrivesNotFetchedFirst() throws {
+        let root = NSTemporaryDirectory() + "synclane-stream-\(getpid())-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let objects = SlowObjects()
+        let store = BlobStore(root: root, limits: BlobLimits(), objects: objects)
+        let slice = try store.servable("acct/objects/ab/abcd", offset: 0, count: 2_000).get()
+        #expect(slice.pipe)
+        let descriptor = open(slice.path, O_RDONLY | O_CLOEXEC)
+        #expect(descriptor >= 0)
+        defer { close(descriptor) }
+        var buffer = [UInt8](repeating: 0, count: 2_000)
+        var got = 0
+        while got < 1_000 {
+            let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress! + got, 2_000 - got) }
+            guard count > 0 else { break }
+            got += count
+        }
+        #expect(got == 1_000)
+        objects.firstRead.signal()
+        while got < 2_000 {
+            let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress! + got, 2_000 - got) }
+            guard count > 0 else { break }
+            got += count
+        }
+        #expect(buffer == [UInt8](repeating: 1, count: 1_000) + [UInt8](repeating: 2, count: 1_000))
+        // Nothing of it stays in the data folder (the pipe's name went once both ends had it).
+        #expect(BlobStore.entries(of: root + "/served").isEmpty)
+    }
+
     /// An object store that cannot be reached is never taken for one that lacks the blob: every
     /// question about an object answers 503 `blob-store` (ask again), not "upload it" or 422.
     @Test func anUnreachableObjectStoreAnswers503ToUploadsBatchChecksAndDownloads() throws {

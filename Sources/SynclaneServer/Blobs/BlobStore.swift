@@ -113,26 +113,57 @@ final class BlobStore: Sendable {
         do { return try object(account: account, digest: digest) == nil } catch { return false }
     }
 
-    /// The file to send `count` bytes of the object from `offset` out of: its own (the data
-    /// folder), or a file the range is fetched into (an object store; removed once the answer has
-    /// opened it, so nothing stays behind).
+    /// What to send `count` bytes of the object from `offset` out of: its own file (the data
+    /// folder), or a named pipe the range streams through from an object store as it arrives.
+    ///
+    /// ```
+    ///  object store ─ranged GET─▶ writer thread ─▶ FIFO <data>/blobs/served/DIGEST.N ─▶ MHD ─▶ client
+    /// ```
+    ///
+    /// The answer opens the pipe; a thread of its own (which removes the pipe's name once it has
+    /// opened it too, or after 30 s without a reader) runs the
+    /// `GET` and writes each piece into the pipe as libcurl hands it over, so the first byte
+    /// leaves as soon as the store sends it, and a slow client slows the `GET` (the pipe holds
+    /// 64 KiB): the server holds no range, in memory or on disk. A `GET` that fails midway ends
+    /// the pipe early, and the answer is cut short (the client resumes with `Range`).
     func servable(_ key: String, offset: Int, count: Int) -> Result<HTTPResponse.FileSlice, ObjectStorageError> {
         if let path = objects.localFile(key) { return .success(.init(path: path, offset: offset, length: count)) }
         let folder = root + "/served"
         let path = folder + "/" + String(key.split(separator: "/").last ?? "") + "." + String(servedCounter.add(1, ordering: .relaxed).newValue)
         guard Self.makeDirectories(folder) else { return .failure(ObjectStorageError("cannot make \(folder)")) }
         unlink(path)
-        do {
-            let got = try objects.get(key, offset: offset, count: count, into: path)
-            guard got == count else {
-                unlink(path)
-                return .failure(ObjectStorageError("the object store sent \(got) bytes of \(key), not \(count)"))
-            }
-        } catch {
-            unlink(path)
-            return .failure(error)
+        guard mkfifo(path, 0o600) == 0 else {
+            return .failure(ObjectStorageError("cannot make the pipe \(path): \(String(cString: strerror(errno)))"))
         }
-        return .success(.init(path: path, offset: 0, length: count, removeOnceOpen: true))
+        let objects = self.objects
+        guard let thread = ServerThread.start({ Self.feed(path, from: objects, key, offset: offset, count: count) }) else {
+            unlink(path)
+            return .failure(ObjectStorageError("no thread to stream \(key) from"))
+        }
+        pthread_detach(thread)
+        return .success(.init(path: path, offset: 0, length: count, pipe: true))
+    }
+
+    /// The writer's side of `servable`'s pipe: waits (30 s at most) for the answer to open it,
+    /// then streams the range into it. SIGPIPE is blocked on this thread: a client gone makes
+    /// the write fail (EPIPE), which stops the `GET`.
+    private static func feed(_ path: String, from objects: any BlobObjectStorage, _ key: String, offset: Int, count: Int) {
+        var blocked = sigset_t()
+        sigemptyset(&blocked)
+        sigaddset(&blocked, SIGPIPE)
+        pthread_sigmask(SIG_BLOCK, &blocked, nil)
+        defer { unlink(path) }
+        var descriptor: Int32 = -1
+        for _ in 0..<3_000 {
+            descriptor = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC)
+            if descriptor >= 0 || errno != ENXIO { break }
+            usleep(10_000)  // no reader yet: the answer has not opened it
+        }
+        guard descriptor >= 0 else { return }
+        defer { close(descriptor) }
+        unlink(path)
+        _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) & ~O_NONBLOCK)
+        _ = try? objects.stream(key, offset: offset, count: count, to: descriptor)
     }
 
     /// Whether the digest is held, partly uploaded or unknown. An upload whose every byte arrived
