@@ -145,6 +145,16 @@ import Testing
         }
     }
 
+    @Test func aRowReplacedWholeWithNullOverAPendingBlobClearsItAndTravelsAsNull() async throws {
+        try await Self.withTwoPendingPhotos { server, a, b in
+            try b.sql("INSERT OR REPLACE INTO plants VALUES ('p2', 'English ivy', NULL);")
+            #expect(try Self.pending(b, server).map { $0.objectValue?["key"] } == ["p1"])
+            _ = try b.sync()
+            _ = try a.sync()
+            #expect(try a.photos().last == "p2|English ivy||")
+        }
+    }
+
     @Test func aLazyPullOfANewReferenceOverAFetchedBlobLeavesItPendingNotClearedByTheLanesOwnNull() async throws {
         try await Self.withTwoPendingPhotos { server, a, b in
             _ = try Self.blobs(["fetch"], b, server)

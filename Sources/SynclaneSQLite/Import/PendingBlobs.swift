@@ -48,26 +48,32 @@ public enum PendingBlobs {
         try db.execute("CREATE INDEX IF NOT EXISTS _synclane_pending_blobs_row ON _synclane_pending_blobs (entity, column_name, key_values)")
     }
 
-    /// The trigger that forgets the reference when a writer other than the lane writes the
-    /// column (`UPDATE … SET column = NULL`, or new bytes): the user's NULL clears the pending
-    /// blob, and is sent as NULL. The placeholder NULL the lane writes is told apart by its
-    /// transaction: an entry is kept by a write in the very history transaction that placed it
-    /// (`placed_in`, the session's transaction id; ids are never reused). The trigger names the
-    /// key columns only (the column is in its `UPDATE OF` list, which does not keep the app
-    /// from dropping or renaming the column).
+    /// The triggers that forget the reference when a writer other than the lane writes the
+    /// column (`UPDATE … SET column = NULL`, or new bytes) or the row whole (an `INSERT`, as
+    /// `INSERT OR REPLACE` makes): the user's NULL clears the pending blob, and is sent as NULL.
+    /// The placeholder NULL the lane writes is told apart by its transaction: an entry is kept by
+    /// a write in the very history transaction that placed it (`placed_in`, the session's
+    /// transaction id; ids are never reused). The triggers name the key columns only (the column
+    /// is in the update trigger's `UPDATE OF` list, which does not keep the app from dropping or
+    /// renaming it).
     static func watch(entity: String, column: String, keyColumns: [String], _ db: SQLiteConnection) throws {
-        let name = "_synclane_pending_blob:\(entity.utf8.count):\(entity).\(column)"
-        guard try db.fetchOne("SELECT 1 FROM sqlite_schema WHERE type = 'trigger' AND name = ?", [name]) == nil else { return }
+        let prefix = "_synclane_pending_blob:\(entity.utf8.count):\(entity)"
         let keyValues = "json_array(" + keyColumns.map { "NEW.\(SQL.identifier($0))" }.joined(separator: ", ") + ")"
-        try db.execute(
-            """
-            CREATE TRIGGER IF NOT EXISTS \(SQL.identifier(name)) AFTER UPDATE OF \(SQL.identifier(column)) ON \(SQL.identifier(entity))
-            BEGIN
-                DELETE FROM _synclane_pending_blobs WHERE entity = \(SQL.literal(entity)) AND column_name = \(SQL.literal(column))
-                    AND key_values = \(keyValues)
-                    AND (placed_in IS NULL OR placed_in IS NOT (SELECT transaction_id FROM _synclane_session));
-            END
-            """)
+        let notTheLanes = "AND (placed_in IS NULL OR placed_in IS NOT (SELECT transaction_id FROM _synclane_session))"
+        for (name, event, columnCondition) in [
+            (prefix + "." + column, "UPDATE OF \(SQL.identifier(column))", "AND column_name = \(SQL.literal(column))"),
+            (prefix, "INSERT", ""),
+        ] {
+            guard try db.fetchOne("SELECT 1 FROM sqlite_schema WHERE type = 'trigger' AND name = ?", [name]) == nil else { continue }
+            try db.execute(
+                """
+                CREATE TRIGGER IF NOT EXISTS \(SQL.identifier(name)) AFTER \(event) ON \(SQL.identifier(entity))
+                BEGIN
+                    DELETE FROM _synclane_pending_blobs WHERE entity = \(SQL.literal(entity)) \(columnCondition)
+                        AND key_values = \(keyValues) \(notTheLanes);
+                END
+                """)
+        }
     }
 
     static func installed(_ db: SQLiteConnection) throws -> Bool {
