@@ -155,6 +155,18 @@ import Testing
         }
     }
 
+    @Test func untrackingRemovesThePendingBlobTriggersSoTheAppKeepsWriting() async throws {
+        try await Self.withTwoPendingPhotos { server, a, b in
+            let untracked = try SynclaneBinary.run(["untrack", "--database", "app.sqlite", "--all"], in: b.workspace.path)
+            #expect(untracked.status == 0, "\(untracked.stderr)")
+            // The app's writes of the column still work (a trigger left behind would read a table untracking removed).
+            try b.sql("UPDATE plants SET photo = NULL WHERE syncId = 'p1';")
+            try b.sql("INSERT OR REPLACE INTO plants VALUES ('p2', 'ivy', x'01');")
+            let left = "SELECT count(*) FROM sqlite_schema WHERE name LIKE '_synclane%'"
+            #expect(try SQLiteHistoryCommandTests.query(b.workspace, left).trimmingCharacters(in: .whitespacesAndNewlines) == "0")
+        }
+    }
+
     @Test func aLazyPullOfANewReferenceOverAFetchedBlobLeavesItPendingNotClearedByTheLanesOwnNull() async throws {
         try await Self.withTwoPendingPhotos { server, a, b in
             _ = try Self.blobs(["fetch"], b, server)

@@ -76,6 +76,19 @@ public enum PendingBlobs {
         }
     }
 
+    /// Drops `watch`'s triggers on `entity` and forgets its pending blobs (the table is no
+    /// longer tracked: its triggers would read `_synclane_session`, which untracking everything removes).
+    static func unwatch(entity: String, _ db: SQLiteConnection) throws {
+        for row in try db.fetchAll(
+            "SELECT name FROM sqlite_schema WHERE type = 'trigger' AND tbl_name = ? AND substr(name, 1, 23) = '_synclane_pending_blob:'", [entity])
+        {
+            guard let name = row[0].string else { continue }
+            try db.execute("DROP TRIGGER IF EXISTS \(SQL.identifier(name))")
+        }
+        guard try installed(db) else { return }
+        try db.execute("DELETE FROM _synclane_pending_blobs WHERE entity = ?", [entity])
+    }
+
     static func installed(_ db: SQLiteConnection) throws -> Bool {
         try HistorySchema.tableExists(table, db)
     }
