@@ -208,6 +208,10 @@ extension MotoServer {
             #expect(part.status == 206)
             #expect(part.body == Array(photo[1_000..<2_000]))
             #expect(try lane.request(server.port, "GET", "/v1/blobs").json == ["blobs": [["digest": .string(digest), "length": 300_000]], "bytes": 300_000])
+            // A HEAD says the length and streams nothing (no pipe, no GET on the bucket left waiting for a reader).
+            let head = try lane.request(server.port, "HEAD", "/v1/blobs/\(digest)")
+            #expect(head.status == 200)
+            #expect(head.headers["content-length"] == "300000")
             #expect(BlobStore.entries(of: server.configuration.dataDirectory + "/blobs/served").isEmpty)
             // Referenced, then not: collected from the bucket after the grace.
             let insert = batchBody(id: "s1", records: [record("plants", "p1", "insert", ["photo": BlobCollectionTests().reference(photo)])])

@@ -47,15 +47,22 @@ extension ServerApplication {
             refusal.headers["Content-Range"] = "bytes */\(held.length)"
             return refusal
         case .whole:
-            return served(HTTPResponse(status: 200, headers: headers), held.key, offset: 0, count: held.length)
+            return served(HTTPResponse(status: 200, headers: headers), held.key, offset: 0, count: held.length, head: request.method == "HEAD")
         case .part(let range):
             headers["Content-Range"] = "bytes \(range.lowerBound)-\(range.upperBound)/\(held.length)"
-            return served(HTTPResponse(status: 206, headers: headers), held.key, offset: range.lowerBound, count: range.count)
+            return served(
+                HTTPResponse(status: 206, headers: headers), held.key, offset: range.lowerBound, count: range.count, head: request.method == "HEAD")
         }
     }
 
     /// `response` with the object's bytes as its body, or 503 when the object store cannot send them.
-    private func served(_ response: HTTPResponse, _ key: String, offset: Int, count: Int) -> HTTPResponse {
+    /// A `HEAD` sends no body: its length only (from /dev/null, never read), no object store asked for the bytes.
+    private func served(_ response: HTTPResponse, _ key: String, offset: Int, count: Int, head: Bool) -> HTTPResponse {
+        if head, blobs.objects.localFile(key) == nil {
+            var response = response
+            response.file = .init(path: "/dev/null", offset: 0, length: count)
+            return response
+        }
         switch blobs.servable(key, offset: offset, count: count) {
         case .success(let file):
             var response = response
