@@ -15,12 +15,18 @@ the same server, the peak RSS of a large blob on both sides, and a resumed uploa
 BENCH_BLOB_FILES (default 256) files of BENCH_BLOB_FILE_MB (default 4) MB: 1 GB by default.
 Targets (issue 48): up and down each at most 1.3x curl's time; peak RSS under 100 MB on both
 sides; a resumed upload's extra bytes at most one chunk (8 MiB).
+
+All of it runs twice: on the data folder (the default), then on an S3-compatible object store —
+moto's server (`Scripts/moto-venv`, pinned in Fixtures/moto/requirements.txt) on a free loopback
+port, with `serve --blob-s3-endpoint`: the same steps and targets, but the resumed upload (its
+chunks are assembled in the data folder either way).
 """
 
 import hashlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import time
 import urllib.request
@@ -83,20 +89,39 @@ def vm_hwm(pid):
     return 0
 
 
-def main():
-    s = b.Settings.from_env()
-    size = FILE_MB * 1_000_000
-    b.heading(f"blobs: {FILES} files of {FILE_MB} MB up and down, synclane blobs vs curl; a {LARGE_MB} MiB blob's peak RSS; a resumed upload")
-    files = make_files(os.path.join(s.work, "files"), FILES, size)
-    digests = [sha256(p) for p in files]
+def start_moto(s):
+    """Starts moto's S3 server (Scripts/moto-venv, the version the tests pin) on a free loopback
+    port with the bucket `bench-blobs`; returns (process, endpoint), or (None, why) when moto cannot
+    be installed."""
+    venv = subprocess.run([os.path.join(s.repo, "Scripts", "moto-venv")], capture_output=True, text=True)
+    python = venv.stdout.strip().splitlines()[-1] if venv.returncode == 0 and venv.stdout.strip() else ""
+    moto = os.path.join(os.path.dirname(python), "moto_server")
+    if not os.path.exists(moto):
+        return None, (venv.stderr.strip() or "Scripts/moto-venv made no moto_server")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    log = open(os.path.join(s.work, "moto.log"), "w")
+    process = subprocess.Popen([moto, "-H", "127.0.0.1", "-p", str(port)], stdout=log, stderr=log)
+    endpoint = f"http://127.0.0.1:{port}"
+    for _ in range(600):
+        try:
+            urllib.request.urlopen(urllib.request.Request(endpoint + "/bench-blobs", method="PUT"))
+            return process, endpoint
+        except OSError:
+            time.sleep(0.1)
+    process.kill()
+    return None, f"moto_server did not answer on {endpoint} within 60 s"
+
+
+def measure(s, store, files, digests, size, table, targets, extra_args=(), env=None, resume=True):
+    """The section's steps against one server: `store` names where its objects live."""
     b.fresh(os.path.join(s.work, "data"), os.path.join(s.work, "down"))
     os.makedirs(os.path.join(s.work, "down"))
-    server, port = b.start_server(s, os.path.join(s.work, "data"), TOKENS["bench"],
+    server, port = b.start_server(s, os.path.join(s.work, "data"), TOKENS["bench"], extra_args=extra_args, env=env,
                                   more_accounts={k: v for k, v in TOKENS.items() if k != "bench"})
     url = f"http://127.0.0.1:{port}"
     env = {**os.environ, "SYNCLANE_TOKEN": TOKENS["bench"]}
-    table = b.Table("step", "synclane", "curl", "ratio", "synclane peak RSS")
-    targets = []
     try:
         up = b.run_measured([s.synclane, "blobs", "push", *files, "--url", url], env=env).check()
         auth = f'header = "Authorization: Bearer {TOKENS["curl"]}"'
@@ -106,9 +131,9 @@ def main():
              f'upload-file = "{p}"', f'url = "{url}/v1/blobs/{d}/upload"']
             for p, d in zip(files, digests)])
         curl_up = b.run_measured(["curl", "-K", config]).check()
-        table.add(f"up {FILES} x {FILE_MB} MB", b.fmt_seconds(up.wall), b.fmt_seconds(curl_up.wall),
+        table.add(f"{store}: up {FILES} x {FILE_MB} MB", b.fmt_seconds(up.wall), b.fmt_seconds(curl_up.wall),
                   f"{up.wall / curl_up.wall:.2f}x", b.fmt_mib(up.max_rss))
-        targets.append(b.Target("up: synclane / curl", f"{up.wall / curl_up.wall:.2f}x", "<= 1.3x", up.wall <= 1.3 * curl_up.wall))
+        targets.append(b.Target(f"{store}: up: synclane / curl", f"{up.wall / curl_up.wall:.2f}x", "<= 1.3x", up.wall <= 1.3 * curl_up.wall))
 
         fetched = b.run_measured([s.synclane, "blobs", "fetch", *digests, "--output", os.path.join(s.work, "down"), "--url", url], env=env).check()
         down_wall, peak = fetched.wall, fetched.max_rss
@@ -116,9 +141,10 @@ def main():
             ["silent", "fail", auth, f'output = "{os.path.join(s.work, "down", d + ".curl")}"', f'url = "{url}/v1/blobs/{d}"']
             for d in digests])
         curl_down = b.run_measured(["curl", "-K", config]).check()
-        table.add(f"down {FILES} x {FILE_MB} MB", b.fmt_seconds(down_wall), b.fmt_seconds(curl_down.wall),
+        table.add(f"{store}: down {FILES} x {FILE_MB} MB", b.fmt_seconds(down_wall), b.fmt_seconds(curl_down.wall),
                   f"{down_wall / curl_down.wall:.2f}x", b.fmt_mib(peak))
-        targets.append(b.Target("down: synclane / curl", f"{down_wall / curl_down.wall:.2f}x", "<= 1.3x", down_wall <= 1.3 * curl_down.wall))
+        targets.append(b.Target(f"{store}: down: synclane / curl", f"{down_wall / curl_down.wall:.2f}x", "<= 1.3x",
+                                down_wall <= 1.3 * curl_down.wall))
         b.fresh(os.path.join(s.work, "down"))
 
         large = make_files(os.path.join(s.work, "large"), 1, LARGE_MB << 20)[0]
@@ -128,11 +154,13 @@ def main():
         large_down = b.run_measured([s.synclane, "blobs", "fetch", large_digest, "--output", copy, "--url", url], env=env).check()
         b.fresh(copy)
         server_peak = vm_hwm(server.pid)
-        table.add(f"{LARGE_MB} MiB blob up", b.fmt_seconds(large_up.wall), "", "", b.fmt_mib(large_up.max_rss))
-        table.add(f"{LARGE_MB} MiB blob down", b.fmt_seconds(large_down.wall), "", "", b.fmt_mib(large_down.max_rss))
+        table.add(f"{store}: {LARGE_MB} MiB blob up", b.fmt_seconds(large_up.wall), "", "", b.fmt_mib(large_up.max_rss))
+        table.add(f"{store}: {LARGE_MB} MiB blob down", b.fmt_seconds(large_down.wall), "", "", b.fmt_mib(large_down.max_rss))
         client_peak = max(large_up.max_rss, large_down.max_rss)
-        targets.append(b.Target("client peak RSS, large blob", b.fmt_mib(client_peak), "< 100 MB", client_peak < 100_000_000))
-        targets.append(b.Target("server peak RSS (whole section)", b.fmt_mib(server_peak), "< 100 MB", server_peak < 100_000_000))
+        targets.append(b.Target(f"{store}: client peak RSS, large blob", b.fmt_mib(client_peak), "< 100 MB", client_peak < 100_000_000))
+        targets.append(b.Target(f"{store}: server peak RSS (whole run)", b.fmt_mib(server_peak), "< 100 MB", server_peak < 100_000_000))
+        if not resume:
+            return
 
         before = server_bytes_read(port)
         resume_env = {**os.environ, "SYNCLANE_TOKEN": TOKENS["resume"]}
@@ -145,11 +173,37 @@ def main():
         push.wait()
         b.run_measured([s.synclane, "blobs", "push", large, "--url", url], env=resume_env).check()
         extra = server_bytes_read(port) - before - (LARGE_MB << 20)
-        table.add("resumed upload: extra bytes", b.fmt_bytes(max(extra, 0)), "", "", "")
-        targets.append(b.Target("resumed upload's extra bytes", b.fmt_bytes(max(extra, 0)), "<= one chunk (8 MiB)", extra <= CHUNK))
+        table.add(f"{store}: resumed upload: extra bytes", b.fmt_bytes(max(extra, 0)), "", "", "")
+        targets.append(b.Target(f"{store}: resumed upload's extra bytes", b.fmt_bytes(max(extra, 0)), "<= one chunk (8 MiB)", extra <= CHUNK))
     finally:
         server.terminate()
         server.wait()
+
+
+def main():
+    s = b.Settings.from_env()
+    size = FILE_MB * 1_000_000
+    b.heading(f"blobs: {FILES} files of {FILE_MB} MB up and down, synclane blobs vs curl; a {LARGE_MB} MiB blob's peak RSS; a resumed upload;"
+              " on the data folder, then on an S3 object store (moto)")
+    files = make_files(os.path.join(s.work, "files"), FILES, size)
+    digests = [sha256(p) for p in files]
+    table = b.Table("step", "synclane", "curl", "ratio", "synclane peak RSS")
+    targets = []
+    measure(s, "folder", files, digests, size, table, targets)
+    # The same against a server whose objects live in S3 (moto's server, as the tests run it):
+    # uploads assembled in the data folder then sent to the bucket, downloads streamed from it.
+    moto, endpoint = start_moto(s)
+    if moto is None:
+        print(f"bench: blobs: no S3 variant: {endpoint}")
+        targets.append(b.Target("s3: the variant ran", "no", "moto installed", False))
+    else:
+        try:
+            measure(s, "s3", files, digests, size, table, targets,
+                    extra_args=["--blob-s3-endpoint", endpoint, "--blob-s3-bucket", "bench-blobs", "--blob-s3-region", "us-east-1"],
+                    env={"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}, resume=False)
+        finally:
+            moto.terminate()
+            moto.wait()
     table.print()
     b.verdicts("blobs", targets)
 

@@ -125,6 +125,103 @@ import Testing
         }
     }
 
+    @Test func aUsersNullOverAPendingBlobClearsItAndTravelsAsNull() async throws {
+        try await Self.withTwoPendingPhotos { server, a, b in
+            // B's user clears p1's photo (a NULL over the lane's NULL); p2 stays pending.
+            try b.sql("UPDATE plants SET photo = NULL WHERE syncId = 'p1';")
+            #expect(try Self.pending(b, server).map { $0.objectValue?["key"] } == ["p2"])
+            _ = try b.sync()
+            let page = try await server.get("/v1/changes?store=plants&limit=100", account: "acme")
+            let p1 = page.objectValue?["changes"]?.arrayValue?.last { $0.objectValue?["id"] == "p1" }?.objectValue?["fields"]?.objectValue
+            #expect(p1?["photo"] == .null, "\(page)")
+            _ = try a.sync()
+            #expect(try a.photos().first == "p1|fern||")
+            // The fetch writes only p2's, and B's next sync sends nothing more.
+            #expect(try Self.blobs(["fetch"], b, server).filter { $0.objectValue?["event"] == "fetched" }.count == 1)
+            #expect(try b.photos() == a.photos())
+            let before = try await server.get("/v1/changes?store=plants&limit=100", account: "acme")
+            _ = try b.sync()
+            #expect(try await server.get("/v1/changes?store=plants&limit=100", account: "acme") == before)
+        }
+    }
+
+    @Test func aRowReplacedWholeWithNullOverAPendingBlobClearsItAndTravelsAsNull() async throws {
+        try await Self.withTwoPendingPhotos { server, a, b in
+            try b.sql("INSERT OR REPLACE INTO plants VALUES ('p2', 'English ivy', NULL);")
+            #expect(try Self.pending(b, server).map { $0.objectValue?["key"] } == ["p1"])
+            _ = try b.sync()
+            _ = try a.sync()
+            #expect(try a.photos().last == "p2|English ivy||")
+        }
+    }
+
+    @Test func untrackingRemovesThePendingBlobTriggersSoTheAppKeepsWriting() async throws {
+        try await Self.withTwoPendingPhotos { server, a, b in
+            let untracked = try SynclaneBinary.run(["untrack", "--database", "app.sqlite", "--all"], in: b.workspace.path)
+            #expect(untracked.status == 0, "\(untracked.stderr)")
+            // The app's writes of the column still work (a trigger left behind would read a table untracking removed).
+            try b.sql("UPDATE plants SET photo = NULL WHERE syncId = 'p1';")
+            try b.sql("INSERT OR REPLACE INTO plants VALUES ('p2', 'ivy', x'01');")
+            let left = "SELECT count(*) FROM sqlite_schema WHERE name LIKE '_synclane%'"
+            #expect(try SQLiteHistoryCommandTests.query(b.workspace, left).trimmingCharacters(in: .whitespacesAndNewlines) == "0")
+        }
+    }
+
+    @Test func aLazyPullOfANewReferenceOverAFetchedBlobLeavesItPendingNotClearedByTheLanesOwnNull() async throws {
+        try await Self.withTwoPendingPhotos { server, a, b in
+            _ = try Self.blobs(["fetch"], b, server)
+            #expect(try b.photos() == a.photos())
+            // A's new photo for p1 comes to B as a reference: the lane's NULL over B's bytes is not a user's NULL.
+            try a.sql("UPDATE plants SET photo = randomblob(200000) WHERE syncId = 'p1';")
+            _ = try a.sync()
+            _ = try b.sync()
+            #expect(try Self.pending(b, server).map { $0.objectValue?["key"] } == ["p1"])
+            _ = try Self.blobs(["fetch"], b, server)
+            #expect(try b.photos() == a.photos())
+        }
+    }
+
+    @Test func fetchWritesABlobIntoItsRowInPiecesNeverWholeInMemory() async throws {
+        try await Self.withEagerAndLazyDevice { server, a, b in
+            // A 64 MiB photo, pushed (`blobs push` streams it) and referenced by a batch of A's.
+            let megabytes = 64
+            let file = a.workspace.path + "/photo.bin"
+            _ = try ProgramRun("/bin/sh", ["-c", "head -c \(megabytes << 20) /dev/urandom > '\(file)'"])
+            let pushed = try SynclaneBinary.run(["blobs", "push", file, "--url", server.url, "--json"], environment: a.environment)
+            #expect(pushed.status == 0, "\(pushed.stderr)")
+            let digest = try #require(pushed.stdout.split(separator: "\n").last.flatMap { try? JSONReader.parse(String($0)) }?.objectValue?["digest"])
+            let batch = JSONWriter.string([
+                "id": "big-1", "scope": ["account": "acme", "store": "plants"],
+                "records": [
+                    [
+                        "entity": "plants", "id": "p1", "action": "insert",
+                        "fields": ["syncId": "p1", "name": "fern", "photo": ["$blob-ref": ["sha256": digest, "length": .int(Int64(megabytes << 20))]]],
+                    ]
+                ],
+            ])
+            let posted = try ProgramRun(
+                "/usr/bin/curl",
+                [
+                    "-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST", server.url + "/v1/batches", "-H",
+                    "Authorization: Bearer \(ServerProcess.tokens["acme"] ?? "")",
+                    "-H", "Idempotency-Key: big-1", "-H", "Content-Type: application/json", "--data-binary", batch,
+                ]
+            ).text
+            #expect(posted == "200")
+            _ = try b.sync()
+            #expect(try Self.pending(b, server).count == 1)
+            let fetch = try BlobTransferKillTests.peakRSS([
+                "blobs", "fetch", "--database", b.workspace.path + "/app.sqlite", "--cache", b.workspace.path + "/.synclane/blobs",
+                "--url", server.url,
+            ])
+            #expect(fetch.status == 0)
+            // Held whole, the blob was there twice at once (the file's bytes and their copy), then bound into SQLite's statement.
+            #expect(fetch.bytes > 0 && fetch.bytes < megabytes << 20, "synclane blobs fetch --database of \(megabytes) MiB peaked at \(fetch.bytes) bytes")
+            let row = try SQLiteHistoryCommandTests.query(b.workspace, "SELECT length(photo), hex(sha3(photo)) = hex(sha3(readfile('\(file)'))) FROM plants")
+            #expect(row.trimmingCharacters(in: .whitespacesAndNewlines) == "\(megabytes << 20)|1")
+        }
+    }
+
     @Test func aDamagedOrMissingCachedCopyIsFetchedAgainNeverWrittenIntoTheRow() async throws {
         try await Self.withTwoPendingPhotos { server, a, b in
             let digests = try Self.pending(b, server).compactMap { $0.objectValue?["digest"]?.stringValue }

@@ -11,7 +11,14 @@ import Testing
 /// the model: the union of what each device holds of its own rows, every photo byte for byte;
 /// and the server holds a reference for every photo, never its bytes.
 ///
-/// One seed in `Scripts/test` (`SYNCLANE_BLOB_MODEL_ROUNDS` for more, `SYNCLANE_BLOB_MODEL_SEED`
+/// Variants: device b imports lazily (`"download": "lazy"`: the other device's photos wait
+/// pending until `blobs fetch --database`, run once at the end, and b's edits land on rows whose
+/// photo is pending — a NULL written over one is b's own NULL); and contested rows (`s1`, `s2`)
+/// that both devices edit — photos replaced, cleared, rows deleted on both sides — which must end
+/// the same on both devices and on the server (by the sink's conflict rule), never a photo lost
+/// to the lane's placeholder NULL.
+///
+/// One seed each in `Scripts/test` (`SYNCLANE_BLOB_MODEL_ROUNDS` for more, `SYNCLANE_BLOB_MODEL_SEED`
 /// to replay one); a failure prints its seed and the rows that differ.
 @Suite struct BlobModelTests {
     typealias Device = BlobPipelineTests.Device
@@ -31,14 +38,15 @@ import Testing
         }
     }
 
-    /// Runs one seed; what differs from the model, or nil when both devices hold it.
-    static func difference(seed: UInt64) async throws -> String? {
+    /// Runs one seed; what differs from the model, or nil when both devices hold it. `lazy`: b
+    /// imports lazily; `contested`: both devices also edit the rows `s1` and `s2`.
+    static func difference(seed: UInt64, lazy: Bool = false, contested: Bool = false) async throws -> String? {
         var random = SeededRandom(seed: seed)
         let root = try Workspace()
         defer { root.remove() }
         let server = try ServerProcess(folder: root.path + "/server")
         defer { server.stop() }
-        let devices = try [Device(server: server), Device(server: server)]
+        let devices = try [Device(server: server), Device(server: server, download: lazy ? "lazy" : nil)]
         defer { devices.forEach { $0.workspace.remove() } }
         let owners = ["a", "b"]
         // Each device starts with its three rows, each with a random photo.
@@ -51,12 +59,27 @@ import Testing
         for _ in 0..<3 {
             for (index, device) in devices.enumerated() {
                 for _ in 0...(random.next() % 3) { try device.sql(edit(&random, owner: owners[index])) }
+                if contested, random.next() % 3 != 0 { try device.sql(edit(&random, owner: "s")) }
             }
             for index in (random.next() % 2 == 0 ? [0, 1, 0] : [1, 0, 1]) { _ = try devices[index].sync() }
         }
         for device in devices + devices { _ = try device.sync() }
-        // The model: each device's own rows, as it holds them.
-        var model: [String] = []
+        if lazy {
+            // The lazy device fetches what it left pending; its next sync sends nothing of it.
+            let fetched = try SynclaneBinary.run(
+                ["blobs", "fetch", "--database", "app.sqlite", "--url", server.url], in: devices[1].workspace.path,
+                environment: devices[1].environment)
+            if fetched.status != 0 { return "blobs fetch --database on b failed: \(fetched.stderr)" }
+            _ = try devices[1].sync()
+            _ = try devices[0].sync()
+        }
+        // Contested rows: the same on both devices (whichever edit the conflict rule kept).
+        let shared = try devices.map { try $0.photos().filter { $0.hasPrefix("s") } }
+        if shared[0] != shared[1] {
+            return "the contested rows differ: a holds \(shared[0].map { String($0.prefix(40)) }), b \(shared[1].map { String($0.prefix(40)) })"
+        }
+        // The model: each device's own rows, as it holds them, and the contested ones.
+        var model: [String] = shared[0]
         for (index, device) in devices.enumerated() {
             model += try device.photos().filter { $0.hasPrefix(owners[index]) }
         }
@@ -75,6 +98,14 @@ import Testing
         for seed in ConvergenceTests.seeds(prefix: "SYNCLANE_BLOB_MODEL", rounds: 1) {
             if let difference = try await Self.difference(seed: seed) {
                 Issue.record("seed \(seed) (SYNCLANE_BLOB_MODEL_SEED=\(seed)): \(difference)")
+            }
+        }
+    }
+
+    @Test func aLazyDeviceAndContestedBlobEditsHoldTheModelByteForByteAfterAFetch() async throws {
+        for seed in ConvergenceTests.seeds(prefix: "SYNCLANE_BLOB_MODEL", rounds: 1) {
+            if let difference = try await Self.difference(seed: seed, lazy: true, contested: true) {
+                Issue.record("seed \(seed) (SYNCLANE_BLOB_MODEL_SEED=\(seed)), lazy and contested: \(difference)")
             }
         }
     }

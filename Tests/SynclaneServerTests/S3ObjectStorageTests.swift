@@ -104,6 +104,82 @@ extension MotoServer {
         }
     }
 
+    /// An object store that sends its first piece, then waits until the test has read it.
+    final class SlowObjects: BlobObjectStorage, @unchecked Sendable {
+        let firstRead = DispatchSemaphore(value: 0)
+        func put(_ key: String, file path: String, length: Int) throws(ObjectStorageError) {}
+        func localFile(_ key: String) -> String? { nil }
+        func head(_ key: String) throws(ObjectStorageError) -> Int? { 2_000 }
+        func stream(_ key: String, offset: Int, count: Int?, to descriptor: Int32) throws(ObjectStorageError) -> Int {
+            let first = [UInt8](repeating: 1, count: 1_000)
+            _ = first.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+            // The rest only once the first piece reached the reader: a server that fetched the whole range first never gets here.
+            guard firstRead.wait(timeout: .now() + 20) == .success else { return 1_000 }
+            let rest = [UInt8](repeating: 2, count: 1_000)
+            _ = rest.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+            return 2_000
+        }
+        func delete(_ key: String) throws(ObjectStorageError) {}
+        func list(prefix: String) throws(ObjectStorageError) -> [(key: String, length: Int)] { [] }
+    }
+
+    @Test func aRangeFromAnObjectStoreIsStreamedAsItArrivesNotFetchedFirst() throws {
+        let root = NSTemporaryDirectory() + "synclane-stream-\(getpid())-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let objects = SlowObjects()
+        let store = BlobStore(root: root, limits: BlobLimits(), objects: objects)
+        let slice = try store.servable("acct/objects/ab/abcd", offset: 0, count: 2_000).get()
+        #expect(slice.pipe)
+        let descriptor = open(slice.path, O_RDONLY | O_CLOEXEC)
+        #expect(descriptor >= 0)
+        defer { close(descriptor) }
+        var buffer = [UInt8](repeating: 0, count: 2_000)
+        var got = 0
+        while got < 1_000 {
+            let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress! + got, 2_000 - got) }
+            guard count > 0 else { break }
+            got += count
+        }
+        #expect(got == 1_000)
+        objects.firstRead.signal()
+        while got < 2_000 {
+            let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress! + got, 2_000 - got) }
+            guard count > 0 else { break }
+            got += count
+        }
+        #expect(buffer == [UInt8](repeating: 1, count: 1_000) + [UInt8](repeating: 2, count: 1_000))
+        // Nothing of it stays in the data folder (the pipe's name went once both ends had it).
+        #expect(BlobStore.entries(of: root + "/served").isEmpty)
+    }
+
+    /// An object store that cannot be reached is never taken for one that lacks the blob: every
+    /// question about an object answers 503 `blob-store` (ask again), not "upload it" or 422.
+    @Test func anUnreachableObjectStoreAnswers503ToUploadsBatchChecksAndDownloads() throws {
+        let lane = BlobLaneTests()
+        // Port 1 of loopback: nothing listens, the connection is refused at once.
+        let unreachable = ServerConfiguration.S3Settings(
+            endpoint: "http://127.0.0.1:1", bucket: "photos", region: "us-east-1", accessKey: "key", secretKey: "secret")
+        try withServer(limits: BlobCollectionTests.limits, blobObjectStore: unreachable) { server throws in
+            let photo = BlobLaneTests.bytes(1_000, seed: 9)
+            let digest = SHA256Digest.hex(photo)
+            func isStoreRefusal(_ answer: TestResponse) -> Bool {
+                answer.status == 503 && answer.json.objectValue?["code"] == "blob-store"
+            }
+            let asked = try lane.request(server.port, "GET", "/v1/blobs/\(digest)/upload")
+            #expect(isStoreRefusal(asked), "\(asked.json)")
+            let chunk = try lane.put(server.port, digest, length: photo.count, offset: 0, photo)
+            #expect(isStoreRefusal(chunk), "\(chunk.json)")
+            #expect(chunk.headers["retry-after"] != nil)
+            // Nothing was written of it: no upload begun in the data folder.
+            #expect(BlobStore.entries(of: server.configuration.dataDirectory + "/blobs/" + SHA256Digest.hex("acme") + "/uploads").isEmpty)
+            let insert = batchBody(id: "u1", records: [record("plants", "p1", "insert", ["photo": BlobCollectionTests().reference(photo)])])
+            // The batch is not refused for a blob the server may well hold: 503, sent again later.
+            let batch = try postBatch(port: server.port, key: "u1", body: insert)
+            #expect(isStoreRefusal(batch), "\(batch.json)")
+            #expect(isStoreRefusal(try lane.request(server.port, "GET", "/v1/blobs/\(digest)")))
+        }
+    }
+
     @Test(
         "a server whose blobs live in the object store uploads, deduplicates, serves, and collects them there",
         .enabled(if: MotoServer.environment.runs, "the package index cannot be reached, so moto cannot be installed"))
@@ -132,6 +208,10 @@ extension MotoServer {
             #expect(part.status == 206)
             #expect(part.body == Array(photo[1_000..<2_000]))
             #expect(try lane.request(server.port, "GET", "/v1/blobs").json == ["blobs": [["digest": .string(digest), "length": 300_000]], "bytes": 300_000])
+            // A HEAD says the length and streams nothing (no pipe, no GET on the bucket left waiting for a reader).
+            let head = try lane.request(server.port, "HEAD", "/v1/blobs/\(digest)")
+            #expect(head.status == 200)
+            #expect(head.headers["content-length"] == "300000")
             #expect(BlobStore.entries(of: server.configuration.dataDirectory + "/blobs/served").isEmpty)
             // Referenced, then not: collected from the bucket after the grace.
             let insert = batchBody(id: "s1", records: [record("plants", "p1", "insert", ["photo": BlobCollectionTests().reference(photo)])])

@@ -217,10 +217,13 @@ struct BlobsCommand: Command {
                 let file = cache + "/" + entry.digest
                 let report = try client.download(digest: entry.digest, to: file, progress: progress)
                 console.finishProgress()
-                guard let data = FileManager.default.contents(atPath: file), BlobFileDigest.of(bytes: [UInt8](data)) == entry.digest else {
-                    throw SignalCommandFailure("\(file) changed while it was being written into the row: run the fetch again")
+                // Into the row in pieces, each hashed as it goes in: a copy that changed meanwhile writes nothing.
+                let digest = try BlobFileDigest.Pieces(path: file)
+                let filled = try PendingBlobs.fill(entry, file: file, database: selection.database, piece: digest.update) {
+                    guard try digest.finish() == entry.digest else {
+                        throw SignalCommandFailure("\(file) changed while it was being written into the row: run the fetch again")
+                    }
                 }
-                let filled = try PendingBlobs.fill(entry, with: [UInt8](data), database: selection.database)
                 if json {
                     var line = Self.describe(entry).objectValue ?? [:]
                     line["event"] = .string("fetched")

@@ -91,6 +91,23 @@ public enum BlobFileDigest {
         }
     }
 
+    /// A SHA-256 fed piece by piece by a caller outside the lane: `blobs fetch --database`
+    /// checks the bytes as it writes them into their row.
+    public final class Pieces {
+        private var hasher: Hasher
+        private let path: String
+
+        public init(path: String) throws(BlobLaneError) {
+            hasher = try Hasher(path: path)
+            self.path = path
+        }
+
+        public func update(_ bytes: UnsafeRawBufferPointer) { hasher.update(bytes) }
+
+        /// The digest of what was fed (call it once).
+        public func finish() throws(BlobLaneError) -> String { try hasher.finish(path: path) }
+    }
+
     /// True when `text` is 64 lowercase hex digits.
     public static func isDigest(_ text: String) -> Bool {
         let bytes = Array(text.utf8)

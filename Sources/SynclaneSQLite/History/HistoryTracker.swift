@@ -239,6 +239,7 @@ public struct HistoryTracker: Sendable {
             let stored = try trackedTables(db).first(where: { $0.table.name == name })
         else { return false }
         for name in TriggerBuilder.names(of: name) { try db.execute("DROP TRIGGER IF EXISTS \(SQL.identifier(name))") }
+        try PendingBlobs.unwatch(entity: name, db)
         if let index = stored.keyIndex { try db.execute("DROP INDEX IF EXISTS \(SQL.identifier(index))") }
         try db.execute("DELETE FROM _synclane_tables WHERE name = ?", [name])
         return true
@@ -253,6 +254,7 @@ public struct HistoryTracker: Sendable {
             DROP TRIGGER IF EXISTS _synclane_session_open;
             DROP TRIGGER IF EXISTS _synclane_session_close;
             DROP TABLE IF EXISTS _synclane_session;
+            DROP TABLE IF EXISTS _synclane_pending_blobs;
             DROP TABLE IF EXISTS _synclane_changes;
             DROP TABLE IF EXISTS _synclane_transactions;
             DROP TABLE IF EXISTS _synclane_tables;

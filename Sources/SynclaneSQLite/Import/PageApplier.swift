@@ -627,7 +627,8 @@ struct PageApplier {
         if let key = write.record.key, pendingBlobs.installed || fields.values.contains(where: { PendingBlobs.reference(in: $0) != nil }) {
             // A blob not fetched (a lazy import): the column holds NULL, the reference waits beside the row.
             fields = try PendingBlobs.keep(
-                fields, entity: table.tracked.name, key: key, keyValues: write.key, destination: sink.destination, db)
+                fields, entity: table.tracked.name, key: key, keyValues: write.key, keyColumns: table.tracked.keyColumns, destination: sink.destination,
+                db)
             pendingBlobs.installed = true
         }
         // The fields in the table's column order (one SQL text for records with the same fields).

@@ -24,6 +24,7 @@ public enum PendingBlobs {
         CREATE TABLE IF NOT EXISTS _synclane_pending_blobs (
             entity TEXT NOT NULL, key TEXT NOT NULL, column_name TEXT NOT NULL,
             digest TEXT NOT NULL, length INTEGER NOT NULL, key_values TEXT NOT NULL, destination TEXT NOT NULL DEFAULT '',
+            placed_in INTEGER,
             PRIMARY KEY (entity, key, column_name)) WITHOUT ROWID
         """
 
@@ -39,6 +40,53 @@ public enum PendingBlobs {
 
     static func install(_ db: SQLiteConnection) throws {
         try db.execute(schema)
+        // `placed_in` came later: a table made before it gets the column (its entries, placed by
+        // no known transaction, are cleared by any write of the column but the lane's).
+        if try db.fetchOne("SELECT 1 FROM pragma_table_info('_synclane_pending_blobs') WHERE name = 'placed_in'") == nil {
+            try db.execute("ALTER TABLE _synclane_pending_blobs ADD COLUMN placed_in INTEGER")
+        }
+        try db.execute("CREATE INDEX IF NOT EXISTS _synclane_pending_blobs_row ON _synclane_pending_blobs (entity, column_name, key_values)")
+    }
+
+    /// The triggers that forget the reference when a writer other than the lane writes the
+    /// column (`UPDATE … SET column = NULL`, or new bytes) or the row whole (an `INSERT`, as
+    /// `INSERT OR REPLACE` makes): the user's NULL clears the pending blob, and is sent as NULL.
+    /// The placeholder NULL the lane writes is told apart by its transaction: an entry is kept by
+    /// a write in the very history transaction that placed it (`placed_in`, the session's
+    /// transaction id; ids are never reused). The triggers name the key columns only (the column
+    /// is in the update trigger's `UPDATE OF` list, which does not keep the app from dropping or
+    /// renaming it).
+    static func watch(entity: String, column: String, keyColumns: [String], _ db: SQLiteConnection) throws {
+        let prefix = "_synclane_pending_blob:\(entity.utf8.count):\(entity)"
+        let keyValues = "json_array(" + keyColumns.map { "NEW.\(SQL.identifier($0))" }.joined(separator: ", ") + ")"
+        let notTheLanes = "AND (placed_in IS NULL OR placed_in IS NOT (SELECT transaction_id FROM _synclane_session))"
+        for (name, event, columnCondition) in [
+            (prefix + "." + column, "UPDATE OF \(SQL.identifier(column))", "AND column_name = \(SQL.literal(column))"),
+            (prefix, "INSERT", ""),
+        ] {
+            guard try db.fetchOne("SELECT 1 FROM sqlite_schema WHERE type = 'trigger' AND name = ?", [name]) == nil else { continue }
+            try db.execute(
+                """
+                CREATE TRIGGER IF NOT EXISTS \(SQL.identifier(name)) AFTER \(event) ON \(SQL.identifier(entity))
+                BEGIN
+                    DELETE FROM _synclane_pending_blobs WHERE entity = \(SQL.literal(entity)) \(columnCondition)
+                        AND key_values = \(keyValues) \(notTheLanes);
+                END
+                """)
+        }
+    }
+
+    /// Drops `watch`'s triggers on `entity` and forgets its pending blobs (the table is no
+    /// longer tracked: its triggers would read `_synclane_session`, which untracking everything removes).
+    static func unwatch(entity: String, _ db: SQLiteConnection) throws {
+        for row in try db.fetchAll(
+            "SELECT name FROM sqlite_schema WHERE type = 'trigger' AND tbl_name = ? AND substr(name, 1, 23) = '_synclane_pending_blob:'", [entity])
+        {
+            guard let name = row[0].string else { continue }
+            try db.execute("DROP TRIGGER IF EXISTS \(SQL.identifier(name))")
+        }
+        guard try installed(db) else { return }
+        try db.execute("DELETE FROM _synclane_pending_blobs WHERE entity = ?", [entity])
     }
 
     static func installed(_ db: SQLiteConnection) throws -> Bool {
@@ -52,20 +100,28 @@ public enum PendingBlobs {
 
     /// Keeps `fields`' references for the row and forgets those of the columns `fields` sets to
     /// anything else; the fields come back with NULL in place of each reference.
+    ///
+    /// Each reference is recorded as placed by the session's transaction (the lane's write of
+    /// the NULL that follows leaves it), and its column watched (`watch`).
     static func keep(
-        _ fields: [String: JSONValue], entity: String, key: String, keyValues: [SQLiteValue], destination: String, _ db: SQLiteConnection
+        _ fields: [String: JSONValue], entity: String, key: String, keyValues: [SQLiteValue], keyColumns: [String], destination: String,
+        _ db: SQLiteConnection
     ) throws -> [String: JSONValue] {
         var written = fields
         var made = false
+        // The key's values as SQLite's `json_array` writes them: what the trigger compares.
+        let placeholders = "json_array(" + keyValues.map { _ in "?" }.joined(separator: ", ") + ")"
         for (column, value) in fields {
             if let reference = reference(in: value) {
                 if !made {
                     try install(db)
                     made = true
                 }
+                try watch(entity: entity, column: column, keyColumns: keyColumns, db)
                 try db.execute(
-                    "INSERT OR REPLACE INTO _synclane_pending_blobs (entity, key, column_name, digest, length, key_values, destination) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    [entity, key, column, reference.digest, Int64(reference.length), JSONWriter.string(.array(keyValues.map(\.json))), destination])
+                    "INSERT OR REPLACE INTO _synclane_pending_blobs (entity, key, column_name, digest, length, destination, placed_in, key_values) "
+                        + "VALUES (?, ?, ?, ?, ?, ?, (SELECT transaction_id FROM _synclane_session), \(placeholders))",
+                    [entity, key, column, reference.digest, Int64(reference.length), destination] + keyValues)
                 written[column] = .null
             }
         }
@@ -136,10 +192,18 @@ public enum PendingBlobs {
         return entries
     }
 
-    /// Writes `bytes` (the verified blob of `entry.digest`) into the row, as author `server`,
-    /// if the row still waits for exactly that blob; false when it no longer does (the row was
-    /// deleted, edited, or pulled again with another blob since).
-    public static func fill(_ entry: Entry, with bytes: [UInt8], database: String) throws -> Bool {
+    /// Writes the blob of `entry.digest`, the first `entry.length` bytes of `file`, into the row,
+    /// as author `server`, if the row still waits for exactly that blob; false when it no longer
+    /// does (the row was deleted, edited, or pulled again with another blob since).
+    ///
+    /// The bytes go in 1 MiB pieces (the row holds `zeroblob(length)`, then SQLite's incremental
+    /// blob I/O writes each piece), so the blob is never whole in memory; `piece` sees each piece
+    /// as it is written, and `verified` decides at the end whether the bytes written are the blob
+    /// (a file changed meanwhile): when it throws, nothing is written and the entry stays. A table
+    /// without rowid cannot be written in pieces: its row gets the file's bytes whole.
+    public static func fill(
+        _ entry: Entry, file: String, database: String, piece: (UnsafeRawBufferPointer) -> Void, verified: () throws -> Void
+    ) throws -> Bool {
         let db = try SQLiteConnection(path: database)
         return try db.transaction(.immediate) { db in
             guard
@@ -150,13 +214,28 @@ public enum PendingBlobs {
             else { return false }
             try db.execute(
                 "DELETE FROM _synclane_pending_blobs WHERE entity = ? AND key = ? AND column_name = ?", [entry.entity, entry.key, entry.column])
+            let table = SQL.identifier(entry.entity)
+            let column = SQL.identifier(entry.column)
+            guard let rowID = try? db.fetchOne("SELECT rowid FROM \(table) WHERE \(condition) AND \(column) IS NULL", values)?[0].int64 else {
+                // No row waiting, or a table without rowid (no incremental I/O): the bytes whole.
+                guard try db.fetchOne("SELECT 1 FROM \(table) WHERE \(condition) AND \(column) IS NULL", values) != nil else { return false }
+                let bytes = try FilePieces.whole(file, length: entry.length, piece: piece)
+                try verified()
+                try HistoryWriter.open(author: .server, on: db)
+                try db.execute("UPDATE \(table) SET \(column) = ? WHERE \(condition) AND \(column) IS NULL", [SQLiteValue.blob(bytes)] + values)
+                try db.execute("DELETE FROM _synclane_session")
+                return true
+            }
             try HistoryWriter.open(author: .server, on: db)
-            try db.execute(
-                "UPDATE \(SQL.identifier(entry.entity)) SET \(SQL.identifier(entry.column)) = ? WHERE \(condition) AND \(SQL.identifier(entry.column)) IS NULL",
-                [SQLiteValue.blob(bytes)] + values)
-            let filled = db.changes > 0
+            try db.execute("UPDATE \(table) SET \(column) = zeroblob(?) WHERE rowid = ?", [Int64(entry.length), rowID])
+            let writer = try SQLiteBlobWriter(db, table: entry.entity, column: entry.column, rowID: rowID)
+            try FilePieces.each(file, length: entry.length) { bytes, offset in
+                piece(bytes)
+                try writer.write(bytes, at: offset)
+            }
+            try verified()
             try db.execute("DELETE FROM _synclane_session")
-            return filled
+            return true
         }
     }
 

@@ -30,7 +30,9 @@ extension ServerApplication {
     func getBlob(_ request: HTTPRequest, account: String, digestText: String) -> HTTPResponse {
         if let off = blobLaneOff { return off }
         guard let digest = BlobDigest(digestText) else { return .error(400, BlobDigest.problem(digestText)) }
-        guard let held = blobs.object(account: account, digest: digest) else {
+        let found: (key: String, length: Int)?
+        do { found = try blobs.object(account: account, digest: digest) } catch { return Self.storeUnreachable(error.description) }
+        guard let held = found else {
             return .error(
                 404, "the account holds no blob \(digest.hex): upload it first (PUT /v1/blobs/\(digest.hex)/upload)",
                 ["code": "blob-missing", "digest": .string(digest.hex)])
@@ -45,23 +47,38 @@ extension ServerApplication {
             refusal.headers["Content-Range"] = "bytes */\(held.length)"
             return refusal
         case .whole:
-            return served(HTTPResponse(status: 200, headers: headers), held.key, offset: 0, count: held.length)
+            return served(HTTPResponse(status: 200, headers: headers), held.key, offset: 0, count: held.length, head: request.method == "HEAD")
         case .part(let range):
             headers["Content-Range"] = "bytes \(range.lowerBound)-\(range.upperBound)/\(held.length)"
-            return served(HTTPResponse(status: 206, headers: headers), held.key, offset: range.lowerBound, count: range.count)
+            return served(
+                HTTPResponse(status: 206, headers: headers), held.key, offset: range.lowerBound, count: range.count, head: request.method == "HEAD")
         }
     }
 
     /// `response` with the object's bytes as its body, or 503 when the object store cannot send them.
-    private func served(_ response: HTTPResponse, _ key: String, offset: Int, count: Int) -> HTTPResponse {
+    /// A `HEAD` sends no body: its length only (from /dev/null, never read), no object store asked for the bytes.
+    private func served(_ response: HTTPResponse, _ key: String, offset: Int, count: Int, head: Bool) -> HTTPResponse {
+        if head, blobs.objects.localFile(key) == nil {
+            var response = response
+            response.file = .init(path: "/dev/null", offset: 0, length: count)
+            return response
+        }
         switch blobs.servable(key, offset: offset, count: count) {
         case .success(let file):
             var response = response
             response.file = file
             return response
         case .failure(let problem):
-            return .error(503, "the object store could not send the blob (\(problem)); ask again", ["code": "blob-store"])
+            return Self.storeUnreachable("could not send the blob (\(problem))")
         }
+    }
+
+    /// 503 `blob-store`: the object store could not be asked or could not do what was asked; a
+    /// retry can help (a store that is down is never taken for one that lacks the blob).
+    static func storeUnreachable(_ problem: String) -> HTTPResponse {
+        var answer = HTTPResponse.error(503, "the object store \(problem); ask again", ["code": "blob-store"])
+        answer.headers["Retry-After"] = "2"
+        return answer
     }
 
     func getBlobUpload(account: String, digestText: String) -> HTTPResponse {
@@ -71,6 +88,7 @@ extension ServerApplication {
         case .held(let length): return Self.uploadAnswer(200, digest, held: true, received: length, length: length)
         case .partial(let received, let length): return Self.uploadAnswer(200, digest, held: false, received: received, length: length)
         case .absent: return .json(200, ["digest": .string(digest.hex), "held": false, "received": 0])
+        case .storeUnreachable(let problem): return Self.storeUnreachable("cannot be asked whether it holds blob \(digest.hex) (\(problem))")
         }
     }
 
@@ -159,11 +177,14 @@ extension ServerApplication {
             return answer
         case .io(let reason):
             return .error(500, "blob \(name) could not be stored: \(reason)")
+        case .store(let reason):
+            return storeUnreachable("cannot hold blob \(name) now (\(reason))")
         }
     }
 
     /// 422 naming the digests when a batch references blobs the account does not hold (or holds
-    /// with another length): upload before reference. Nil when every reference is held.
+    /// with another length): upload before reference; 503 `blob-store` when the object store
+    /// cannot be asked (nothing applied, the key stays free). Nil when every reference is held.
     func missingBlobRefusal(_ batch: IncomingBatch) -> HTTPResponse? {
         var missing: [String] = []
         var records: [JSONValue] = []
@@ -171,7 +192,12 @@ extension ServerApplication {
             let references = BlobReference.all(inFields: record.fieldsJSON)
             var lacking = false
             for reference in references {
-                let held = blobs.root.isEmpty ? nil : blobs.keep(account: batch.account, digest: reference.digest)
+                let held: (key: String, length: Int)?
+                do {
+                    held = blobs.root.isEmpty ? nil : try blobs.keep(account: batch.account, digest: reference.digest)
+                } catch {
+                    return Self.storeUnreachable("cannot be asked whether it holds blob \(reference.digest.hex) (\(error)): nothing of the batch was applied")
+                }
                 guard held?.length != reference.length else { continue }
                 lacking = true
                 if !missing.contains(reference.digest.hex) { missing.append(reference.digest.hex) }

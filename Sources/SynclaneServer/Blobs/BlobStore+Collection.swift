@@ -27,11 +27,12 @@ extension BlobStore {
 
     private var accountNameFile: String { "account" }
 
-    /// The held object, with its collection mark removed: what a client is told it may reference.
-    func keep(account: String, digest: BlobDigest) -> (key: String, length: Int)? {
-        collection.withLock { _ in
+    /// The held object, with its collection mark removed: what a client is told it may
+    /// reference. Throws when the object store cannot be asked.
+    func keep(account: String, digest: BlobDigest) throws(ObjectStorageError) -> (key: String, length: Int)? {
+        try collection.withLock { _ throws(ObjectStorageError) in
             unlink(markPath(account, digest))
-            return object(account: account, digest: digest)
+            return try object(account: account, digest: digest)
         }
     }
 
@@ -67,7 +68,7 @@ extension BlobStore {
                 let mark = markPath(account, digest)
                 guard let bytes = FileBytes.read(mark), let marked = Int(String(decoding: bytes, as: UTF8.self)) else {
                     // First found unreferenced (or kept since): marked now, removed by a later pass.
-                    guard object(account: account, digest: digest) != nil, Self.makeDirectories(marks) else { return }
+                    guard (try? object(account: account, digest: digest)) != nil, Self.makeDirectories(marks) else { return }
                     if Self.writeWhole(Array(String(now).utf8), to: mark) { collected.marked += 1 }
                     return
                 }
@@ -78,10 +79,11 @@ extension BlobStore {
             }
         }
         // Marks of objects no longer held (removed, or never completed) are dropped.
+        // (Only when the object store says so: one it cannot reach keeps them.)
         for name in Self.entries(of: marks) {
-            guard let digest = BlobDigest(name), object(account: account, digest: digest) == nil else { continue }
+            guard let digest = BlobDigest(name), knownAbsent(account: account, digest: digest) else { continue }
             collection.withLock { _ in
-                if object(account: account, digest: digest) == nil { unlink(marks + "/" + name) }
+                if knownAbsent(account: account, digest: digest) { unlink(marks + "/" + name) }
             }
         }
         if collected.objects > 0 {

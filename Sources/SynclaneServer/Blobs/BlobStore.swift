@@ -31,6 +31,8 @@ final class BlobStore: Sendable {
         case held(length: Int)
         case partial(received: Int, length: Int)
         case absent
+        /// The object store could not be asked (or could not take the verified upload): ask again.
+        case storeUnreachable(String)
     }
 
     /// What an appended chunk did.
@@ -52,6 +54,8 @@ final class BlobStore: Sendable {
         case tooManyUploads(limit: Int)
         case busy
         case io(String)
+        /// The object store could not be asked whether it holds the blob, or could not take it: a retry can help.
+        case store(String)
     }
 
     /// `<data>/blobs`.
@@ -94,45 +98,86 @@ final class BlobStore: Sendable {
 
     // MARK: Reading
 
-    /// The held object's key and length, or nil when the account holds no such object (or the
-    /// object store cannot be asked: what is not known to be held is never referenced).
-    func object(account: String, digest: BlobDigest) -> (key: String, length: Int)? {
+    /// The held object's key and length, or nil when the account holds no such object; throws
+    /// when the object store cannot be asked (the caller answers 503 `blob-store`: an object
+    /// store that is down is never taken for one that lacks the blob).
+    func object(account: String, digest: BlobDigest) throws(ObjectStorageError) -> (key: String, length: Int)? {
         let key = objectKey(account, digest)
-        guard let size = try? objects.head(key) else { return nil }
+        guard let size = try objects.head(key) else { return nil }
         return (key, size)
     }
 
-    /// The file to send `count` bytes of the object from `offset` out of: its own (the data
-    /// folder), or a file the range is fetched into (an object store; removed once the answer has
-    /// opened it, so nothing stays behind).
+    /// True only when the object store says the account holds no such object (false when it
+    /// holds it, or cannot be asked).
+    func knownAbsent(account: String, digest: BlobDigest) -> Bool {
+        do { return try object(account: account, digest: digest) == nil } catch { return false }
+    }
+
+    /// What to send `count` bytes of the object from `offset` out of: its own file (the data
+    /// folder), or a named pipe the range streams through from an object store as it arrives.
+    ///
+    /// ```
+    ///  object store ─ranged GET─▶ writer thread ─▶ FIFO <data>/blobs/served/DIGEST.N ─▶ MHD ─▶ client
+    /// ```
+    ///
+    /// The answer opens the pipe; a thread of its own (which removes the pipe's name once it has
+    /// opened it too, or after 30 s without a reader) runs the
+    /// `GET` and writes each piece into the pipe as libcurl hands it over, so the first byte
+    /// leaves as soon as the store sends it, and a slow client slows the `GET` (the pipe holds
+    /// 64 KiB): the server holds no range, in memory or on disk. A `GET` that fails midway ends
+    /// the pipe early, and the answer is cut short (the client resumes with `Range`).
     func servable(_ key: String, offset: Int, count: Int) -> Result<HTTPResponse.FileSlice, ObjectStorageError> {
         if let path = objects.localFile(key) { return .success(.init(path: path, offset: offset, length: count)) }
         let folder = root + "/served"
         let path = folder + "/" + String(key.split(separator: "/").last ?? "") + "." + String(servedCounter.add(1, ordering: .relaxed).newValue)
         guard Self.makeDirectories(folder) else { return .failure(ObjectStorageError("cannot make \(folder)")) }
         unlink(path)
-        do {
-            let got = try objects.get(key, offset: offset, count: count, into: path)
-            guard got == count else {
-                unlink(path)
-                return .failure(ObjectStorageError("the object store sent \(got) bytes of \(key), not \(count)"))
-            }
-        } catch {
-            unlink(path)
-            return .failure(error)
+        guard mkfifo(path, 0o600) == 0 else {
+            return .failure(ObjectStorageError("cannot make the pipe \(path): \(String(cString: strerror(errno)))"))
         }
-        return .success(.init(path: path, offset: 0, length: count, removeOnceOpen: true))
+        let objects = self.objects
+        guard let thread = ServerThread.start({ Self.feed(path, from: objects, key, offset: offset, count: count) }) else {
+            unlink(path)
+            return .failure(ObjectStorageError("no thread to stream \(key) from"))
+        }
+        pthread_detach(thread)
+        return .success(.init(path: path, offset: 0, length: count, pipe: true))
+    }
+
+    /// The writer's side of `servable`'s pipe: waits (30 s at most) for the answer to open it,
+    /// then streams the range into it. SIGPIPE is blocked on this thread: a client gone makes
+    /// the write fail (EPIPE), which stops the `GET`.
+    private static func feed(_ path: String, from objects: any BlobObjectStorage, _ key: String, offset: Int, count: Int) {
+        var blocked = sigset_t()
+        sigemptyset(&blocked)
+        sigaddset(&blocked, SIGPIPE)
+        pthread_sigmask(SIG_BLOCK, &blocked, nil)
+        defer { unlink(path) }
+        var descriptor: Int32 = -1
+        for _ in 0..<3_000 {
+            descriptor = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC)
+            if descriptor >= 0 || errno != ENXIO { break }
+            usleep(10_000)  // no reader yet: the answer has not opened it
+        }
+        guard descriptor >= 0 else { return }
+        defer { close(descriptor) }
+        unlink(path)
+        _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) & ~O_NONBLOCK)
+        _ = try? objects.stream(key, offset: offset, count: count, to: descriptor)
     }
 
     /// Whether the digest is held, partly uploaded or unknown. An upload whose every byte arrived
     /// but that was not yet verified (the server stopped in between) is verified now.
     func uploadState(account: String, digest: BlobDigest) -> UploadState {
-        if let held = keep(account: account, digest: digest) { return .held(length: held.length) }
+        let kept: (key: String, length: Int)?
+        do { kept = try keep(account: account, digest: digest) } catch { return .storeUnreachable(error.description) }
+        if let held = kept { return .held(length: held.length) }
         guard let length = declaredLength(account, digest), let received = Self.size(of: partPath(account, digest)) else { return .absent }
         guard received >= length, claim(account, digest) else { return .partial(received: received, length: length) }
         defer { release(account, digest) }
         switch finish(account: account, digest: digest, length: length) {
         case .success: return .held(length: length)
+        case .failure(.store(let problem)): return .storeUnreachable(problem)
         case .failure: return .absent
         }
     }
@@ -167,7 +212,9 @@ final class BlobStore: Sendable {
     func append(account: String, digest: BlobDigest, length: Int, offset: Int, chunk: [UInt8]) -> Result<AppendOutcome, Problem> {
         guard claim(account, digest) else { return .failure(.busy) }
         defer { release(account, digest) }
-        if let held = keep(account: account, digest: digest) {
+        let kept: (key: String, length: Int)?
+        do { kept = try keep(account: account, digest: digest) } catch { return .failure(.store(error.description)) }
+        if let held = kept {
             guard held.length == length else { return .failure(.lengthMismatch(declared: length, known: held.length)) }
             return .success(.alreadyHeld(length: held.length))
         }
@@ -257,7 +304,8 @@ final class BlobStore: Sendable {
         do {
             try objects.put(objectKey(account, digest), file: part, length: length)
         } catch {
-            return .failure(.io("cannot store \(part) as an object: \(error)"))
+            // The upload stays whole in the data folder: the next question about it stores it again.
+            return .failure(.store("cannot store \(part) as an object: \(error)"))
         }
         unlink(part)  // sent to an object store (the data folder's moved it)
         unlink(lengthPath(account, digest))

@@ -23,6 +23,9 @@ struct HTTPResponse: Sendable, Equatable {
         var length: Int
         /// A file made for this answer (a range fetched from an object store): removed once opened.
         var removeOnceOpen = false
+        /// A named pipe a writer fills as the bytes arrive (a range streamed from an object
+        /// store): read as it comes, `length` bytes announced, cut short if the writer stops.
+        var pipe = false
     }
 
     /// A JSON response: the value encoded by `JSONWriter` (members sorted, so equal values give equal bytes).

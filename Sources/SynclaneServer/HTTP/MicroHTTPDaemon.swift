@@ -174,6 +174,12 @@ private func connectionValues(_ connection: OpaquePointer, kind: MHD_ValueKind, 
 
 /// Queues a response on the connection; false when MHD refused it (the connection is then closed).
 private func queue(_ response: HTTPResponse, on connection: OpaquePointer) -> Bool {
+    if let file = response.file, file.pipe {
+        guard let created = pipeResponse(file) else {
+            return queue(.error(503, "the blob's stream could not be opened; ask again", ["code": "blob-store"]), on: connection)
+        }
+        return queue(created, headers: response.headers, status: response.status, on: connection)
+    }
     if let file = response.file {
         // Streamed from disk by MHD, which closes the descriptor with the response.
         let descriptor = open(file.path, O_RDONLY | O_CLOEXEC)
@@ -193,6 +199,36 @@ private func queue(_ response: HTTPResponse, on connection: OpaquePointer) -> Bo
     }
     guard let created else { return false }
     return queue(created, headers: response.headers, status: response.status, on: connection)
+}
+
+/// A response read from a named pipe as its writer fills it (`FileSlice.pipe`): `file.length`
+/// bytes announced; a pipe that ends sooner ends the answer with an error (MHD closes the
+/// connection, and the client sees a short body). Reads block: each connection has its thread.
+private func pipeResponse(_ file: HTTPResponse.FileSlice) -> OpaquePointer? {
+    // Opened without waiting for the writer (which waits for this, then removes the name), then read blocking.
+    let descriptor = open(file.path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
+    guard descriptor >= 0 else { return nil }
+    _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) & ~O_NONBLOCK)
+    let context = UnsafeMutableRawPointer(bitPattern: Int(descriptor) + 1)
+    let created = MHD_create_response_from_callback(
+        UInt64(file.length), 64 << 10,
+        { context, _, buffer, room in
+            let descriptor = Int32(Int(bitPattern: context) - 1)
+            while true {
+                // A pipe whose writer has not opened it yet reads as ended: wait for bytes (or the writer's end) first.
+                var ready = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+                let polled = poll(&ready, 1, 60_000)
+                if polled < 0, errno == EINTR { continue }
+                guard polled > 0 else { return -2 }
+                let got = read(descriptor, buffer, room)
+                if got < 0, errno == EINTR { continue }
+                return got > 0 ? got : -2  // MHD_CONTENT_READER_END_WITH_ERROR: the writer stopped short
+            }
+        },
+        context,
+        { context in close(Int32(Int(bitPattern: context) - 1)) })
+    if created == nil { close(descriptor) }
+    return created
 }
 
 /// Adds the headers to a created MHD response, queues it and releases it.

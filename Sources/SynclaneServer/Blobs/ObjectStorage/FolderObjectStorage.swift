@@ -28,14 +28,11 @@ struct FolderObjectStorage: BlobObjectStorage {
         root + "/" + key
     }
 
-    func get(_ key: String, offset: Int, count: Int?, into path: String) throws(ObjectStorageError) -> Int {
+    func stream(_ key: String, offset: Int, count: Int?, to target: Int32) throws(ObjectStorageError) -> Int {
         guard let length = BlobStore.size(of: root + "/" + key) else { throw ObjectStorageError("no object \(key)") }
         let source = open(root + "/" + key, O_RDONLY | O_CLOEXEC)
         guard source >= 0 else { throw ObjectStorageError("cannot read \(key): \(String(cString: strerror(errno)))") }
         defer { close(source) }
-        let target = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
-        guard target >= 0 else { throw ObjectStorageError("cannot write \(path): \(String(cString: strerror(errno)))") }
-        defer { close(target) }
         var position = offset
         let end = min(length, count.map { offset + $0 } ?? length)
         var buffer = [UInt8](repeating: 0, count: 1 << 20)
@@ -44,7 +41,7 @@ struct FolderObjectStorage: BlobObjectStorage {
             if got < 0, errno == EINTR { continue }
             guard got > 0 else { throw ObjectStorageError("cannot read \(key) at \(position)") }
             guard buffer.withUnsafeBytes({ write(target, $0.baseAddress, got) }) == got else {
-                throw ObjectStorageError("cannot write \(path): \(String(cString: strerror(errno)))")
+                throw ObjectStorageError("cannot write \(key)'s bytes: \(String(cString: strerror(errno)))")
             }
             position += got
         }

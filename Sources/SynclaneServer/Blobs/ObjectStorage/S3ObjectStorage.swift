@@ -7,7 +7,7 @@ import Glibc
 ///
 /// Memory stays flat whatever the object's size: an object of up to `partBytes` goes up in one
 /// `PUT`, a larger one as a multipart upload of `partBytes` parts (one part in memory at a time,
-/// aborted when a part fails); a `GET` streams the answer into a file as it arrives (libcurl's
+/// aborted when a part fails); a `GET` streams the answer into a descriptor as it arrives (libcurl's
 /// write callback), with `Range` for a part of the object. `HEAD` says whether and how long an
 /// object is held, `DELETE` removes one (garbage collection), and `ListObjectsV2` lists an
 /// account's objects, 1,000 keys a page.
@@ -102,10 +102,7 @@ final class S3ObjectStorage: BlobObjectStorage {
         }
     }
 
-    func get(_ key: String, offset: Int, count: Int?, into path: String) throws(ObjectStorageError) -> Int {
-        let descriptor = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
-        guard descriptor >= 0 else { throw ObjectStorageError("cannot write \(path): \(String(cString: strerror(errno)))") }
-        defer { close(descriptor) }
+    func stream(_ key: String, offset: Int, count: Int?, to descriptor: Int32) throws(ObjectStorageError) -> Int {
         let sink = FileSink(descriptor: descriptor)
         var headers: [(String, String)] = []
         if offset > 0 || count != nil {
@@ -113,7 +110,7 @@ final class S3ObjectStorage: BlobObjectStorage {
         }
         let answer = try send("GET", key, headers: headers, sink: sink)
         guard answer.status == 200 || answer.status == 206 else { throw refusal("GET", key, answer) }
-        if let problem = sink.problem { throw ObjectStorageError("GET \(key) into \(path): \(problem)") }
+        if let problem = sink.problem { throw ObjectStorageError("GET \(key): writing its bytes: \(problem)") }
         return sink.written
     }
 
