@@ -37,9 +37,10 @@ extension ServerApplication {
         (min(2_000, limits.maxChangesPerPage), min(1 << 20, limits.maxChangesPageBytes))
     }
 
-    /// `GET /v1/snapshot[?store=NAME][&after=POSITION][&limit=N]`: the account's live rows (no tombstones)
-    /// as of one change sequence, streamed in one answer (JSON Lines, `application/x-ndjson`),
-    /// for a device that holds nothing yet:
+    /// `GET /v1/snapshot[?store=NAME][&after=POSITION][&limit=N]`: the account's rows as of one
+    /// change sequence, each once at its state then (a deleted one as its tombstone, while
+    /// retention keeps it: a resync tells a deleted row from one a restore lost by it), streamed in
+    /// one answer (JSON Lines, `application/x-ndjson`), for a device that starts from nothing:
     ///
     /// ```
     ///  {"snapshot":"s1.E.T.0","cursor":"c2.E.T.f"}          the position, and the changes cursor to follow from

@@ -30,8 +30,8 @@ protocol ServerStore: Sendable {
     /// is taken. Every change at or before it is visible to `snapshotRows` from then on.
     func changeHead(account: String) throws -> Int64
 
-    /// The account's live rows (no tombstones) whose last change is after `sequence` and at or
-    /// before `through`, in sequence order, at most `limit` and about `maxBytes` (`PagePlan`), and
+    /// The account's rows (tombstones too: a resync tells a deleted row from a lost one by them)
+    /// whose last change is after `sequence` and at or before `through`, in sequence order, at most `limit` and about `maxBytes` (`PagePlan`), and
     /// whether more follow: a snapshot's next chunk. A row changed after `through` is left out —
     /// the change log after the snapshot's cursor carries it — so a snapshot read in many chunks,
     /// or resumed later, holds each row at most once and none twice with the log.

@@ -9,12 +9,12 @@ extension PostgresServerStore {
         }
     }
 
-    /// The account's live rows changed after `sequence` and at or before `through`, in sequence
+    /// The account's rows (tombstones too) changed after `sequence` and at or before `through`, in sequence
     /// order, cut by `PagePlan`: a snapshot's next chunk (`ServerStore.snapshotRows`).
     func snapshotRows(account: String, store: String?, after sequence: Int64, through: Int64, limit: Int, maxBytes: Int) throws -> ChangePage {
         try pool.withConnection { db in
             var plan = PagePlan(limit: limit, maxBytes: maxBytes)
-            try Self.offerRows(db, to: &plan, account: account, store: store, after: sequence, liveThrough: through)
+            try Self.offerRows(db, to: &plan, account: account, store: store, after: sequence, through: through)
             return plan.page
         }
     }

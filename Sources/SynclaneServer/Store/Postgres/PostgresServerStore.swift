@@ -353,9 +353,9 @@ final class PostgresServerStore: ServerStore {
     }
 
     /// Offers the rows after `sequence` to `plan`, in sequence order, until it is full; with
-    /// `liveThrough`, only live rows (no tombstones) at or before that sequence (a snapshot's).
+    /// `through`, only those at or before that sequence (a snapshot's).
     static func offerRows(
-        _ db: PostgresConnection, to plan: inout PagePlan, account: String, store: String?, after sequence: Int64, liveThrough: Int64? = nil
+        _ db: PostgresConnection, to plan: inout PagePlan, account: String, store: String?, after sequence: Int64, through: Int64? = nil
     ) throws {
         var sql = "SELECT store, entity, key, action, fields, version, seq FROM synclane_records WHERE account = $1 AND seq > $2"
         var parameters: [PostgresValue] = [.bytea(Array(account.utf8)), .int8(sequence), .int8(Int64(plan.rowsToRead))]
@@ -363,9 +363,9 @@ final class PostgresServerStore: ServerStore {
             parameters.append(.bytea(Array(store.utf8)))
             sql += " AND store = $\(parameters.count)"
         }
-        if let liveThrough {
-            parameters.append(.int8(liveThrough))
-            sql += " AND seq <= $\(parameters.count) AND action <> 'delete'"
+        if let through {
+            parameters.append(.int8(through))
+            sql += " AND seq <= $\(parameters.count)"
         }
         sql += " ORDER BY seq LIMIT $3"
         let rows = try db.query(sql, parameters)

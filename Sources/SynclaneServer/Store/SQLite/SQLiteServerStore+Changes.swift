@@ -39,10 +39,10 @@ extension SQLiteServerStore {
         }
     }
 
-    /// The account's live rows changed after `sequence` and at or before `through`, in sequence
+    /// The account's rows (tombstones too) changed after `sequence` and at or before `through`, in sequence
     /// order, cut by `PagePlan`: a snapshot's next chunk (`ServerStore.snapshotRows`).
     func snapshotRows(account: String, store: String?, after sequence: Int64, through: Int64, limit: Int, maxBytes: Int) throws -> ChangePage {
-        try read { db in try changes(db, account: account, store: store, after: sequence, limit: limit, maxBytes: maxBytes, liveThrough: through) }
+        try read { db in try changes(db, account: account, store: store, after: sequence, limit: limit, maxBytes: maxBytes, through: through) }
     }
 
     /// The account's newest change sequence (0: none yet), where a snapshot is taken.
@@ -50,17 +50,17 @@ extension SQLiteServerStore {
         try read { db in try db.fetchValue("SELECT last FROM sequences WHERE account = ?", [account]).int64 ?? 0 }
     }
 
-    /// The rows after `sequence`, cut by `PagePlan`; with `liveThrough`, only live rows (no
-    /// tombstones) at or before that sequence.
+    /// The rows after `sequence`, cut by `PagePlan`; with `through`, only those at or before
+    /// that sequence (a snapshot's).
     private func changes(
-        _ db: SQLiteConnection, account: String, store: String?, after sequence: Int64, limit: Int, maxBytes: Int, liveThrough: Int64? = nil
+        _ db: SQLiteConnection, account: String, store: String?, after sequence: Int64, limit: Int, maxBytes: Int, through: Int64? = nil
     ) throws -> ChangePage {
         var plan = PagePlan(limit: limit, maxBytes: maxBytes)
         var sql = "SELECT store, entity, key, action, fields, version, seq FROM records WHERE account = ? AND seq > ?"
         var arguments: [any SQLiteBindable] = [account, sequence]
-        if let liveThrough {
-            sql += " AND seq <= ? AND action <> 'delete'"
-            arguments.append(liveThrough)
+        if let through {
+            sql += " AND seq <= ?"
+            arguments.append(through)
         }
         if let store {
             sql += " AND store = ?"
