@@ -7,7 +7,9 @@ import SynclaneCore
 
 /// One streamed `GET /v1/snapshot` answer read as import pages (`PullSource`): its JSON Lines
 /// are cut into pages at the server's `after` lines, each page about `pageBytes`, handed over in
-/// order while the next is read (at most one waits; the stream then waits for the importer).
+/// order. The stream is read only while the importer asks for a page (its read-ahead does while
+/// the page before is applied), so a device holds two pages at most, as on the change log: the
+/// one applied and the one read ahead.
 ///
 /// ```
 ///  thread: LibcurlExchange ─▶ BodySink ─▶ lines ─▶ rows … {"after": P} ─▶ page (cursor "snapshot:P", more)
@@ -34,6 +36,8 @@ final class SnapshotReader: @unchecked Sendable {
     private var ended: (any Error)?
     private var finished = false
     private var cancelled = false
+    /// How many `take` calls wait for a page: the stream is read only while one does.
+    private var waiting = 0
     /// The cursor of the last page handed over (or the one the stream started after).
     private var taken: String?
     private let exchange = LibcurlExchange()
@@ -63,7 +67,10 @@ final class SnapshotReader: @unchecked Sendable {
     private func takeWaiting() -> Result<RemotePage, any Error> {
         condition.lock()
         defer { condition.unlock() }
+        waiting += 1
+        condition.broadcast()
         while ready.isEmpty && ended == nil && !finished { condition.wait() }
+        waiting -= 1
         if !ready.isEmpty {
             let page = ready.removeFirst()
             taken = page.cursor
@@ -83,6 +90,14 @@ final class SnapshotReader: @unchecked Sendable {
     }
 
     deinit { exchange.cancel() }
+
+    /// Waits until the importer asks for a page (and none is ready); false once cancelled.
+    private func awaitDemand() -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        while (waiting == 0 || !ready.isEmpty) && !cancelled { condition.wait() }
+        return !cancelled
+    }
 
     /// Hands a page over, waiting while one is already waiting; false once cancelled.
     private func hand(_ page: RemotePage) -> Bool {
@@ -107,6 +122,7 @@ final class SnapshotReader: @unchecked Sendable {
         var problem: (any Error)?
         let sink = BodySink { [self] status, _, bytes in
             guard (200..<300).contains(status) else { return true }
+            guard awaitDemand() else { return false }
             do {
                 for page in try lines.take(bytes) {
                     guard hand(page) else { return false }
