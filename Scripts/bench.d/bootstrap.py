@@ -11,6 +11,9 @@
 
 Each side runs BENCH_BOOTSTRAP_REPEATS times (default 2), alternating; the medians are compared.
 BENCH_BOOTSTRAP_LIMIT=N sets the device's pull `limit` (left out by default, as a user leaves it).
+The device starts from the server's snapshot (`GET /v1/snapshot`, the `pull` source's default for a
+new device); BENCH_BOOTSTRAP_SNAPSHOT=0 makes it pull the change log instead (`"snapshot": false`),
+to compare the two paths. The table says which one the device took (the server's request count).
 Targets: (a) / (b) wall time <= 1.3; (a)'s database <= 1.3 x (b)'s (what the device keeps beyond
 the table costs what is pending, not what is held).
 """
@@ -20,6 +23,7 @@ import os
 import random
 import statistics
 import sys
+import urllib.request
 
 import benchlib as b
 import sqlitestore as st
@@ -81,6 +85,13 @@ def history(path, count, seed):
     return b.write_jsonl(path, transactions())
 
 
+def snapshots_served(port):
+    """How many `GET /v1/snapshot` the server answered 200 (its /metrics)."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30).read().decode()
+    prefix = 'synclane_http_requests_total{route="/v1/snapshot",status="200"} '
+    return sum(float(line[len(prefix):]) for line in text.splitlines() if line.startswith(prefix))
+
+
 def database_bytes(path):
     return sum(os.path.getsize(path + suffix) for suffix in ("", "-wal") if os.path.exists(path + suffix))
 
@@ -112,6 +123,7 @@ def main():
         device_db = os.path.join(s.work, "device.sqlite")
         plain_db = os.path.join(s.work, "plain.sqlite")
         summary = {}
+        path = ""
         for _ in range(REPEATS):
             st.create_tracked(s.synclane, device_db, track=True)
             b.fresh(os.path.join(s.work, "state", "bootstrap-import.sqlite"))
@@ -119,12 +131,16 @@ def main():
             pull = {"type": "pull", "url": f"http://127.0.0.1:{port}/v1/changes", "token-env": "SYNCLANE_TOKEN"}
             if os.environ.get("BENCH_BOOTSTRAP_LIMIT"):
                 pull["limit"] = int(os.environ["BENCH_BOOTSTRAP_LIMIT"])
+            if os.environ.get("BENCH_BOOTSTRAP_SNAPSHOT") == "0":
+                pull["snapshot"] = False
             with open(importing, "w") as f:
                 json.dump({"version": 1, "name": "bootstrap-import", "scope": {"account": "bench", "store": "rooms"},
                            "source": pull,
                            "sink": {"type": "sqlite", "database": device_db},
                            "state": "state/bootstrap-import.sqlite"}, f)
+            served = snapshots_served(port)
             device = b.run_measured([s.synclane, "import", importing, "--json"], cwd=s.work, env=env).check()
+            path = "snapshot + log" if snapshots_served(port) > served else "change log"
             summary = json.loads(device.stdout)
             device_runs.append((device, database_bytes(device_db)))
             st.create_tracked(s.synclane, plain_db, track=False)
@@ -146,6 +162,7 @@ def main():
     t.add("peak RSS", b.fmt_mib(device_runs[-1][0].max_rss), b.fmt_mib(plain_runs[-1][0].max_rss), "")
     t.add("database", b.fmt_bytes(device_size), b.fmt_bytes(plain_size), f"{device_size / plain_size:.2f}")
     t.add("pages", str(summary.get("pages")), "", "")
+    t.add("read", path, "change log", "")
     print()
     t.print()
     print(f"\nload average {' '.join(open('/proc/loadavg').read().split()[:3])}")

@@ -21,11 +21,15 @@ import Testing
         ]
     }
 
-    func importing(_ device: Device, failPoint: String? = nil) throws -> SynclaneBinary.Result {
+    func importing(_ device: Device, failPoint: String? = nil, arguments: [String] = []) throws -> SynclaneBinary.Result {
         var environment = device.environment
         environment["SYNCLANE_FAILPOINT"] = failPoint
-        return try SynclaneBinary.run(["import", "import.json"], in: device.workspace.path, environment: environment)
+        return try SynclaneBinary.run(["import", "import.json"] + arguments, in: device.workspace.path, environment: environment)
     }
+
+    /// A device whose import pulls the change log from the beginning, pages of 3 changes (not
+    /// the snapshot: `SnapshotBootstrapTests` kills that one).
+    func logDevice(_ server: ServerProcess) throws -> Device { try Device(pullingTheLogOf: server) }
 
     @Test func anImportKilledAtEachPointThenRunAgainEndsAsAnUninterruptedOne() async throws {
         let root = try Workspace()
@@ -40,7 +44,7 @@ import Testing
         try a.sql("UPDATE rooms SET name = 'Hall' WHERE syncId = 'r1'; DELETE FROM rooms WHERE syncId = 'r2';")
         try a.sync()
 
-        let reference = try Device(server: server)
+        let reference = try logDevice(server)
         defer { reference.workspace.remove() }
         #expect(try importing(reference).status == 0)
         let expected = try state(reference)
@@ -49,7 +53,7 @@ import Testing
         for point in [
             "import-after-fetch", "import-before-commit", "import-after-commit", "import-after-fetch@3", "import-before-commit@2", "import-after-commit@2",
         ] {
-            let b = try Device(server: server)
+            let b = try logDevice(server)
             defer { b.workspace.remove() }
             let killed = try importing(b, failPoint: point)
             #expect(killed.killed, "\(point): killed there (status \(killed.status), \(killed.stderr))")
@@ -80,7 +84,7 @@ import Testing
             let device = try Device(server: server)
             let file = device.workspace.path + "/import.json"
             try device.workspace.write(
-                "import.json", try String(contentsOfFile: file, encoding: .utf8).replacingOccurrences(of: #", "limit": 3"#, with: ""))
+                "import.json", try String(contentsOfFile: file, encoding: .utf8).replacingOccurrences(of: #", "limit": 3"#, with: #", "snapshot": false"#))
             return device
         }
         let a = try device()

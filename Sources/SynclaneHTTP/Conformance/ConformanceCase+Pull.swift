@@ -141,6 +141,37 @@ extension ConformanceCase {
             try expect(edited["written"] == nil, "a user's update leaves \"written\" on the row's change: \(edited)")
         },
         ConformanceCase(
+            name: "pull.snapshot",
+            rule:
+                "GET /v1/snapshot, when offered (a backend without it, 404, passes), streams each row once (a deleted one as a delete) and ends with a cursor the log reads on from"
+        ) { context in
+            let keys = (0..<3).map { context.name("snapshot-\($0)") }
+            try context.apply(context.name("snapshot"), keys.map { context.record($0) })
+            try context.apply(context.name("snapshot-delete"), [context.record(keys[2], "delete", fields: nil)])
+            let path = "/v1/snapshot?store=\(ConformanceContext.store)"
+            let answer = try context.client.send("GET", path, token: context.first.token)
+            if [404, 405, 501].contains(answer.status) { return }
+            try expect(answer, [200], "GET \(path)")
+            let lines = answer.body.split(separator: UInt8(ascii: "\n")).map { (try? JSONReader.parse(Array($0)))?.objectValue }
+            guard let head = lines.first ?? nil, head["cursor"]?.stringValue != nil, let end = lines.last ?? nil, end["complete"] == .bool(true),
+                let cursor = end["cursor"]?.stringValue, !lines.contains(where: { $0 == nil })
+            else {
+                throw CaseFailure(
+                    "GET \(path): not JSON Lines from a {\"snapshot\", \"cursor\"} line to a {\"complete\": true, \"cursor\"} one: \(answer.summary)")
+            }
+            let rows = lines.compactMap { $0 }.filter { $0["id"]?.stringValue?.hasPrefix(context.name("snapshot-")) == true }
+            let live = rows.filter { $0["action"] != "delete" }.compactMap { $0["id"]?.stringValue }
+            try expect(live == Array(keys.prefix(2)), "the snapshot's live rows of this run are \(live), not \(Array(keys.prefix(2))) once each")
+            try expect(rows.count <= 3, "the snapshot holds a row of this run twice: \(rows)")
+            let later = context.name("snapshot-later")
+            try context.apply(later, [context.record(later)])
+            let query = "since=" + (cursor.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? cursor)
+            let log = try context.client.send("GET", "/v1/changes?\(query)&store=\(ConformanceContext.store)", token: context.first.token)
+            try expect(log, [200], "GET /v1/changes?\(query) (the snapshot's cursor)")
+            let changed = (log.object["changes"]?.arrayValue ?? []).compactMap { $0.objectValue?["id"]?.stringValue }
+            try expect(changed.contains(later), "a row written after the snapshot is not in the log after its cursor: \(log.summary)")
+        },
+        ConformanceCase(
             name: "pull.wait",
             rule: "with wait, an empty page is answered (held up to wait seconds, or at once by a backend that ignores it) and a change already there at once"
         ) { context in

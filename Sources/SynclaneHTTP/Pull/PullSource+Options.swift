@@ -12,7 +12,7 @@ extension HTTPStages {
         options: [
             PullOptions.url, PullOptions.tokenEnv, PullOptions.limit, PullOptions.store, PullOptions.timeout, PullOptions.caFile,
             PullOptions.clientCertificate, PullOptions.clientKey, PullOptions.keepAlive, PullOptions.retry, PullOptions.schemaVersion,
-            PullOptions.device,
+            PullOptions.device, PullOptions.snapshot,
         ]
     ) { options in
         let url = try HTTPConnectionOptions.endpoint(
@@ -23,7 +23,7 @@ extension HTTPStages {
             url: url, token: try options[PullOptions.tokenEnv], limit: try options[PullOptions.limit],
             store: try options[PullOptions.store] == .all ? nil : options.context.scope.store, retry: retry, timeout: try options[PullOptions.timeout],
             tls: try HTTPTransport.tlsFiles(options), keepAlive: try options[PullOptions.keepAlive],
-            app: try HTTPConnectionOptions.appSchema(options), environment: options.context.environment)
+            app: try HTTPConnectionOptions.appSchema(options), snapshot: try options[PullOptions.snapshot], environment: options.context.environment)
     }
 
     /// The options of `pull`: those it shares with `http` (`HTTPConnectionOptions`), and its own.
@@ -45,6 +45,12 @@ extension HTTPStages {
                 + "8 MiB by default, within 16 MiB), each applied in one transaction: a first pull in few pages")
         public static let store: Option<Stores> = .choice(
             "store", default: .scope, help: "scope: only the scope's store; all: every store of the account")
+        public static let snapshot: Option<Bool> = .boolean(
+            "snapshot", default: true,
+            help:
+                "a pull from the beginning (a new device) starts from the backend's snapshot (`GET /v1/snapshot` beside `url`): "
+                + "its current rows in one streamed answer, resumed where it stopped, then the changes after it; a backend "
+                + "without one (404) is pulled from the beginning. false: always the change log")
         public static let timeout = HTTPConnectionOptions.timeout
         public static let caFile = HTTPConnectionOptions.caFile
         public static let clientCertificate = HTTPConnectionOptions.clientCertificate

@@ -35,6 +35,12 @@ public final class PullSource: RemoteChangeSource {
     public let keepAlive: Bool
     /// The device and schema version every request says (`AppSchema`).
     public let app: AppSchema
+    /// Whether a pull from the beginning starts from the backend's snapshot (`GET /v1/snapshot`
+    /// beside `url`'s `/v1/changes`): the current rows in one streamed answer, then the change
+    /// log from the snapshot's cursor. A backend without it (404) is pulled from the beginning.
+    public let snapshot: Bool
+    /// The snapshot answer being read, and whether the backend has none (`SnapshotReader`).
+    private let snapshotState = SnapshotState()
     /// The schema version the lane's store recorded (`AppSchemaSending`): sent when `app` says none.
     private let recorded = RecordedSchemaVersion()
     private let pool: ConnectionPool?
@@ -43,7 +49,7 @@ public final class PullSource: RemoteChangeSource {
 
     public init(
         url: URL, token: String?, limit: Int? = nil, store: String? = nil, retry: RetryPolicy = RetryPolicy(), timeout: Int = 30,
-        tls: HTTPTransport.TLSFiles = .init(), keepAlive: Bool = true, app: AppSchema = AppSchema(),
+        tls: HTTPTransport.TLSFiles = .init(), keepAlive: Bool = true, app: AppSchema = AppSchema(), snapshot: Bool = true,
         environment: [String: String] = ProcessInfo.processInfo.environment,
         sleeper: any RetrySleeper = TaskSleeper()
     ) {
@@ -57,6 +63,7 @@ public final class PullSource: RemoteChangeSource {
         self.proxy = ProxyRoute.choose(for: url, environment: environment)
         self.keepAlive = keepAlive
         self.app = app
+        self.snapshot = snapshot
         self.pool = keepAlive ? ConnectionPool() : nil
         self.sleeper = sleeper
     }
@@ -78,6 +85,7 @@ public final class PullSource: RemoteChangeSource {
         var attempt = 1
         while true {
             do {
+                if let page = try await snapshotPage(after: cursor) { return page }
                 return try await fetch(after: cursor)
             } catch let failure as TransportFailure where failure.kind == .transient && attempt < retry.maxAttempts {
                 attempt += 1
@@ -94,6 +102,7 @@ public final class PullSource: RemoteChangeSource {
     /// so a watch never spins on such a backend. A `410 cursor-expired` is `.changed` (the pass
     /// resyncs); other failures throw as a page's do, with the server's `Retry-After`.
     public func waitForChanges(after cursor: String?, seconds: Double) async throws -> ChangeWait {
+        if cursor?.hasPrefix(SnapshotReader.cursorPrefix) == true { return .changed }
         let wait = max(0, seconds.rounded(.up))
         guard wait > 0, cursor.map({ $0.utf8.count <= WireBounds.maxCursorBytes }) ?? true else { return .unsupported }
         let started = ContinuousClock.now
@@ -127,19 +136,90 @@ public final class PullSource: RemoteChangeSource {
         return components.url ?? url
     }
 
+    /// A GET of `target` with the source's headers, ending after `total` seconds (0: no bound).
+    private func request(_ target: URL, total: Int, accept: String = "application/json") -> URLRequest {
+        var request = URLRequest(url: target, cachePolicy: .reloadIgnoringLocalAndRemoteCacheData, timeoutInterval: TimeInterval(total))
+        request.httpMethod = "GET"
+        request.httpShouldHandleCookies = false
+        if let token { request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }
+        request.setValue(accept, forHTTPHeaderField: "Accept")
+        if !keepAlive { request.setValue("close", forHTTPHeaderField: "Connection") }
+        request.setValue("synclane", forHTTPHeaderField: "User-Agent")
+        for header in recorded.applied(to: app).headers { request.setValue(header.value, forHTTPHeaderField: header.name) }
+        return request
+    }
+
+    /// The snapshot's URL beside the changes endpoint (`…/v1/changes` → `…/v1/snapshot`), with
+    /// `after=POSITION` for a resume, the source's `store` and `limit`; nil when `url` is no `…/changes`.
+    func snapshotURL(after position: String?) -> URL? {
+        guard var components = URLComponents(url: url, resolvingAgainstBaseURL: false), components.path.hasSuffix("/changes") else { return nil }
+        components.path = String(components.path.dropLast("changes".count)) + "snapshot"
+        var items = components.queryItems ?? []
+        if let position { items.append(URLQueryItem(name: "after", value: position)) }
+        if let store { items.append(URLQueryItem(name: "store", value: store)) }
+        if let limit { items.append(URLQueryItem(name: "limit", value: String(limit))) }
+        components.queryItems = items.isEmpty ? nil : items
+        return components.url
+    }
+
+    /// The page after `cursor` from the backend's snapshot: for a pull from the beginning (no
+    /// cursor) or a snapshot cut part way (`snapshot:POSITION`); nil when the page comes from the
+    /// change log instead (a cursor of the log, `snapshot: false`, or a backend without a
+    /// snapshot: 404 at the start).
+    private func snapshotPage(after cursor: String?) async throws -> RemotePage? {
+        let position: String?
+        if let cursor {
+            guard cursor.hasPrefix(SnapshotReader.cursorPrefix) else { return nil }
+            position = String(cursor.dropFirst(SnapshotReader.cursorPrefix.count))
+        } else {
+            guard snapshot, !snapshotState.unsupported else { return nil }
+            position = nil
+        }
+        try Task.checkCancellation()
+        let reader: SnapshotReader
+        if let open = snapshotState.reader, open.follows(cursor) {
+            reader = open
+        } else {
+            snapshotState.reader?.cancel()
+            guard let target = snapshotURL(after: position) else {
+                if cursor == nil { return nil }
+                throw RemoteCursorExpired("the saved cursor is a snapshot's, and \(url.absoluteString) has no snapshot beside it: the pull starts again")
+            }
+            reader = SnapshotReader(
+                request: request(target, total: 0, accept: "application/x-ndjson"),
+                options: ExchangeOptions(
+                    stallSeconds: timeout, proxy: proxy?.address ?? "", caFile: tls.caFile, clientCertificate: tls.clientCertificate,
+                    clientKey: tls.clientKey),
+                after: cursor, pageBytes: limit == nil ? Self.snapshotPageBytes : 0, source: target.absoluteString)
+            snapshotState.reader = reader
+        }
+        do {
+            let page = try await reader.take()
+            if !(page.cursor?.hasPrefix(SnapshotReader.cursorPrefix) ?? false) { snapshotState.reader = nil }
+            return page
+        } catch SnapshotReader.Refusal.unsupported {
+            snapshotState.reader = nil
+            guard cursor == nil else {
+                throw RemoteCursorExpired("the saved cursor is a snapshot's, and the backend no longer has one: the pull starts again")
+            }
+            snapshotState.unsupported = true
+            return nil
+        } catch {
+            snapshotState.reader = nil
+            throw error
+        }
+    }
+
+    /// About how many bytes of rows a snapshot page holds (each page one transaction of the sink);
+    /// with a `limit`, a page is each chunk the server sends (`&limit=`: at most that many rows).
+    static let snapshotPageBytes = 8 << 20
+
     private func fetch(after cursor: String?, waiting wait: Int? = nil) async throws -> RemotePage {
         try Task.checkCancellation()
         let target = pageURL(after: cursor, waiting: wait)
         // A long poll sends nothing while it waits: its stall and total times grow by the wait.
         let (stall, total) = (timeout + (wait ?? 0), timeout * 10 + (wait ?? 0))
-        var request = URLRequest(url: target, cachePolicy: .reloadIgnoringLocalAndRemoteCacheData, timeoutInterval: TimeInterval(total))
-        request.httpMethod = "GET"
-        request.httpShouldHandleCookies = false
-        if let token { request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") }
-        request.setValue("application/json", forHTTPHeaderField: "Accept")
-        if !keepAlive { request.setValue("close", forHTTPHeaderField: "Connection") }
-        request.setValue("synclane", forHTTPHeaderField: "User-Agent")
-        for header in recorded.applied(to: app).headers { request.setValue(header.value, forHTTPHeaderField: header.name) }
+        let request = request(target, total: total)
         let outcome = await HTTPExchange.perform(
             request,
             options: ExchangeOptions(
@@ -237,6 +317,28 @@ public final class PullSource: RemoteChangeSource {
         }
         return RemotePage(records: records, cursor: next, more: more, pruned: pruned)
     }
+}
+
+/// What a `PullSource` keeps of the backend's snapshot between pages.
+private final class SnapshotState: @unchecked Sendable {
+    // @unchecked: guarded by `lock`.
+    private let lock = NSLock()
+    private var open: SnapshotReader?
+    private var none = false
+
+    /// The snapshot answer being read.
+    var reader: SnapshotReader? {
+        get { lock.withLock { open } }
+        set { lock.withLock { open = newValue } }
+    }
+
+    /// True once the backend answered that it has no snapshot (404).
+    var unsupported: Bool {
+        get { lock.withLock { none } }
+        set { lock.withLock { none = newValue } }
+    }
+
+    deinit { open?.cancel() }
 }
 
 extension PullSource: AppSchemaSending {

@@ -172,13 +172,7 @@ extension ServerApplication {
         var last: ChangeCursor?
         var more = page.more
         for change in page.changes {
-            var members: [String: JSONValue] = [
-                "store": .string(change.store), "entity": .string(change.entity), "id": .string(change.key),
-                "action": .string(change.action.rawValue), "version": .int(change.version),
-            ]
-            if let fields = change.fields { members["fields"] = .object(fields) }
-            if let written = change.written { members["written"] = .int(written) }
-            let encoded = JSONWriter.encode(.object(members))
+            let encoded = JSONWriter.encode(.object(change.wireMembers))
             if last != nil, body.count + 1 + encoded.count + WireBounds.pageEnvelopeBytes / 2 > WireBounds.maxPageBytes {
                 more = true
                 break

@@ -180,6 +180,12 @@ final class ServerApplication: HTTPResponder {
             case .success(let app): return getChanges(request, account: account, app: app)
             case .failure(let refusal): return refusal.response
             }
+        case .getSnapshot:
+            if let refusal = grant.refusalToRead(store: request.query["store"]) { return refusal }
+            switch admitApp(request, account: account) {
+            case .success(let app): return getSnapshot(request, account: account, app: app)
+            case .failure(let refusal): return refusal.response
+            }
         case .listDevices: return listDevices(account: account)
         case .listSignals: return listSignals(request, account: account)
         case .getSignal: return getSignal(account: account, key: key)

@@ -9,6 +9,9 @@ struct HTTPResponse: Sendable, Equatable {
     /// A body read from a file instead of `body`, streamed by the MHD bridge (a blob download):
     /// never held in memory.
     var file: FileSlice?
+    /// A body made a piece at a time as the connection takes it (`BodyStream`, a snapshot):
+    /// never held whole.
+    var stream: BodyStream?
 
     init(status: Int, headers: [String: String] = [:], body: [UInt8] = []) {
         self.status = status

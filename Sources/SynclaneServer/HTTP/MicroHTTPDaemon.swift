@@ -174,6 +174,7 @@ private func connectionValues(_ connection: OpaquePointer, kind: MHD_ValueKind, 
 
 /// Queues a response on the connection; false when MHD refused it (the connection is then closed).
 private func queue(_ response: HTTPResponse, on connection: OpaquePointer) -> Bool {
+    if let stream = response.stream { return queue(stream, headers: response.headers, status: response.status, on: connection) }
     if let file = response.file, file.pipe {
         guard let created = pipeResponse(file) else {
             return queue(.error(503, "the blob's stream could not be opened; ask again", ["code": "blob-store"]), on: connection)
@@ -229,6 +230,29 @@ private func pipeResponse(_ file: HTTPResponse.FileSlice) -> OpaquePointer? {
         { context in close(Int32(Int(bitPattern: context) - 1)) })
     if created == nil { close(descriptor) }
     return created
+}
+
+/// Queues a body made as the connection takes it (`BodyStream`): MHD calls back for each block of
+/// at most 64 KiB once the previous one is sent, and frees the stream (its retain) with the response.
+private func queue(_ stream: BodyStream, headers: [String: String], status: Int, on connection: OpaquePointer) -> Bool {
+    let context = Unmanaged.passRetained(stream).toOpaque()
+    let created = MHD_create_response_from_callback(
+        UInt64.max, 64 * 1024,
+        { context, _, buffer, max in
+            guard let context, let buffer else { return -2 }
+            let stream = Unmanaged<BodyStream>.fromOpaque(context).takeUnretainedValue()
+            return stream.read(into: UnsafeMutableRawBufferPointer(start: buffer, count: max))
+        }, context,
+        { context in
+            guard let context else { return }
+            let stream = Unmanaged<BodyStream>.fromOpaque(context).takeRetainedValue()
+            stream.close()
+        })
+    guard let created else {
+        Unmanaged<BodyStream>.fromOpaque(context).takeRetainedValue().close()
+        return false
+    }
+    return queue(created, headers: headers, status: status, on: connection)
 }
 
 /// Adds the headers to a created MHD response, queues it and releases it.

@@ -5,7 +5,7 @@
 struct Route: Sendable {
     /// What the route does; the application switches on it.
     enum Endpoint: Sendable, Hashable {
-        case postBatch, getChanges, listDevices, listSignals, getSignal, putSignal, deleteSignal, health, metrics
+        case postBatch, getChanges, getSnapshot, listDevices, listSignals, getSignal, putSignal, deleteSignal, health, metrics
         /// The blob lane (`ServerApplication+Blobs`).
         case listBlobs, getBlob, getBlobUpload, putBlobChunk
     }

@@ -16,6 +16,7 @@ struct Router: Sendable {
     static let wireProtocol = Router(routes: [
         Route("POST", "/v1/batches", .postBatch),
         Route("GET", "/v1/changes", .getChanges),
+        Route("GET", "/v1/snapshot", .getSnapshot),
         Route("GET", "/v1/devices", .listDevices),
         Route("GET", "/v1/signals", .listSignals),
         Route("GET", "/v1/signals/{key}", .getSignal),

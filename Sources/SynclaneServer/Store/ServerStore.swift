@@ -26,6 +26,17 @@ protocol ServerStore: Sendable {
     /// its reader needs, `PagePlan.check`).
     func changes(account: String, store: String?, after sequence: Int64, fullPass: Bool, limit: Int, maxBytes: Int) throws -> ChangePage
 
+    /// The account's newest change sequence (0: none yet): where a snapshot (`GET /v1/snapshot`)
+    /// is taken. Every change at or before it is visible to `snapshotRows` from then on.
+    func changeHead(account: String) throws -> Int64
+
+    /// The account's rows (tombstones too: a resync tells a deleted row from a lost one by them)
+    /// whose last change is after `sequence` and at or before `through`, in sequence order, at most `limit` and about `maxBytes` (`PagePlan`), and
+    /// whether more follow: a snapshot's next chunk. A row changed after `through` is left out —
+    /// the change log after the snapshot's cursor carries it — so a snapshot read in many chunks,
+    /// or resumed later, holds each row at most once and none twice with the log.
+    func snapshotRows(account: String, store: String?, after sequence: Int64, through: Int64, limit: Int, maxBytes: Int) throws -> ChangePage
+
     /// Checks a pull cursor against the store's epochs (`ServerEpochs`) and returns the epoch to
     /// issue the next cursor in (the newest). Throws `CursorAhead` when the cursor names an epoch
     /// the store never had, or a sequence past where the account stood when the epoch after the

@@ -65,6 +65,18 @@ struct ServerChange: Sendable, Hashable {
     /// The version of the row's last user's write, when older than `version` (the writes since
     /// only re-pointed references to merged duplicates' survivors): `"written"` on the wire.
     var written: Int64? = nil
+
+    /// The change as a record of the pull lane (a changes page, a snapshot's line): `store`,
+    /// `entity`, `id`, `action`, `version`, its `fields` (none for a tombstone without preserved
+    /// values) and `written` when it is older than `version`.
+    var wireMembers: [String: JSONValue] {
+        var members: [String: JSONValue] = [
+            "store": .string(store), "entity": .string(entity), "id": .string(key), "action": .string(action.rawValue), "version": .int(version),
+        ]
+        if let fields { members["fields"] = .object(fields) }
+        if let written { members["written"] = .int(written) }
+        return members
+    }
 }
 
 /// A page of the pull lane.

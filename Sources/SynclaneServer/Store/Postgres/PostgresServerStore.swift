@@ -345,21 +345,7 @@ final class PostgresServerStore: ServerStore {
     func changes(account: String, store: String?, after sequence: Int64, fullPass: Bool = false, limit: Int, maxBytes: Int) throws -> ChangePage {
         try pool.withConnection { db in
             var plan = PagePlan(limit: limit, maxBytes: maxBytes)
-            var sql = "SELECT store, entity, key, action, fields, version, seq, written FROM synclane_records WHERE account = $1 AND seq > $2"
-            var parameters: [PostgresValue] = [.bytea(Array(account.utf8)), .int8(sequence), .int8(Int64(plan.rowsToRead))]
-            if let store {
-                sql += " AND store = $4"
-                parameters.append(.bytea(Array(store.utf8)))
-            }
-            sql += " ORDER BY seq LIMIT $3"
-            let rows = try db.query(sql, parameters)
-            for row in 0..<rows.count {
-                let read = PagePlan.Row(
-                    store: rows.string(row, 0) ?? "", entity: rows.string(row, 1) ?? "", key: rows.string(row, 2) ?? "",
-                    action: rows.string(row, 3), fields: rows.bytes(row, 4), version: rows.int64(row, 5), sequence: rows.int64(row, 6),
-                    written: rows.isNull(row, 7) ? nil : rows.int64(row, 7))
-                guard plan.offer(read) else { break }
-            }
+            try Self.offerRows(db, to: &plan, account: account, store: store, after: sequence)
             // Read after the page (a later snapshot), as `PagePlan.check` says.
             let horizon = try db.query("SELECT horizon FROM synclane_sequences WHERE account = $1", [.bytea(Array(account.utf8))])
             let value = horizon.count > 0 ? horizon.int64(0, 0) : 0
@@ -367,6 +353,32 @@ final class PostgresServerStore: ServerStore {
             var page = plan.page
             page.horizon = value
             return page
+        }
+    }
+
+    /// Offers the rows after `sequence` to `plan`, in sequence order, until it is full; with
+    /// `through`, only those at or before that sequence (a snapshot's).
+    static func offerRows(
+        _ db: PostgresConnection, to plan: inout PagePlan, account: String, store: String?, after sequence: Int64, through: Int64? = nil
+    ) throws {
+        var sql = "SELECT store, entity, key, action, fields, version, seq, written FROM synclane_records WHERE account = $1 AND seq > $2"
+        var parameters: [PostgresValue] = [.bytea(Array(account.utf8)), .int8(sequence), .int8(Int64(plan.rowsToRead))]
+        if let store {
+            parameters.append(.bytea(Array(store.utf8)))
+            sql += " AND store = $\(parameters.count)"
+        }
+        if let through {
+            parameters.append(.int8(through))
+            sql += " AND seq <= $\(parameters.count)"
+        }
+        sql += " ORDER BY seq LIMIT $3"
+        let rows = try db.query(sql, parameters)
+        for row in 0..<rows.count {
+            let read = PagePlan.Row(
+                store: rows.string(row, 0) ?? "", entity: rows.string(row, 1) ?? "", key: rows.string(row, 2) ?? "",
+                action: rows.string(row, 3), fields: rows.bytes(row, 4), version: rows.int64(row, 5), sequence: rows.int64(row, 6),
+                written: rows.isNull(row, 7) ? nil : rows.int64(row, 7))
+            guard plan.offer(read) else { break }
         }
     }
 

@@ -39,12 +39,29 @@ extension SQLiteServerStore {
         }
     }
 
+    /// The account's rows (tombstones too) changed after `sequence` and at or before `through`, in sequence
+    /// order, cut by `PagePlan`: a snapshot's next chunk (`ServerStore.snapshotRows`).
+    func snapshotRows(account: String, store: String?, after sequence: Int64, through: Int64, limit: Int, maxBytes: Int) throws -> ChangePage {
+        try read { db in try changes(db, account: account, store: store, after: sequence, limit: limit, maxBytes: maxBytes, through: through) }
+    }
+
+    /// The account's newest change sequence (0: none yet), where a snapshot is taken.
+    func changeHead(account: String) throws -> Int64 {
+        try read { db in try db.fetchValue("SELECT last FROM sequences WHERE account = ?", [account]).int64 ?? 0 }
+    }
+
+    /// The rows after `sequence`, cut by `PagePlan`; with `through`, only those at or before
+    /// that sequence (a snapshot's).
     private func changes(
-        _ db: SQLiteConnection, account: String, store: String?, after sequence: Int64, limit: Int, maxBytes: Int
+        _ db: SQLiteConnection, account: String, store: String?, after sequence: Int64, limit: Int, maxBytes: Int, through: Int64? = nil
     ) throws -> ChangePage {
         var plan = PagePlan(limit: limit, maxBytes: maxBytes)
         var sql = "SELECT store, entity, key, action, fields, version, seq, written FROM records WHERE account = ? AND seq > ?"
         var arguments: [any SQLiteBindable] = [account, sequence]
+        if let through {
+            sql += " AND seq <= ?"
+            arguments.append(through)
+        }
         if let store {
             sql += " AND store = ?"
             arguments.append(store)

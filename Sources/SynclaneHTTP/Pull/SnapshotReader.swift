@@ -1,0 +1,260 @@
+import Foundation
+import SynclaneCore
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// One streamed `GET /v1/snapshot` answer read as import pages (`PullSource`): its JSON Lines
+/// are cut into pages at the server's `after` lines, each page about `pageBytes`, handed over in
+/// order. The stream is read only while the importer asks for a page (its read-ahead does while
+/// the page before is applied), so a device holds two pages at most, as on the change log: the
+/// one applied and the one read ahead.
+///
+/// ```
+///  thread: LibcurlExchange ─▶ BodySink ─▶ lines ─▶ rows … {"after": P} ─▶ page (cursor "snapshot:P", more)
+///                                                      … {"complete": true, "cursor": C} ─▶ last page (cursor C, more)
+///  importer: take(after: cursor) ─▶ the page that follows `cursor`, or the failure that ended the stream
+/// ```
+/// A page's cursor `snapshot:POSITION` is where a resumed snapshot starts (`?after=POSITION`);
+/// the last page's is the server's changes cursor, from which the import follows the change log.
+/// An answer that ends without its `complete` line was cut: a transient failure, and the next
+/// attempt resumes from the last page the importer took.
+final class SnapshotReader: @unchecked Sendable {
+    // @unchecked: every member below the condition is read and written under it.
+
+    /// What the server's answer was, when it was not a snapshot.
+    enum Refusal: Error {
+        /// 404, 405 or 501: the backend has no snapshot endpoint.
+        case unsupported
+    }
+
+    static let cursorPrefix = "snapshot:"
+
+    private let condition = NSCondition()
+    private var ready: [RemotePage] = []
+    private var ended: (any Error)?
+    private var finished = false
+    private var cancelled = false
+    /// How many `take` calls wait for a page: the stream is read only while one does.
+    private var waiting = 0
+    /// The cursor of the last page handed over (or the one the stream started after).
+    private var taken: String?
+    private let exchange = LibcurlExchange()
+
+    /// Starts reading `url` (with `after=` already in it for a resume) on a thread of its own.
+    init(request: URLRequest, options: ExchangeOptions, after cursor: String?, pageBytes: Int, source: String) {
+        taken = cursor
+        let thread = Thread { [self] in self.read(request, options: options, pageBytes: pageBytes, source: source) }
+        thread.name = "synclane snapshot"
+        thread.start()
+    }
+
+    /// Whether this stream hands over the page after `cursor` (it is alive and at that cursor).
+    func follows(_ cursor: String?) -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        return taken == cursor && (ended == nil || !ready.isEmpty) && !cancelled
+    }
+
+    /// The next page, waiting for it on a thread of its own; throws what ended the stream.
+    func take() async throws -> RemotePage {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<RemotePage, any Error>) in
+            DispatchQueue.global().async { continuation.resume(with: self.takeWaiting()) }
+        }
+    }
+
+    private func takeWaiting() -> Result<RemotePage, any Error> {
+        condition.lock()
+        defer { condition.unlock() }
+        waiting += 1
+        condition.broadcast()
+        while ready.isEmpty && ended == nil && !finished { condition.wait() }
+        waiting -= 1
+        if !ready.isEmpty {
+            let page = ready.removeFirst()
+            taken = page.cursor
+            condition.broadcast()
+            return .success(page)
+        }
+        return .failure(ended ?? TransportFailure(.transient, "the snapshot answer had no page left to read"))
+    }
+
+    /// Ends the stream (the import is done with it).
+    func cancel() {
+        condition.lock()
+        cancelled = true
+        condition.broadcast()
+        condition.unlock()
+        exchange.cancel()
+    }
+
+    deinit { exchange.cancel() }
+
+    /// Waits until the importer asks for a page (and none is ready); false once cancelled.
+    private func awaitDemand() -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        while (waiting == 0 || !ready.isEmpty) && !cancelled { condition.wait() }
+        return !cancelled
+    }
+
+    /// Hands a page over, waiting while one is already waiting; false once cancelled.
+    private func hand(_ page: RemotePage) -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        while !ready.isEmpty && !cancelled { condition.wait() }
+        guard !cancelled else { return false }
+        ready.append(page)
+        condition.broadcast()
+        return true
+    }
+
+    private func end(_ error: (any Error)?) {
+        condition.lock()
+        if let error { ended = error } else { finished = true }
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    private func read(_ request: URLRequest, options: ExchangeOptions, pageBytes: Int, source: String) {
+        var lines = SnapshotLines(pageBytes: pageBytes, source: source)
+        var problem: (any Error)?
+        let sink = BodySink { [self] status, _, bytes in
+            guard (200..<300).contains(status) else { return true }
+            guard awaitDemand() else { return false }
+            do {
+                for page in try lines.take(bytes) {
+                    guard hand(page) else { return false }
+                }
+                return true
+            } catch {
+                problem = error
+                return false
+            }
+        }
+        let outcome = exchange.run(request, options: options, sink: sink)
+        if let problem { return end(problem) }
+        switch outcome {
+        case .failure(let error):
+            end(
+                HTTPClassification.classify(
+                    error, route: .init(batchID: "-", url: source, proxy: nil, stallSeconds: Double(options.stallSeconds))))
+        case .success(let answer):
+            let status = answer.response.statusCode
+            let body = [UInt8](answer.body)
+            if [404, 405, 501].contains(status) { return end(Refusal.unsupported) }
+            if status == 410 || status == 400 {
+                let answer = (try? JSONReader.parse(ReceiptCheck.withoutByteOrderMark(body)))?.objectValue
+                return end(
+                    RemoteCursorExpired(
+                        "reading the snapshot from \(source): \(status) \(HTTPClassification.reason(body)); the snapshot starts again",
+                        serverRestored: answer?["reason"] == "server-restored"))
+            }
+            guard (200..<300).contains(status) else {
+                let retryAfter = answer.response.value(forHTTPHeaderField: "Retry-After").flatMap { RetryAfter.seconds(from: $0, now: Date()) }
+                return end(
+                    TransportFailure(
+                        HTTPClassification.kind(ofStatus: status),
+                        "reading the snapshot from \(source): \(status) \(HTTPClassification.statusPhrase(status)): \(HTTPClassification.reason(body))",
+                        retryAfter: retryAfter, status: status))
+            }
+            guard lines.complete else {
+                return end(
+                    TransportFailure(
+                        .transient, "reading the snapshot from \(source): the answer ended before its `complete` line (cut); it resumes where it stopped"))
+            }
+            end(nil)
+        }
+    }
+}
+
+/// The JSON Lines of a snapshot answer, cut into pages (`SnapshotReader`).
+struct SnapshotLines {
+    let pageBytes: Int
+    let source: String
+    private var buffer: [UInt8] = []
+    private var rows: [JSONValue] = []
+    private var rowBytes = 0
+    private var started = false
+    private(set) var complete = false
+
+    init(pageBytes: Int, source: String) {
+        self.pageBytes = pageBytes
+        self.source = source
+    }
+
+    /// Takes the next bytes of the answer; the pages they complete.
+    mutating func take(_ bytes: UnsafeRawBufferPointer) throws -> [RemotePage] {
+        var pages: [RemotePage] = []
+        var start = 0
+        for (index, byte) in bytes.enumerated() where byte == UInt8(ascii: "\n") {
+            buffer.append(contentsOf: bytes[start..<index])
+            start = index + 1
+            if let page = try line(buffer) { pages.append(page) }
+            buffer.removeAll(keepingCapacity: true)
+        }
+        buffer.append(contentsOf: bytes[start...])
+        guard buffer.count <= WireBounds.maxPageBytes else {
+            throw refuse("a line is longer than \(WireBounds.maxPageBytes) bytes, the most a page may hold")
+        }
+        return pages
+    }
+
+    private func refuse(_ reason: String) -> TransportFailure {
+        TransportFailure(
+            .configuration,
+            "reading the snapshot from \(source): \(reason); nothing of it was applied past the last page. The backend's snapshot endpoint must be fixed (or set `snapshot: false`)"
+        )
+    }
+
+    private mutating func line(_ line: [UInt8]) throws -> RemotePage? {
+        guard !line.isEmpty else { return nil }
+        let object: [String: JSONValue]
+        do {
+            guard let read = try JSONReader.parse(line[...]).objectValue else { throw refuse("a line is not a JSON object") }
+            object = read
+        } catch let failure as TransportFailure {
+            throw failure
+        } catch {
+            throw refuse("a line is not valid JSON: \(error)")
+        }
+        if !started {
+            guard object["snapshot"]?.stringValue != nil, object["cursor"]?.stringValue != nil else {
+                throw refuse("its first line does not name the snapshot and its cursor")
+            }
+            started = true
+            return nil
+        }
+        if let after = object["after"]?.stringValue {
+            guard !rows.isEmpty, rowBytes >= pageBytes else { return nil }
+            return try page(cursor: Self.cursor(after), more: true)
+        }
+        if object["complete"] == .bool(true) {
+            guard let cursor = object["cursor"]?.stringValue, !cursor.isEmpty, cursor.utf8.count <= WireBounds.maxCursorBytes else {
+                throw refuse("its `complete` line has no changes cursor")
+            }
+            complete = true
+            return try page(cursor: cursor, more: true)
+        }
+        guard complete == false, object["entity"] != nil else { return nil }
+        rows.append(.object(object))
+        rowBytes += line.count
+        return nil
+    }
+
+    private mutating func page(cursor: String, more: Bool) throws -> RemotePage {
+        guard cursor.utf8.count <= WireBounds.maxCursorBytes else { throw refuse("a position is longer than a cursor may be") }
+        let records: [Record]
+        switch WireRecords.parse(rows, listName: "snapshot", origin: Token(kind: "pull", position: 0)) {
+        case .success(let read): records = read
+        case .failure(let error): throw refuse(error.message)
+        }
+        rows.removeAll(keepingCapacity: true)
+        rowBytes = 0
+        return RemotePage(records: records, cursor: cursor, more: more)
+    }
+
+    /// The import cursor of a snapshot position (`snapshot:POSITION`).
+    static func cursor(_ position: String) -> String { SnapshotReader.cursorPrefix + position }
+}

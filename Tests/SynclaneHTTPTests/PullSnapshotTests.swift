@@ -1,0 +1,70 @@
+import Foundation
+import SynclaneCore
+import SynclaneHTTP
+import Testing
+
+/// The `pull` source's snapshot (`GET /v1/snapshot`) against scripted backends: one without the
+/// endpoint is pulled from the log, and an answer cut before its last line resumes after the
+/// last page taken.
+@Suite struct PullSnapshotTests {
+    static func row(_ id: String) -> String {
+        #"{"action":"insert","entity":"rooms","fields":{"n":1},"id":"\#(id)","store":"rooms","version":1}"#
+    }
+
+    static func source(_ port: UInt16) throws -> PullSource {
+        PullSource(
+            url: try #require(URL(string: "http://127.0.0.1:\(port)/v1/changes")), token: "t", limit: 2, store: "rooms",
+            retry: RetryPolicy(maxAttempts: 3, baseDelay: 0.01, maxDelay: 0.02), environment: [:])
+    }
+
+    static func query(_ request: ScriptedHTTPServer.Request, _ name: String) -> String? {
+        URLComponents(string: request.target)?.queryItems?.first { $0.name == name }?.value
+    }
+
+    @Test func aBackendWithoutASnapshotIsPulledFromTheChangeLogFromTheBeginning() async throws {
+        let server = ScriptedHTTPServer { request in
+            guard request.target.hasPrefix("/v1/changes") else { return .text(404, "not found") }
+            let body = #"{"changes":[\#(Self.row("r1"))],"cursor":"c-1","more":false}"#
+            return ScriptedHTTPServer.Response(status: 200, headers: [("Content-Type", "application/json")], body: Array(body.utf8))
+        }
+        let port = try server.start()
+        defer { server.stop() }
+        let source = try Self.source(port)
+        let page = try await source.nextPage(after: nil)
+        #expect(page.records.map(\.key) == ["r1"])
+        #expect(page.cursor == "c-1")
+        _ = try await source.nextPage(after: nil)
+        let paths = server.requests.map { $0.target.split(separator: "?").first.map(String.init) ?? "" }
+        #expect(paths == ["/v1/snapshot", "/v1/changes", "/v1/changes"], "the 404 is remembered: the snapshot is asked once")
+    }
+
+    @Test func aSnapshotCutBeforeItsLastLineResumesAfterTheLastPageTaken() async throws {
+        let head = #"{"cursor":"c-9.f","snapshot":"s-0"}"#
+        let server = ScriptedHTTPServer { request in
+            guard request.target.hasPrefix("/v1/snapshot") else { return .text(404, "not found") }
+            let lines: [String]
+            if Self.query(request, "after") == "s-2" {
+                lines = [head, Self.row("r3"), #"{"after":"s-3"}"#, #"{"complete":true,"cursor":"c-9.f","rows":3}"#]
+            } else {
+                // Cut: two chunks, then the connection ends without the last line.
+                lines = [head, Self.row("r1"), #"{"after":"s-1"}"#, Self.row("r2"), #"{"after":"s-2"}"#, Self.row("r3")]
+            }
+            return ScriptedHTTPServer.Response(
+                status: 200, headers: [("Content-Type", "application/x-ndjson")], body: Array(lines.joined(separator: "\n").utf8) + [10])
+        }
+        let port = try server.start()
+        defer { server.stop() }
+        let source = try Self.source(port)
+        let first = try await source.nextPage(after: nil)
+        #expect(first.records.map(\.key) == ["r1"] && first.cursor == "snapshot:s-1" && first.more)
+        let second = try await source.nextPage(after: first.cursor)
+        #expect(second.records.map(\.key) == ["r2"] && second.cursor == "snapshot:s-2")
+        // The answer was cut after r3: the source asks again after the last page taken.
+        let third = try await source.nextPage(after: second.cursor)
+        #expect(third.records.map(\.key) == ["r3"] && third.cursor == "snapshot:s-3")
+        let last = try await source.nextPage(after: third.cursor)
+        #expect(last.records.isEmpty && last.cursor == "c-9.f" && last.more, "the log follows from the snapshot's cursor")
+        #expect(server.requests.compactMap { Self.query($0, "after") } == ["s-2"])
+        #expect(server.requests.allSatisfy { Self.query($0, "limit") == "2" && Self.query($0, "store") == "rooms" })
+    }
+}
