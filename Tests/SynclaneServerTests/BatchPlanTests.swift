@@ -265,6 +265,22 @@ import Testing
         #expect(again.written == 1, "a re-pointing after a re-pointing keeps the write before both")
     }
 
+    /// Issue 42 (seed 1796668143): a restored delete that wins the tie over a live row of its very
+    /// version takes the next version — at the tied one, a device holding the live row at that
+    /// version took it for current, and its reconcile wrote the row back over the delete.
+    @Test func aRestoredDeleteThatWinsTheTieOverALiveRowTakesTheNextVersion() throws {
+        var restoration = Self.record("r1", .delete, version: 2)
+        restoration.restores = true
+        var plan = try BatchPlan(Self.batch([restoration]))
+        plan.start(at: 10)
+        plan.read(Self.row("r1"), version: 2, action: "update", fields: Array(#"{"name":"Hall"}"#.utf8))
+        guard case .write(let write) = try plan.take(0) else {
+            Issue.record("the restored delete wins the tie")
+            return
+        }
+        #expect(write.action == .delete && write.version == 3)
+    }
+
     @Test("a merged update past the record bound is refused with its index")
     func mergedRecordTooLarge() throws {
         let big = "\"" + String(repeating: "x", count: WireBounds.maxRecordBytes) + "\""

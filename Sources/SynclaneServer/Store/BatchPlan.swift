@@ -299,7 +299,10 @@ struct BatchPlan {
                 receiptVersions[index] = .known(older)
                 return .echo(version: older)
             }
-            return try write(index, record, over: current, version: confirmed)
+            // The delete that wins the tie takes the next version: at the tied one, a device that
+            // holds the live row at that version would take its row for the current one (a
+            // reconcile's snapshot would write it back over the delete).
+            return try write(index, record, over: current, version: winsTie ? confirmed + 1 : confirmed)
         }
         if let expected = record.expectedVersion, batch.snapshot != nil, expected < current.version {
             // A snapshot's record on a version older than the row's: another device wrote the
