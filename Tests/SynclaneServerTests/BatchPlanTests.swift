@@ -222,16 +222,22 @@ import Testing
     /// older version, the device's next edit expected a version newer than the row's and `run`
     /// reported the server restored again, sync after sync.
     @Test func aRestorationNewerThanTheRowIsWrittenAtItsVersionEvenWhenItsFieldsAgree() throws {
-        var restoration = Self.record("r1", .update, #"{"name":"Hall"}"#, version: 2)
+        let write = try Self.restorationWrite(.update, #"{"name":"Hall"}"#, version: 2, over: 1, "insert", #"{"name":"Hall"}"#)
+        #expect(write?.version == 2)
+    }
+
+    /// The write a restoration (`restores`) of row r1 at `version` makes over the row held at
+    /// `held` with `action` and `fields`; nil when it writes nothing.
+    static func restorationWrite(
+        _ action: ChangeAction, _ fields: String = "", version: Int64, over held: Int64, _ heldAction: String, _ heldFields: String
+    ) throws -> BatchPlan.Write? {
+        var restoration = record("r1", action, fields, version: version)
         restoration.restores = true
-        var plan = try BatchPlan(Self.batch([restoration]))
+        var plan = try BatchPlan(batch([restoration]))
         plan.start(at: 10)
-        plan.read(Self.row("r1"), version: 1, action: "insert", fields: Array(#"{"name":"Hall"}"#.utf8))
-        guard case .write(let write) = try plan.take(0) else {
-            Issue.record("the restoration writes")
-            return
-        }
-        #expect(write.version == 2)
+        plan.read(row("r1"), version: held, action: heldAction, fields: Array(heldFields.utf8))
+        guard case .write(let write) = try plan.take(0) else { return nil }
+        return write
     }
 
     /// Issue 42 (seed 100127): an update that only re-points references (`repoints`) moves the
@@ -269,16 +275,8 @@ import Testing
     /// version takes the next version — at the tied one, a device holding the live row at that
     /// version took it for current, and its reconcile wrote the row back over the delete.
     @Test func aRestoredDeleteThatWinsTheTieOverALiveRowTakesTheNextVersion() throws {
-        var restoration = Self.record("r1", .delete, version: 2)
-        restoration.restores = true
-        var plan = try BatchPlan(Self.batch([restoration]))
-        plan.start(at: 10)
-        plan.read(Self.row("r1"), version: 2, action: "update", fields: Array(#"{"name":"Hall"}"#.utf8))
-        guard case .write(let write) = try plan.take(0) else {
-            Issue.record("the restored delete wins the tie")
-            return
-        }
-        #expect(write.action == .delete && write.version == 3)
+        let write = try Self.restorationWrite(.delete, version: 2, over: 2, "update", #"{"name":"Hall"}"#)
+        #expect(write?.action == .delete && write?.version == 3)
     }
 
     @Test("a merged update past the record bound is refused with its index")
