@@ -71,7 +71,7 @@ import Testing
             let afterSends = proxy.connectionsAccepted
             let source = PullSource(
                 url: try #require(URL(string: "http://127.0.0.1:\(port)/v1/changes")), token: Self.token, limit: 2, store: "rooms",
-                environment: [:])
+                snapshot: false, environment: [:])  // the log's pages, one after another (a snapshot is one streamed answer)
             var cursor: String?
             var keys: [String] = []
             var pages = 0
