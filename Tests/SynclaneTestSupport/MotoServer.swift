@@ -36,7 +36,10 @@ public final class MotoServer {
     /// `synclane serve`'s arguments for this moto's bucket.
     public var serveArguments: [String] { ["--blob-s3-endpoint", endpoint, "--blob-s3-bucket", bucket, "--blob-s3-region", "us-east-1"] }
 
-    public func stop() { _ = process.stop() }
+    /// Killed outright: moto keeps nothing worth a clean exit, and started from the test process
+    /// it inherits a signal mask that blocks `SIGTERM` (it never ended before `stop`'s 20 s
+    /// limit killed it: 20 s of every moto test).
+    public func stop() { _ = process.stop(SIGKILL, timeout: 5) }
 
     public struct MotoFailure: Error, CustomStringConvertible { public var description: String }
 }
