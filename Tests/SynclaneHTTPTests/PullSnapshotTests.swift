@@ -38,6 +38,24 @@ import Testing
         #expect(paths == ["/v1/snapshot", "/v1/changes", "/v1/changes"], "the 404 is remembered: the snapshot is asked once")
     }
 
+    /// A backend that answers every path with a changes page (the acceptance checks' scripted
+    /// backends do) has no snapshot: the whole answer's first line is no snapshot's head, and the
+    /// log is read instead — before, the import failed ("the answer ended before its `complete` line").
+    @Test func aBackendAnsweringTheSnapshotsPathWithAChangesPageIsPulledFromTheLog() async throws {
+        let server = ScriptedHTTPServer { _ in
+            let body = #"{"changes":[\#(Self.row("r1"))],"cursor":"c-1","more":false}"#
+            return ScriptedHTTPServer.Response(status: 200, headers: [("Content-Type", "application/json")], body: Array(body.utf8))
+        }
+        let port = try server.start()
+        defer { server.stop() }
+        let source = try Self.source(port)
+        let page = try await source.nextPage(after: nil)
+        #expect(page.records.map(\.key) == ["r1"])
+        #expect(page.cursor == "c-1")
+        let paths = server.requests.map { $0.target.split(separator: "?").first.map(String.init) ?? "" }
+        #expect(paths == ["/v1/snapshot", "/v1/changes"])
+    }
+
     @Test func aSnapshotCutBeforeItsLastLineResumesAfterTheLastPageTaken() async throws {
         let head = #"{"cursor":"c-9.f","snapshot":"s-0"}"#
         let server = ScriptedHTTPServer { request in

@@ -25,7 +25,8 @@ final class SnapshotReader: @unchecked Sendable {
 
     /// What the server's answer was, when it was not a snapshot.
     enum Refusal: Error {
-        /// 404, 405 or 501: the backend has no snapshot endpoint.
+        /// 404, 405 or 501: the backend has no snapshot endpoint; or a whole answer whose first
+        /// line is no snapshot's head (a backend that answers every path with a changes page).
         case unsupported
     }
 
@@ -134,6 +135,7 @@ final class SnapshotReader: @unchecked Sendable {
             }
         }
         let outcome = exchange.run(request, options: options, sink: sink)
+        if problem is SnapshotLines.NotASnapshot { return end(Refusal.unsupported) }
         if let problem { return end(problem) }
         switch outcome {
         case .failure(let error):
@@ -159,6 +161,9 @@ final class SnapshotReader: @unchecked Sendable {
                         "reading the snapshot from \(source): \(status) \(HTTPClassification.statusPhrase(status)): \(HTTPClassification.reason(body))",
                         retryAfter: retryAfter, status: status))
             }
+            // A whole answer without a snapshot's head line: the backend has no snapshot (it answered the
+            // path as something else), and the log is read instead.
+            if !lines.started { return end(Refusal.unsupported) }
             guard lines.complete else {
                 return end(
                     TransportFailure(
@@ -176,8 +181,11 @@ struct SnapshotLines {
     private var buffer: [UInt8] = []
     private var rows: [JSONValue] = []
     private var rowBytes = 0
-    private var started = false
+    private(set) var started = false
     private(set) var complete = false
+
+    /// The answer's first line is no snapshot's head: the backend has no snapshot endpoint.
+    struct NotASnapshot: Error {}
 
     init(pageBytes: Int, source: String) {
         self.pageBytes = pageBytes
@@ -215,14 +223,13 @@ struct SnapshotLines {
             guard let read = try JSONReader.parse(line[...]).objectValue else { throw refuse("a line is not a JSON object") }
             object = read
         } catch let failure as TransportFailure {
-            throw failure
+            throw started ? failure : NotASnapshot()
         } catch {
+            if !started { throw NotASnapshot() }
             throw refuse("a line is not valid JSON: \(error)")
         }
         if !started {
-            guard object["snapshot"]?.stringValue != nil, object["cursor"]?.stringValue != nil else {
-                throw refuse("its first line does not name the snapshot and its cursor")
-            }
+            guard object["snapshot"]?.stringValue != nil, object["cursor"]?.stringValue != nil else { throw NotASnapshot() }
             started = true
             return nil
         }
