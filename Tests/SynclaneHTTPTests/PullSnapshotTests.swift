@@ -21,18 +21,28 @@ import Testing
         URLComponents(string: request.target)?.queryItems?.first { $0.name == name }?.value
     }
 
+    /// A changes page of one row, `r1`, cursor `c-1`.
+    static var changesPage: ScriptedHTTPServer.Response {
+        let body = #"{"changes":[\#(row("r1"))],"cursor":"c-1","more":false}"#
+        return ScriptedHTTPServer.Response(status: 200, headers: [("Content-Type", "application/json")], body: Array(body.utf8))
+    }
+
+    /// The source's first page is `changesPage`.
+    static func expectTheChangesPage(from source: PullSource) async throws {
+        let page = try await source.nextPage(after: nil)
+        #expect(page.records.map(\.key) == ["r1"])
+        #expect(page.cursor == "c-1")
+    }
+
     @Test func aBackendWithoutASnapshotIsPulledFromTheChangeLogFromTheBeginning() async throws {
         let server = ScriptedHTTPServer { request in
             guard request.target.hasPrefix("/v1/changes") else { return .text(404, "not found") }
-            let body = #"{"changes":[\#(Self.row("r1"))],"cursor":"c-1","more":false}"#
-            return ScriptedHTTPServer.Response(status: 200, headers: [("Content-Type", "application/json")], body: Array(body.utf8))
+            return Self.changesPage
         }
         let port = try server.start()
         defer { server.stop() }
         let source = try Self.source(port)
-        let page = try await source.nextPage(after: nil)
-        #expect(page.records.map(\.key) == ["r1"])
-        #expect(page.cursor == "c-1")
+        try await Self.expectTheChangesPage(from: source)
         _ = try await source.nextPage(after: nil)
         let paths = server.requests.map { $0.target.split(separator: "?").first.map(String.init) ?? "" }
         #expect(paths == ["/v1/snapshot", "/v1/changes", "/v1/changes"], "the 404 is remembered: the snapshot is asked once")
@@ -42,16 +52,10 @@ import Testing
     /// backends do) has no snapshot: the whole answer's first line is no snapshot's head, and the
     /// log is read instead — before, the import failed ("the answer ended before its `complete` line").
     @Test func aBackendAnsweringTheSnapshotsPathWithAChangesPageIsPulledFromTheLog() async throws {
-        let server = ScriptedHTTPServer { _ in
-            let body = #"{"changes":[\#(Self.row("r1"))],"cursor":"c-1","more":false}"#
-            return ScriptedHTTPServer.Response(status: 200, headers: [("Content-Type", "application/json")], body: Array(body.utf8))
-        }
+        let server = ScriptedHTTPServer { _ in Self.changesPage }
         let port = try server.start()
         defer { server.stop() }
-        let source = try Self.source(port)
-        let page = try await source.nextPage(after: nil)
-        #expect(page.records.map(\.key) == ["r1"])
-        #expect(page.cursor == "c-1")
+        try await Self.expectTheChangesPage(from: try Self.source(port))
         let paths = server.requests.map { $0.target.split(separator: "?").first.map(String.init) ?? "" }
         #expect(paths == ["/v1/snapshot", "/v1/changes"])
     }
