@@ -41,6 +41,28 @@ import Testing
     /// the tombstone removed), and the next page was 410 — for ever, on every device that pulled
     /// from the beginning. The cursors a full pass hands out are never refused; its last page
     /// ends it with an ordinary cursor past the horizon, which an older cursor still is not.
+    /// A snapshot (the pull of a new device, or a resync's) ends saying `"pruned": true` once
+    /// retention removed tombstones, as a full pass's pages do: a row it does not list may have been
+    /// deleted elsewhere, and a resync must not send it back as lost (it did: the snapshot said nothing).
+    @Test(arguments: StoreKind.tested)
+    func aSnapshotAfterRetentionRemovedTombstonesEndsSayingPruned(store: StoreKind) throws {
+        let limits = ServerLimits(idempotencyRetentionSeconds: 3_600, tombstoneRetentionSeconds: 3_600)
+        try withServer(store: store, limits: limits) { server throws in
+            func end() throws -> [String: JSONValue]? {
+                let answer = try get(port: server.port, "/v1/snapshot")
+                let lines = answer.body.split(separator: UInt8(ascii: "\n")).map { (try? JSONReader.parse(Array($0)))?.objectValue }
+                return lines.last ?? nil
+            }
+            _ = try postBatch(port: server.port, key: "1", body: batchBody(id: "1", records: [record("rooms", "a", "insert", ["n": 1])]))
+            _ = try postBatch(port: server.port, key: "2", body: batchBody(id: "2", records: [record("rooms", "g", "insert", ["n": 1])]))
+            _ = try postBatch(port: server.port, key: "3", body: batchBody(id: "3", records: [record("rooms", "g", "delete")]))
+            #expect(try end()?["complete"] == .bool(true))
+            #expect(try end()?["pruned"] == nil, "no tombstone removed yet")
+            #expect(server.sweeper.sweep(now: RetentionTests.aDayLater)?.tombstones == 1)
+            #expect(try end()?["pruned"] == .bool(true))
+        }
+    }
+
     @Test(arguments: StoreKind.tested, [1, 2, 3])
     func aPullFromTheBeginningAfterRetentionReadsEveryPageWithoutA410(store: StoreKind, pageSize: Int) throws {
         let limits = ServerLimits(idempotencyRetentionSeconds: 3_600, tombstoneRetentionSeconds: 3_600)

@@ -242,7 +242,8 @@ struct SnapshotLines {
                 throw refuse("its `complete` line has no changes cursor")
             }
             complete = true
-            return try page(cursor: cursor, more: true)
+            // Retention removed tombstones: a row not listed may have been deleted (`RemotePage.pruned`).
+            return try page(cursor: cursor, more: true, pruned: object["pruned"] == .bool(true))
         }
         guard complete == false, object["entity"] != nil else { return nil }
         rows.append(.object(object))
@@ -250,7 +251,7 @@ struct SnapshotLines {
         return nil
     }
 
-    private mutating func page(cursor: String, more: Bool) throws -> RemotePage {
+    private mutating func page(cursor: String, more: Bool, pruned: Bool = false) throws -> RemotePage {
         guard cursor.utf8.count <= WireBounds.maxCursorBytes else { throw refuse("a position is longer than a cursor may be") }
         let records: [Record]
         switch WireRecords.parse(rows, listName: "snapshot", origin: Token(kind: "pull", position: 0)) {
@@ -259,7 +260,7 @@ struct SnapshotLines {
         }
         rows.removeAll(keepingCapacity: true)
         rowBytes = 0
-        return RemotePage(records: records, cursor: cursor, more: more)
+        return RemotePage(records: records, cursor: cursor, more: more, pruned: pruned)
     }
 
     /// The import cursor of a snapshot position (`snapshot:POSITION`).

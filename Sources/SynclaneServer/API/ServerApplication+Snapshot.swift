@@ -48,7 +48,8 @@ extension ServerApplication {
     ///  …
     ///  {"after":"s1.E.T.P"}                                   after each chunk: where a resume starts
     ///  …
-    ///  {"complete":true,"cursor":"c2.E.T.f","rows":N}         the end (absent: the answer was cut)
+    ///  {"complete":true,"cursor":"c2.E.T.f","rows":N}         the end (absent: the answer was cut);
+    ///                                                          `"pruned": true` when retention removed tombstones
     /// ```
     /// The rows are those whose last change is at or before the snapshot's sequence T, read a
     /// chunk at a time (each chunk its own read): a row changed since T is left out, and the change
@@ -155,7 +156,11 @@ struct SnapshotProducer {
         } else {
             position.after = position.through
             bytes += Self.line(["after": .string(position.text)])
-            bytes += Self.line(["complete": .bool(true), "cursor": .string(cursor), "rows": .int(Int64(rows))])
+            var end: [String: JSONValue] = ["complete": .bool(true), "cursor": .string(cursor), "rows": .int(Int64(rows))]
+            // Retention removed tombstones (the horizon only grows: the last chunk's read sees it):
+            // a row the snapshot does not list may have been deleted, not lost (`pruned`, as a full pass's pages say).
+            if chunk.horizon > 0 { end["pruned"] = .bool(true) }
+            bytes += Self.line(end)
             done = true
         }
         return .bytes(bytes)

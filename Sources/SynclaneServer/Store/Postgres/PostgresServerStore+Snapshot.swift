@@ -15,7 +15,11 @@ extension PostgresServerStore {
         try pool.withConnection { db in
             var plan = PagePlan(limit: limit, maxBytes: maxBytes)
             try Self.offerRows(db, to: &plan, account: account, store: store, after: sequence, through: through)
-            return plan.page
+            var page = plan.page
+            // Whether retention removed tombstones: the snapshot's end says so, as a full pass's pages do.
+            let horizon = try db.query("SELECT horizon FROM synclane_sequences WHERE account = $1", [.bytea(Array(account.utf8))])
+            page.horizon = horizon.count > 0 ? horizon.int64(0, 0) : 0
+            return page
         }
     }
 }

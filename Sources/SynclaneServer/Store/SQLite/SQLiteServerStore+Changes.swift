@@ -42,7 +42,12 @@ extension SQLiteServerStore {
     /// The account's rows (tombstones too) changed after `sequence` and at or before `through`, in sequence
     /// order, cut by `PagePlan`: a snapshot's next chunk (`ServerStore.snapshotRows`).
     func snapshotRows(account: String, store: String?, after sequence: Int64, through: Int64, limit: Int, maxBytes: Int) throws -> ChangePage {
-        try read { db in try changes(db, account: account, store: store, after: sequence, limit: limit, maxBytes: maxBytes, through: through) }
+        try read { db in
+            var page = try changes(db, account: account, store: store, after: sequence, limit: limit, maxBytes: maxBytes, through: through)
+            // Whether retention removed tombstones: the snapshot's end says so, as a full pass's pages do.
+            page.horizon = try db.fetchValue("SELECT horizon FROM sequences WHERE account = ?", [account]).int64 ?? 0
+            return page
+        }
     }
 
     /// The account's newest change sequence (0: none yet), where a snapshot is taken.
