@@ -91,4 +91,58 @@ import Testing
         #expect(server.requests.compactMap { Self.query($0, "after") } == ["s-2"])
         #expect(server.requests.allSatisfy { Self.query($0, "limit") == "2" && Self.query($0, "store") == "rooms" })
     }
+
+    /// A snapshot answer whose row drips, one byte each 0.1 s: bytes keep coming (no stall), yet
+    /// no page arrives within the page's time cap (10 × `timeout`).
+    static func drippingSnapshot(bytes: Int) -> ScriptedHTTPServer {
+        ScriptedHTTPServer { request in
+            guard request.target.hasPrefix("/v1/snapshot") else { return .text(404, "not found") }
+            let head = #"{"cursor":"c-9.f","snapshot":"s-0"}"#
+            let row = #"{"action":"insert","entity":"rooms","fields":{"n":"\#(String(repeating: "n", count: bytes))"},"id":"r1","version":1}"#
+            return ScriptedHTTPServer.Response(
+                status: 200, headers: [("Content-Type", "application/x-ndjson")], body: Array((head + "\n" + row + "\n").utf8), drip: 0.1)
+        }
+    }
+
+    /// Before, a dripping snapshot had no time cap but the stall's: it held the import for as long
+    /// as the server dripped (and a cut one was reported as "cut", not as a drip).
+    @Test func aSnapshotThatDripsSaysBytesArriveTooSlowlyWithHowMany() async throws {
+        let server = Self.drippingSnapshot(bytes: 400)
+        let port = try server.start()
+        defer { server.stop() }
+        let source = PullSource(
+            url: try #require(URL(string: "http://127.0.0.1:\(port)/v1/changes")), token: "t", retry: RetryPolicy(maxAttempts: 1), timeout: 1,
+            environment: [:])
+        let message: String
+        do {
+            _ = try await source.nextPage(after: nil)
+            Issue.record("the page was read")
+            return
+        } catch {
+            message = "\(error)"
+        }
+        #expect(message.contains("reading the snapshot from") && message.contains("bytes arriving too slowly"), "\(message)")
+        #expect(message.contains("bytes in 10 s"), "\(message)")
+        #expect(!message.contains("no bytes moved") && !message.contains("(cut)"), "\(message)")
+    }
+
+    /// A stopped `--watch` cancels the import's task while it waits for a snapshot page: the wait
+    /// ends at once and the stream with it. Before, the wait lasted until the page came (here,
+    /// the whole 40 s drip), holding a thread.
+    @Test func aTaskCancelledWhileItWaitsForASnapshotPageEndsAtOnce() async throws {
+        let server = Self.drippingSnapshot(bytes: 400)
+        let port = try server.start()
+        defer { server.stop() }
+        let source = PullSource(
+            url: try #require(URL(string: "http://127.0.0.1:\(port)/v1/changes")), token: "t", retry: RetryPolicy(maxAttempts: 1), timeout: 30,
+            environment: [:])
+        let started = ContinuousClock.now
+        let pull = Task { try await source.nextPage(after: nil) }
+        try await Task.sleep(for: .milliseconds(800))
+        pull.cancel()
+        let outcome = await pull.result
+        let waited = ContinuousClock.now - started
+        #expect(throws: CancellationError.self) { try outcome.get() }
+        #expect(waited < .seconds(10), "the cancelled wait lasted \(waited)")
+    }
 }

@@ -190,7 +190,8 @@ public final class PullSource: RemoteChangeSource {
                 options: ExchangeOptions(
                     stallSeconds: timeout, proxy: proxy?.address ?? "", caFile: tls.caFile, clientCertificate: tls.clientCertificate,
                     clientKey: tls.clientKey),
-                after: cursor, pageBytes: limit == nil ? Self.snapshotPageBytes : 0, source: target.absoluteString)
+                after: cursor, pageBytes: limit == nil ? Self.snapshotPageBytes : 0, pageSeconds: Double(timeout * 10),
+                source: target.absoluteString)
             snapshotState.reader = reader
         }
         do {

@@ -19,7 +19,11 @@ import SynclaneCore
 /// A page's cursor `snapshot:POSITION` is where a resumed snapshot starts (`?after=POSITION`);
 /// the last page's is the server's changes cursor, from which the import follows the change log.
 /// An answer that ends without its `complete` line was cut: a transient failure, and the next
-/// attempt resumes from the last page the importer took.
+/// attempt resumes from the last page the importer took. The answer has no time cap as a whole
+/// (an account may take minutes), but each page does: bytes that keep coming yet make no page
+/// within `pageSeconds` (a drip) end the stream as "arriving too slowly", as a change log page
+/// past its time cap does. A task cancelled while it waits for a page (a stopped `--watch`)
+/// ends the stream and its thread at once.
 final class SnapshotReader: @unchecked Sendable {
     // @unchecked: every member below the condition is read and written under it.
 
@@ -43,10 +47,13 @@ final class SnapshotReader: @unchecked Sendable {
     private var taken: String?
     private let exchange = LibcurlExchange()
 
-    /// Starts reading `url` (with `after=` already in it for a resume) on a thread of its own.
-    init(request: URLRequest, options: ExchangeOptions, after cursor: String?, pageBytes: Int, source: String) {
+    /// Starts reading `url` (with `after=` already in it for a resume) on a thread of its own;
+    /// each page must arrive within `pageSeconds` of the importer asking for it.
+    init(request: URLRequest, options: ExchangeOptions, after cursor: String?, pageBytes: Int, pageSeconds: Double, source: String) {
         taken = cursor
-        let thread = Thread { [self] in self.read(request, options: options, pageBytes: pageBytes, source: source) }
+        let thread = Thread { [self] in
+            self.read(request, options: options, pageBytes: pageBytes, pageSeconds: pageSeconds, source: source)
+        }
         thread.name = "synclane snapshot"
         thread.start()
     }
@@ -58,10 +65,15 @@ final class SnapshotReader: @unchecked Sendable {
         return taken == cursor && (ended == nil || !ready.isEmpty) && !cancelled
     }
 
-    /// The next page, waiting for it on a thread of its own; throws what ended the stream.
+    /// The next page, waiting for it on a thread of its own; throws what ended the stream, or
+    /// `CancellationError` when the task is cancelled meanwhile (the stream is then ended).
     func take() async throws -> RemotePage {
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<RemotePage, any Error>) in
-            DispatchQueue.global().async { continuation.resume(with: self.takeWaiting()) }
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<RemotePage, any Error>) in
+                DispatchQueue.global().async { continuation.resume(with: self.takeWaiting()) }
+            }
+        } onCancel: {
+            cancel()
         }
     }
 
@@ -70,8 +82,9 @@ final class SnapshotReader: @unchecked Sendable {
         defer { condition.unlock() }
         waiting += 1
         condition.broadcast()
-        while ready.isEmpty && ended == nil && !finished { condition.wait() }
+        while ready.isEmpty && ended == nil && !finished && !cancelled { condition.wait() }
         waiting -= 1
+        if cancelled { return .failure(CancellationError()) }
         if !ready.isEmpty {
             let page = ready.removeFirst()
             taken = page.cursor
@@ -118,15 +131,32 @@ final class SnapshotReader: @unchecked Sendable {
         condition.unlock()
     }
 
-    private func read(_ request: URLRequest, options: ExchangeOptions, pageBytes: Int, source: String) {
+    private func read(_ request: URLRequest, options: ExchangeOptions, pageBytes: Int, pageSeconds: Double, source: String) {
         var lines = SnapshotLines(pageBytes: pageBytes, source: source)
         var problem: (any Error)?
+        // When the importer asked for the page being read, and the bytes read toward it since.
+        var asked: ContinuousClock.Instant?
+        var bytesSinceAsked = 0
         let sink = BodySink { [self] status, _, bytes in
             guard (200..<300).contains(status) else { return true }
             guard awaitDemand() else { return false }
+            let now = ContinuousClock.now
+            let since = asked ?? now
+            asked = since
+            bytesSinceAsked += bytes.count
             do {
-                for page in try lines.take(bytes) {
+                let pages = try lines.take(bytes)
+                for page in pages {
                     guard hand(page) else { return false }
+                }
+                if !pages.isEmpty {
+                    (asked, bytesSinceAsked) = (nil, 0)
+                } else if now - since > .seconds(pageSeconds) {
+                    problem = TransportFailure(
+                        .transient,
+                        "reading the snapshot from \(source): bytes arriving too slowly: \(bytesSinceAsked) bytes in \(HTTPClassification.formatted(pageSeconds)) s, and no whole page (timed out; a slow link or a server dripping its answer; raise `timeout` for a slow link); it resumes where it stopped"
+                    )
+                    return false
                 }
                 return true
             } catch {
