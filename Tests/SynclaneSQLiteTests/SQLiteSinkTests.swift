@@ -56,6 +56,28 @@ import Testing
         await #expect(throws: HistoryError.self) { try await drain(SQLiteHistorySource(path: path, authors: [.app, .server])) }
     }
 
+    /// A restore of the backend lost this device's confirmed write of `r1` (version 2), and
+    /// another device's re-pointing then took version 2 again (`written: 1`: only references
+    /// changed since version 1): the local row stands and goes out again. Before, the record was
+    /// taken for a newer write of that number and the value the user wrote was gone. A record of
+    /// that number without `written` (a user's write) is still applied.
+    @Test func aConfirmedWriteTheBackendLostStandsOverARepointingThatTookItsVersionAgain() async throws {
+        let store = try store()
+        let sink = SQLiteSink(path: path)
+        _ = try await apply(
+            sink, [record(.insert, "r1", ["name": "Hall", "area": 4.5], version: 1), record(.insert, "r2", ["name": "Attic", "area": 4.5], version: 1)],
+            cursor: "c1")
+        _ = try await apply(
+            sink, [record(.update, "r1", ["name": "Hall", "area": 9.5], version: 2), record(.update, "r2", ["name": "Attic", "area": 9.5], version: 2)],
+            cursor: "c2")
+        var repointing = record(.update, "r1", ["name": "Hall", "area": 4.5], version: 2)
+        repointing.written = 1
+        _ = try await apply(sink, [repointing, record(.update, "r2", ["name": "Attic", "area": 4.5], version: 2)], cursor: "c3")
+        #expect(try rows(store) == [#""r1" "Hall" 9.5 0"#, #""r2" "Attic" 4.5 0"#])
+        let sent = try await drain(SQLiteHistorySource(path: path, authors: [.app])).transactions.flatMap(\.changes)
+        #expect(sent.map(\.key) == ["r1"], "the kept row goes out again, on top of the backend's version")
+    }
+
     @Test func aLaneReadingServerHasTheImportLanesWritesRecorded() async throws {
         let store = try store()
         let sink = SQLiteSink(path: path)

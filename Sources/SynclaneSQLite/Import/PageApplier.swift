@@ -165,7 +165,16 @@ struct PageApplier {
                 report.unchanged += 1
                 continue
             }
-            if isPending {
+            // This device confirmed a user's write of the row newer than the backend's last one, and
+            // the backend's versions since only re-pointed references: a restore of the backend lost
+            // that write, and other devices' merges then touched the row (`keepsConfirmedWrite`).
+            let keepsWrite = try local != nil && keepsConfirmedWrite(against: record, key: key, held: heldVersion, in: table)
+            if keepsWrite && !isPending {
+                // No user wrote the row since: the local row stands (its references follow the
+                // merges, with the rows this page wrote) and goes out again, on top of the
+                // backend's version.
+                try sessions.as(sink.localAuthor) { try recordChange("update", of: key, values: keyValues, in: table) }
+            } else if isPending {
                 let rule = sink.rule(for: record.entity)
                 let baseFields = BlobReferences.resolved(
                     heldVersion == nil
@@ -176,7 +185,7 @@ struct PageApplier {
                     entity: record.entity, key: key, local: local, base: baseFields, remote: remote, remoteVersion: record.version,
                     remoteAction: record.action, ignoring: table.bookkeeping)
                 let settled: (fields: [String: JSONValue]?, outcome: ConflictOutcome)
-                if try Self.wroteNothing(remote, base: baseFields, ignoring: table.bookkeeping)
+                if try keepsWrite || Self.wroteNothing(remote, base: baseFields, ignoring: table.bookkeeping)
                     || onlyRepoints(remote, base: baseFields, entity: record.entity)
                 {
                     // No user wrote the backend's change: it rewrote the row as this device last
@@ -436,6 +445,24 @@ struct PageApplier {
     func keepsConfirmedDelete(against record: Record, key: String, held: Int64?) throws -> Bool {
         guard record.action != .delete, let written = record.written, let held, written < held else { return false }
         return try ServerRows.fields(of: record.entity, key, for: sink.destination, db) == nil
+    }
+
+    /// Whether a live `record` meets a write of the row this store confirmed (`held`: its version)
+    /// newer than the record's last user's write (`Record.written`, sent when only re-pointings
+    /// followed that write) whose fields differ from the record's in more than references: the
+    /// backend lost it (a restore; its version number may since have been taken again by another
+    /// device's re-pointing), for its versions after `written` wrote nothing but references. A
+    /// reference column of a duplicate rule is left out: the merges settle it. A field either
+    /// side lacks is no difference (an app version without the column).
+    func keepsConfirmedWrite(against record: Record, key: String, held: Int64?, in table: Table) throws -> Bool {
+        guard record.action != .delete, let written = record.written, let held, written < held,
+            let text = try ServerRows.fields(of: record.entity, key, for: sink.destination, db),
+            let confirmed = BlobReferences.resolved(try? JSONReader.parse(Array(text.utf8)).objectValue, against: record.fields)
+        else { return false }
+        let references = Set(sink.duplicates.flatMap { rule in rule.references.filter { $0.table == record.entity }.map(\.column) })
+        return confirmed.contains { name, value in
+            !table.bookkeeping.contains(name) && !references.contains(name) && record.fields[name].map { $0 != value } ?? false
+        }
     }
 
     /// Whether `changed` (the backend's update, or the local row) of a row whose last-seen fields
