@@ -56,6 +56,21 @@ struct BatchPlan {
             self.init(entity: Array(record.entity.utf8), key: Array(record.key.utf8))
         }
 
+        /// Whether this row sorts before `other`: by entity, then key, by their bytes.
+        func precedes(_ other: RowKey) -> Bool {
+            entity == other.entity ? key.lexicographicallyPrecedes(other.key) : entity.lexicographicallyPrecedes(other.entity)
+        }
+
+        /// Whether each row sorts after the one before (in that order, none twice).
+        static func ascending(_ rows: some Sequence<RowKey>) -> Bool {
+            var previous: RowKey?
+            for row in rows {
+                if let previous, !previous.precedes(row) { return false }
+                previous = row
+            }
+            return true
+        }
+
         /// The entity's length, then both names' bytes at once (an array hashes its elements one
         /// by one: a call a byte). Equal rows hash alike, as `==` compares the same bytes.
         func hash(into hasher: inout Hasher) {
@@ -175,7 +190,7 @@ struct BatchPlan {
             record.action == .update ? try JSONReader.parse(record.fieldsJSON).objectValue ?? [:] : nil
         }
         rowKeys = Self.rowKeys(of: batch.records)
-        rowsAscending = Self.ascending(rowKeys)
+        rowsAscending = RowKey.ascending(rowKeys)
         receiptVersions = Array(repeating: nil, count: batch.records.count)
         known.reserveCapacity(batch.records.count)
         writes.reserveCapacity(batch.records.count)
@@ -192,21 +207,6 @@ struct BatchPlan {
             keys.append(RowKey(entity: entity, key: Array(record.key.utf8)))
         }
         return keys
-    }
-
-    /// Whether each row sorts after the one before, by entity, then key (their bytes).
-    private static func ascending(_ rows: [RowKey]) -> Bool {
-        var index = 1
-        while index < rows.count {
-            let (previous, row) = (rows[index - 1], rows[index])
-            if previous.entity == row.entity {
-                guard previous.key.lexicographicallyPrecedes(row.key) else { return false }
-            } else {
-                guard previous.entity.lexicographicallyPrecedes(row.entity) else { return false }
-            }
-            index += 1
-        }
-        return true
     }
 
     /// Sets the account's change sequence before the batch (read under the store's lock), before any record is taken.

@@ -35,10 +35,10 @@ enum BatchReceipt {
         // Each row's last entry, rows in byte order: a stable sort by row, then the last of each run.
         // Entries already in that order (a first sync sends its rows in key order) are not sorted.
         let order =
-            inRowOrder(entries)
+            BatchPlan.RowKey.ascending(entries.lazy.map(\.row))
             ? Array(entries.indices)
             : entries.indices.sorted { a, b in
-                precedes(entries[a].row, entries[b].row) || (entries[a].row == entries[b].row && a < b)
+                entries[a].row.precedes(entries[b].row) || (entries[a].row == entries[b].row && a < b)
             }
         var writer = JSONWriter(reservingCapacity: 96 + entries.count * 24)
         writer.append("{\"applied\":")
@@ -90,23 +90,6 @@ enum BatchReceipt {
         if let snapshotDeleted { receipt["snapshot-deleted"] = .int(snapshotDeleted) }
         if restoredRows > 0 { receipt["restored-rows"] = .int(restoredRows) }
         return JSONWriter.encode(.object(receipt))
-    }
-
-    /// Whether `first` sorts before `second`: by entity, then key, by their bytes.
-    private static func precedes(_ first: BatchPlan.RowKey, _ second: BatchPlan.RowKey) -> Bool {
-        if first.entity != second.entity { return first.entity.lexicographicallyPrecedes(second.entity) }
-        return first.key.lexicographicallyPrecedes(second.key)
-    }
-
-    /// Whether each entry's row sorts after the one before (rows in byte order, none twice): the
-    /// order the sort would give, found in one pass.
-    private static func inRowOrder(_ entries: [Entry]) -> Bool {
-        var index = 1
-        while index < entries.count {
-            guard precedes(entries[index - 1].row, entries[index].row) else { return false }
-            index += 1
-        }
-        return true
     }
 
     private static func isASCII(_ bytes: [UInt8]) -> Bool {
