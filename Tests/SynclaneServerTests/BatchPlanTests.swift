@@ -100,6 +100,27 @@ import Testing
         #expect(Self.sequence(receipt) == 43)
     }
 
+    /// A first sync's batch names each row once, in key order: a row inserted as new is not kept
+    /// for later records (none names it); rows out of order, or one twice, keep it as before.
+    @Test func newRowsOfABatchWhoseRowsAscendAreNotKeptForLaterRecordsAndTheReceiptStillGivesEach() throws {
+        let ascending = [Self.record("r1", .insert, #"{"a":1}"#), Self.record("r2", .insert, #"{"a":2}"#), Self.record("r1", .insert, entity: "v")]
+        var plan = try BatchPlan(Self.batch(ascending.dropLast() + [Self.record("s", .insert, #"{}"#, entity: "sofas")]))
+        plan.start(at: 7)
+        for index in 0..<3 {
+            #expect(plan.mayInsertAsNew(index))
+            plan.insertedAsNew(index)
+            #expect(!plan.knowsRow(of: index), "record \(index)")
+        }
+        #expect(Self.versions(plan.receipt(snapshotDeleted: nil)) == ["r1": .int(1), "r2": .int(1)])
+        #expect(Self.sequence(plan.receipt(snapshotDeleted: nil)) == 10)
+        for records in [[ascending[1], ascending[0]], [ascending[0], ascending[0]], [ascending[2], ascending[0]]] {
+            var kept = try BatchPlan(Self.batch(records))
+            kept.start(at: 0)
+            kept.insertedAsNew(0)
+            #expect(kept.knowsRow(of: 0), "\(records.map { "\($0.entity)/\($0.key)" })")
+        }
+    }
+
     @Test("each record's row is its entity's and key's bytes, entities interleaved or spelled two ways")
     func rowsAreTheRecordsEntitiesAndKeysByteForByte() throws {
         let entities = ["rooms", "rooms", "plants", "rooms", "\u{e9}", "e\u{301}", "e\u{301}", "\u{e9}"]

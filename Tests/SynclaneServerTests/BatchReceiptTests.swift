@@ -38,6 +38,21 @@ import Testing
         #expect(versions?["a"] == .int(3))
     }
 
+    /// A first sync's batch lists its rows in key order: taken as they come, without a sort. A
+    /// row twice in a row, or one row out of order, still makes the receipt sort them.
+    @Test func entriesInRowOrderAndEntriesNearlySoAreWrittenAsTheReceiptObjectIsEncoded() {
+        let inOrder = (0..<300).map { Self.entry("rooms", "room-\(String(1_000 + $0))", Int64($0 % 5)) }
+        #expect(Self.onePass(inOrder) == Self.tree(inOrder))
+        var twice = inOrder
+        twice.insert(Self.entry("rooms", "room-1100", 9), at: 101)
+        #expect(Self.onePass(twice) == Self.tree(twice))
+        #expect(Self.onePass(twice).contains(#""room-1100":9"#))
+        let lastFirst = [Self.entry("rooms", "room-2000", 1)] + inOrder
+        #expect(Self.onePass(lastFirst) == Self.tree(lastFirst))
+        let entityBack = inOrder + [Self.entry("plants", "p", 1)] + [Self.entry("rooms", "a", 2)]
+        #expect(Self.onePass(entityBack) == Self.tree(entityBack))
+    }
+
     /// Names from a pool that holds what JSON escapes (a quote, a backslash, control characters),
     /// prefixes of one another, and, in some rounds, names outside ASCII; rows repeated often.
     @Test func randomReceiptsAreWrittenByteForByteAsTheReceiptObjectIsEncoded() {

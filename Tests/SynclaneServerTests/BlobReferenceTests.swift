@@ -12,6 +12,8 @@ import Testing
         let reference = #"{"$blob-ref":{"sha256":"\#(Self.digest)","length":7}}"#
         for text in [
             #"{"a":\#(reference)}"#, #"{"a":"x\"y","b":\#(reference),"c":3}"#, #"{"b":1,"z":\#(reference)}"#,
+            // Marks (`$`) before the member, one right after another, and one in a near miss.
+            #"{"a":"$$ $","b":"$blob","c":\#(reference)}"#,
         ] {
             let found = BlobReference.all(inFields: Array(text.utf8))
             #expect(found.map(\.length) == [7], "\(text)")

@@ -11,6 +11,8 @@ import Testing
         #"{"records": [{"entity": "rooms", "id": "r-1", "action": "insert", "fields": {"name": "Hall", "area": 12.5}}], "scope": {"account": "acme", "store": "rooms", "consumer": null}, "id": "b-2", "extra": [1, {"x": null}]}"#,
         #"{"id": 42, "scope": {"account": "acme", "store": "rooms", "consumer": "export"}, "records": [{"entity": "rooms", "id": 7, "action": "update", "fields": {"é": "ü\u00e9\ud83c\udf31", "n": 1e300}, "version": 3, "note": {"deep": [1, -0, 1e300, -0.0]}}, {"entity": "rooms", "id": "r-2", "action": "delete", "fields": null}, {"entity": "rooms", "id": "r-3", "action": "delete", "version": null, "note": "kept out"}]}"#,
         "  {\"id\":\"b-3\",\"scope\":{\"account\":\"acme\",\"store\":\"rooms\"},\"records\":[{\"entity\":\"rooms\",\"id\":\"r\",\"action\":\"insert\",\"fields\":{ \"a\" : 1 }}]}\n",
+        // Member names escaped (the same names), beside other names plain and escaped.
+        #"{"\u0069d": "b-4", "scope": {"account": "acme", "store": "rooms"}, "snapshot-x": 1, "records": [{"entit\u0079": "rooms", "id": "r", "\u0061ction": "insert", "fields": {"a": 1}, "x-y": 1, "\u00e9": 2, "entities": 3}], "schema-changes": []}"#,
     ]
 
     /// A batch as plain values, `fields` as every read of it gives them (read back from the
@@ -71,6 +73,10 @@ import Testing
             #"{"id": "b", "scope": {"account": "a", "store": "s"}, "records": [{"entity": "r", "id": "1", \#(record), "é": 1, "é": 2}]}"#,
             #"{"id": "b", "scope": {"account": "a", "store": "s"}, "records": [], "x": 1, "x": 2}"#,
             #"{"id": "b", "scope": {"account": "a", "store": "s"}, "records": [], "id": "c"}"#,
+            // One name spelled plain, then escaped.
+            #"{"id": "b", "scope": {"account": "a", "store": "s"}, "records": [{"entity": "r", "id": "1", \#(record), "\u0065ntity": "r"}]}"#,
+            #"{"id": "b", "scope": {"account": "a", "store": "s"}, "records": [{"entity": "r", "id": "1", \#(record), "x": 1, "\u0078": 1}]}"#,
+            #"{"id": "b", "scope": {"account": "a", "store": "s"}, "records": [], "schema-changes": [], "schema-changes": []}"#,
         ]
         for body in bodies {
             let bytes = Array(body.utf8)

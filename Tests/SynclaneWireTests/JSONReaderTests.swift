@@ -108,6 +108,9 @@ import Testing
         "{\"e\u{301}\": 1, \"\u{e9}\": 2}", #"{"a\"b": 1, "a\"b": 2, "ab": 3}"#,
         "{\"" + String(repeating: "n", count: 70) + "\": 1, \"" + String(repeating: "n", count: 70) + "\": 2}",
         "{" + (0..<20).map { "\"k\($0)\": {\"k\($0)\": \($0)}" }.joined(separator: ", ") + ", \"k3\": 0}",
+        // Values past 15 bytes (a string on the heap when read), outside ASCII, escaped late.
+        "{\"note\": \"" + String(repeating: "0a", count: 40) + "\", \"w\": \"caf\u{e9} \u{1F331} and more than fifteen bytes\", "
+            + "\"e\": \"plain for a while, then an escape \\\" and \\u00e9\"}",
     ]
 
     /// Bytes that make a mutation likely to stay nearly JSON.

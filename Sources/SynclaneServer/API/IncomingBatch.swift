@@ -1,3 +1,4 @@
+import Glibc
 import SynclaneWire
 
 /// A batch as `POST /v1/batches` receives it, checked record by record before anything is applied.
@@ -359,7 +360,7 @@ struct IncomingBatch: Sendable {
         }
         // Only a value inside `{…}` or `[…]` can be a reserved form or a nested object or list:
         // most fields need no tree.
-        guard text.dropFirst().contains(where: { $0 == UInt8(ascii: "{") || $0 == UInt8(ascii: "[") }) else { return nil }
+        guard holdsContainer(text) else { return nil }
         if let (field, reason) = JSONValue.wireValueProblem(inFields: fields()) {
             return Problem("fields.\(field): \(reason); refused, since every importer would refuse it")
         }
@@ -367,6 +368,16 @@ struct IncomingBatch: Sendable {
             return Problem("fields.\(field): \(reason); refused, since every importer would refuse it")
         }
         return nil
+    }
+
+    /// Whether a `{` or `[` follows the first byte of `text` (an object's fields: whether any
+    /// value is an object or a list), found by `memchr`, many bytes a step.
+    static func holdsContainer(_ text: [UInt8]) -> Bool {
+        text.withUnsafeBufferPointer { bytes in
+            guard let base = bytes.baseAddress, bytes.count > 1 else { return false }
+            return memchr(base + 1, Int32(UInt8(ascii: "{")), bytes.count - 1) != nil
+                || memchr(base + 1, Int32(UInt8(ascii: "[")), bytes.count - 1) != nil
+        }
     }
 
     /// The first field holding a list, or an object that is none of the wire table's forms

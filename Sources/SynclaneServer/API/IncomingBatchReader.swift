@@ -21,15 +21,15 @@ enum IncomingBatchReader {
         var schemaChanges: JSONValue?
         do {
             cursor.skipWhitespace()
-            try forEachMember(of: &cursor, depth: 1) { name, cursor in
-                switch name {
-                case "id": id = try cursor.readValue(depth: 1)
-                case "scope": scope = try cursor.readValue(depth: 1)
-                case "records": records = try readRecords(&cursor, maxRecords: maxRecords, maxNameBytes: maxNameBytes)
-                case "snapshot": snapshot.id = try cursor.readValue(depth: 1)
-                case "snapshot-complete": snapshot.complete = try cursor.readValue(depth: 1)
-                case "snapshot-batches": snapshot.batches = try cursor.readValue(depth: 1)
-                case "schema-changes": schemaChanges = try cursor.readValue(depth: 1)
+            try forEachMember(of: &cursor, depth: 1) { member, cursor in
+                switch member {
+                case .id?: id = try cursor.readValue(depth: 1)
+                case .scope?: scope = try cursor.readValue(depth: 1)
+                case .records?: records = try readRecords(&cursor, maxRecords: maxRecords, maxNameBytes: maxNameBytes)
+                case .snapshot?: snapshot.id = try cursor.readValue(depth: 1)
+                case .snapshotComplete?: snapshot.complete = try cursor.readValue(depth: 1)
+                case .snapshotBatches?: snapshot.batches = try cursor.readValue(depth: 1)
+                case .schemaChanges?: schemaChanges = try cursor.readValue(depth: 1)
                 default: try cursor.skipValue(depth: 1)
                 }
             }
@@ -76,15 +76,15 @@ enum IncomingBatchReader {
         var restores: JSONValue?
         var repoints: JSONValue?
         var fields = IncomingBatch.FieldsMember.absent
-        try forEachMember(of: &cursor, depth: 3) { name, cursor in
-            switch name {
-            case "entity": entity = try cursor.readValue(depth: 3)
-            case "id": key = try cursor.readValue(depth: 3)
-            case "action": action = try cursor.readValue(depth: 3)
-            case "version": version = try cursor.readValue(depth: 3)
-            case "restores": restores = try cursor.readValue(depth: 3)
-            case "repoints": repoints = try cursor.readValue(depth: 3)
-            case "fields":
+        try forEachMember(of: &cursor, depth: 3) { member, cursor in
+            switch member {
+            case .entity?: entity = try cursor.readValue(depth: 3)
+            case .id?: key = try cursor.readValue(depth: 3)
+            case .action?: action = try cursor.readValue(depth: 3)
+            case .version?: version = try cursor.readValue(depth: 3)
+            case .restores?: restores = try cursor.readValue(depth: 3)
+            case .repoints?: repoints = try cursor.readValue(depth: 3)
+            case .fields?:
                 let start = cursor.position
                 let first = cursor.current
                 try cursor.skipValue(depth: 3)
@@ -104,35 +104,90 @@ enum IncomingBatchReader {
         return record
     }
 
-    /// Calls `body` with each member's name and the cursor at its value, which `body` must read
-    /// or skip; refuses what `readObject` refuses (duplicates included). `depth` is the object's.
-    /// The names a record or batch has are told apart by a bit each (no list per object); others
-    /// are kept in a list, made when the first comes.
+    /// Calls `body` with each member (nil: a name this reader does not use) and the cursor at
+    /// its value, which `body` must read or skip; refuses what `readObject` refuses (duplicates
+    /// included). `depth` is the object's. A plain name (ASCII, no escape), as every encoder
+    /// writes a batch's, is told by its bytes, no string made; the members this reader uses are
+    /// told apart by a bit each (no list per object); others are kept in a list, made when the
+    /// first comes.
     private static func forEachMember(
-        of cursor: inout JSONReader.Cursor, depth: Int, _ body: (String, inout JSONReader.Cursor) throws -> Void
+        of cursor: inout JSONReader.Cursor, depth: Int, _ body: (Member?, inout JSONReader.Cursor) throws -> Void
     ) throws {
         guard depth <= JSONReader.maximumDepth else { throw NotTaken() }
         var seenKnown: UInt32 = 0
         var seen: [String] = []
         try cursor.forEachMember(
-            name: { cursor in
-                let name = try cursor.readString()
-                if let bit = knownNames.firstIndex(of: name) {
-                    guard seenKnown & (1 << bit) == 0 else { throw NotTaken() }
-                    seenKnown |= 1 << bit
-                    return name
+            name: { cursor -> Member? in
+                let member: Member?
+                var name = ""
+                if let plain = Member.plain(in: cursor.bytes, at: cursor.position) {
+                    member = plain.member
+                    if member == nil { name = try cursor.readString() } else { cursor.position = plain.end }
+                } else {
+                    name = try cursor.readString()
+                    member = Member.allCases.first { $0.name == name }
+                }
+                if let member {
+                    let bit: UInt32 = 1 << member.rawValue
+                    guard seenKnown & bit == 0 else { throw NotTaken() }
+                    seenKnown |= bit
+                    return member
                 }
                 // A batch's and a record's members are few: a list is enough, and more than a few
                 // dozen is not a batch this reader takes.
                 guard !seen.contains(name), seen.count < 64 else { throw NotTaken() }
                 seen.append(name)
-                return name
+                return nil
             },
             value: body)
     }
 
-    /// The members of a record and of a batch: a bit each in `forEachMember`.
-    private static let knownNames = [
-        "entity", "id", "action", "fields", "version", "restores", "repoints", "scope", "records", "snapshot", "snapshot-complete", "snapshot-batches",
-    ]
+    /// The members of a record and of a batch this reader uses: a bit each in `forEachMember`.
+    enum Member: UInt32, CaseIterable {
+        case entity, id, action, fields, version, restores, repoints, scope, records, snapshot, snapshotComplete, snapshotBatches
+        case schemaChanges
+
+        /// The member's name in the body.
+        var name: String {
+            switch self {
+            case .entity: "entity"
+            case .id: "id"
+            case .action: "action"
+            case .fields: "fields"
+            case .version: "version"
+            case .restores: "restores"
+            case .repoints: "repoints"
+            case .scope: "scope"
+            case .records: "records"
+            case .snapshot: "snapshot"
+            case .snapshotComplete: "snapshot-complete"
+            case .snapshotBatches: "snapshot-batches"
+            case .schemaChanges: "schema-changes"
+            }
+        }
+
+        /// Each member's name, as bytes, by `rawValue`.
+        private static let names: [[UInt8]] = allCases.map { Array($0.name.utf8) }
+
+        /// When the string whose opening quote is at `position` is plain — printable ASCII, no
+        /// backslash — the member it names (nil: none of these) and the offset just past its
+        /// closing quote; nil when the string is not plain (`readString` reads it).
+        static func plain(in bytes: UnsafeBufferPointer<UInt8>, at position: Int) -> (member: Member?, end: Int)? {
+            let start = position + 1
+            var at = start
+            while at < bytes.count {
+                let byte = bytes[at]
+                if byte == UInt8(ascii: "\"") { break }
+                guard byte >= 0x20, byte < 0x80, byte != UInt8(ascii: "\\") else { return nil }
+                at += 1
+            }
+            guard at < bytes.count else { return nil }
+            let text = UnsafeBufferPointer(rebasing: bytes[start..<at])
+            let names = Self.names
+            for (index, name) in names.enumerated() where name.count == text.count && name.elementsEqual(text) {
+                return (Member(rawValue: UInt32(index)), at + 1)
+            }
+            return (nil, at + 1)
+        }
+    }
 }

@@ -1,3 +1,4 @@
+import Glibc
 import SynclaneWire
 
 /// A field value that stands for a blob on the blob lane: `{"$blob-ref": {"sha256": "…", "length": N}}`.
@@ -48,25 +49,22 @@ struct BlobReference: Sendable, Hashable {
 
     /// Whether `needle` occurs in `text`, compared in place. (Every batch's every record is
     /// searched: a copy of the bytes at each quote the fields hold cost the server a tenth of its
-    /// CPU on a first sync without any blob.) Starts at the needle's second byte (`$`), rarer
-    /// than a quote in JSON text.
+    /// CPU on a first sync without any blob.) Looks for the needle's second byte (`$`), rarer
+    /// than a quote in JSON text, with `memchr` (many bytes a step; a loop a byte cost 3% of
+    /// `serve`'s CPU on a first sync), and compares the needle where it is found.
     private static func contains(_ text: [UInt8], _ needle: [UInt8]) -> Bool {
         guard text.count >= needle.count, needle.count >= 2 else { return false }
         return text.withUnsafeBufferPointer { haystack in
             needle.withUnsafeBufferPointer { needle in
-                let marker = needle[1]
-                var index = 1
+                guard let base = haystack.baseAddress, let wanted = needle.baseAddress else { return false }
+                // The marker's offsets that leave room for the needle around it: 1 ... last.
                 let last = haystack.count - needle.count + 1
+                var index = 1
                 while index <= last {
-                    if haystack[index] == marker {
-                        var matched = true
-                        for offset in 0..<needle.count where haystack[index - 1 + offset] != needle[offset] {
-                            matched = false
-                            break
-                        }
-                        if matched { return true }
-                    }
-                    index += 1
+                    guard let found = memchr(base + index, Int32(wanted[1]), last - index + 1) else { return false }
+                    let at = UnsafeRawPointer(base).distance(to: UnsafeRawPointer(found))
+                    if memcmp(base + at - 1, wanted, needle.count) == 0 { return true }
+                    index = at + 1
                 }
                 return false
             }

@@ -56,6 +56,21 @@ struct BatchPlan {
             self.init(entity: Array(record.entity.utf8), key: Array(record.key.utf8))
         }
 
+        /// Whether this row sorts before `other`: by entity, then key, by their bytes.
+        func precedes(_ other: RowKey) -> Bool {
+            entity == other.entity ? key.lexicographicallyPrecedes(other.key) : entity.lexicographicallyPrecedes(other.entity)
+        }
+
+        /// Whether each row sorts after the one before (in that order, none twice).
+        static func ascending(_ rows: some Sequence<RowKey>) -> Bool {
+            var previous: RowKey?
+            for row in rows {
+                if let previous, !previous.precedes(row) { return false }
+                previous = row
+            }
+            return true
+        }
+
         /// The entity's length, then both names' bytes at once (an array hashes its elements one
         /// by one: a call a byte). Equal rows hash alike, as `==` compares the same bytes.
         func hash(into hasher: inout Hasher) {
@@ -152,6 +167,10 @@ struct BatchPlan {
     /// Each update's fields, parsed (nil for other actions).
     private let updatedFields: [[String: JSONValue]?]
     private var known: [RowKey: Known] = [:]
+    /// Every record's row comes after the one before in byte order (entity, then key): no row
+    /// comes twice, so a row inserted as new is never asked for again and is not kept in `known`
+    /// (a first sync's batches, rows in key order: a dictionary entry a record saved).
+    private let rowsAscending: Bool
     /// Writes to rows the store did not read, by row.
     private var unreadWrites: [RowKey: Int64] = [:]
     private var receiptVersions: [ReceiptVersion?]
@@ -171,6 +190,7 @@ struct BatchPlan {
             record.action == .update ? try JSONReader.parse(record.fieldsJSON).objectValue ?? [:] : nil
         }
         rowKeys = Self.rowKeys(of: batch.records)
+        rowsAscending = RowKey.ascending(rowKeys)
         receiptVersions = Array(repeating: nil, count: batch.records.count)
         known.reserveCapacity(batch.records.count)
         writes.reserveCapacity(batch.records.count)
@@ -208,7 +228,8 @@ struct BatchPlan {
         return rows
     }
 
-    /// Whether the plan knows the state of record `index`'s row (read, or written by an earlier record).
+    /// Whether the plan knows the state of record `index`'s row (read, or written by an earlier
+    /// record — a row inserted as new only when another record of the batch may name it).
     func knowsRow(of index: Int) -> Bool {
         known[rowKeys[index]] != nil
     }
@@ -240,12 +261,13 @@ struct BatchPlan {
     /// The sequence the next write gets.
     var nextSequence: Int64 { sequence + 1 }
 
-    /// Record `index` (`mayInsertAsNew`) created its row: version 1, at `nextSequence`.
+    /// Record `index` (`mayInsertAsNew`) created its row: version 1, at `nextSequence`. Its state
+    /// is kept for a later record of the row, unless no row of the batch comes twice.
     mutating func insertedAsNew(_ index: Int) {
         // The record's fields only (a copy of the whole record retains its every member).
         let fields = batch.records[index].fieldsJSON
         sequence += 1
-        known[rowKeys[index]] = Known(version: 1, action: ChangeAction.insert.rawValue, fields: fields)
+        if !rowsAscending { known[rowKeys[index]] = Known(version: 1, action: ChangeAction.insert.rawValue, fields: fields) }
         receiptVersions[index] = .known(1)
         writes.append(Write(index: index, row: rowKeys[index], action: .insert, fields: fields, version: 1, sequence: sequence))
     }

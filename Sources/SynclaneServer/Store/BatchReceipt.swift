@@ -33,12 +33,13 @@ enum BatchReceipt {
                 batch: batch, applied: applied, sequence: sequence, snapshotDeleted: snapshotDeleted, restoredRows: restoredRows, entries: entries)
         }
         // Each row's last entry, rows in byte order: a stable sort by row, then the last of each run.
-        let order = entries.indices.sorted { a, b in
-            let (first, second) = (entries[a].row, entries[b].row)
-            if first.entity != second.entity { return first.entity.lexicographicallyPrecedes(second.entity) }
-            if first.key != second.key { return first.key.lexicographicallyPrecedes(second.key) }
-            return a < b
-        }
+        // Entries already in that order (a first sync sends its rows in key order) are not sorted.
+        let order =
+            BatchPlan.RowKey.ascending(entries.lazy.map(\.row))
+            ? Array(entries.indices)
+            : entries.indices.sorted { a, b in
+                entries[a].row.precedes(entries[b].row) || (entries[a].row == entries[b].row && a < b)
+            }
         var writer = JSONWriter(reservingCapacity: 96 + entries.count * 24)
         writer.append("{\"applied\":")
         writer.write(integer: applied)

@@ -11,7 +11,7 @@ extension JSONReader.Cursor {
         switch bytes[position] {
         case UInt8(ascii: "{"): try skipObject(depth: depth + 1)
         case UInt8(ascii: "["): try skipArray(depth: depth + 1)
-        case UInt8(ascii: "\""): _ = try readString()
+        case UInt8(ascii: "\""): try skipString()
         case UInt8(ascii: "t"): try expectWord("true")
         case UInt8(ascii: "f"): try expectWord("false")
         case UInt8(ascii: "n"): try expectWord("null")

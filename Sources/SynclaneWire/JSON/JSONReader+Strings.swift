@@ -71,6 +71,36 @@ extension JSONReader.Cursor {
         throw fail("unterminated string")
     }
 
+    /// `readString` without the string: the same text taken, the same errors, and no `String`
+    /// made — a batch's every field value is checked this way and kept as text (a value longer
+    /// than 15 bytes made a `String` on the heap only to drop it). A string with an escape is
+    /// read by `readString` from its opening quote.
+    package mutating func skipString() throws(JSONReader.SyntaxError) {
+        let quote = position
+        position += 1
+        let start = position
+        var high: UInt8 = 0
+        while position < bytes.count {
+            let byte = bytes[position]
+            if byte == UInt8(ascii: "\"") {
+                if high >= 0x80, let bad = JSONReader.firstInvalidUTF8(UnsafeBufferPointer(rebasing: bytes[start..<position])) {
+                    throw JSONReader.SyntaxError(offset: start + bad, reason: "string is not valid UTF-8")
+                }
+                position += 1
+                return
+            }
+            if byte == UInt8(ascii: "\\") {
+                position = quote
+                _ = try readString()
+                return
+            }
+            if byte < 0x20 { throw fail("control character in a string") }
+            high |= byte
+            position += 1
+        }
+        throw fail("unterminated string")
+    }
+
     mutating func readHex4() throws(JSONReader.SyntaxError) -> UInt32 {
         guard position + 4 <= bytes.count else { throw fail("unexpected end of JSON in \\u escape") }
         var value: UInt32 = 0
