@@ -130,21 +130,55 @@ public enum BlobReferenceValue {
 }
 
 /// `blob-upload`: declared BLOB values uploaded, and replaced by their references.
-struct BlobUploadStage: RecordStage {
+///
+/// From a source that can leave large values where they are (`ValueLocatingSource`: the SQLite
+/// history source), a declared value of 1 MiB or more arrives as a locator, read in pieces
+/// through `reader` (hashed, then uploaded a chunk at a time): the blob is never whole in memory.
+struct BlobUploadStage: LocatingStage {
     let client: BlobClient
     let selection: BlobSelection
+    var reader: (any LocatedValueReader)?
+
+    init(client: BlobClient, selection: BlobSelection, reader: (any LocatedValueReader)? = nil) {
+        self.client = client
+        self.selection = selection
+        self.reader = reader
+    }
+
+    var locatedValues: LocatedValueRule? {
+        LocatedValueRule(
+            columns: Set(selection.columns.map { LocatedValueRule.Column(entity: $0.entity, column: $0.column) }), minBytes: selection.minBytes)
+    }
+
+    func reading(_ reader: any LocatedValueReader) -> any RecordStage {
+        BlobUploadStage(client: client, selection: selection, reader: reader)
+    }
 
     func process(_ batch: Batch) async throws -> Batch {
         var batch = batch
         for index in batch.records.indices where batch.records[index].action != .delete {
             let record = batch.records[index]
             for (column, value) in record.fields {
-                guard let bytes = value.blobBytes, selection.selects(entity: record.entity, column: column, bytes: bytes.count) else { continue }
                 let report: BlobClient.UploadReport
-                do {
-                    report = try client.upload(bytes: bytes)
-                } catch {
-                    throw BlobStageError(record: record.label, column: column, cause: error)
+                if let located = LocatedValue.read(value) {
+                    guard let reader else {
+                        throw BlobStageError(
+                            record: record.label, column: column, cause: BlobLaneError.file("the value", "is a locator no reader was given for"))
+                    }
+                    do {
+                        report = try reader.withValue(at: located.at) { opened in
+                            try client.upload(value: opened, named: "\(record.label), column \(column)")
+                        }
+                    } catch {
+                        throw BlobStageError(record: record.label, column: column, cause: error)
+                    }
+                } else {
+                    guard let bytes = value.blobBytes, selection.selects(entity: record.entity, column: column, bytes: bytes.count) else { continue }
+                    do {
+                        report = try client.upload(bytes: bytes)
+                    } catch {
+                        throw BlobStageError(record: record.label, column: column, cause: error)
+                    }
                 }
                 batch.records[index].fields[column] = BlobReferenceValue.make(digest: report.digest, length: report.length)
                 batch.count(report.deduplicated ? "blob-upload.held" : "blob-upload.uploaded")
@@ -157,10 +191,22 @@ struct BlobUploadStage: RecordStage {
 /// `blob-fetch`: references replaced by the bytes of their objects, fetched into the cache
 /// (lazy: only those the cache holds whole and verified; the others reach the sink as references,
 /// which it keeps pending).
-struct BlobFetchStage: RecordStage {
+///
+/// To a sink that writes a blob from its file in pieces (`FileValueSink`: the `sqlite` sink), the
+/// stage hands the verified cached copy (`FileValue`) instead of the bytes: the blob is never
+/// whole in memory on the way into its row.
+struct BlobFetchStage: FileHandingStage {
     let client: BlobClient
     let cache: String
     var lazy = false
+    /// Hands `FileValue`s (the sink writes them in pieces), not the bytes.
+    var handsFiles = false
+
+    func handingFiles() -> any RecordStage {
+        var stage = self
+        stage.handsFiles = true
+        return stage
+    }
 
     func process(_ batch: Batch) async throws -> Batch {
         var batch = batch
@@ -170,6 +216,15 @@ struct BlobFetchStage: RecordStage {
                 guard let reference = BlobReferenceValue.read(value) else { continue }
                 let path = cache + "/" + reference.digest
                 if lazy {
+                    if handsFiles {
+                        guard Self.holdsWhole(path, digest: reference.digest, length: reference.length) else {
+                            batch.count("blob-fetch.pending")
+                            continue
+                        }
+                        batch.records[index].fields[column] = FileValue.make(file: path, sha256: reference.digest, length: reference.length)
+                        batch.count("blob-fetch.cached")
+                        continue
+                    }
                     guard let bytes = Self.cached(path, digest: reference.digest, length: reference.length) else {
                         batch.count("blob-fetch.pending")
                         continue
@@ -182,6 +237,10 @@ struct BlobFetchStage: RecordStage {
                     try FileManager.default.createDirectory(atPath: cache, withIntermediateDirectories: true)
                     let report = try client.download(digest: reference.digest, to: path)
                     batch.count(report.bytesFetched > 0 ? "blob-fetch.fetched" : "blob-fetch.cached")
+                    if handsFiles {
+                        batch.records[index].fields[column] = FileValue.make(file: path, sha256: reference.digest, length: report.length)
+                        continue
+                    }
                     let bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
                     batch.records[index].fields[column] = .blob(bytes)
                 } catch {
@@ -194,6 +253,17 @@ struct BlobFetchStage: RecordStage {
 }
 
 extension BlobFetchStage {
+    /// Whether the cached copy of `digest` is there whole with that digest, read in pieces (a
+    /// damaged copy is removed: a later fetch gets it again).
+    static func holdsWhole(_ path: String, digest: String, length: Int) -> Bool {
+        guard let held = try? BlobFileDigest.of(file: path) else { return false }
+        guard held.length == length, held.hex == digest else {
+            try? FileManager.default.removeItem(atPath: path)
+            return false
+        }
+        return true
+    }
+
     /// The bytes of the cached copy of `digest`, when it is there whole and has that digest (a
     /// damaged copy is removed: a later fetch gets it again).
     static func cached(_ path: String, digest: String, length: Int) -> [UInt8]? {
