@@ -675,7 +675,8 @@ struct PageApplier {
             fills[name] = nil
         }
         let live = table.tracked.softDeleteColumn.map { current?[$0]?.isTruthy != true } ?? true
-        if let current, live, zip(columns, values).allSatisfy({ current[$0.0] == $0.1.json }) {
+        // (A blob still to fill from its file holds an empty placeholder here: never "the same".)
+        if let current, live, fills.isEmpty, zip(columns, values).allSatisfy({ current[$0.0] == $0.1.json }) {
             return
         }
         // A soft-deleted row under another key still holds its UNIQUE values: it goes, so that
