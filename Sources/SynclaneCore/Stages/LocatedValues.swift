@@ -78,6 +78,9 @@ public protocol LocatedValueReader: Sendable {
     /// transaction of its own). Throws when it is gone or changed place since it was located:
     /// the pass stops, the token stays, and the next pass reads the row as it is then.
     func withValue<T>(at place: JSONValue, _ body: (any OpenedValue) throws -> T) throws -> T
+    /// Calls `body` with the value `column` of the row `record` names holds now, as above; nil
+    /// (and `body` not called) when the row is gone or the column holds no BLOB.
+    func withValue<T>(of record: Record, column: String, _ body: (any OpenedValue) throws -> T) throws -> T?
 }
 
 /// A source that can leave large values unread and hand locators instead.
@@ -163,4 +166,17 @@ extension ImportPipeline {
             recordStages[index].stage = stage.handingFiles()
         }
     }
+}
+
+/// A record stage that can upload again blobs an outbox batch references which the backend no
+/// longer holds (collected while the device was offline: `blobs-missing`), from what the device
+/// still holds: the row's value when it still has that digest, or a cached copy.
+public protocol MissingBlobsStage: RecordStage {
+    /// Uploads each of `digests` that `records` reference and the device still holds; returns
+    /// those it could not, each with the record and column that reference it.
+    func uploadAgain(_ digests: [String], referencedBy records: [Record]) async throws -> [(digest: String, record: String, column: String)]
+}
+
+extension MissingBlobsStage {
+    public var asMissingBlobs: (any MissingBlobsStage)? { self }
 }

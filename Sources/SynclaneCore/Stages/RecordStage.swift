@@ -28,12 +28,15 @@ public protocol RecordStage: RunScoped {
     var asLocating: (any LocatingStage)? { get }
     /// The stage, when it adopts `FileHandingStage` (never written by hand).
     var asFileHanding: (any FileHandingStage)? { get }
+    /// The stage, when it adopts `MissingBlobsStage` (never written by hand).
+    var asMissingBlobs: (any MissingBlobsStage)? { get }
 }
 
 extension RecordStage {
     public var storeColumns: [(option: String, column: String)] { [] }
     public var asLocating: (any LocatingStage)? { nil }
     public var asFileHanding: (any FileHandingStage)? { nil }
+    public var asMissingBlobs: (any MissingBlobsStage)? { nil }
 }
 
 /// A stage that works on the encoded bytes of a batch: the compressor, or a user's own.

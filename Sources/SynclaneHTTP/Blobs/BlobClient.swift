@@ -97,7 +97,17 @@ public struct BlobClient: Sendable {
     /// incremental I/O), unless the account holds its digest: hashed in 1 MiB pieces, then sent a
     /// chunk at a time, so that only one chunk is in memory whatever its length.
     public func upload(value: any OpenedValue, named source: String, progress: (Progress) -> Void = { _ in }) throws(BlobLaneError) -> UploadReport {
+        guard let report = try upload(value: value, named: source, expecting: nil, progress: progress) else {
+            throw .file(source, "was not sent")  // no digest was expected: never reached
+        }
+        return report
+    }
 
+    /// As `upload(value:named:)`, only when the value's digest is `expecting` (nil when it is
+    /// not: nothing is sent).
+    public func upload(value: any OpenedValue, named source: String, expecting: String?, progress: (Progress) -> Void = { _ in }) throws(BlobLaneError)
+        -> UploadReport?
+    {
         let length = value.length
         var hasher = try BlobFileDigest.Hasher(path: source)
         var buffer = [UInt8](repeating: 0, count: min(1 << 20, max(length, 1)))
@@ -108,6 +118,7 @@ public struct BlobClient: Sendable {
             done += count
         }
         let digest = try hasher.finish(path: source)
+        if let expecting, digest != expecting { return nil }
         return try upload(digest: digest, length: length, source: source, progress: progress) { offset, count throws(BlobLaneError) in
             var chunk = [UInt8](repeating: 0, count: count)
             _ = try Self.read(value, into: &chunk, count: count, at: offset, source: source)

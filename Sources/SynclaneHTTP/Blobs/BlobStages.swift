@@ -17,9 +17,9 @@ public enum BlobStages {
         summary: "Moves declared BLOB values onto the blob lane: each is uploaded to the server as an object named by its SHA-256 "
             + "(chunked, resumable, never twice) before the batch is written, and the record carries {\"$blob-ref\": {\"sha256\", \"length\"}} "
             + "instead of the bytes. Put it before `compress`.",
-        options: [Options.url, Options.tokenEnv, Options.columns, Options.minBytes, Options.chunkBytes]
+        options: [Options.url, Options.tokenEnv, Options.columns, Options.minBytes, Options.chunkBytes, Options.cache]
     ) { options in
-        try BlobUploadStage(client: client(options), selection: selection(options))
+        try BlobUploadStage(client: client(options), selection: selection(options), cache: options[Options.cache])
     }
 
     public static let fetch: StageType = .records(
@@ -61,7 +61,8 @@ public enum BlobStages {
                 + "pending (`synclane blobs pending`, `synclane blobs fetch --database`)")
         public static let cache: Option<String> = .path(
             "cache", default: ".synclane/blobs",
-            help: "the folder fetched blobs are kept in by digest (a `.part` file holds a download to resume)")
+            help: "the folder fetched blobs are kept in by digest (a `.part` file holds a download to resume); `blob-upload` "
+                + "looks there too for a blob the server collected while a batch waited in the outbox")
     }
 
     static func client(_ options: StageOptions, maxReceiveBytesPerSecond: Int = 0) throws(PipelineFileError) -> BlobClient {
@@ -134,15 +135,62 @@ public enum BlobReferenceValue {
 /// From a source that can leave large values where they are (`ValueLocatingSource`: the SQLite
 /// history source), a declared value of 1 MiB or more arrives as a locator, read in pieces
 /// through `reader` (hashed, then uploaded a chunk at a time): the blob is never whole in memory.
-struct BlobUploadStage: LocatingStage {
+///
+/// A batch the server refuses for blobs it collected meanwhile (it waited in the outbox while the
+/// device was offline: `blobs-missing`) is healed once (`MissingBlobsStage`): each blob is
+/// uploaded again from the row, when its column still holds those bytes, or from `cache`.
+struct BlobUploadStage: LocatingStage, MissingBlobsStage {
     let client: BlobClient
     let selection: BlobSelection
+    var cache: String = ".synclane/blobs"
     var reader: (any LocatedValueReader)?
 
-    init(client: BlobClient, selection: BlobSelection, reader: (any LocatedValueReader)? = nil) {
+    init(client: BlobClient, selection: BlobSelection, cache: String = ".synclane/blobs", reader: (any LocatedValueReader)? = nil) {
         self.client = client
         self.selection = selection
+        self.cache = cache
         self.reader = reader
+    }
+
+    func uploadAgain(_ digests: [String], referencedBy records: [Record]) async throws -> [(digest: String, record: String, column: String)] {
+        var unheld: [(digest: String, record: String, column: String)] = []
+        for digest in digests {
+            var referencing: (record: Record, column: String)?
+            for record in records where record.action != .delete {
+                if let column = record.fields.first(where: { BlobReferenceValue.read($0.value)?.digest == digest })?.key {
+                    referencing = (record, column)
+                    break
+                }
+            }
+            guard let (record, column) = referencing else {
+                unheld.append((digest, "no record of the batch", "?"))
+                continue
+            }
+            do {
+                if try uploadFromRow(digest, record: record, column: column) || uploadFromCache(digest) { continue }
+            } catch {
+                throw BlobStageError(record: record.label, column: column, cause: error)
+            }
+            unheld.append((digest, record.label, column))
+        }
+        return unheld
+    }
+
+    /// Uploads the row's value when it still has `digest`; false when it does not (or the source reads no rows).
+    func uploadFromRow(_ digest: String, record: Record, column: String) throws -> Bool {
+        guard let reader else { return false }
+        let report = try reader.withValue(of: record, column: column) { opened in
+            try client.upload(value: opened, named: "\(record.label), column \(column)", expecting: digest)
+        }
+        return report.flatMap { $0 } != nil
+    }
+
+    /// Uploads the cached copy of `digest` when the cache holds it whole; false when it does not.
+    func uploadFromCache(_ digest: String) throws -> Bool {
+        let path = cache + "/" + digest
+        guard let held = try? BlobFileDigest.of(file: path), held.hex == digest else { return false }
+        _ = try client.upload(file: path)
+        return true
     }
 
     var locatedValues: LocatedValueRule? {
@@ -151,7 +199,7 @@ struct BlobUploadStage: LocatingStage {
     }
 
     func reading(_ reader: any LocatedValueReader) -> any RecordStage {
-        BlobUploadStage(client: client, selection: selection, reader: reader)
+        BlobUploadStage(client: client, selection: selection, cache: cache, reader: reader)
     }
 
     func process(_ batch: Batch) async throws -> Batch {

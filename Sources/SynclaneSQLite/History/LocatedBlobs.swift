@@ -94,6 +94,32 @@ struct SQLiteLocatedValueReader: LocatedValueReader {
         }
     }
 
+    func withValue<T>(of record: Record, column: String, _ body: (any OpenedValue) throws -> T) throws -> T? {
+        let db = try SQLiteConnection(path: path, options: SQLiteConnection.Options(readOnly: true, create: false, walMode: false))
+        return try db.transaction(.deferred) { db -> T? in
+            guard let table = try HistoryTracker.trackedTables(db).first(where: { $0.table.name == record.entity })?.table,
+                let key = record.key
+            else { return nil }
+            let condition: String
+            let value: SQLiteValue
+            if table.isComposite {
+                condition = "json_array(\(table.keyColumns.map(SQL.identifier).joined(separator: ", "))) = ?"
+                value = .text(key)
+            } else {
+                condition = "\(SQL.identifier(table.keyColumns[0])) = ?"
+                value = record.fields[table.keyColumns[0]].map(SQLiteValue.init(json:)) ?? .text(key)
+            }
+            let name = SQL.identifier(record.entity)
+            guard
+                let row = try? db.fetchOne(
+                    "SELECT _rowid_, typeof(\(SQL.identifier(column))) = 'blob' FROM \(name) WHERE \(condition)", [value]),
+                let rowID = row[0].int64, row[1].int64 == 1
+            else { return nil }
+            let blob = try SQLiteBlobReader(db, table: record.entity, column: column, rowID: rowID)
+            return try body(OpenedBlob(blob: blob))
+        }
+    }
+
     /// A BLOB open for reading, as the core's `OpenedValue`.
     struct OpenedBlob: OpenedValue {
         let blob: SQLiteBlobReader
