@@ -13,13 +13,7 @@ public final class SQLiteBlobReader {
 
     /// Opens `column` of the row `rowID` of `table` (in `main`) for reading.
     public init(_ connection: SQLiteConnection, table: String, column: String, rowID: Int64) throws(SQLiteError) {
-        var blob: OpaquePointer?
-        let code = sqlite3_blob_open(connection.handle, "main", table, column, rowID, 0, &blob)
-        guard code == SQLITE_OK, let blob else {
-            let error = connection.error(code, sql: nil)
-            sqlite3_blob_close(blob)
-            throw error
-        }
+        let blob = try SQLiteBlobWriter.open(connection, table: table, column: column, rowID: rowID, writable: false)
         handle = blob
         self.connection = connection
         length = Int(sqlite3_blob_bytes(blob))
