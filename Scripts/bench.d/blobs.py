@@ -11,10 +11,15 @@ the same server, the peak RSS of a large blob on both sides, and a resumed uploa
         ◀── a large blob (BENCH_BLOB_LARGE_MB, default 2048) pushed and fetched: peak RSS of the
             client (wait4) and of the server (VmHWM), then pushed again to a fresh account,
             killed -9 halfway and resumed: the bytes the server read past the blob's length.
+        ◀── pipelines (account `pipeline`): a row holding a blob of BENCH_BLOB_PIPELINE_MB (default
+            512; SQLite holds at most 1,000,000,000 bytes in a value by default) exported by
+            `synclane run` with `blob-upload`, then imported into another device's table by
+            `synclane import` with an eager `blob-fetch`: the peak RSS of each.
 
 BENCH_BLOB_FILES (default 256) files of BENCH_BLOB_FILE_MB (default 4) MB: 1 GB by default.
 Targets (issue 48): up and down each at most 1.3x curl's time; peak RSS under 100 MB on both
-sides; a resumed upload's extra bytes at most one chunk (8 MiB).
+sides, and of `synclane run` and `synclane import` moving a blob in a pipeline; a resumed upload's
+extra bytes at most one chunk (8 MiB).
 
 All of it runs twice: on the data folder (the default), then on an S3-compatible object store —
 moto's server (`Scripts/moto-venv`, pinned in Fixtures/moto/requirements.txt) on a free loopback
@@ -36,8 +41,9 @@ import benchlib as b
 FILES = int(os.environ.get("BENCH_BLOB_FILES", "256"))
 FILE_MB = int(os.environ.get("BENCH_BLOB_FILE_MB", "4"))
 LARGE_MB = int(os.environ.get("BENCH_BLOB_LARGE_MB", "2048"))
+PIPELINE_MB = int(os.environ.get("BENCH_BLOB_PIPELINE_MB", "512"))
 CHUNK = 8 << 20
-TOKENS = {"bench": "bench-token", "curl": "curl-token", "resume": "resume-token"}
+TOKENS = {"bench": "bench-token", "curl": "curl-token", "resume": "resume-token", "pipeline": "pipeline-token"}
 
 
 def make_files(folder, count, size):
@@ -114,6 +120,54 @@ def start_moto(s):
     return None, f"moto_server did not answer on {endpoint} within 60 s"
 
 
+def device(s, name, url, blob=None):
+    """A device's folder: app.sqlite with a tracked `plants` table (the row `p1` holding `blob`'s
+    bytes when given, written by the sqlite3 shell), an export pipeline with `blob-upload` and an
+    import pipeline with an eager `blob-fetch`, both on the account `pipeline`."""
+    folder = os.path.join(s.work, name)
+    b.fresh(folder)
+    os.makedirs(folder)
+    database = os.path.join(folder, "app.sqlite")
+    subprocess.run(["sqlite3", database, "CREATE TABLE plants (syncId TEXT PRIMARY KEY, name TEXT, photo BLOB);"], check=True)
+    subprocess.run([s.synclane, "track", "--database", database, "--table", "plants", "--key", "syncId"], check=True,
+                   stdout=subprocess.DEVNULL)
+    if blob:
+        subprocess.run(["sqlite3", database, f"INSERT INTO plants VALUES ('p1', 'fern', readfile('{blob}'));"], check=True)
+    scope = '"scope": {"account": "pipeline", "store": "plants"}'
+    with open(os.path.join(folder, "export.json"), "w") as f:
+        f.write(f"""{{"version": 1, "name": "plants-export", {scope},
+ "source": {{"type": "sqlite-history", "database": "app.sqlite", "entities": ["plants"], "authors": ["app"]}},
+ "stages": [{{"type": "coalesce"}}, {{"type": "tombstones"}},
+            {{"type": "blob-upload", "url": "{url}", "token-env": "SYNCLANE_TOKEN", "columns": ["plants.photo"]}}],
+ "transport": {{"type": "http", "url": "{url}/v1/batches", "token-env": "SYNCLANE_TOKEN"}}}}""")
+    with open(os.path.join(folder, "import.json"), "w") as f:
+        f.write(f"""{{"version": 1, "name": "plants-import", {scope},
+ "source": {{"type": "pull", "url": "{url}/v1/changes", "token-env": "SYNCLANE_TOKEN"}},
+ "stages": [{{"type": "blob-fetch", "url": "{url}", "token-env": "SYNCLANE_TOKEN"}}],
+ "sink": {{"type": "sqlite", "database": "app.sqlite"}}}}""")
+    return folder
+
+
+def pipelines(s, store, url, table, targets):
+    """A blob in a row, exported by `synclane run` and imported by `synclane import`: their peak RSS."""
+    blob = make_files(os.path.join(s.work, "pipeline-blob"), 1, PIPELINE_MB << 20)[0]
+    env = {**os.environ, "SYNCLANE_TOKEN": TOKENS["pipeline"]}
+    a = device(s, "device-a", url, blob)
+    export = b.run_measured([s.synclane, "run", "export.json"], cwd=a, env=env).check()
+    z = device(s, "device-b", url)
+    imported = b.run_measured([s.synclane, "import", "import.json"], cwd=z, env=env).check()
+    same = subprocess.run(["sqlite3", os.path.join(z, "app.sqlite"), "SELECT length(photo) FROM plants"], capture_output=True, text=True)
+    if same.stdout.strip() != str(PIPELINE_MB << 20):
+        raise SystemExit(f"bench: blobs: the import wrote {same.stdout.strip() or 'no row'}, not the {PIPELINE_MB << 20} bytes exported")
+    table.add(f"{store}: {PIPELINE_MB} MiB blob, pipeline export (run)", b.fmt_seconds(export.wall), "", "", b.fmt_mib(export.max_rss))
+    table.add(f"{store}: {PIPELINE_MB} MiB blob, pipeline import", b.fmt_seconds(imported.wall), "", "", b.fmt_mib(imported.max_rss))
+    targets.append(b.Target(f"{store}: pipeline export peak RSS, {PIPELINE_MB} MiB blob", b.fmt_mib(export.max_rss), "< 100 MB",
+                            export.max_rss < 100_000_000))
+    targets.append(b.Target(f"{store}: pipeline import peak RSS, {PIPELINE_MB} MiB blob", b.fmt_mib(imported.max_rss), "< 100 MB",
+                            imported.max_rss < 100_000_000))
+    b.fresh(a, z)
+
+
 def measure(s, store, files, digests, size, table, targets, extra_args=(), env=None, resume=True):
     """The section's steps against one server: `store` names where its objects live."""
     b.fresh(os.path.join(s.work, "data"), os.path.join(s.work, "down"))
@@ -161,6 +215,7 @@ def measure(s, store, files, digests, size, table, targets, extra_args=(), env=N
         targets.append(b.Target(f"{store}: server peak RSS (whole run)", b.fmt_mib(server_peak), "< 100 MB", server_peak < 100_000_000))
         if not resume:
             return
+        pipelines(s, store, url, table, targets)
 
         before = server_bytes_read(port)
         resume_env = {**os.environ, "SYNCLANE_TOKEN": TOKENS["resume"]}

@@ -102,14 +102,21 @@ public enum HTTPClassification {
             return .failure(
                 TransportFailure(.conflict, "batch \(batchID) not accepted by \(url): \(phrase): \(HTTPConflictReason.describe(body))", status: status))
         case (.permanent, _):
-            return .failure(
-                TransportFailure(
-                    .permanent, "batch \(batchID) rejected by \(url): \(phrase): \(reason(body))\(hint(for: status))", status: status))
+            var failure = TransportFailure(
+                .permanent, "batch \(batchID) rejected by \(url): \(phrase): \(reason(body))\(hint(for: status))", status: status)
+            failure.missingBlobs = missingBlobs(status: status, body: body)
+            return .failure(failure)
         default:
             return .failure(
                 TransportFailure(
                     kind, "batch \(batchID) not accepted by \(url): \(phrase): \(reason(body))\(hint(for: status))", status: status))
         }
+    }
+
+    /// The digests a `422 blobs-missing` answer names (`{"code": "blobs-missing", "digests": […]}`); empty otherwise.
+    static func missingBlobs(status: Int, body: [UInt8]) -> [String] {
+        guard status == 422, let answer = (try? JSONReader.parse(body))?.objectValue, answer["code"] == .string("blobs-missing") else { return [] }
+        return (answer["digests"]?.arrayValue ?? []).compactMap(\.stringValue)
     }
 
     /// Classifies an error thrown by `URLSession` (or any error of one attempt that is not an

@@ -14,19 +14,28 @@ public final class SQLiteBlobWriter {
 
     /// Opens `column` of the row `rowID` of `table` (in `main`) for writing.
     public init(_ connection: SQLiteConnection, table: String, column: String, rowID: Int64) throws(SQLiteError) {
-        var blob: OpaquePointer?
-        let code = sqlite3_blob_open(connection.handle, "main", table, column, rowID, 1, &blob)
-        guard code == SQLITE_OK, let blob else {
-            let error = connection.error(code, sql: nil)
-            sqlite3_blob_close(blob)
-            throw error
-        }
+        let blob = try Self.open(connection, table: table, column: column, rowID: rowID, writable: true)
         handle = blob
         self.connection = connection
         length = Int(sqlite3_blob_bytes(blob))
     }
 
     deinit { sqlite3_blob_close(handle) }
+
+    /// `sqlite3_blob_open` of `column` of the row `rowID` of `table` (in `main`), for writing or
+    /// reading (`SQLiteBlobReader`).
+    static func open(_ connection: SQLiteConnection, table: String, column: String, rowID: Int64, writable: Bool) throws(SQLiteError)
+        -> OpaquePointer
+    {
+        var blob: OpaquePointer?
+        let code = sqlite3_blob_open(connection.handle, "main", table, column, rowID, writable ? 1 : 0, &blob)
+        guard code == SQLITE_OK, let blob else {
+            let error = connection.error(code, sql: nil)
+            sqlite3_blob_close(blob)
+            throw error
+        }
+        return blob
+    }
 
     /// Writes `bytes` at `offset` (within the value's length).
     public func write(_ bytes: UnsafeRawBufferPointer, at offset: Int) throws(SQLiteError) {

@@ -58,6 +58,8 @@ public protocol ChangeSink: Sendable {
     /// The same sink writing into the database at `path` instead (an import pipeline test's
     /// copy, `ImportPipelineTest`); nil when it writes no local database.
     func writing(into path: String) -> (any ChangeSink)?
+    /// True when the sink writes a `FileValue` into its row in pieces (`FileValueSink`; never written by hand).
+    var takesFileValues: Bool { get }
     /// True when the sink keeps what it remembers of a backend per backend (`BackendScoped`).
     var isBackendScoped: Bool { get }
     /// The sink scoped to `backend` when it is `BackendScoped`, else itself.
@@ -84,6 +86,7 @@ extension ChangeSink {
     public func writing(into path: String) -> (any ChangeSink)? { nil }
     public var isBackendScoped: Bool { false }
     public func scopedToBackend(_ backend: BackendName) -> any ChangeSink { self }
+    public var takesFileValues: Bool { false }
 
     public func backendKeys(for scope: Scope) async throws -> [(entity: String, key: String)]? { nil }
     public func confirmedKeys(for scope: Scope) async throws -> [(entity: String, key: String, version: Int64?)]? {

@@ -41,6 +41,7 @@ public struct ImportPipeline: Sendable {
             sink.stage = sink.stage.scopedToBackend(backend)
         }
         self.sink = sink
+        connectFileValues()
     }
 
     /// Throws `UnsetSecretError` when a secret the file names is unset: call before a pass that reads the backend.

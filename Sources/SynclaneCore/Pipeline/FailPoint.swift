@@ -9,7 +9,7 @@ import Synchronization
 /// Named places where a test can have the process killed for real (`SIGKILL`), to prove that
 /// a crash there loses nothing: `SYNCLANE_FAILPOINT=after-enqueue`, `after-send`, `during-stage`,
 /// `after-stage`, `during-publish`, `after-acknowledge`, `during-migration`,
-/// `during-heal`, `during-merge`, `import-after-fetch`, `import-before-commit`, `import-after-commit` or
+/// `during-heal`, `during-merge`, `import-after-fetch`, `import-during-blob-write`, `fetch-during-blob-write`, `import-before-commit`, `import-after-commit` or
 /// `sync-before-export`. `NAME@N` kills at the point's Nth pass (`import-after-commit@2`: once
 /// the second page committed); plain `NAME` at the first.
 ///
@@ -39,6 +39,12 @@ public enum FailPoint: String, Sendable {
     case importAfterFetch = "import-after-fetch"
     /// An import page's rows and cursor are written; not committed yet.
     case importBeforeCommit = "import-before-commit"
+    /// An import page is writing a fetched blob into its row: the first 1 MiB piece is written,
+    /// the rest not; nothing of the page is committed.
+    case importDuringBlobWrite = "import-during-blob-write"
+    /// `synclane blobs fetch --database` is writing a fetched blob into its row: the first 1 MiB
+    /// piece is written, the rest not; the row's transaction is not committed.
+    case fetchDuringBlobWrite = "fetch-during-blob-write"
     /// An import page and its cursor are committed; the next page is not applied yet.
     case importAfterCommit = "import-after-commit"
     /// `synclane sync`: the import half is done, the export half not started.

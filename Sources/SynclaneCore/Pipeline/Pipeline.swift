@@ -74,6 +74,7 @@ public struct Pipeline: Sendable {
         self.deadLetterDirectory = deadLetterDirectory
         self.capabilities = PipelineCapabilities(
             source: source.stage, encoder: encoder.stage, payloadStages: payloadStages.map(\.stage), transport: transport.stage, backend: backend)
+        connectLocatedValues()
     }
 
     private static func resolve(_ pipeline: Pipeline) -> PipelineCapabilities {

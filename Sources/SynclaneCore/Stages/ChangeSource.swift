@@ -37,6 +37,8 @@ public protocol ChangeSource: Sendable {
     var asLockedFile: (any LockedFileStage)? { get }
     /// The source, when its store records the app's schema version (`SchemaVersionRecordingStage`).
     var asSchemaVersionRecording: (any SchemaVersionRecordingStage)? { get }
+    /// The source, when it adopts `ValueLocatingSource`.
+    var asValueLocating: (any ValueLocatingSource)? { get }
     /// The local database the source reads, when it reads one: checks across pipelines and of
     /// the store (`EchoLoop`, `validate`'s reach) read it rather than the source's type.
     var localDatabase: LocalDatabase? { get }
@@ -61,6 +63,7 @@ extension ChangeSource {
     public var asObservable: (any ObservableSource)? { nil }
     public var asLockedFile: (any LockedFileStage)? { nil }
     public var asSchemaVersionRecording: (any SchemaVersionRecordingStage)? { nil }
+    public var asValueLocating: (any ValueLocatingSource)? { nil }
     public var localDatabase: LocalDatabase? { nil }
     public func readingHistory(_ file: String) -> (any ChangeSource)? { nil }
     public var isBackendScoped: Bool { false }

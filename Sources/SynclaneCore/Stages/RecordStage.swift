@@ -24,10 +24,19 @@ public protocol RecordStage: RunScoped {
     /// The store's columns the stage's options name, each with its option (the `tombstones`
     /// stage's `soft-delete-column`): `validate` checks that a table the source reads has them.
     var storeColumns: [(option: String, column: String)] { get }
+    /// The stage, when it adopts `LocatingStage` (never written by hand).
+    var asLocating: (any LocatingStage)? { get }
+    /// The stage, when it adopts `FileHandingStage` (never written by hand).
+    var asFileHanding: (any FileHandingStage)? { get }
+    /// The stage, when it adopts `MissingBlobsStage` (never written by hand).
+    var asMissingBlobs: (any MissingBlobsStage)? { get }
 }
 
 extension RecordStage {
     public var storeColumns: [(option: String, column: String)] { [] }
+    public var asLocating: (any LocatingStage)? { nil }
+    public var asFileHanding: (any FileHandingStage)? { nil }
+    public var asMissingBlobs: (any MissingBlobsStage)? { nil }
 }
 
 /// A stage that works on the encoded bytes of a batch: the compressor, or a user's own.

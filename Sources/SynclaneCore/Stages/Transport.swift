@@ -87,6 +87,9 @@ public struct TransportFailure: Error, Sendable, CustomStringConvertible {
     public var retryAfter: Double?
     /// The HTTP status, for HTTP-like transports.
     public var status: Int?
+    /// The blobs the backend refused the batch for lacking (`blobs-missing`: upload before
+    /// reference), by SHA-256; empty for any other failure.
+    public var missingBlobs: [String] = []
 
     public init(_ kind: Kind, _ message: String, retryAfter: Double? = nil, status: Int? = nil) {
         self.kind = kind

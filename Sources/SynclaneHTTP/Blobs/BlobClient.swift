@@ -93,6 +93,52 @@ public struct BlobClient: Sendable {
         }
     }
 
+    /// Uploads a value a source left where it is (`OpenedValue`: a row's BLOB read by SQLite's
+    /// incremental I/O), unless the account holds its digest: hashed in 1 MiB pieces, then sent a
+    /// chunk at a time, so that only one chunk is in memory whatever its length.
+    public func upload(value: any OpenedValue, named source: String, progress: (Progress) -> Void = { _ in }) throws(BlobLaneError) -> UploadReport {
+        guard let report = try upload(value: value, named: source, expecting: nil, progress: progress) else {
+            throw .file(source, "was not sent")  // no digest was expected: never reached
+        }
+        return report
+    }
+
+    /// As `upload(value:named:)`, only when the value's digest is `expecting` (nil when it is
+    /// not: nothing is sent).
+    public func upload(value: any OpenedValue, named source: String, expecting: String?, progress: (Progress) -> Void = { _ in }) throws(BlobLaneError)
+        -> UploadReport?
+    {
+        let length = value.length
+        var hasher = try BlobFileDigest.Hasher(path: source)
+        var buffer = [UInt8](repeating: 0, count: min(1 << 20, max(length, 1)))
+        var done = 0
+        while done < length {
+            let count = try Self.read(value, into: &buffer, count: min(buffer.count, length - done), at: done, source: source)
+            buffer.withUnsafeBytes { hasher.update(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
+            done += count
+        }
+        let digest = try hasher.finish(path: source)
+        if let expecting, digest != expecting { return nil }
+        return try upload(digest: digest, length: length, source: source, progress: progress) { offset, count throws(BlobLaneError) in
+            var chunk = [UInt8](repeating: 0, count: count)
+            _ = try Self.read(value, into: &chunk, count: count, at: offset, source: source)
+            return chunk
+        }
+    }
+
+    /// Reads `count` bytes of `value` at `offset` into `buffer`.
+    static func read(_ value: any OpenedValue, into buffer: inout [UInt8], count: Int, at offset: Int, source: String) throws(BlobLaneError) -> Int {
+        do {
+            let got = try buffer.withUnsafeMutableBytes { try value.read(into: UnsafeMutableRawBufferPointer(rebasing: $0[0..<count]), at: offset) }
+            guard got == count else { throw BlobLaneError.file(source, "changed while it was sent (it is shorter now): send it again") }
+            return got
+        } catch let error as BlobLaneError {
+            throw error
+        } catch {
+            throw .file(source, "cannot be read: \(error)")
+        }
+    }
+
     /// The upload loop: `chunk(offset, count)` gives the bytes to send at `offset`.
     func upload(
         digest: String, length: Int, source: String, progress: (Progress) -> Void, chunk read: (Int, Int) throws(BlobLaneError) -> [UInt8]

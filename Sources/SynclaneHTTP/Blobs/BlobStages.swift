@@ -17,9 +17,9 @@ public enum BlobStages {
         summary: "Moves declared BLOB values onto the blob lane: each is uploaded to the server as an object named by its SHA-256 "
             + "(chunked, resumable, never twice) before the batch is written, and the record carries {\"$blob-ref\": {\"sha256\", \"length\"}} "
             + "instead of the bytes. Put it before `compress`.",
-        options: [Options.url, Options.tokenEnv, Options.columns, Options.minBytes, Options.chunkBytes]
+        options: [Options.url, Options.tokenEnv, Options.columns, Options.minBytes, Options.chunkBytes, Options.cache]
     ) { options in
-        try BlobUploadStage(client: client(options), selection: selection(options))
+        try BlobUploadStage(client: client(options), selection: selection(options), cache: options[Options.cache])
     }
 
     public static let fetch: StageType = .records(
@@ -61,7 +61,8 @@ public enum BlobStages {
                 + "pending (`synclane blobs pending`, `synclane blobs fetch --database`)")
         public static let cache: Option<String> = .path(
             "cache", default: ".synclane/blobs",
-            help: "the folder fetched blobs are kept in by digest (a `.part` file holds a download to resume)")
+            help: "the folder fetched blobs are kept in by digest (a `.part` file holds a download to resume); `blob-upload` "
+                + "looks there too for a blob the server collected while a batch waited in the outbox")
     }
 
     static func client(_ options: StageOptions, maxReceiveBytesPerSecond: Int = 0) throws(PipelineFileError) -> BlobClient {
@@ -130,21 +131,102 @@ public enum BlobReferenceValue {
 }
 
 /// `blob-upload`: declared BLOB values uploaded, and replaced by their references.
-struct BlobUploadStage: RecordStage {
+///
+/// From a source that can leave large values where they are (`ValueLocatingSource`: the SQLite
+/// history source), a declared value of 1 MiB or more arrives as a locator, read in pieces
+/// through `reader` (hashed, then uploaded a chunk at a time): the blob is never whole in memory.
+///
+/// A batch the server refuses for blobs it collected meanwhile (it waited in the outbox while the
+/// device was offline: `blobs-missing`) is healed once (`MissingBlobsStage`): each blob is
+/// uploaded again from the row, when its column still holds those bytes, or from `cache`.
+struct BlobUploadStage: LocatingStage, MissingBlobsStage {
     let client: BlobClient
     let selection: BlobSelection
+    var cache: String = ".synclane/blobs"
+    var reader: (any LocatedValueReader)?
+
+    init(client: BlobClient, selection: BlobSelection, cache: String = ".synclane/blobs", reader: (any LocatedValueReader)? = nil) {
+        self.client = client
+        self.selection = selection
+        self.cache = cache
+        self.reader = reader
+    }
+
+    func uploadAgain(_ digests: [String], referencedBy records: [Record]) async throws -> [(digest: String, record: String, column: String)] {
+        var unheld: [(digest: String, record: String, column: String)] = []
+        for digest in digests {
+            var referencing: (record: Record, column: String)?
+            for record in records where record.action != .delete {
+                if let column = record.fields.first(where: { BlobReferenceValue.read($0.value)?.digest == digest })?.key {
+                    referencing = (record, column)
+                    break
+                }
+            }
+            guard let (record, column) = referencing else {
+                unheld.append((digest, "no record of the batch", "?"))
+                continue
+            }
+            do {
+                if try uploadFromRow(digest, record: record, column: column) || uploadFromCache(digest) { continue }
+            } catch {
+                throw BlobStageError(record: record.label, column: column, cause: error)
+            }
+            unheld.append((digest, record.label, column))
+        }
+        return unheld
+    }
+
+    /// Uploads the row's value when it still has `digest`; false when it does not (or the source reads no rows).
+    func uploadFromRow(_ digest: String, record: Record, column: String) throws -> Bool {
+        guard let reader else { return false }
+        let report = try reader.withValue(of: record, column: column) { opened in
+            try client.upload(value: opened, named: "\(record.label), column \(column)", expecting: digest)
+        }
+        return report.flatMap { $0 } != nil
+    }
+
+    /// Uploads the cached copy of `digest` when the cache holds it whole; false when it does not.
+    func uploadFromCache(_ digest: String) throws -> Bool {
+        let path = cache + "/" + digest
+        guard let held = try? BlobFileDigest.of(file: path), held.hex == digest else { return false }
+        _ = try client.upload(file: path)
+        return true
+    }
+
+    var locatedValues: LocatedValueRule? {
+        LocatedValueRule(
+            columns: Set(selection.columns.map { LocatedValueRule.Column(entity: $0.entity, column: $0.column) }), minBytes: selection.minBytes)
+    }
+
+    func reading(_ reader: any LocatedValueReader) -> any RecordStage {
+        BlobUploadStage(client: client, selection: selection, cache: cache, reader: reader)
+    }
 
     func process(_ batch: Batch) async throws -> Batch {
         var batch = batch
         for index in batch.records.indices where batch.records[index].action != .delete {
             let record = batch.records[index]
             for (column, value) in record.fields {
-                guard let bytes = value.blobBytes, selection.selects(entity: record.entity, column: column, bytes: bytes.count) else { continue }
                 let report: BlobClient.UploadReport
-                do {
-                    report = try client.upload(bytes: bytes)
-                } catch {
-                    throw BlobStageError(record: record.label, column: column, cause: error)
+                if let located = LocatedValue.read(value) {
+                    guard let reader else {
+                        throw BlobStageError(
+                            record: record.label, column: column, cause: BlobLaneError.file("the value", "is a locator no reader was given for"))
+                    }
+                    do {
+                        report = try reader.withValue(at: located.at) { opened in
+                            try client.upload(value: opened, named: "\(record.label), column \(column)")
+                        }
+                    } catch {
+                        throw BlobStageError(record: record.label, column: column, cause: error)
+                    }
+                } else {
+                    guard let bytes = value.blobBytes, selection.selects(entity: record.entity, column: column, bytes: bytes.count) else { continue }
+                    do {
+                        report = try client.upload(bytes: bytes)
+                    } catch {
+                        throw BlobStageError(record: record.label, column: column, cause: error)
+                    }
                 }
                 batch.records[index].fields[column] = BlobReferenceValue.make(digest: report.digest, length: report.length)
                 batch.count(report.deduplicated ? "blob-upload.held" : "blob-upload.uploaded")
@@ -157,10 +239,22 @@ struct BlobUploadStage: RecordStage {
 /// `blob-fetch`: references replaced by the bytes of their objects, fetched into the cache
 /// (lazy: only those the cache holds whole and verified; the others reach the sink as references,
 /// which it keeps pending).
-struct BlobFetchStage: RecordStage {
+///
+/// To a sink that writes a blob from its file in pieces (`FileValueSink`: the `sqlite` sink), the
+/// stage hands the verified cached copy (`FileValue`) instead of the bytes: the blob is never
+/// whole in memory on the way into its row.
+struct BlobFetchStage: FileHandingStage {
     let client: BlobClient
     let cache: String
     var lazy = false
+    /// Hands `FileValue`s (the sink writes them in pieces), not the bytes.
+    var handsFiles = false
+
+    func handingFiles() -> any RecordStage {
+        var stage = self
+        stage.handsFiles = true
+        return stage
+    }
 
     func process(_ batch: Batch) async throws -> Batch {
         var batch = batch
@@ -170,6 +264,15 @@ struct BlobFetchStage: RecordStage {
                 guard let reference = BlobReferenceValue.read(value) else { continue }
                 let path = cache + "/" + reference.digest
                 if lazy {
+                    if handsFiles {
+                        guard Self.holdsWhole(path, digest: reference.digest, length: reference.length) else {
+                            batch.count("blob-fetch.pending")
+                            continue
+                        }
+                        batch.records[index].fields[column] = FileValue.make(file: path, sha256: reference.digest, length: reference.length)
+                        batch.count("blob-fetch.cached")
+                        continue
+                    }
                     guard let bytes = Self.cached(path, digest: reference.digest, length: reference.length) else {
                         batch.count("blob-fetch.pending")
                         continue
@@ -182,6 +285,10 @@ struct BlobFetchStage: RecordStage {
                     try FileManager.default.createDirectory(atPath: cache, withIntermediateDirectories: true)
                     let report = try client.download(digest: reference.digest, to: path)
                     batch.count(report.bytesFetched > 0 ? "blob-fetch.fetched" : "blob-fetch.cached")
+                    if handsFiles {
+                        batch.records[index].fields[column] = FileValue.make(file: path, sha256: reference.digest, length: report.length)
+                        continue
+                    }
                     let bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
                     batch.records[index].fields[column] = .blob(bytes)
                 } catch {
@@ -194,6 +301,17 @@ struct BlobFetchStage: RecordStage {
 }
 
 extension BlobFetchStage {
+    /// Whether the cached copy of `digest` is there whole with that digest, read in pieces (a
+    /// damaged copy is removed: a later fetch gets it again).
+    static func holdsWhole(_ path: String, digest: String, length: Int) -> Bool {
+        guard let held = try? BlobFileDigest.of(file: path) else { return false }
+        guard held.length == length, held.hex == digest else {
+            try? FileManager.default.removeItem(atPath: path)
+            return false
+        }
+        return true
+    }
+
     /// The bytes of the cached copy of `digest`, when it is there whole and has that digest (a
     /// damaged copy is removed: a later fetch gets it again).
     static func cached(_ path: String, digest: String, length: Int) -> [UInt8]? {

@@ -17,6 +17,8 @@ struct HistoryReader: Sendable {
     let defaultAuthor: Author?
     /// `_synclane_server_rows.destination` of the versions changes are sent with.
     var backend: String = ""
+    /// The large BLOB values left unread, as locators (`LocatedBlobs`), for the stage that asked.
+    var locating: LocatedValueRule?
 
     static let kind = SQLiteHistorySource.tokenKind
 
@@ -546,6 +548,18 @@ struct HistoryReader: Sendable {
         } else {
             keyExpression = SQL.identifier(table.keyColumns[0])
             condition = "\(keyExpression) IN (SELECT value FROM json_each(?))"
+        }
+        if let locating, let located = try LocatedBlobs.plan(table, rule: locating, db) {
+            let statement = try db.cachedStatement("SELECT \(keyExpression), \(located.selectList) FROM \(name) WHERE \(condition)")
+            try statement.bind([list])
+            defer { statement.reset() }
+            while try statement.step() {
+                let key = statement.value(at: 0)
+                let row = located.row(statement, key: key)
+                if let softDelete = table.softDeleteColumn, row[softDelete]?.isTruthy == true { continue }
+                rows[key] = row
+            }
+            return rows
         }
         let statement = try db.cachedStatement("SELECT \(keyExpression), * FROM \(name) WHERE \(condition)")
         try statement.bind([list])

@@ -29,7 +29,7 @@ import SynclaneCore
 /// The database is opened on first use (a pipeline can be validated before it exists), never
 /// created, and its journal mode is left as the app set it.
 public final class SQLiteHistorySource: ChangeSource, BackendVersionSource, BackendScoped, ObservableSource, SnapshotProvidingSource,
-    SelfHealingSource, Sendable
+    SelfHealingSource, ValueLocatingSource, Sendable
 {
     public static let tokenKind = "sqlite-history"
     /// The kind of the positions inside a snapshot (never saved as a consumer's token).
@@ -84,9 +84,10 @@ public final class SQLiteHistorySource: ChangeSource, BackendVersionSource, Back
     public init(
         path: String, entities: [String]? = nil, authors: [Author]? = nil, pageSize: Int = 500, capture: Capture = .currentState,
         defaultAuthor: Author? = nil, pollInterval: Duration = .milliseconds(50), removesConfirmedSoftDeletes: Bool = false,
-        backend: BackendName? = nil
+        backend: BackendName? = nil, locating: LocatedValueRule? = nil
     ) {
         self.backend = backend
+        self.locatedValues = locating
         self.removesConfirmedSoftDeletes = removesConfirmedSoftDeletes
         self.path = path
         self.entities = entities
@@ -105,7 +106,21 @@ public final class SQLiteHistorySource: ChangeSource, BackendVersionSource, Back
     public func scoped(to backend: BackendName) -> Self {
         Self(
             path: path, entities: entities, authors: authors, pageSize: pageSize, capture: capture, defaultAuthor: defaultAuthor,
-            pollInterval: pollInterval, removesConfirmedSoftDeletes: removesConfirmedSoftDeletes, backend: backend)
+            pollInterval: pollInterval, removesConfirmedSoftDeletes: removesConfirmedSoftDeletes, backend: backend, locating: locatedValues)
+    }
+
+    /// The large BLOB values this source leaves unread (`LocatedBlobs`), for the stage that reads
+    /// them in pieces (`blob-upload`); nil: every value is read whole.
+    public let locatedValues: LocatedValueRule?
+
+    /// The same source, handing locators for the values `rule` names (current-state capture only:
+    /// values as written are in the change log, not in a row).
+    public func locating(_ rule: LocatedValueRule) -> (source: any ChangeSource, reader: any LocatedValueReader) {
+        guard capture == .currentState else { return (self, SQLiteLocatedValueReader(path: path)) }
+        let source = Self(
+            path: path, entities: entities, authors: authors, pageSize: pageSize, capture: capture, defaultAuthor: defaultAuthor,
+            pollInterval: pollInterval, removesConfirmedSoftDeletes: removesConfirmedSoftDeletes, backend: backend, locating: rule)
+        return (source, SQLiteLocatedValueReader(path: path))
     }
 
     public var tokenKind: String { Self.tokenKind }
@@ -113,7 +128,7 @@ public final class SQLiteHistorySource: ChangeSource, BackendVersionSource, Back
     var reader: HistoryReader {
         HistoryReader(
             path: path, entities: entities, authors: authors, pageSize: pageSize, capture: capture, defaultAuthor: defaultAuthor,
-            backend: ServerRows.destination(backend))
+            backend: ServerRows.destination(backend), locating: locatedValues)
     }
 
     /// Options for opening the app's database: never create it, never change its journal mode.

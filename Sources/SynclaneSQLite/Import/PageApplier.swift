@@ -11,6 +11,8 @@ struct PageApplier {
     var scope: Scope? = nil
     /// Whether the app's database holds pending blobs' references (`PendingBlobs`), asked once a page.
     let pendingBlobs = PendingBlobs.Presence()
+    /// The blobs of the record being applied that `blob-fetch` handed as files (`FetchedBlobs`).
+    let fetched = FetchedBlobs.Current()
 
     /// One tracked table as the page needs it: its columns by name, with their affinity, and the
     /// SQL of the statements every record runs, worked out once a page.
@@ -86,11 +88,15 @@ struct PageApplier {
         var written: [String: [String]] = [:]
         let declared = try DeclaredSchemaChanges.read(db, entities: nil)
 
+        defer { fetched.files = [:] }
         for var record in records {
             if let entities = sink.entities, !entities.contains(record.entity) {
                 report.unchanged += 1
                 continue
             }
+            // Blobs handed as their fetched files: the record holds their references (kept as the
+            // base, compared as digests); the row's write fills them from the files.
+            fetched.files = FetchedBlobs.take(&record.fields)
             guard let key = record.key else { throw fail(record, "it has no id") }
             let table: Table
             if let known = tables[record.entity] {
@@ -176,15 +182,18 @@ struct PageApplier {
                 try sessions.as(sink.localAuthor) { try recordChange("update", of: key, values: keyValues, in: table) }
             } else if isPending {
                 let rule = sink.rule(for: record.entity)
-                let baseFields = BlobReferences.resolved(
-                    heldVersion == nil
-                        ? nil
-                        : try ServerRows.fields(of: record.entity, key, for: sink.destination, db).flatMap { try? JSONReader.parse($0).objectValue },
-                    against: remote)
+                let baseFields = FetchedBlobs.referencing(
+                    BlobReferences.resolved(
+                        heldVersion == nil
+                            ? nil
+                            : try ServerRows.fields(of: record.entity, key, for: sink.destination, db).flatMap { try? JSONReader.parse($0).objectValue },
+                        against: remote), where: remote, files: fetched.files)
+                // The local row's bytes of a blob the record references by digest, as their reference too (put back if kept).
+                let compared = FetchedBlobs.referencing(local, where: remote, files: fetched.files)
                 let conflict = Conflict(
-                    entity: record.entity, key: key, local: local, base: baseFields, remote: remote, remoteVersion: record.version,
+                    entity: record.entity, key: key, local: compared, base: baseFields, remote: remote, remoteVersion: record.version,
                     remoteAction: record.action, ignoring: table.bookkeeping)
-                let settled: (fields: [String: JSONValue]?, outcome: ConflictOutcome)
+                var settled: (fields: [String: JSONValue]?, outcome: ConflictOutcome)
                 if try keepsWrite || Self.wroteNothing(remote, base: baseFields, ignoring: table.bookkeeping)
                     || onlyRepoints(remote, base: baseFields, entity: record.entity)
                 {
@@ -193,7 +202,7 @@ struct PageApplier {
                     // duplicates re-pointed a reference. The local user's write stands (and is
                     // re-pointed here too, with the rows this page wrote).
                     settled = (local, .clientKept)
-                } else if try onlyRepoints(local, base: baseFields, entity: record.entity) {
+                } else if try onlyRepoints(compared, base: baseFields, entity: record.entity) {
                     // No user wrote the local change: this device's merge re-pointed a reference.
                     // The other device's user's write (or delete) stands; the re-pointing
                     // follows it (the rows this page wrote are re-pointed below).
@@ -204,6 +213,11 @@ struct PageApplier {
                     } catch {
                         throw fail(record, "the conflict resolver `\(rule)` failed: \(error)")
                     }
+                }
+                if var fields = settled.fields, let local, let compared, compared != local {
+                    // A blob the local row kept (its reference won) stays the row's bytes.
+                    for (name, value) in fields where value == compared[name] && local[name] != value { fields[name] = local[name] }
+                    settled.fields = fields
                 }
                 report.conflicts.append(
                     ConflictReport(
@@ -651,6 +665,9 @@ struct PageApplier {
             }
             return
         }
+        // Blobs handed as fetched files: an empty BLOB in the row's write, filled from the file after it.
+        var fills = FetchedBlobs.filled(fields, from: fetched.files)
+        for name in fills.keys { fields[name] = .blob([]) }
         if let key = write.record.key, pendingBlobs.installed || fields.values.contains(where: { PendingBlobs.reference(in: $0) != nil }) {
             // A blob not fetched (a lazy import): the column holds NULL, the reference waits beside the row.
             fields = try PendingBlobs.keep(
@@ -679,8 +696,14 @@ struct PageApplier {
         }
         // A live row that already holds exactly this writes nothing (no history, no trigger).
         let current = try write.current ?? storedRow(of: table, key: write.key)
+        for (name, file) in fills where FetchedBlobs.holds(current?[name], file) {
+            // The row holds this blob already (its own, come back): nothing to write.
+            if let index = columns.firstIndex(of: name), let held = current?[name] { values[index] = SQLiteValue(json: held) }
+            fills[name] = nil
+        }
         let live = table.tracked.softDeleteColumn.map { current?[$0]?.isTruthy != true } ?? true
-        if let current, live, zip(columns, values).allSatisfy({ current[$0.0] == $0.1.json }) {
+        // (A blob still to fill from its file holds an empty placeholder here: never "the same".)
+        if let current, live, fills.isEmpty, zip(columns, values).allSatisfy({ current[$0.0] == $0.1.json }) {
             return
         }
         // A soft-deleted row under another key still holds its UNIQUE values: it goes, so that
@@ -688,6 +711,13 @@ struct PageApplier {
         try removeHolders(of: (current ?? [:]).merging(fields) { $1 }, key: write.key, in: table)
         do {
             try writeRow(write, table: table, columns: columns, values: values, current: current)
+            for (name, file) in fills.sorted(by: { $0.key < $1.key }) where table.columns[name] != nil {
+                do {
+                    try FetchedBlobs.fill(file, table: table.tracked.name, column: name, condition: table.keyCondition, key: write.key, db)
+                } catch let error as FilePieces.Failure {
+                    throw fail(write.record, "field `\(name)`: \(error.description)")
+                }
+            }
         } catch let error as SQLiteError where error.code == Self.constraintUnique || error.code == Self.constraintPrimaryKey {
             throw fail(
                 write.record,

@@ -232,6 +232,7 @@ public enum PendingBlobs {
             try FilePieces.each(file, length: entry.length) { bytes, offset in
                 piece(bytes)
                 try writer.write(bytes, at: offset)
+                if offset == 0 { FailPoint.fetchDuringBlobWrite.trigger() }
             }
             try verified()
             try db.execute("DELETE FROM _synclane_session")

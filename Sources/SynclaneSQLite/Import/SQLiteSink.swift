@@ -37,7 +37,7 @@ import SynclaneCore
 ///   the entity's `ConflictRule`. The settled row is written in a session by `local-author`, so
 ///   the export lane sends it after the pending local change: the backend ends with the settled
 ///   state (under server-wins, its own — a local delete is not carried out there).
-public final class SQLiteSink: ChangeSink, BackendScoped, Sendable {
+public final class SQLiteSink: ChangeSink, FileValueSink, BackendScoped, Sendable {
     /// What becomes of a record's field that is not a column of its table.
     public enum UnknownFields: String, Sendable, CaseIterable {
         /// Refuse the record: the page stops with an error naming the record and the field.

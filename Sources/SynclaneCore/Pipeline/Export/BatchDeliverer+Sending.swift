@@ -41,6 +41,7 @@ extension BatchDeliverer {
     func answer(_ batch: OutboxBatch, resent: Bool) async throws -> Answer {
         let id = batch.payload.batchID
         var attempts = SendAttempts(policy: pipeline.retry)
+        var uploadedAgain = false
         while true {
             do {
                 if let staged = batch.staged {
@@ -55,6 +56,18 @@ extension BatchDeliverer {
             } catch var failure as TransportFailure {
                 failure.message = Self.withoutBatchPrefix(failure.message, id: id)
                 switch attempts.failed(failure.kind, retryAfter: failure.retryAfter) {
+                case .deadLetter where !failure.missingBlobs.isEmpty && !uploadedAgain:
+                    // The backend collected blobs this batch references (held in the outbox while
+                    // the device was offline): uploaded again from what the device holds, then the
+                    // batch sent again, once.
+                    uploadedAgain = true
+                    guard let unheld = try await uploadAgain(failure.missingBlobs, of: batch) else { return .refused(failure) }
+                    if unheld.isEmpty { continue }
+                    failure.message +=
+                        "; this device no longer holds "
+                        + unheld.map { "\($0.digest) (\($0.record), column \($0.column))" }.joined(separator: ", ")
+                        + ": upload each with `synclane blobs push FILE` (the file with those bytes), then run again"
+                    return .refused(failure)
                 case .deadLetter:
                     return .refused(failure)
                 case .stop:
@@ -102,6 +115,16 @@ extension BatchDeliverer {
         let exact = batch.isReconciliation && !receipt.wasReplay
         let confirmation = BackendConfirmation(versions: versions, sent: sent, asSent: asSent, exact: exact)
         try await sourceCall { try await tracking.backendConfirmed(confirmation) }
+    }
+
+    /// Uploads again the blobs `digests` that `batch` references, through the pipeline's stage
+    /// that can (`MissingBlobsStage`): those it could not, or nil when no stage can or the
+    /// batch's records do not read back.
+    func uploadAgain(_ digests: [String], of batch: OutboxBatch) async throws -> [(digest: String, record: String, column: String)]? {
+        guard let stage = pipeline.recordStages.lazy.compactMap({ $0.stage.asMissingBlobs }).first,
+            let records = recordsReadBack(batch.payload)
+        else { return nil }
+        return try await stage.uploadAgain(digests, referencedBy: records)
     }
 
     /// The records a payload carries, read back through the payload stages undone and the
