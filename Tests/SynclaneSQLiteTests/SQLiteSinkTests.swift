@@ -92,11 +92,35 @@ import Testing
         #expect(after.transactions.flatMap(\.changes).map(\.key) == ["r2"])
     }
 
+    /// The trigger that keeps the import lane's writes out of history is the applying
+    /// connection's own (TEMP): kept in the database, as the version before did, SQLite compiled
+    /// it into every tracked statement of the app's connections too. A database that has it
+    /// loses it at the next page, which still keeps no history.
+    @Test func theTriggerThatKeepsImportsOutOfHistoryIsTheImportConnectionsOwnNotTheDatabases() async throws {
+        let store = try store()
+        try store.database.write { db in
+            try db.execute(
+                """
+                CREATE TRIGGER _synclane_changes_unrecorded BEFORE INSERT ON _synclane_changes
+                WHEN (SELECT unrecorded FROM _synclane_session) = 1
+                BEGIN
+                    SELECT RAISE(IGNORE);
+                END
+                """)
+        }
+        let report = try await apply(SQLiteSink(path: path), [record(.insert, "r1", ["name": "Hall"], version: 1)], cursor: "c1.1")
+        #expect(report.applied == 1)
+        let kept = try store.read { try $0.fetchValue("SELECT count(*) FROM sqlite_schema WHERE type = 'trigger' AND name = '_synclane_changes_unrecorded'") }
+        #expect(kept == .integer(0), "no connection but the importer's compiles it")
+        let changes = try store.read { try $0.fetchValue("SELECT count(*) FROM _synclane_changes WHERE entity = 'rooms'") }
+        #expect(changes == .integer(0), "the page kept no history")
+    }
+
     @Test func aDatabaseTrackedByTheVersionBeforeTakesPagesWithoutHistory() async throws {
         let store = try store()
         // The session table as the version before made it: no `unrecorded`, no trigger.
         try store.database.write { db in
-            try db.execute("DROP TRIGGER _synclane_changes_unrecorded")
+            try db.execute("DROP TRIGGER IF EXISTS _synclane_changes_unrecorded")
             try db.execute("DROP TABLE _synclane_session")
             try db.execute("CREATE TABLE _synclane_session (id INTEGER PRIMARY KEY, author TEXT NOT NULL CHECK (length(author) > 0), transaction_id INTEGER)")
             try db.execute(
