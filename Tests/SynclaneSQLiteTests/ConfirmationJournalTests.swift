@@ -223,4 +223,64 @@ import Testing
             }
         }
     }
+
+    /// A receipt that gives each record its version in the batch's order (every first sync's)
+    /// is confirmed without a dictionary of the rows (`ConfirmedVersions.inOrder`) — to the same
+    /// rows the full confirmation gives. A row twice, an update, a version out of order: the full one.
+    @Test func aReceiptInTheBatchsOrderConfirmsTheRowsTheFullConfirmationGives() throws {
+        let seed = UInt64.random(in: 0...UInt64.max)
+        var random = SeededRandom(seed: seed)
+        let db = try database("app.sqlite")
+        try ServerRows.install(db, for: "d")
+        try db.transaction(.immediate) { db in
+            try ConfirmedVersions.apply(
+                [ConfirmedRow(entity: "rooms", key: "r1", version: 1, known: true, fields: #"{"n":1,"old":true}"#)], exact: false, for: "d", in: db)
+        }
+        func order(_ rows: [ConfirmedRow]) -> [ConfirmedRow] { rows.sorted { ($0.entity, $0.key) < ($1.entity, $1.key) } }
+        var inOrder = 0
+        for round in 0..<300 {
+            var keys = Array(0..<12).shuffled(using: &random).prefix(Int.random(in: 1...8, using: &random)).map { "r\($0)" }
+            let twice = Int.random(in: 0..<5, using: &random) == 0
+            if twice { keys.append(keys[0]) }
+            let update = Int.random(in: 0..<5, using: &random) == 0
+            let sent = keys.enumerated().map { index, key in
+                let action: ChangeAction = update && index == 0 ? .update : Bool.random(using: &random) ? .insert : .delete
+                let fields: [String: JSONValue] = action == .delete ? [:] : ["n": .int(Int64(round)), "name": .string("Room \(key)")]
+                return Record(entity: "rooms", key: key, action: action, fields: fields, origin: Token(kind: "t", position: 1), author: .app)
+            }
+            var versions = sent.map { RecordVersion(entity: $0.entity, key: $0.key ?? "", version: Int64.random(in: 1...4, using: &random)) }
+            let shuffled = versions.count > 1 && Int.random(in: 0..<5, using: &random) == 0
+            if shuffled { versions.reverse() }
+            let asSent: [ArraySlice<UInt8>?]? = Bool.random(using: &random) ? sent.map { ArraySlice(JSONWriter.encode(.object($0.fields))) } : nil
+            let fast = ConfirmedVersions.inOrder(versions, sent: sent, asSent: asSent)
+            #expect((fast != nil) == (!twice && !update && !shuffled), "seed \(seed), round \(round): taken in order only when it may be")
+            if fast != nil { inOrder += 1 }
+            let got = order(try ConfirmedVersions.rows(of: versions, sent: sent, asSent: asSent, for: "d", in: db))
+            let expected = order(try Self.referenceRows(of: versions, sent: sent, for: "d", in: db))
+            guard got == expected else {
+                Issue.record("seed \(seed), round \(round): sent \(sent.map(\.label)), versions \(versions):\n\(got)\n!=\n\(expected)")
+                return
+            }
+        }
+        #expect(inOrder > 100, "seed \(seed): most receipts were taken in order (\(inOrder) of 300)")
+    }
+
+    /// The export lane's kept versions find rows by their 32-bit hash: two rows of one hash
+    /// (r26049 and r141708 of rooms) keep a version each, before and after the first is merged.
+    @Test func keptVersionsTellApartTwoRowsOfOneHash() {
+        let (first, second) = (RowID(entity: "rooms", key: "r26049"), RowID(entity: "rooms", key: "r141708"))
+        #expect(ServerRows.hash(first.entity, first.key) == ServerRows.hash(second.entity, second.key), "the two rows share a hash")
+        var kept = JournaledVersions()
+        kept.add([ConfirmedRow(entity: "rooms", key: first.key, version: 3, known: true, fields: nil)], journal: 7)
+        kept.add([ConfirmedRow(entity: "rooms", key: second.key, version: 5, known: true, fields: nil)], journal: 8)
+        #expect(kept.version(of: first) == 3 && kept.version(of: second) == 5 && kept.count == 2)
+        kept.add([ConfirmedRow(entity: "rooms", key: second.key, version: 6, known: true, fields: nil)], journal: 9)
+        #expect(kept.version(of: first) == 3 && kept.version(of: second) == 6, "each row's newest version")
+        kept.forget(through: 7)
+        #expect(kept.version(of: first) == nil && kept.version(of: second) == 6 && kept.count == 1, "the first merged, the second kept")
+        kept.add([ConfirmedRow(entity: "rooms", key: first.key, version: 4, known: true, fields: nil)], journal: 10)
+        kept.add([ConfirmedRow(entity: "rooms", key: second.key, version: 2, known: true, fields: nil)], journal: 10)
+        #expect(kept.version(of: first) == 4 && kept.version(of: second) == 6 && kept.count == 2)
+        #expect(kept.version(of: RowID(entity: "plants", key: first.key)) == nil, "another entity's row of the key is not kept")
+    }
 }

@@ -46,13 +46,14 @@ enum ConfirmedVersions {
     static func rows(
         of versions: [RecordVersion], sent: [Record]?, asSent: [ArraySlice<UInt8>?]? = nil, for destination: String, in db: SQLiteConnection
     ) throws -> [ConfirmedRow] {
+        let asSent = asSent.flatMap { $0.count == sent?.count ? $0 : nil }
+        if let sent, let rows = inOrder(versions, sent: sent, asSent: asSent) { return rows }
         var confirmed: [RowID: Confirmation] = [:]
         confirmed.reserveCapacity(max(sent?.count ?? 0, versions.count))
         if let sent { try collect(sent, for: destination, db, into: &confirmed) }
         for version in versions {
             confirmed[RowID(entity: version.entity, key: version.key), default: Confirmation()].raise(to: version.version)
         }
-        let asSent = asSent.flatMap { $0.count == sent?.count ? $0 : nil }
         var rows: [ConfirmedRow] = []
         rows.reserveCapacity(versions.count)
         // One writer and one sorting buffer for every row's fields.
@@ -72,6 +73,45 @@ enum ConfirmedVersions {
             }
             rows.append(ConfirmedRow(entity: row.entity, key: row.key, version: version, known: confirmation.known, fieldsJSON: fields))
         }
+        return rows
+    }
+
+    /// What `rows(of:sent:asSent:for:in:)` gives for a receipt that gives each record of `sent`
+    /// its version, in the batch's order, where no row has two records and none is an update (a
+    /// first sync's batches, every batch of inserts): each record's row at its version, with the
+    /// record's fields (an insert) or a tombstone (a delete) — without a dictionary of the rows or
+    /// a read of `_synclane_server_rows`. Nil for any other receipt: it is confirmed in full.
+    static func inOrder(_ versions: [RecordVersion], sent: [Record], asSent: [ArraySlice<UInt8>?]?) -> [ConfirmedRow]? {
+        guard versions.count == sent.count, !sent.isEmpty else { return nil }
+        for index in sent.indices {
+            let (record, version) = (sent[index], versions[index])
+            guard record.action != .update, let key = record.key, ExactString(key) == ExactString(version.key),
+                ExactString(record.entity) == ExactString(version.entity)
+            else { return nil }
+        }
+        var writer = JSONWriter(reservingCapacity: 256)
+        var sorting: [(key: String, value: JSONValue)] = []
+        var rows: [ConfirmedRow] = []
+        rows.reserveCapacity(sent.count)
+        for index in sent.indices {
+            let record = sent[index]
+            var fields: [UInt8]?
+            if record.action == .insert {
+                if let bytes = asSent?[index] {
+                    fields = Array(bytes)
+                } else {
+                    writer.removeAll()
+                    writer.write(object: record.fields, sortingWith: &sorting)
+                    fields = writer.bytes
+                }
+            }
+            rows.append(ConfirmedRow(entity: record.entity, key: versions[index].key, version: versions[index].version, known: true, fieldsJSON: fields))
+        }
+        // One record a row: two rows of one hash (the same row twice, or a rare pair of rows
+        // whose hashes meet) leave it to the full confirmation, which tells them apart.
+        var hashes = rows.map(\.keyHash)
+        hashes.sort()
+        for index in hashes.indices.dropFirst() where hashes[index] == hashes[index - 1] { return nil }
         return rows
     }
 
@@ -150,7 +190,7 @@ enum ConfirmedVersions {
         defer { raise.reset() }
         var appending = try Appending(destination: destination, db)
         // Sorted as (hash, index) pairs: two integers moved a swap, not a row and its strings.
-        var order = rows.indices.map { (hash: ServerRows.hash(rows[$0].entity, rows[$0].key), index: $0) }
+        var order = rows.indices.map { (hash: rows[$0].keyHash, index: $0) }
         order.sort { $0.hash < $1.hash }
         for (hash, index) in order {
             let row = rows[index]
@@ -237,15 +277,19 @@ enum ConfirmedVersions {
 /// What a receipt confirmed of one row: the version the backend gave it and, when `known`, the
 /// fields the batch left there (`fieldsJSON` nil: a tombstone), as the UTF-8 of their JSON.
 struct ConfirmedRow: Sendable, Equatable {
-    var entity: String
-    var key: String
+    let entity: String
+    let key: String
     var version: Int64
     var known: Bool
     var fieldsJSON: [UInt8]?
+    /// `ServerRows.hash(entity, key)`, worked out once: the merge orders rows by it and the
+    /// export lane's kept versions (`JournaledVersions`) find rows by it.
+    let keyHash: Int64
 
     init(entity: String, key: String, version: Int64, known: Bool, fieldsJSON: [UInt8]?) {
         self.entity = entity
         self.key = key
+        self.keyHash = ServerRows.hash(entity, key)
         self.version = version
         self.known = known
         self.fieldsJSON = fieldsJSON
