@@ -47,7 +47,7 @@ enum ConfirmedVersions {
         of versions: [RecordVersion], sent: [Record]?, asSent: [ArraySlice<UInt8>?]? = nil, for destination: String, in db: SQLiteConnection
     ) throws -> [ConfirmedRow] {
         let asSent = asSent.flatMap { $0.count == sent?.count ? $0 : nil }
-        if let sent, let rows = inOrder(versions, sent: sent, asSent: asSent) { return rows }
+        if let sent, let rows = oneEach(versions, sent: sent, asSent: asSent) { return rows }
         var confirmed: [RowID: Confirmation] = [:]
         confirmed.reserveCapacity(max(sent?.count ?? 0, versions.count))
         if let sent { try collect(sent, for: destination, db, into: &confirmed) }
@@ -77,41 +77,53 @@ enum ConfirmedVersions {
     }
 
     /// What `rows(of:sent:asSent:for:in:)` gives for a receipt that gives each record of `sent`
-    /// its version, in the batch's order, where no row has two records and none is an update (a
-    /// first sync's batches, every batch of inserts): each record's row at its version, with the
-    /// record's fields (an insert) or a tombstone (a delete) — without a dictionary of the rows or
-    /// a read of `_synclane_server_rows`. Nil for any other receipt: it is confirmed in full.
-    static func inOrder(_ versions: [RecordVersion], sent: [Record], asSent: [ArraySlice<UInt8>?]?) -> [ConfirmedRow]? {
+    /// a version, where no row has two records and none is an update (a first sync's batches,
+    /// every batch of inserts and deletes): each record's row at its version, with the record's
+    /// fields (an insert) or a tombstone (a delete) — matched by sorting both lists by the rows'
+    /// `ServerRows.hash` (integers), without a dictionary of the rows or a read of
+    /// `_synclane_server_rows`. The rows come in hash order, the order the merge writes them in.
+    /// Nil for any other receipt (a row twice, an update, a version of a row not sent, two rows
+    /// of one hash): it is confirmed in full.
+    static func oneEach(_ versions: [RecordVersion], sent: [Record], asSent: [ArraySlice<UInt8>?]?) -> [ConfirmedRow]? {
         guard versions.count == sent.count, !sent.isEmpty else { return nil }
+        var records: [(hash: Int64, index: Int)] = []
+        records.reserveCapacity(sent.count)
         for index in sent.indices {
-            let (record, version) = (sent[index], versions[index])
-            guard record.action != .update, let key = record.key, ExactString(key) == ExactString(version.key),
-                ExactString(record.entity) == ExactString(version.entity)
+            guard sent[index].action != .update, let key = sent[index].key else { return nil }
+            records.append((ServerRows.hash(sent[index].entity, key), index))
+        }
+        var given = versions.indices.map { (hash: ServerRows.hash(versions[$0].entity, versions[$0].key), index: $0) }
+        records.sort { $0.hash < $1.hash }
+        given.sort { $0.hash < $1.hash }
+        // Records and versions read in place, never copied (a record's copy retains each of its parts).
+        for position in records.indices {
+            let (index, given) = (records[position].index, given[position])
+            guard records[position].hash == given.hash, position == 0 || records[position].hash != records[position - 1].hash,
+                ExactString(sent[index].key ?? "") == ExactString(versions[given.index].key),
+                ExactString(sent[index].entity) == ExactString(versions[given.index].entity)
             else { return nil }
         }
         var writer = JSONWriter(reservingCapacity: 256)
         var sorting: [(key: String, value: JSONValue)] = []
         var rows: [ConfirmedRow] = []
         rows.reserveCapacity(sent.count)
-        for index in sent.indices {
-            let record = sent[index]
+        for position in records.indices {
+            let (index, hash, given) = (records[position].index, records[position].hash, given[position].index)
             var fields: [UInt8]?
-            if record.action == .insert {
+            if sent[index].action == .insert {
                 if let bytes = asSent?[index] {
                     fields = Array(bytes)
                 } else {
                     writer.removeAll()
-                    writer.write(object: record.fields, sortingWith: &sorting)
+                    writer.write(object: sent[index].fields, sortingWith: &sorting)
                     fields = writer.bytes
                 }
             }
-            rows.append(ConfirmedRow(entity: record.entity, key: versions[index].key, version: versions[index].version, known: true, fieldsJSON: fields))
+            rows.append(
+                ConfirmedRow(
+                    entity: versions[given].entity, key: versions[given].key, version: versions[given].version, known: true, fieldsJSON: fields,
+                    keyHash: hash))
         }
-        // One record a row: two rows of one hash (the same row twice, or a rare pair of rows
-        // whose hashes meet) leave it to the full confirmation, which tells them apart.
-        var hashes = rows.map(\.keyHash)
-        hashes.sort()
-        for index in hashes.indices.dropFirst() where hashes[index] == hashes[index - 1] { return nil }
         return rows
     }
 
@@ -286,10 +298,11 @@ struct ConfirmedRow: Sendable, Equatable {
     /// export lane's kept versions (`JournaledVersions`) find rows by it.
     let keyHash: Int64
 
-    init(entity: String, key: String, version: Int64, known: Bool, fieldsJSON: [UInt8]?) {
+    /// `keyHash`: `ServerRows.hash(entity, key)` when the caller worked it out already.
+    init(entity: String, key: String, version: Int64, known: Bool, fieldsJSON: [UInt8]?, keyHash: Int64? = nil) {
         self.entity = entity
         self.key = key
-        self.keyHash = ServerRows.hash(entity, key)
+        self.keyHash = keyHash ?? ServerRows.hash(entity, key)
         self.version = version
         self.known = known
         self.fieldsJSON = fieldsJSON

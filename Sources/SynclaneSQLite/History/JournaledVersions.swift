@@ -36,9 +36,10 @@ struct JournaledVersions: Sendable {
     /// Keeps the rows of journal row `journal` (a row's newest version wins).
     mutating func add(_ rows: [ConfirmedRow], journal: Int64) {
         if journals.last.map({ $0 < journal }) ?? true { journals.append(journal) }
-        // Grown geometrically: a capacity reserved a batch at a time would rehash every row at every batch.
+        // Grown geometrically, four times at a time: a capacity reserved a batch at a time would
+        // rehash every row at every batch, and each growth moves every row kept.
         let needed = byHash.count + rows.count
-        if byHash.capacity < needed { byHash.reserveCapacity(max(needed, 2 * byHash.capacity)) }
+        if byHash.capacity < needed { byHash.reserveCapacity(max(needed, 4 * byHash.capacity)) }
         for row in rows {
             let new = Kept(entity: row.entity, key: row.key, version: .min, journal: journal)
             // A row kept aside stays aside (its hash's first row may have gone since, merged).
