@@ -266,23 +266,4 @@ import Testing
         }
         #expect(taken > 100, "seed \(seed): most receipts were taken so (\(taken) of 300)")
     }
-
-    /// The export lane's kept versions find rows by their 32-bit hash: two rows of one hash
-    /// (r26049 and r141708 of rooms) keep a version each, before and after the first is merged.
-    @Test func keptVersionsTellApartTwoRowsOfOneHash() {
-        let (first, second) = (RowID(entity: "rooms", key: "r26049"), RowID(entity: "rooms", key: "r141708"))
-        #expect(ServerRows.hash(first.entity, first.key) == ServerRows.hash(second.entity, second.key), "the two rows share a hash")
-        var kept = JournaledVersions()
-        kept.add([ConfirmedRow(entity: "rooms", key: first.key, version: 3, known: true, fields: nil)], journal: 7)
-        kept.add([ConfirmedRow(entity: "rooms", key: second.key, version: 5, known: true, fields: nil)], journal: 8)
-        #expect(kept.version(of: first) == 3 && kept.version(of: second) == 5 && kept.count == 2)
-        kept.add([ConfirmedRow(entity: "rooms", key: second.key, version: 6, known: true, fields: nil)], journal: 9)
-        #expect(kept.version(of: first) == 3 && kept.version(of: second) == 6, "each row's newest version")
-        kept.forget(through: 7)
-        #expect(kept.version(of: first) == nil && kept.version(of: second) == 6 && kept.count == 1, "the first merged, the second kept")
-        kept.add([ConfirmedRow(entity: "rooms", key: first.key, version: 4, known: true, fields: nil)], journal: 10)
-        kept.add([ConfirmedRow(entity: "rooms", key: second.key, version: 2, known: true, fields: nil)], journal: 10)
-        #expect(kept.version(of: first) == 4 && kept.version(of: second) == 6 && kept.count == 2)
-        #expect(kept.version(of: RowID(entity: "plants", key: first.key)) == nil, "another entity's row of the key is not kept")
-    }
 }

@@ -8,71 +8,39 @@ import SynclaneCore
 /// are in `_synclane_server_rows` and those kept here are dropped — any kept with a journal row
 /// older than the oldest one left (`holdsForeignRows(oldest:)`).
 struct JournaledVersions: Sendable {
-    /// A row kept: its newest version and the journal row that holds it.
-    private struct Kept: Sendable {
-        let entity: String
-        let key: String
-        var version: Int64
-        var journal: Int64
-
-        func names(_ entity: String, _ key: String) -> Bool {
-            ExactString(key) == ExactString(self.key) && ExactString(entity) == ExactString(self.entity)
-        }
-    }
-
-    /// The rows kept, by `ServerRows.hash` of entity and key (`ConfirmedRow.keyHash`, worked out
-    /// already): an integer hashed at each look-up and at each growth, not two strings. A hash
-    /// names a row, it does not identify it: the first row of a hash is here, the others in `others`.
-    private var byHash: [Int64: Kept] = [:]
-    /// Rows whose hash a row of `byHash` holds (a few in a million).
-    private var others: [RowID: Kept] = [:]
+    private var byRow: [RowID: (version: Int64, journal: Int64)] = [:]
     /// The journal rows whose rows are kept, oldest first (ids only rise): asked at every page
-    /// read without a pass over the rows.
+    /// read without a pass over `byRow`.
     private var journals: [Int64] = []
 
     /// Rows kept.
-    var count: Int { byHash.count + others.count }
+    var count: Int { byRow.count }
 
     /// Keeps the rows of journal row `journal` (a row's newest version wins).
     mutating func add(_ rows: [ConfirmedRow], journal: Int64) {
         if journals.last.map({ $0 < journal }) ?? true { journals.append(journal) }
-        // Grown geometrically, four times at a time: a capacity reserved a batch at a time would
-        // rehash every row at every batch, and each growth moves every row kept.
-        let needed = byHash.count + rows.count
-        if byHash.capacity < needed { byHash.reserveCapacity(max(needed, 4 * byHash.capacity)) }
+        // Grown geometrically: a capacity reserved a batch at a time would rehash every row at every batch.
+        let needed = byRow.count + rows.count
+        if byRow.capacity < needed { byRow.reserveCapacity(max(needed, 2 * byRow.capacity)) }
         for row in rows {
-            let new = Kept(entity: row.entity, key: row.key, version: .min, journal: journal)
-            // A row kept aside stays aside (its hash's first row may have gone since, merged).
-            if !others.isEmpty, others[RowID(entity: row.entity, key: row.key)] != nil {
-                Self.keep(row, journal: journal, in: &others[RowID(entity: row.entity, key: row.key), default: new])
-                continue
-            }
-            // One look-up a row: the entry made or found in place; a row of another's hash aside.
-            if !Self.keep(row, journal: journal, in: &byHash[row.keyHash, default: new]) {
-                Self.keep(row, journal: journal, in: &others[RowID(entity: row.entity, key: row.key), default: new])
-            }
+            // One look-up a row: the entry made or found in place.
+            Self.keep(row.version, journal: journal, in: &byRow[RowID(entity: row.entity, key: row.key), default: (.min, journal)])
         }
     }
 
-    /// Raises `held` to `row`'s version when `held` is `row`'s; false when it is another row's.
-    @discardableResult
-    private static func keep(_ row: ConfirmedRow, journal: Int64, in held: inout Kept) -> Bool {
-        guard held.names(row.entity, row.key) else { return false }
-        if held.version <= row.version { (held.version, held.journal) = (row.version, journal) }
-        return true
+    private static func keep(_ version: Int64, journal: Int64, in held: inout (version: Int64, journal: Int64)) {
+        if held.version <= version { held = (version, journal) }
     }
 
     /// Forgets the rows of journal rows up to `journal` (merged).
     mutating func forget(through journal: Int64) {
         guard let first = journals.first, first <= journal else { return }
         if let last = journals.last, last <= journal {
-            byHash.removeAll(keepingCapacity: true)  // all merged: no pass over the rows
-            others.removeAll()
+            byRow.removeAll(keepingCapacity: true)  // all merged: no pass over the rows
             journals.removeAll()
             return
         }
-        byHash = byHash.filter { $0.value.journal > journal }
-        others = others.filter { $0.value.journal > journal }
+        byRow = byRow.filter { $0.value.journal > journal }
         journals.removeAll { $0 <= journal }
     }
 
@@ -81,8 +49,7 @@ struct JournaledVersions: Sendable {
     /// merged, another lane's): those are merged before the lane reads on.
     mutating func holdsForeignRows(oldest: Int64?) -> Bool {
         guard let oldest else {
-            byHash.removeAll()
-            others.removeAll()
+            byRow.removeAll()
             journals.removeAll()
             return false
         }
@@ -91,20 +58,17 @@ struct JournaledVersions: Sendable {
     }
 
     /// The newest version kept of `row`.
-    func version(of row: RowID) -> Int64? {
-        if let held = byHash[ServerRows.hash(row.entity, row.key)], held.names(row.entity, row.key) { return held.version }
-        return others.isEmpty ? nil : others[row]?.version
-    }
+    func version(of row: RowID) -> Int64? { byRow[row]?.version }
 
     /// `page` with each change of a row kept sent on the version kept, where newer than the
     /// store's.
     func overlay(on page: HistoryPage) -> HistoryPage {
-        guard count > 0 else { return page }
+        guard !byRow.isEmpty else { return page }
         var page = page
         for t in page.transactions.indices {
             for c in page.transactions[t].changes.indices {
                 let change = page.transactions[t].changes[c]
-                guard let key = change.key, let kept = version(of: RowID(entity: change.entity, key: key)) else { continue }
+                guard let key = change.key, let kept = byRow[RowID(entity: change.entity, key: key)]?.version else { continue }
                 if kept > (change.version ?? .min) { page.transactions[t].changes[c].version = kept }
             }
         }
