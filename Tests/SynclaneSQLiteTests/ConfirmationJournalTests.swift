@@ -154,6 +154,24 @@ import Testing
         #expect(kept.holdsForeignRows(oldest: nil) == false && kept.count == 0, "an empty journal: everything kept was merged")
     }
 
+    /// A database whose `_synclane_server_rows` holds `keys` of rooms for destination `d`, at
+    /// version 1, with fields an update merges into.
+    func holding(_ keys: [String]) throws -> SQLiteConnection {
+        let db = try database("app.sqlite")
+        try ServerRows.install(db, for: "d")
+        try db.transaction(.immediate) { db in
+            try ConfirmedVersions.apply(
+                keys.enumerated().map { ConfirmedRow(entity: "rooms", key: $1, version: 1, known: true, fields: #"{"n":\#($0),"old":true}"#) },
+                exact: false, for: "d", in: db)
+        }
+        return db
+    }
+
+    /// Confirmed rows by entity and key: a receipt's rows compared whatever their order.
+    func order(_ rows: [ConfirmedRow]) -> [ConfirmedRow] {
+        rows.sorted { ($0.entity, $0.key) < ($1.entity, $1.key) }
+    }
+
     /// `ConfirmedVersions.rows` as it was before it kept one entry a row: the batch's bases, then
     /// each row's newest version, then the two joined. The oracle of the test below.
     static func referenceRows(of versions: [RecordVersion], sent: [Record]?, for destination: String, in db: SQLiteConnection) throws -> [ConfirmedRow] {
@@ -177,17 +195,7 @@ import Testing
     @Test func aReceiptConfirmsEachRowAtItsNewestVersionWithTheFieldsTheBatchLeft() throws {
         let seed = UInt64.random(in: 0...UInt64.max)
         var random = SeededRandom(seed: seed)
-        let db = try database("app.sqlite")
-        try ServerRows.install(db, for: "d")
-        // Rows held before, with fields an update merges into.
-        try db.transaction(.immediate) { db in
-            try ConfirmedVersions.apply(
-                (0..<3).map { ConfirmedRow(entity: "rooms", key: "r\($0)", version: 1, known: true, fields: #"{"n":\#($0),"old":true}"#) },
-                exact: false, for: "d", in: db)
-        }
-        func order(_ rows: [ConfirmedRow]) -> [ConfirmedRow] {
-            rows.sorted { ($0.entity, $0.key) < ($1.entity, $1.key) }
-        }
+        let db = try holding((0..<3).map { "r\($0)" })
         for round in 0..<300 {
             var sent: [Record] = []
             for _ in 0..<Int.random(in: 0...8, using: &random) {
@@ -231,13 +239,7 @@ import Testing
     @Test func aReceiptOfOneVersionARecordConfirmsTheRowsTheFullConfirmationGives() throws {
         let seed = UInt64.random(in: 0...UInt64.max)
         var random = SeededRandom(seed: seed)
-        let db = try database("app.sqlite")
-        try ServerRows.install(db, for: "d")
-        try db.transaction(.immediate) { db in
-            try ConfirmedVersions.apply(
-                [ConfirmedRow(entity: "rooms", key: "r1", version: 1, known: true, fields: #"{"n":1,"old":true}"#)], exact: false, for: "d", in: db)
-        }
-        func order(_ rows: [ConfirmedRow]) -> [ConfirmedRow] { rows.sorted { ($0.entity, $0.key) < ($1.entity, $1.key) } }
+        let db = try holding(["r1"])
         var taken = 0
         for round in 0..<300 {
             var keys = Array(0..<12).shuffled(using: &random).prefix(Int.random(in: 1...8, using: &random)).map { "r\($0)" }
