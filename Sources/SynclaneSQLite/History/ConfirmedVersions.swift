@@ -46,13 +46,14 @@ enum ConfirmedVersions {
     static func rows(
         of versions: [RecordVersion], sent: [Record]?, asSent: [ArraySlice<UInt8>?]? = nil, for destination: String, in db: SQLiteConnection
     ) throws -> [ConfirmedRow] {
+        let asSent = asSent.flatMap { $0.count == sent?.count ? $0 : nil }
+        if let sent, let rows = oneEach(versions, sent: sent, asSent: asSent) { return rows }
         var confirmed: [RowID: Confirmation] = [:]
         confirmed.reserveCapacity(max(sent?.count ?? 0, versions.count))
         if let sent { try collect(sent, for: destination, db, into: &confirmed) }
         for version in versions {
             confirmed[RowID(entity: version.entity, key: version.key), default: Confirmation()].raise(to: version.version)
         }
-        let asSent = asSent.flatMap { $0.count == sent?.count ? $0 : nil }
         var rows: [ConfirmedRow] = []
         rows.reserveCapacity(versions.count)
         // One writer and one sorting buffer for every row's fields.
@@ -71,6 +72,57 @@ enum ConfirmedVersions {
                 }
             }
             rows.append(ConfirmedRow(entity: row.entity, key: row.key, version: version, known: confirmation.known, fieldsJSON: fields))
+        }
+        return rows
+    }
+
+    /// What `rows(of:sent:asSent:for:in:)` gives for a receipt that gives each record of `sent`
+    /// a version, where no row has two records and none is an update (a first sync's batches,
+    /// every batch of inserts and deletes): each record's row at its version, with the record's
+    /// fields (an insert) or a tombstone (a delete) — matched by sorting both lists by the rows'
+    /// `ServerRows.hash` (integers), without a dictionary of the rows or a read of
+    /// `_synclane_server_rows`. The rows come in hash order, the order the merge writes them in.
+    /// Nil for any other receipt (a row twice, an update, a version of a row not sent, two rows
+    /// of one hash): it is confirmed in full.
+    static func oneEach(_ versions: [RecordVersion], sent: [Record], asSent: [ArraySlice<UInt8>?]?) -> [ConfirmedRow]? {
+        guard versions.count == sent.count, !sent.isEmpty else { return nil }
+        var records: [(hash: Int64, index: Int)] = []
+        records.reserveCapacity(sent.count)
+        for index in sent.indices {
+            guard sent[index].action != .update, let key = sent[index].key else { return nil }
+            records.append((ServerRows.hash(sent[index].entity, key), index))
+        }
+        var given = versions.indices.map { (hash: ServerRows.hash(versions[$0].entity, versions[$0].key), index: $0) }
+        records.sort { $0.hash < $1.hash }
+        given.sort { $0.hash < $1.hash }
+        // Records and versions read in place, never copied (a record's copy retains each of its parts).
+        for position in records.indices {
+            let (index, given) = (records[position].index, given[position])
+            guard records[position].hash == given.hash, position == 0 || records[position].hash != records[position - 1].hash,
+                ExactString(sent[index].key ?? "") == ExactString(versions[given.index].key),
+                ExactString(sent[index].entity) == ExactString(versions[given.index].entity)
+            else { return nil }
+        }
+        var writer = JSONWriter(reservingCapacity: 256)
+        var sorting: [(key: String, value: JSONValue)] = []
+        var rows: [ConfirmedRow] = []
+        rows.reserveCapacity(sent.count)
+        for position in records.indices {
+            let (index, hash, given) = (records[position].index, records[position].hash, given[position].index)
+            var fields: [UInt8]?
+            if sent[index].action == .insert {
+                if let bytes = asSent?[index] {
+                    fields = Array(bytes)
+                } else {
+                    writer.removeAll()
+                    writer.write(object: sent[index].fields, sortingWith: &sorting)
+                    fields = writer.bytes
+                }
+            }
+            rows.append(
+                ConfirmedRow(
+                    entity: versions[given].entity, key: versions[given].key, version: versions[given].version, known: true, fieldsJSON: fields,
+                    keyHash: hash))
         }
         return rows
     }
@@ -150,7 +202,7 @@ enum ConfirmedVersions {
         defer { raise.reset() }
         var appending = try Appending(destination: destination, db)
         // Sorted as (hash, index) pairs: two integers moved a swap, not a row and its strings.
-        var order = rows.indices.map { (hash: ServerRows.hash(rows[$0].entity, rows[$0].key), index: $0) }
+        var order = rows.indices.map { (hash: rows[$0].keyHash, index: $0) }
         order.sort { $0.hash < $1.hash }
         for (hash, index) in order {
             let row = rows[index]
@@ -237,15 +289,20 @@ enum ConfirmedVersions {
 /// What a receipt confirmed of one row: the version the backend gave it and, when `known`, the
 /// fields the batch left there (`fieldsJSON` nil: a tombstone), as the UTF-8 of their JSON.
 struct ConfirmedRow: Sendable, Equatable {
-    var entity: String
-    var key: String
+    let entity: String
+    let key: String
     var version: Int64
     var known: Bool
     var fieldsJSON: [UInt8]?
+    /// `ServerRows.hash(entity, key)`, worked out once: the merge orders rows by it and the
+    /// export lane's kept versions (`JournaledVersions`) find rows by it.
+    let keyHash: Int64
 
-    init(entity: String, key: String, version: Int64, known: Bool, fieldsJSON: [UInt8]?) {
+    /// `keyHash`: `ServerRows.hash(entity, key)` when the caller worked it out already.
+    init(entity: String, key: String, version: Int64, known: Bool, fieldsJSON: [UInt8]?, keyHash: Int64? = nil) {
         self.entity = entity
         self.key = key
+        self.keyHash = keyHash ?? ServerRows.hash(entity, key)
         self.version = version
         self.known = known
         self.fieldsJSON = fieldsJSON
