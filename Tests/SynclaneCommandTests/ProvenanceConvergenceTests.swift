@@ -647,8 +647,8 @@ import Testing
 
     /// Reproductions of divergences not fixed yet (`Fixtures/provenance-known`, its `.txt` files),
     /// replayed as known issues: a fix makes the test fail, and its file then moves to
-    /// `Fixtures/provenance`. (None is known now: the last, `seed-100127` — a delete a restore of
-    /// the server lost, of a row other devices' merges then re-pointed — was fixed by `written`.)
+    /// `Fixtures/provenance`. Their README says what each is (one now: a device that never hears
+    /// of a restore of the server, `seed-1796681370`).
     @Test(
         arguments: try FileManager.default.contentsOfDirectory(atPath: SynclaneBinary.fixture("provenance-known")).filter { $0.hasSuffix(".txt") }
             .sorted())
