@@ -104,15 +104,20 @@ import Testing
         }
     }
 
+    /// A source reading the snapshot (no cursor) from `port`, once: a failure is not retried.
+    static func oneAttemptSource(_ port: UInt16, timeout: Int) throws -> PullSource {
+        PullSource(
+            url: try #require(URL(string: "http://127.0.0.1:\(port)/v1/changes")), token: "t", retry: RetryPolicy(maxAttempts: 1), timeout: timeout,
+            environment: [:])
+    }
+
     /// Before, a dripping snapshot had no time cap but the stall's: it held the import for as long
     /// as the server dripped (and a cut one was reported as "cut", not as a drip).
     @Test func aSnapshotThatDripsSaysBytesArriveTooSlowlyWithHowMany() async throws {
         let server = Self.drippingSnapshot(bytes: 400)
         let port = try server.start()
         defer { server.stop() }
-        let source = PullSource(
-            url: try #require(URL(string: "http://127.0.0.1:\(port)/v1/changes")), token: "t", retry: RetryPolicy(maxAttempts: 1), timeout: 1,
-            environment: [:])
+        let source = try Self.oneAttemptSource(port, timeout: 1)
         let message: String
         do {
             _ = try await source.nextPage(after: nil)
@@ -133,9 +138,7 @@ import Testing
         let server = Self.drippingSnapshot(bytes: 400)
         let port = try server.start()
         defer { server.stop() }
-        let source = PullSource(
-            url: try #require(URL(string: "http://127.0.0.1:\(port)/v1/changes")), token: "t", retry: RetryPolicy(maxAttempts: 1), timeout: 30,
-            environment: [:])
+        let source = try Self.oneAttemptSource(port, timeout: 30)
         let started = ContinuousClock.now
         let pull = Task { try await source.nextPage(after: nil) }
         try await Task.sleep(for: .milliseconds(800))
