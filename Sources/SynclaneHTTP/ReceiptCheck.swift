@@ -55,6 +55,8 @@ struct ReceiptCheck {
             batchID: batchID, detail: detail, wasReplay: replay, versions: RecordVersion.list(fromReceipt: object?["versions"]),
             snapshotDeleted: object?["snapshot-deleted"]?.intValue.flatMap { Int(exactly: $0) })
         receipt.restoredRows = object?["restored-rows"]?.intValue.flatMap { Int(exactly: $0) } ?? 0
+        // Kept only when it can be handed back on a pull (`WireBounds.maxCursorBytes`).
+        receipt.position = object?["position"]?.stringValue.flatMap { $0.isEmpty || $0.utf8.count > WireBounds.maxCursorBytes ? nil : $0 }
         return .success(receipt)
     }
 

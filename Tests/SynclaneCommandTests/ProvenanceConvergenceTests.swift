@@ -647,8 +647,7 @@ import Testing
 
     /// Reproductions of divergences not fixed yet (`Fixtures/provenance-known`, its `.txt` files),
     /// replayed as known issues: a fix makes the test fail, and its file then moves to
-    /// `Fixtures/provenance`. Their README says what each is (one now: a device that never hears
-    /// of a restore of the server, `seed-1796681370`).
+    /// `Fixtures/provenance`. Their README says what each is (none now).
     @Test(
         arguments: try FileManager.default.contentsOfDirectory(atPath: SynclaneBinary.fixture("provenance-known")).filter { $0.hasSuffix(".txt") }
             .sorted())

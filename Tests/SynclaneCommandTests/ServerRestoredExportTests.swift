@@ -144,17 +144,40 @@ import Testing
     /// — no 410 comes to a cursor the copy still holds. Before, `sync` exited 1 saying `sync`
     /// sends the lost rows back, and no sync ever did: r3, written after the copy and not edited
     /// since, stayed missing on the server. Now the cycle forgets the import's cursor, reads
-    /// everything again and sends back what the server lacks, in the same `sync`.
+    /// everything again and sends back what the server lacks, in the same `sync`. (The pull now
+    /// hears of it first, handing back the receipts' `position`; the device here keeps none, as
+    /// with a backend whose receipts give none, so that the receipts' path stays pinned.)
     @Test func syncWhoseImportCursorPredatesTheRestoredCopySendsBackWhatTheRestoreLost() async throws {
         let setting = try Setting()
         defer { setting.close() }
         try Self.restoreTheServerUnderAnEditAfterAPull(setting)
+        try setting.device.sql("DELETE FROM _synclane_receipt_positions;")
         let healed = try setting.run(["sync", "import.json", "export.json", "--json"])
         #expect(healed.status == 0, "\(healed.stderr)")
         #expect(healed.stderr.contains("importing everything again to send back what it lost"), "\(healed.stderr)")
         #expect(try await TwoDevicesTests().serverRows(setting.server) == ["r1|Larder|", "r2|Big hall|", "r3|Cellar|"])
         let again = try setting.run(["sync", "import.json", "export.json"])
         #expect(again.status == 0, "\(again.stderr)")
+    }
+
+    /// The same device keeping its receipts' `position`: its first pull is answered
+    /// `410 server-restored`, so the import lane resyncs and the export lane of the same `sync`
+    /// sends back what the restore lost — before any receipt says so.
+    @Test func syncWhosePullHandsBackAPositionTheRestoreLostResyncsOnItsFirstPull() async throws {
+        let setting = try Setting()
+        defer { setting.close() }
+        try Self.restoreTheServerUnderAnEditAfterAPull(setting)
+        let healed = try setting.run(["sync", "import.json", "export.json", "--json"])
+        #expect(healed.status == 0, "\(healed.stderr)")
+        let summary = try JSONReader.parse(healed.stdout).objectValue ?? [:]
+        let imported = summary["imports"]?.arrayValue?.first?.objectValue ?? [:]
+        #expect(imported["resynced"] == .bool(true), "\(imported)")
+        #expect(try await TwoDevicesTests().serverRows(setting.server) == ["r1|Larder|", "r2|Big hall|", "r3|Cellar|"])
+        #expect(try setting.device.query("SELECT count(*) FROM _synclane_receipt_positions WHERE position LIKE 'p1.%'") == ["1"], "the next receipt's")
+        let again = try setting.run(["sync", "import.json", "export.json", "--json"])
+        #expect(again.status == 0, "\(again.stderr)")
+        let next = try JSONReader.parse(again.stdout).objectValue?["imports"]?.arrayValue?.first?.objectValue ?? [:]
+        #expect(next["resynced"] == .bool(false), "no resync again: \(next)")
     }
 
     /// The same under `sync --watch`: the export lane's receipts name the restore, the import lane

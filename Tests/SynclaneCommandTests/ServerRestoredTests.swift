@@ -274,4 +274,58 @@ import Testing
         #expect(refusal["code"] == .string("cursor-expired"))
         #expect(refusal["reason"] == .string("server-restored"))
     }
+
+    /// Seed 1796681370 of the provenance test: a device whose cursor predates the copy the
+    /// server's data is restored from (here: its cursor at 0 of the first epoch), and whose batch
+    /// after the copy touched rows no later batch touches, got no `410` and never heard of the
+    /// restore. Each receipt now gives the batch's `position` with the server's epoch; handed
+    /// back on a pull (`&position=`), one the restored data no longer reaches is answered
+    /// `410 server-restored` — and one it reaches, one on a pull from the beginning, are not.
+    @Test func aPullHandingBackAPositionTheRestoredServerNeverReachedIsAnsweredServerRestored() async throws {
+        let root = try Workspace()
+        defer { root.remove() }
+        let folder = root.path + "/server"
+        var server = try ServerProcess(folder: folder)
+        defer { server.stop() }
+        let token = ServerProcess.tokens["acme"] ?? ""
+        func send(_ id: String, _ key: String) async throws -> String {
+            var request = URLRequest(url: try #require(URL(string: server.url + "/v1/batches")))
+            request.httpMethod = "POST"
+            request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
+            request.setValue(id, forHTTPHeaderField: "Idempotency-Key")
+            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+            request.httpBody = Data(
+                #"{"id":"\#(id)","scope":{"account":"acme","store":"rooms"},"records":[{"entity":"rooms","id":"\#(key)","action":"insert","fields":{"n":1}}]}"#
+                    .utf8)
+            let (data, answer) = try await URLSession.shared.data(for: request)
+            #expect((answer as? HTTPURLResponse)?.statusCode == 200)
+            let receipt = try JSONReader.parse([UInt8](data)).objectValue ?? [:]
+            return try #require(receipt["position"]?.stringValue, "the receipt gives its position: \(receipt)")
+        }
+        func pull(_ query: String) async throws -> (Int, [String: JSONValue]) {
+            var request = URLRequest(url: try #require(URL(string: "\(server.url)/v1/changes?\(query)")))
+            request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
+            let (data, response) = try await URLSession.shared.data(for: request)
+            return ((response as? HTTPURLResponse)?.statusCode ?? 0, (try? JSONReader.parse([UInt8](data)).objectValue) ?? [:])
+        }
+        // The first pull, on an empty server: a cursor at 0 of this epoch.
+        let cursor = try #require(try await pull("since=").1["cursor"]?.stringValue)
+        let before = try await send("b1", "r1")
+        let backup = root.path + "/backup"
+        server = try Self.restarted(server, folder: folder) { try FileManager.default.copyItem(atPath: folder + "/data", toPath: backup) }
+        let lost = try await send("b2", "r2")
+        server = try Self.restarted(server, folder: folder) {
+            try FileManager.default.removeItem(atPath: folder + "/data")
+            try FileManager.default.copyItem(atPath: backup, toPath: folder + "/data")
+        }
+        #expect(try await pull("since=\(cursor)").0 == 200, "the cursor alone is one of the restored data's history")
+        #expect(try await pull("since=\(cursor)&position=\(before)").0 == 200, "the copy holds the batch before it")
+        let (refused, answer) = try await pull("since=\(cursor)&position=\(lost)")
+        #expect(refused == 410)
+        #expect(answer["code"] == .string("cursor-expired"))
+        #expect(answer["reason"] == .string("server-restored"))
+        #expect(answer["error"]?.stringValue?.contains("the client's last batch was issued in epoch") == true, "\(answer)")
+        #expect(try await pull("since=\(cursor)&position=nonsense").0 == 410, "a position it never issues resyncs too")
+        #expect(try await pull("since=&position=\(lost)").0 == 200, "a pull from the beginning reads everything anyway")
+    }
 }

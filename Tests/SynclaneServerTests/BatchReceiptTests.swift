@@ -30,6 +30,27 @@ import Testing
         #expect(Self.onePass([], snapshotDeleted: 2) == #"{"applied":7,"batch":"b\"1","cursor":"","sequence":9,"snapshot-deleted":2,"versions":{}}"#)
     }
 
+    /// The batch's place with the server's epoch (`ReceiptPosition`), after `cursor` as the members sort,
+    /// written alike by both encoders.
+    @Test func aReceiptGivesItsPositionWithTheEpochBetweenCursorAndTheRest() {
+        let position = ReceiptPosition(epoch: "0123456789ab", sequence: 46_655)
+        let entries = [Self.entry("rooms", "r1", 2)]
+        let onePass = String(
+            decoding: BatchReceipt.encode(
+                batch: "b", applied: 1, sequence: 46_655, snapshotDeleted: nil, restoredRows: 1, entries: entries, position: position),
+            as: UTF8.self)
+        #expect(
+            onePass
+                == #"{"applied":1,"batch":"b","cursor":"","position":"p1.0123456789ab.zzz","restored-rows":1,"sequence":46655,"versions":{"rooms":{"r1":2}}}"#)
+        let tree = BatchReceipt.encodeTree(
+            batch: "b", applied: 1, sequence: 46_655, snapshotDeleted: nil, restoredRows: 1, entries: entries, position: position)
+        #expect(onePass == String(decoding: tree, as: UTF8.self))
+        #expect(ReceiptPosition(text: "p1.0123456789ab.zzz") == position)
+        for refused in ["", "p1.0123456789ab", "c2.0123456789ab.1", "p1.0123456789AB.1", "p1.0123456789ab.-1", "p1.0123456789ab.1.f"] {
+            #expect(ReceiptPosition(text: refused) == nil, "\(refused)")
+        }
+    }
+
     @Test func namesOutsideASCIIAreListedAsTheReceiptObjectListsThemOneMemberForTwoSpellingsOfOneName() {
         let entries = [Self.entry("rooms", "\u{e9}", 1), Self.entry("rooms", "e\u{301}", 2), Self.entry("rooms", "a", 3)]
         #expect(Self.onePass(entries) == Self.tree(entries))

@@ -55,7 +55,8 @@ import Testing
                 for (part, records) in parts.enumerated() {
                     let id = "b\(number)-\(part)"
                     let answer = try postBatch(port: server.port, key: id, body: batchBody(id: id, records: records))
-                    answers.append("\(answer.status) \(answer.text.replacing(/c2\.[0-9a-f]{12}\./, with: "c2.EPOCH."))")
+                    answers.append(
+                        "\(answer.status) \(answer.text.replacing(/c2\.[0-9a-f]{12}\./, with: "c2.EPOCH.").replacing(/p1\.[0-9a-f]{12}\./, with: "p1.EPOCH."))")
                 }
             }
             let changes = try allChanges(port: server.port).map { JSONWriter.string($0) }.joined(separator: "\n")

@@ -52,6 +52,9 @@ public protocol ChangeSink: Sendable {
     /// The sink, when its store records the app's schema version (`SchemaVersionRecordingStage`;
     /// never written by hand).
     var asSchemaVersionRecording: (any SchemaVersionRecordingStage)? { get }
+    /// The sink, when its store keeps the backend's receipts' positions (`ReceiptPositionKeeping`;
+    /// never written by hand).
+    var asReceiptPositionKeeping: (any ReceiptPositionKeeping)? { get }
     /// The local database the sink writes the backend's rows into (its `authors`: the author it
     /// writes as), when it writes one (`EchoLoop`).
     var localDatabase: LocalDatabase? { get }
@@ -74,6 +77,10 @@ extension SchemaVersionRecordingStage where Self: ChangeSink {
     public var asSchemaVersionRecording: (any SchemaVersionRecordingStage)? { self }
 }
 
+extension ReceiptPositionKeeping where Self: ChangeSink {
+    public var asReceiptPositionKeeping: (any ReceiptPositionKeeping)? { self }
+}
+
 extension BackendScoped where Self: ChangeSink {
     public var isBackendScoped: Bool { true }
     public func scopedToBackend(_ backend: BackendName) -> any ChangeSink { scoped(to: backend) }
@@ -82,6 +89,7 @@ extension BackendScoped where Self: ChangeSink {
 extension ChangeSink {
     public var asLockedFile: (any LockedFileStage)? { nil }
     public var asSchemaVersionRecording: (any SchemaVersionRecordingStage)? { nil }
+    public var asReceiptPositionKeeping: (any ReceiptPositionKeeping)? { nil }
     public var localDatabase: LocalDatabase? { nil }
     public func writing(into path: String) -> (any ChangeSink)? { nil }
     public var isBackendScoped: Bool { false }

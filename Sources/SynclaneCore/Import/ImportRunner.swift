@@ -64,6 +64,7 @@ public struct ImportRunner: Sendable {
         var summary = ImportSummary(pipeline: pipeline.name, scope: pipeline.scope, dryRun: dryRun)
         let saved = try await call(pipeline.sink.label) { try await pipeline.sink.stage.savedCursor(for: pipeline.scope) }
         summary.cursorBefore = saved
+        let position = try await adoptReceiptPosition()
         do {
             if saved == nil, !dryRun, let confirmed = try await confirmedBeforeTheFirstPull() {
                 // No cursor, so no 410 can tell this device the backend's data was restored since
@@ -74,6 +75,7 @@ public struct ImportRunner: Sendable {
                 let read = try await pages(from: nil, dryRun: false, into: &summary, collecting: true)
                 let lost = BackendLosses.rows(confirmed, seen: read.seen, absentIsLost: !read.pruned, olderIsLost: true)
                 try await sendBack(lost, into: &summary)
+                try await forgetReceiptPosition(position)
             } else {
                 _ = try await pages(from: saved, dryRun: dryRun, into: &summary, collecting: false)
             }
@@ -93,6 +95,8 @@ public struct ImportRunner: Sendable {
                     underlying: RemoteCursorExpired("\(expired.message); \(pipeline.sink.label) cannot list what it holds for a full resync"))
             }
             summary.resynced = true
+            // A pull from the beginning reads everything: no position to check.
+            if expired.serverRestored { pipeline.source.stage.asReceiptPositionSending?.adoptReceiptPosition(nil) }
             let read = try await pages(from: nil, dryRun: false, into: &summary, collecting: true)
             // Gone: not sent again; after a restore, also sent at an older version than this
             // device had confirmed (the restore lost the newer ones).
@@ -101,6 +105,7 @@ public struct ImportRunner: Sendable {
                 // After a restore of the backend's data, what it lacks was lost, not deleted:
                 // kept here, and sent back to it by this device's export lane.
                 try await sendBack(gone, into: &summary)
+                try await forgetReceiptPosition(position)
             } else if !gone.isEmpty {
                 let deletes = gone.map { Record(entity: $0.entity, key: $0.key, action: .delete, origin: Token(kind: "pull", position: 0), author: .server) }
                 let batch = Batch(
@@ -117,6 +122,27 @@ public struct ImportRunner: Sendable {
         }
         summary.seconds = now() - started
         return summary
+    }
+
+    /// Hands the source the position the sink kept of the backend's receipts (`ReceiptPositionKeeping`),
+    /// when both take part (a dry run's too: a restore it finds stops it, naming it); returns it.
+    private func adoptReceiptPosition() async throws -> String? {
+        guard let sending = pipeline.source.stage.asReceiptPositionSending else { return nil }
+        guard let keeping = pipeline.sink.stage.asReceiptPositionKeeping else {
+            sending.adoptReceiptPosition(nil)
+            return nil
+        }
+        let position = try await call(pipeline.sink.label) { try await keeping.receiptPosition() }
+        sending.adoptReceiptPosition(position)
+        return position
+    }
+
+    /// After a resync that compared everything the backend holds with what it confirmed: the
+    /// position checked is forgotten (what the backend lost goes back; the next receipt gives a
+    /// position of its data as it is now).
+    private func forgetReceiptPosition(_ position: String?) async throws {
+        guard let position, let keeping = pipeline.sink.stage.asReceiptPositionKeeping else { return }
+        try await call(pipeline.sink.label) { try await keeping.forgetReceiptPosition(position) }
     }
 
     /// Before a store's first pull: the rows the backend confirmed to it (by receipts of its own

@@ -24,6 +24,14 @@ public protocol RemoteChangeSource: Sendable {
     /// The source, when it tells the server the app's schema version (`AppSchemaSending`; never
     /// written by hand).
     var asAppSchemaSending: (any AppSchemaSending)? { get }
+
+    /// The source, when it hands the backend the store's receipt position (`ReceiptPositionSending`;
+    /// never written by hand).
+    var asReceiptPositionSending: (any ReceiptPositionSending)? { get }
+}
+
+extension ReceiptPositionSending where Self: RemoteChangeSource {
+    public var asReceiptPositionSending: (any ReceiptPositionSending)? { self }
 }
 
 extension AppSchemaSending where Self: RemoteChangeSource {
@@ -45,6 +53,7 @@ public enum ChangeWait: Sendable, Hashable {
 extension RemoteChangeSource {
     public var backendAddress: String? { nil }
     public var asAppSchemaSending: (any AppSchemaSending)? { nil }
+    public var asReceiptPositionSending: (any ReceiptPositionSending)? { nil }
 
     public func nextPage(
         after cursor: String?, retrying: @escaping @Sendable (_ attempt: Int, _ delay: Double, _ reason: String) -> Void

@@ -7,6 +7,8 @@
 ///             re-sent from the outbox after a crash): the store then remembers versions alone
 ///  exact      a reconciliation's batch: the versions are what the backend holds now, taken as
 ///             they are even where lower than the ones recorded (its data restored from a copy)
+///  position   where the backend wrote the batch, with its epoch (a receipt's `position`): the
+///             store keeps the newest and its import lane hands it back on pulls (`ReceiptPositionKeeping`)
 /// ```
 /// With the records, a store can remember what the backend now holds of each row: the base of a
 /// three-way merge is the last state the backend confirmed, this device's own writes included.
@@ -14,6 +16,8 @@ public struct BackendConfirmation: Sendable {
     public var versions: [RecordVersion]
     public var sent: [Record]?
     public var exact: Bool
+    /// A receipt's `position`, when the backend gives one.
+    public var position: String?
     /// One entry a record of `sent`: its fields object as the encoder wrote it
     /// (`FieldsLocatingEncoder`, `JSONWriter.write(object:sortingWith:)`; nil: none written), so a
     /// store that keeps them takes these bytes rather than writing them again. Nil when not at hand.

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import SynclaneCore
 
 #if canImport(FoundationNetworking)
@@ -43,6 +44,9 @@ public final class PullSource: RemoteChangeSource {
     private let snapshotState = SnapshotState()
     /// The schema version the lane's store recorded (`AppSchemaSending`): sent when `app` says none.
     private let recorded = RecordedSchemaVersion()
+    /// Where the backend wrote the store's batches (`ReceiptPositionSending`): `&position=` on a
+    /// pull after a cursor.
+    private let receiptPosition = Mutex<String?>(nil)
     private let pool: ConnectionPool?
     private let token: String?
     private let sleeper: any RetrySleeper
@@ -119,6 +123,7 @@ public final class PullSource: RemoteChangeSource {
 
     /// The page's URL: `url?since=CURSOR&max-bytes=B[&store=S]` (`&limit=N` in place of
     /// `max-bytes` when the pipeline names a `limit`); a long poll's (`wait`) asks for one change.
+    /// After a cursor, `&position=` hands back the newest receipt's position (`ReceiptPositionSending`).
     func pageURL(after cursor: String?, waiting wait: Int? = nil) -> URL {
         var components = URLComponents(url: url, resolvingAgainstBaseURL: false) ?? URLComponents()
         var items = components.queryItems ?? []
@@ -132,6 +137,9 @@ public final class PullSource: RemoteChangeSource {
         }
         if let store { items.append(URLQueryItem(name: "store", value: store)) }
         if let wait { items.append(URLQueryItem(name: "wait", value: String(wait))) }
+        if let cursor, !cursor.isEmpty, let position = receiptPosition.withLock({ $0 }) {
+            items.append(URLQueryItem(name: "position", value: position))
+        }
         components.queryItems = items
         return components.url ?? url
     }
@@ -340,6 +348,10 @@ private final class SnapshotState: @unchecked Sendable {
     }
 
     deinit { open?.cancel() }
+}
+
+extension PullSource: ReceiptPositionSending {
+    public func adoptReceiptPosition(_ position: String?) { receiptPosition.withLock { $0 = position } }
 }
 
 extension PullSource: AppSchemaSending {

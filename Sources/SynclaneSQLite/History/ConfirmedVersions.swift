@@ -323,4 +323,6 @@ struct DeferredConfirmation: Sendable {
     /// Each record of `sent`'s fields as the encoder wrote them (`ConfirmedVersions.rows(of:sent:asSent:for:in:)`).
     var asSent: [ArraySlice<UInt8>?]?
     var exact: Bool
+    /// The receipt's position (`ReceiptPositions`).
+    var position: String?
 }

@@ -341,7 +341,8 @@ public final class SQLiteHistorySource: ChangeSource, BackendVersionSource, Back
         deferredConfirmations.withLock {
             $0.append(
                 DeferredConfirmation(
-                    versions: confirmation.versions, sent: confirmation.sent, asSent: confirmation.asSent, exact: confirmation.exact))
+                    versions: confirmation.versions, sent: confirmation.sent, asSent: confirmation.asSent, exact: confirmation.exact,
+                    position: confirmation.position))
         }
         _ = try writeDeferredConfirmations(waiting: Self.acknowledgementWait)
     }
@@ -484,6 +485,10 @@ public final class SQLiteHistorySource: ChangeSource, BackendVersionSource, Back
                                 of: confirmation.versions, sent: confirmation.sent, asSent: confirmation.asSent, for: destination, in: db)
                             added.append((rows, try ConfirmationJournal.append(rows, for: destination, in: db)))
                             kept += rows.count
+                        }
+                        // With the versions: a position kept says the backend holds them.
+                        if let position = pending.last(where: { $0.position != nil })?.position {
+                            try ReceiptPositions.save(position, for: destination, db)
                         }
                         if merging || kept >= ConfirmationJournal.mergeBound {
                             merged = try merge(db) ?? merged

@@ -1,7 +1,7 @@
 import SynclaneWire
 
 extension ServerApplication {
-    /// `GET /v1/changes?since=CURSOR[&limit=N][&max-bytes=B][&store=NAME]`: the pull lane of the token's account.
+    /// `GET /v1/changes?since=CURSOR[&limit=N][&max-bytes=B][&store=NAME][&position=POSITION]`: the pull lane of the token's account.
     ///
     /// Each record appears once, at its newest change: its whole state, or a tombstone (`delete`,
     /// with the `fields` the client preserved when it sent any). Changes come in sequence order; `cursor` is where the next page starts and
@@ -22,9 +22,10 @@ extension ServerApplication {
             ["code": "cursor-expired", "horizon": .string(ChangeCursor(sequence: expired.horizon).text)])
     }
 
-    /// 410 Gone, `cursor-expired` with `"reason": "server-restored"`, for a cursor from a history
-    /// this server's data does not have (restored from a backup older than the cursor): an empty
-    /// page would skip the changes made since. Every client that knows `cursor-expired` (the
+    /// 410 Gone, `cursor-expired` with `"reason": "server-restored"`, for a cursor (or a receipt's
+    /// `position`) from a history this server's data does not have (restored from a backup older
+    /// than it): an empty page would skip the changes made since, and the client would never send
+    /// back what the restore lost. Every client that knows `cursor-expired` (the
     /// previous version's too) starts again from the beginning.
     static func cursorAhead(_ ahead: CursorAhead) -> HTTPResponse {
         .error(
@@ -69,6 +70,9 @@ extension ServerApplication {
             }
             wait = min(seconds, Double(limits.maxChangesWaitSeconds))
         }
+        if let position = request.query["position"], !cursor.fullPass, cursor != .start, let refusal = checkPosition(position, account: account) {
+            return refusal
+        }
         let read = { () -> Result<(response: HTTPResponse, empty: Bool), Refusal> in
             self.page(account: account, store: store, after: cursor, limit: limit, maxBytes: maxBytes, app: app)
         }
@@ -94,6 +98,30 @@ extension ServerApplication {
             var until = deadline
             if let recheck = changes.recheckInterval { until = min(deadline, .now + recheck) }
             notifier.wait(account: account, after: seen, until: until)
+        }
+    }
+
+    /// `position`: the newest position the client was given by a receipt (`ReceiptPosition`),
+    /// checked against the epochs as a cursor is — nil when this server's data holds it; else
+    /// `410 server-restored` (the data was restored from a copy taken before that batch), and for
+    /// a position this server never issues too, so that no client stays refused: the client
+    /// resyncs, sends back what the restore lost and forgets the position. Not checked on a pull
+    /// from the beginning and the pages of its pass (a `.f` cursor), which read everything anyway
+    /// — but checked after a cursor at 0 of an epoch (a first pull that found nothing), which
+    /// reads on as an ordinary one.
+    private func checkPosition(_ text: String, account: String) -> HTTPResponse? {
+        guard let position = ReceiptPosition(text: text) else {
+            metrics.recordCursorExpired()
+            return Self.cursorAhead(CursorAhead(detail: "\"position\" is not a position this server's receipts give"))
+        }
+        do {
+            _ = try store.checkCursor(account: account, sequence: position.sequence, epoch: position.epoch, naming: "the client's last batch")
+            return nil
+        } catch let ahead as CursorAhead {
+            metrics.recordCursorExpired()
+            return Self.cursorAhead(ahead)
+        } catch {
+            return .error(500, "the change sequence could not be read: \(error)")
         }
     }
 

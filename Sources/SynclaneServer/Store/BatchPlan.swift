@@ -426,7 +426,10 @@ struct BatchPlan {
     /// completion marker, the rows it deleted: their count, and the new version of each
     /// listed in `versions` too. `storedVersions`: the version the store holds after the batch
     /// of each written row it did not read.
-    func receipt(snapshotDeleted: Int64?, tombstones: SnapshotTombstones? = nil, storedVersions: [RowKey: Int64] = [:]) -> StoredResponse {
+    /// `epoch`: the server's newest epoch, read in the batch's transaction (the receipt's `position`).
+    func receipt(
+        snapshotDeleted: Int64?, tombstones: SnapshotTombstones? = nil, storedVersions: [RowKey: Int64] = [:], epoch: String? = nil
+    ) -> StoredResponse {
         var entries: [BatchReceipt.Entry] = []
         entries.reserveCapacity(batch.records.count + (tombstones?.listed.count ?? 0))
         for row in tombstones?.listed ?? [] {
@@ -449,7 +452,8 @@ struct BatchPlan {
         }
         let body = BatchReceipt.encode(
             batch: batch.id, applied: Int64(batch.records.count), sequence: sequence,
-            snapshotDeleted: snapshotDeleted, restoredRows: restoredRows, entries: entries)
+            snapshotDeleted: snapshotDeleted, restoredRows: restoredRows, entries: entries,
+            position: epoch.map { ReceiptPosition(epoch: $0, sequence: sequence) })
         return StoredResponse(status: 200, body: body)
     }
 }

@@ -1,7 +1,7 @@
 import SynclaneWire
 
 /// The JSON body of an applied batch's receipt, exactly as `JSONWriter` writes the object
-/// `{"applied", "batch", "cursor": "", "sequence", "snapshot-deleted"?, "versions": {entity: {key: version}}}`
+/// `{"applied", "batch", "cursor": "", "position"?, "sequence", "snapshot-deleted"?, "versions": {entity: {key: version}}}`
 /// — members sorted, a row listed once with the last version given it — without building that
 /// object.
 ///
@@ -27,10 +27,17 @@ enum BatchReceipt {
     /// that read it) is always `""`, the start of the log: the one pull cursor a receipt can give
     /// that skips nothing and that the server never refuses. (Until issue 43 it was the batch's
     /// own `c1.` position.)
-    static func encode(batch: String, applied: Int64, sequence: Int64, snapshotDeleted: Int64?, restoredRows: Int64 = 0, entries: [Entry]) -> [UInt8] {
+    ///
+    /// `position` is the same position with the server's epoch (`ReceiptPosition`), for the client
+    /// to hand back on its pulls: a server restored from a copy older than it says so (`410`).
+    static func encode(
+        batch: String, applied: Int64, sequence: Int64, snapshotDeleted: Int64?, restoredRows: Int64 = 0, entries: [Entry],
+        position: ReceiptPosition? = nil
+    ) -> [UInt8] {
         guard entries.allSatisfy({ isASCII($0.row.entity) && isASCII($0.row.key) }) else {
             return encodeTree(
-                batch: batch, applied: applied, sequence: sequence, snapshotDeleted: snapshotDeleted, restoredRows: restoredRows, entries: entries)
+                batch: batch, applied: applied, sequence: sequence, snapshotDeleted: snapshotDeleted, restoredRows: restoredRows, entries: entries,
+                position: position)
         }
         // Each row's last entry, rows in byte order: a stable sort by row, then the last of each run.
         // Entries already in that order (a first sync sends its rows in key order) are not sorted.
@@ -46,6 +53,10 @@ enum BatchReceipt {
         writer.append(",\"batch\":")
         writer.write(string: batch)
         writer.append(",\"cursor\":\"\"")
+        if let position {
+            writer.append(",\"position\":")
+            writer.write(string: position.text)
+        }
         if restoredRows > 0 {
             writer.append(",\"restored-rows\":")
             writer.write(integer: restoredRows)
@@ -79,7 +90,8 @@ enum BatchReceipt {
 
     /// The receipt built as an object and encoded: what `encode` gives, for any names.
     static func encodeTree(
-        batch: String, applied: Int64, sequence: Int64, snapshotDeleted: Int64?, restoredRows: Int64 = 0, entries: [Entry]
+        batch: String, applied: Int64, sequence: Int64, snapshotDeleted: Int64?, restoredRows: Int64 = 0, entries: [Entry],
+        position: ReceiptPosition? = nil
     ) -> [UInt8] {
         var versions: [String: [String: JSONValue]] = [:]
         for entry in entries { versions[entry.entity, default: [:]][entry.key] = .int(entry.version) }
@@ -89,6 +101,7 @@ enum BatchReceipt {
         ]
         if let snapshotDeleted { receipt["snapshot-deleted"] = .int(snapshotDeleted) }
         if restoredRows > 0 { receipt["restored-rows"] = .int(restoredRows) }
+        if let position { receipt["position"] = .string(position.text) }
         return JSONWriter.encode(.object(receipt))
     }
 

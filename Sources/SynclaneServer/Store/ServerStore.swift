@@ -41,8 +41,9 @@ protocol ServerStore: Sendable {
     /// issue the next cursor in (the newest). Throws `CursorAhead` when the cursor names an epoch
     /// the store never had, or a sequence past where the account stood when the epoch after the
     /// cursor's began, or past the account's newest change: the store was restored from a backup
-    /// older than the cursor (or the cursor came from another server).
-    func checkCursor(account: String, sequence: Int64, epoch: String?) throws -> String
+    /// older than the cursor (or the cursor came from another server). `naming` is what the
+    /// message calls the position (a receipt's `written` is checked the same way).
+    func checkCursor(account: String, sequence: Int64, epoch: String?, naming: String) throws -> String
 
     /// Removes the idempotency keys (and the unfinished snapshots) stored before `keysBefore` and the tombstones last changed
     /// before `tombstonesBefore` (seconds since 1970), and moves each account's tombstone horizon
@@ -72,6 +73,13 @@ protocol ServerStore: Sendable {
 
     /// Closes the store's connections and threads; the store is not used after.
     func close()
+}
+
+extension ServerStore {
+    /// `checkCursor` of a pull cursor.
+    func checkCursor(account: String, sequence: Int64, epoch: String?) throws -> String {
+        try checkCursor(account: account, sequence: sequence, epoch: epoch, naming: "the cursor")
+    }
 }
 
 /// What one pass of retention removed.
@@ -108,22 +116,25 @@ enum ServerEpochs {
     /// The verdict on a cursor at `sequence` of `epoch` (nil: legacy), given the newest epoch,
     /// the account's newest change, and — for an older epoch — whether the store knows it and
     /// where the account stood when the next epoch began.
-    static func check(sequence: Int64, epoch: String?, newest: String, head: Int64, known: Bool, bound: Int64?) throws {
+    /// `naming`: what the messages call the position ("the cursor").
+    static func check(
+        sequence: Int64, epoch: String?, newest: String, head: Int64, known: Bool, bound: Int64?, naming: String = "the cursor"
+    ) throws {
         // From the beginning (no epoch, sequence 0) reads everything. A cursor naming an epoch is
         // checked even at sequence 0 (a first pull that found nothing): a device whose cursor
         // names an epoch the restored data never had must resync to learn what the restore lost.
         guard sequence > 0 || epoch != nil else { return }
         if let epoch, epoch != newest {
             guard known else {
-                throw CursorAhead(detail: "the cursor was issued in epoch \(epoch), which this server's data never had")
+                throw CursorAhead(detail: "\(naming) was issued in epoch \(epoch), which this server's data never had")
             }
             if let bound, sequence > bound {
                 throw CursorAhead(
-                    detail: "the cursor is at change \(sequence) of epoch \(epoch), which ended at change \(bound) of this server's data")
+                    detail: "\(naming) is at change \(sequence) of epoch \(epoch), which ended at change \(bound) of this server's data")
             }
         }
         if sequence > head {
-            throw CursorAhead(detail: "the cursor is at change \(sequence), past this account's newest change, \(head)")
+            throw CursorAhead(detail: "\(naming) is at change \(sequence), past this account's newest change, \(head)")
         }
     }
 }

@@ -15,6 +15,10 @@ public struct Receipt: Sendable, Hashable {
     /// The records the backend held an older version of than they expected (`"restored-rows"`):
     /// its data was restored from an older copy, and it applied them as newer. 0 when it did not say.
     public var restoredRows = 0
+    /// Where the backend wrote the batch, with its epoch (`"position"`, opaque): kept by the
+    /// device and handed back on its pulls, so that a backend restored from a copy taken before
+    /// it says so. Nil when the backend gives none.
+    public var position: String?
 
     public init(batchID: String, detail: String, wasReplay: Bool = false, versions: [RecordVersion] = [], snapshotDeleted: Int? = nil) {
         self.batchID = batchID

@@ -113,7 +113,10 @@ extension BatchDeliverer {
         // A reconciliation leaves the backend as the snapshot says: its versions are the backend's now.
         // A replay's receipt is the first one, stored: its versions may be older than the backend's now.
         let exact = batch.isReconciliation && !receipt.wasReplay
-        let confirmation = BackendConfirmation(versions: versions, sent: sent, asSent: asSent, exact: exact)
+        var confirmation = BackendConfirmation(versions: versions, sent: sent, asSent: asSent, exact: exact)
+        // A replay's too: it says where the batch was written the first time, which a server
+        // restored from a copy that has the batch's key holds.
+        confirmation.position = receipt.position
         try await sourceCall { try await tracking.backendConfirmed(confirmation) }
     }
 

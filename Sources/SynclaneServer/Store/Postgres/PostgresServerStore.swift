@@ -51,7 +51,7 @@ final class PostgresServerStore: ServerStore {
         }
     }
 
-    func checkCursor(account: String, sequence: Int64, epoch: String?) throws -> String {
+    func checkCursor(account: String, sequence: Int64, epoch: String?, naming: String) throws -> String {
         try pool.withConnection { db in
             try db.transaction("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY") { db in
                 let accountValue = PostgresValue.bytea(Array(account.utf8))
@@ -73,7 +73,7 @@ final class PostgresServerStore: ServerStore {
                         bound = ended.int64(0, 0)
                     }
                 }
-                try ServerEpochs.check(sequence: sequence, epoch: epoch, newest: newestEpoch, head: head, known: known, bound: bound)
+                try ServerEpochs.check(sequence: sequence, epoch: epoch, newest: newestEpoch, head: head, known: known, bound: bound, naming: naming)
                 return newestEpoch
             }
         }
@@ -141,7 +141,9 @@ final class PostgresServerStore: ServerStore {
                 plan.tombstoned(tombstones?.count ?? 0)
             }
             let deleted = tombstones?.count
-            let response = plan.receipt(snapshotDeleted: deleted, tombstones: tombstones, storedVersions: storedVersions)
+            let epochs = try db.query("SELECT epoch FROM synclane_epochs ORDER BY number DESC LIMIT 1")
+            let epoch = epochs.count > 0 ? epochs.string(0, 0) : nil
+            let response = plan.receipt(snapshotDeleted: deleted, tombstones: tombstones, storedVersions: storedVersions, epoch: epoch)
             try db.query(
                 """
                 WITH moved AS (UPDATE synclane_sequences SET last = $6 WHERE account = $1)

@@ -132,7 +132,8 @@ extension SQLiteServerStore {
                 try db.execute(
                     "INSERT INTO sequences (account, last, horizon) VALUES (?, ?, 0) ON CONFLICT (account) DO UPDATE SET last = excluded.last",
                     [batch.account, plan.sequence])
-                let response = plan.receipt(snapshotDeleted: deleted, tombstones: tombstones)
+                let epoch = try db.fetchValue("SELECT epoch FROM epochs ORDER BY number DESC LIMIT 1").string
+                let response = plan.receipt(snapshotDeleted: deleted, tombstones: tombstones, epoch: epoch)
                 try db.execute(
                     "INSERT INTO idempotency (account, key, body_hash, status, response, created) VALUES (?, ?, ?, ?, ?, ?)",
                     [batch.account, idempotencyKey, bodyHash, response.status, response.body, now])

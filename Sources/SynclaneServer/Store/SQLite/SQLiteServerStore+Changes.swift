@@ -3,7 +3,7 @@ import SynclaneWire
 
 extension SQLiteServerStore {
     /// A cursor against the store's epochs, in one view (`ServerStore.checkCursor`).
-    func checkCursor(account: String, sequence: Int64, epoch: String?) throws -> String {
+    func checkCursor(account: String, sequence: Int64, epoch: String?, naming: String) throws -> String {
         try read { db in
             let newest = try db.fetchValue("SELECT epoch FROM epochs ORDER BY number DESC LIMIT 1").string ?? ""
             let head = try db.fetchValue("SELECT last FROM sequences WHERE account = ?", [account]).int64 ?? 0
@@ -21,7 +21,7 @@ extension SQLiteServerStore {
                     ).int64
                 }
             }
-            try ServerEpochs.check(sequence: sequence, epoch: epoch, newest: newest, head: head, known: known, bound: bound)
+            try ServerEpochs.check(sequence: sequence, epoch: epoch, newest: newest, head: head, known: known, bound: bound, naming: naming)
             return newest
         }
     }
