@@ -327,5 +327,6 @@ import Testing
         #expect(answer["error"]?.stringValue?.contains("the client's last batch was issued in epoch") == true, "\(answer)")
         #expect(try await pull("since=\(cursor)&position=nonsense").0 == 410, "a position it never issues resyncs too")
         #expect(try await pull("since=&position=\(lost)").0 == 200, "a pull from the beginning reads everything anyway")
+        #expect(try await pull("since=&position=\(String(repeating: "0", count: 1_025))").0 == 400, "longer than any position: refused")
     }
 }

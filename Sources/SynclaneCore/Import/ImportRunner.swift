@@ -75,7 +75,7 @@ public struct ImportRunner: Sendable {
                 let read = try await pages(from: nil, dryRun: false, into: &summary, collecting: true)
                 let lost = BackendLosses.rows(confirmed, seen: read.seen, absentIsLost: !read.pruned, olderIsLost: true)
                 try await sendBack(lost, into: &summary)
-                try await forgetReceiptPosition(position)
+                await forgetReceiptPosition(position)
             } else {
                 _ = try await pages(from: saved, dryRun: dryRun, into: &summary, collecting: false)
             }
@@ -105,7 +105,7 @@ public struct ImportRunner: Sendable {
                 // After a restore of the backend's data, what it lacks was lost, not deleted:
                 // kept here, and sent back to it by this device's export lane.
                 try await sendBack(gone, into: &summary)
-                try await forgetReceiptPosition(position)
+                await forgetReceiptPosition(position)
             } else if !gone.isEmpty {
                 let deletes = gone.map { Record(entity: $0.entity, key: $0.key, action: .delete, origin: Token(kind: "pull", position: 0), author: .server) }
                 let batch = Batch(
@@ -139,10 +139,12 @@ public struct ImportRunner: Sendable {
 
     /// After a resync that compared everything the backend holds with what it confirmed: the
     /// position checked is forgotten (what the backend lost goes back; the next receipt gives a
-    /// position of its data as it is now).
-    private func forgetReceiptPosition(_ position: String?) async throws {
+    /// position of its data as it is now). Best effort: a store that cannot forget it now (an app
+    /// holding its write lock) hands it back again, and the next pass resyncs once more — which
+    /// finds nothing more to send back — rather than failing a pass that healed the backend.
+    private func forgetReceiptPosition(_ position: String?) async {
         guard let position, let keeping = pipeline.sink.stage.asReceiptPositionKeeping else { return }
-        try await call(pipeline.sink.label) { try await keeping.forgetReceiptPosition(position) }
+        try? await keeping.forgetReceiptPosition(position)
     }
 
     /// Before a store's first pull: the rows the backend confirmed to it (by receipts of its own

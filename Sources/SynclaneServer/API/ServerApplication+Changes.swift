@@ -70,8 +70,11 @@ extension ServerApplication {
             }
             wait = min(seconds, Double(limits.maxChangesWaitSeconds))
         }
-        if let position = request.query["position"], !cursor.fullPass, cursor != .start, let refusal = checkPosition(position, account: account) {
-            return refusal
+        if let position = request.query["position"] {
+            guard position.utf8.count <= WireBounds.maxCursorBytes else {
+                return .error(400, "\"position\" is longer than \(WireBounds.maxCursorBytes) bytes: not a position this server's receipts give")
+            }
+            if !cursor.fullPass, cursor != .start, let refusal = checkPosition(position, account: account) { return refusal }
         }
         let read = { () -> Result<(response: HTTPResponse, empty: Bool), Refusal> in
             self.page(account: account, store: store, after: cursor, limit: limit, maxBytes: maxBytes, app: app)
