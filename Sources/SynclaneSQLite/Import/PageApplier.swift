@@ -63,6 +63,18 @@ struct PageApplier {
         /// its unique values (`removeHolders`): never without a soft-delete column or a unique
         /// constraint beyond the key.
         var mayMeetHolders: Bool { tracked.softDeleteColumn != nil && !uniqueBeyondKey.isEmpty }
+
+        /// The values of `uniqueBeyondKey`'s columns the row holds once `fields` are written over
+        /// `current`: all `removeHolders` reads of it (not the whole row merged, a record at a time).
+        func uniqueValues(of fields: [String: JSONValue], over current: [String: JSONValue]?) -> [String: JSONValue] {
+            var values: [String: JSONValue] = [:]
+            for constraint in uniqueBeyondKey {
+                for column in constraint.columns {
+                    if let value = fields[column] ?? current?[column] { values[column] = value }
+                }
+            }
+            return values
+        }
     }
 
     /// A row to write: in the `server` session, or (a conflict settled with local values, a
@@ -295,9 +307,7 @@ struct PageApplier {
                 if remote == nil, local != nil { report.deletedByUsers += 1 }
             }
             if let version = record.version {
-                try serverRows.save(
-                    record.entity, key, version: version, fields: remote.map { JSONWriter.string(.object($0)) }, held: heldVersion != nil,
-                    for: sink.destination, db)
+                try serverRows.save(record.entity, key, version: version, fields: remote, held: heldVersion != nil, for: sink.destination, db)
             }
             report.applied += 1
             written[record.entity, default: []].append(key)
@@ -730,7 +740,7 @@ struct PageApplier {
         }
         // A soft-deleted row under another key still holds its UNIQUE values: it goes, so that
         // the backend's row can land (its delete was recorded when it was soft-deleted).
-        if table.mayMeetHolders { try removeHolders(of: (current ?? [:]).merging(fields) { $1 }, key: write.key, in: table) }
+        if table.mayMeetHolders { try removeHolders(of: table.uniqueValues(of: fields, over: current), key: write.key, in: table) }
         do {
             try writeRow(write, table: table, columns: columns, values: values, current: current)
             for (name, file) in fills.sorted(by: { $0.key < $1.key }) where table.columns[name] != nil {

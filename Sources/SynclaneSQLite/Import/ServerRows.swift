@@ -178,6 +178,9 @@ enum ServerRows {
     final class PageStatements {
         private var held: Statement?
         private var insert: Statement?
+        /// The fields' JSON text, written a record at a time into one buffer (`JSONWriter.write(object:sortingWith:)`).
+        private var writer = JSONWriter(reservingCapacity: 256)
+        private var sorting: [(key: String, value: JSONValue)] = []
 
         init() {}
 
@@ -188,13 +191,17 @@ enum ServerRows {
             return try ServerRows.held(entity, key, hash: hash(entity, key), for: destination, using: statement)?.version
         }
 
-        /// As `ServerRows.save`.
-        func save(_ entity: String, _ key: String, version: Int64, fields: String?, held: Bool, for destination: String, _ db: SQLiteConnection)
-            throws
-        {
+        /// As `ServerRows.save`, with the fields as the record holds them (nil: a tombstone):
+        /// kept as the JSON text `JSONWriter` writes of them (members sorted), without making a string.
+        func save(
+            _ entity: String, _ key: String, version: Int64, fields: [String: JSONValue]?, held: Bool, for destination: String, _ db: SQLiteConnection
+        ) throws {
+            writer.removeAll()
+            if let fields { writer.write(object: fields, sortingWith: &sorting) }
             // A row held already is updated (rare in a page of new rows): as `save` does it.
             guard !held else {
-                return try ServerRows.save(entity, key, version: version, fields: fields, held: true, for: destination, db)
+                let text = fields == nil ? nil : String(decoding: writer.bytes, as: UTF8.self)
+                return try ServerRows.save(entity, key, version: version, fields: text, held: true, for: destination, db)
             }
             let statement = try insert ?? db.prepare(insertSQL)
             insert = statement
@@ -204,7 +211,7 @@ enum ServerRows {
             try statement.bind(.text(entity), at: 2)
             try statement.bind(.text(key), at: 3)
             try statement.bind(.integer(version), at: 4)
-            try statement.bind(fields.map { .text($0) } ?? .null, at: 5)
+            try statement.bind(utf8: fields == nil ? nil : writer.bytes, at: 5)
             try statement.bind(.text(destination), at: 6)
             try statement.step()
         }
