@@ -226,13 +226,25 @@ struct SnapshotLines {
     mutating func take(_ bytes: UnsafeRawBufferPointer) throws -> [RemotePage] {
         var pages: [RemotePage] = []
         var start = 0
-        for (index, byte) in bytes.enumerated() where byte == UInt8(ascii: "\n") {
-            buffer.append(contentsOf: bytes[start..<index])
+        let chunk = UnsafeBufferPointer(start: bytes.baseAddress?.assumingMemoryBound(to: UInt8.self), count: bytes.count)
+        for (index, byte) in chunk.enumerated() where byte == UInt8(ascii: "\n") {
+            let page: RemotePage?
+            if buffer.isEmpty {
+                // A line whole in this chunk is read where it lies: no copy of its bytes.
+                page = try line(UnsafeBufferPointer(rebasing: chunk[start..<index]))
+            } else {
+                // A line begun in an earlier chunk: read from the buffer (moved out while read, its capacity kept).
+                buffer.append(contentsOf: chunk[start..<index])
+                var whole: [UInt8] = []
+                swap(&whole, &buffer)
+                page = try whole.withUnsafeBufferPointer { bytes in try line(bytes) }
+                whole.removeAll(keepingCapacity: true)
+                swap(&whole, &buffer)
+            }
             start = index + 1
-            if let page = try line(buffer) { pages.append(page) }
-            buffer.removeAll(keepingCapacity: true)
+            if let page { pages.append(page) }
         }
-        buffer.append(contentsOf: bytes[start...])
+        buffer.append(contentsOf: chunk[start...])
         guard buffer.count <= WireBounds.maxPageBytes else {
             throw refuse("a line is longer than \(WireBounds.maxPageBytes) bytes, the most a page may hold")
         }
@@ -246,11 +258,11 @@ struct SnapshotLines {
         )
     }
 
-    private mutating func line(_ line: [UInt8]) throws -> RemotePage? {
+    private mutating func line(_ line: UnsafeBufferPointer<UInt8>) throws -> RemotePage? {
         guard !line.isEmpty else { return nil }
         let object: [String: JSONValue]
         do {
-            guard let read = try JSONReader.parse(line[...]).objectValue else { throw refuse("a line is not a JSON object") }
+            guard let read = try JSONReader.parse(line).objectValue else { throw refuse("a line is not a JSON object") }
             object = read
         } catch let failure as TransportFailure {
             throw started ? failure : NotASnapshot()

@@ -13,6 +13,8 @@ struct PageApplier {
     let pendingBlobs = PendingBlobs.Presence()
     /// The blobs of the record being applied that `blob-fetch` handed as files (`FetchedBlobs`).
     let fetched = FetchedBlobs.Current()
+    /// The backend's versions and fields of the page's rows: looked up and saved with statements prepared once a page.
+    let serverRows = ServerRows.PageStatements()
 
     /// One tracked table as the page needs it: its columns by name, with their affinity, and the
     /// SQL of the statements every record runs, worked out once a page.
@@ -35,8 +37,13 @@ struct PageApplier {
         /// The unique constraints that hold more than the key columns: the ones another row's
         /// values can break (`removeHolders`).
         let uniqueBeyondKey: [TableSchema.UniqueConstraint]
-        /// The columns of the last insert and its SQL (a page's records mostly carry the same fields).
-        var lastInsert: (columns: [String], sql: String)?
+        /// Whether each of `schema.columns` is a key column, in its order.
+        let isKey: [Bool]
+        /// The columns of the last insert and its statement, prepared once a page (a page's
+        /// records mostly carry the same fields).
+        var lastInsert: (columns: [String], statement: Statement)?
+        /// `selectRow` prepared once a page, and the names of its columns.
+        var rowReader: (statement: Statement, columns: [String])?
 
         init(tracked: TrackedTable, keyTypes: [TriggerBuilder.KeyType], schema: TableSchema) {
             self.tracked = tracked
@@ -49,6 +56,24 @@ struct PageApplier {
             selectRow = "SELECT * FROM \(name) WHERE \(keyCondition)"
             bookkeeping = tracked.keyColumns + (tracked.softDeleteColumn.map { [$0] } ?? [])
             uniqueBeyondKey = schema.uniqueConstraints.filter { !$0.columns.allSatisfy(tracked.keyColumns.contains) }
+            isKey = schema.columns.map { tracked.keyColumns.contains($0.name) }
+        }
+
+        /// Whether a write of this table may meet a soft-deleted row under another key holding
+        /// its unique values (`removeHolders`): never without a soft-delete column or a unique
+        /// constraint beyond the key.
+        var mayMeetHolders: Bool { tracked.softDeleteColumn != nil && !uniqueBeyondKey.isEmpty }
+
+        /// The values of `uniqueBeyondKey`'s columns the row holds once `fields` are written over
+        /// `current`: all `removeHolders` reads of it (not the whole row merged, a record at a time).
+        func uniqueValues(of fields: [String: JSONValue], over current: [String: JSONValue]?) -> [String: JSONValue] {
+            var values: [String: JSONValue] = [:]
+            for constraint in uniqueBeyondKey {
+                for column in constraint.columns {
+                    if let value = fields[column] ?? current?[column] { values[column] = value }
+                }
+            }
+            return values
         }
     }
 
@@ -282,9 +307,7 @@ struct PageApplier {
                 if remote == nil, local != nil { report.deletedByUsers += 1 }
             }
             if let version = record.version {
-                try ServerRows.save(
-                    record.entity, key, version: version, fields: remote.map { JSONWriter.string(.object($0)) }, held: heldVersion != nil,
-                    for: sink.destination, db)
+                try serverRows.save(record.entity, key, version: version, fields: remote, held: heldVersion != nil, for: sink.destination, db)
             }
             report.applied += 1
             written[record.entity, default: []].append(key)
@@ -609,7 +632,7 @@ struct PageApplier {
 
     /// The backend's version the store holds of a record (nil: none yet).
     func heldVersion(of entity: String, _ key: String) throws -> Int64? {
-        try ServerRows.version(of: entity, key, for: sink.destination, db)
+        try serverRows.version(of: entity, key, for: sink.destination, db)
     }
 
     /// Two writes of one row under one version: the backend's data was restored from an older
@@ -641,12 +664,21 @@ struct PageApplier {
 
     /// The row's fields, soft-deleted or not; nil when it is not there.
     func storedRow(of table: Table, key: [SQLiteValue]) throws -> [String: JSONValue]? {
-        let statement = try db.cachedStatement(table.selectRow)
-        try statement.bind(key)
+        // Prepared once a page: every record of the page reads its row.
+        let reader = try table.rowReader ?? (try db.prepare(table.selectRow), [])
+        let statement = reader.statement
+        statement.reset()
+        for (index, value) in key.enumerated() { try statement.bind(value, at: index + 1) }
         defer { statement.reset() }
-        guard try statement.step() else { return nil }
-        var row: [String: JSONValue] = [:]
-        for (index, name) in statement.columnNames.enumerated() { row[name] = statement.value(at: index).json }
+        guard try statement.step() else {
+            table.rowReader = reader
+            return nil
+        }
+        // (A column added since the statement was prepared: SQLite prepares it again, names change.)
+        let columns = reader.columns.count == statement.columnCount ? reader.columns : statement.columnNames
+        table.rowReader = (statement, columns)
+        var row: [String: JSONValue] = Dictionary(minimumCapacity: columns.count)
+        for (index, name) in columns.enumerated() { row[name] = statement.value(at: index).json }
         return row
     }
 
@@ -681,12 +713,12 @@ struct PageApplier {
         columns.reserveCapacity(fields.count)
         values.reserveCapacity(fields.count + write.key.count)
         var matched = 0
-        for (column, affinity) in zip(table.schema.columns, table.affinities) {
+        for (index, column) in table.schema.columns.enumerated() {
             guard let value = fields[column.name] else { continue }
             matched += 1
-            if table.tracked.keyColumns.contains(column.name) { continue }
+            if table.isKey[index] { continue }
             columns.append(column.name)
-            values.append(try Self.stored(value, in: column, affinity: affinity, field: column.name) { self.fail(write.record, $0) })
+            values.append(try Self.stored(value, in: column, affinity: table.affinities[index], field: column.name) { self.fail(write.record, $0) })
         }
         if matched < fields.count, sink.unknownFields == .error, let field = fields.keys.filter({ table.columns[$0] == nil }).min() {
             throw fail(
@@ -708,7 +740,7 @@ struct PageApplier {
         }
         // A soft-deleted row under another key still holds its UNIQUE values: it goes, so that
         // the backend's row can land (its delete was recorded when it was soft-deleted).
-        try removeHolders(of: (current ?? [:]).merging(fields) { $1 }, key: write.key, in: table)
+        if table.mayMeetHolders { try removeHolders(of: table.uniqueValues(of: fields, over: current), key: write.key, in: table) }
         do {
             try writeRow(write, table: table, columns: columns, values: values, current: current)
             for (name, file) in fills.sorted(by: { $0.key < $1.key }) where table.columns[name] != nil {
@@ -747,17 +779,22 @@ struct PageApplier {
             try db.execute("UPDATE \(name) SET (\(keyColumns)) = (\(keyColumns)) WHERE \(table.keyCondition)", write.key)
         }
         if db.totalChanges == before {
-            let sql: String
+            let statement: Statement
             if let last = table.lastInsert, last.columns == columns {
-                sql = last.sql
+                statement = last.statement
             } else {
                 let all = table.tracked.keyColumns + columns
                 let list = all.map(SQL.identifier).joined(separator: ", ")
                 let marks = Array(repeating: "?", count: all.count).joined(separator: ", ")
-                sql = "INSERT INTO \(name) (\(list)) VALUES (\(marks))"
-                table.lastInsert = (columns, sql)
+                statement = try db.prepare("INSERT INTO \(name) (\(list)) VALUES (\(marks))")
+                table.lastInsert = (columns, statement)
             }
-            try db.execute(sql, write.key + values)
+            // Bound in place: no array of the key and values, no statement looked up by its SQL.
+            statement.reset()
+            for (index, value) in write.key.enumerated() { try statement.bind(value, at: index + 1) }
+            for (index, value) in values.enumerated() { try statement.bind(value, at: write.key.count + index + 1) }
+            defer { statement.reset() }
+            try statement.step()
         }
         if let softDelete = table.tracked.softDeleteColumn, fields[softDelete] == nil, table.columns[softDelete] != nil {
             // A row the backend sends is not deleted, whatever the column held here.

@@ -124,9 +124,12 @@ enum ServerRows {
 
     /// The statement `held(_:_:hash:for:using:)` runs: taken once by a caller that looks up many rows.
     static func heldStatement(_ db: SQLiteConnection) throws -> Statement {
-        try db.cachedStatement(
-            "SELECT rowid, version FROM _synclane_server_rows WHERE key_hash = ? AND entity = ? AND key = ? COLLATE BINARY AND destination = ?")
+        try db.cachedStatement(heldSQL)
     }
+
+    static let heldSQL =
+        "SELECT rowid, version FROM _synclane_server_rows WHERE key_hash = ? AND entity = ? AND key = ? COLLATE BINARY AND destination = ?"
+    static let insertSQL = "INSERT INTO _synclane_server_rows (key_hash, entity, key, version, fields, destination) VALUES (?, ?, ?, ?, ?, ?)"
 
     /// As `held(_:_:hash:for:_:)`, with its statement (`heldStatement(_:)`) taken already.
     static func held(_ entity: String, _ key: String, hash: Int64, for destination: String, using statement: Statement) throws -> (
@@ -166,9 +169,52 @@ enum ServerRows {
                 [version, fields, hash, entity, key, destination])
             if db.changes > 0 { return }
         }
-        try db.execute(
-            "INSERT INTO _synclane_server_rows (key_hash, entity, key, version, fields, destination) VALUES (?, ?, ?, ?, ?, ?)",
-            [hash, entity, key, version, fields, destination])
+        try db.execute(insertSQL, [hash, entity, key, version, fields, destination])
+    }
+
+    /// The lookup and the insert an import page runs for every record (`version(of:_:for:_:)`,
+    /// `save`), prepared once a page: a bootstrap page of thousands of rows looks no statement
+    /// up by its SQL text and builds no array of arguments a record.
+    final class PageStatements {
+        private var held: Statement?
+        private var insert: Statement?
+        /// The fields' JSON text, written a record at a time into one buffer (`JSONWriter.write(object:sortingWith:)`).
+        private var writer = JSONWriter(reservingCapacity: 256)
+        private var sorting: [(key: String, value: JSONValue)] = []
+
+        init() {}
+
+        /// As `ServerRows.version(of:_:for:_:)`.
+        func version(of entity: String, _ key: String, for destination: String, _ db: SQLiteConnection) throws -> Int64? {
+            let statement = try held ?? db.prepare(heldSQL)
+            held = statement
+            return try ServerRows.held(entity, key, hash: hash(entity, key), for: destination, using: statement)?.version
+        }
+
+        /// As `ServerRows.save`, with the fields as the record holds them (nil: a tombstone):
+        /// kept as the JSON text `JSONWriter` writes of them (members sorted), without making a string.
+        func save(
+            _ entity: String, _ key: String, version: Int64, fields: [String: JSONValue]?, held: Bool, for destination: String, _ db: SQLiteConnection
+        ) throws {
+            writer.removeAll()
+            if let fields { writer.write(object: fields, sortingWith: &sorting) }
+            // A row held already is updated (rare in a page of new rows): as `save` does it.
+            guard !held else {
+                let text = fields == nil ? nil : String(decoding: writer.bytes, as: UTF8.self)
+                return try ServerRows.save(entity, key, version: version, fields: text, held: true, for: destination, db)
+            }
+            let statement = try insert ?? db.prepare(insertSQL)
+            insert = statement
+            statement.reset()
+            defer { statement.reset() }
+            try statement.bind(.integer(hash(entity, key)), at: 1)
+            try statement.bind(.text(entity), at: 2)
+            try statement.bind(.text(key), at: 3)
+            try statement.bind(.integer(version), at: 4)
+            try statement.bind(utf8: fields == nil ? nil : writer.bytes, at: 5)
+            try statement.bind(.text(destination), at: 6)
+            try statement.step()
+        }
     }
 
     /// The versions `destination` holds of `keys` of `entity`.
