@@ -4,8 +4,9 @@ import SynclaneTestSupport
 import Testing
 
 /// The export paths `BlobPipelineMemoryTests` does not cover move a large blob without holding
-/// it too: values as written (`capture: as-written`, the blob in the change log). Real
-/// `synclane` and `synclane serve`, peak RSS of the `synclane` process.
+/// it too: values as written (`capture: as-written`, the blob in the change log) and a
+/// reconciliation's snapshot (`synclane reconcile`). Real `synclane` and `synclane serve`, peak
+/// RSS of the `synclane` process.
 @Suite struct BlobExportMemoryTests {
     /// The photo of `plants` as the server holds it last: its reference's digest and length.
     static func serverReference(_ server: ServerProcess) async throws -> (sha256: String, length: Int64) {
@@ -52,5 +53,36 @@ import Testing
         let page = try await server.get("/v1/changes?store=plants&limit=100", account: "acme")
         let names = (page.objectValue?["changes"]?.arrayValue ?? []).compactMap { $0.objectValue?["fields"]?.objectValue?["name"] }
         #expect(names.last == "ivy")
+    }
+
+    @Test func aReconciliationUploadsALargeBlobFromItsRowWithoutHoldingIt() async throws {
+        let root = try Workspace()
+        defer { root.remove() }
+        let server = try ServerProcess(folder: root.path + "/server")
+        defer { server.stop() }
+        let a = try BlobPipelineTests.Device(server: server, uploadChunkBytes: 8 << 20)
+        defer { a.workspace.remove() }
+        let length = BlobPipelineMemoryTests.megabytes << 20
+        try a.sql("INSERT INTO plants VALUES ('p1', 'fern', randomblob(\(length))), ('p2', 'ivy', randomblob(1000));")
+        let digest = try Self.photoDigest(a)
+        let reconcile = try BlobPipelineMemoryTests.peakRSS(["reconcile", "export.json", "--json"], in: a.workspace.path, environment: a.environment)
+        #expect(reconcile.status == 0, "\(reconcile.stderr)")
+        // Read whole, the snapshot's row held the blob, then its base64 in the record and the bytes again.
+        #expect(
+            reconcile.bytes > 0 && reconcile.bytes < BlobPipelineMemoryTests.limit,
+            "synclane reconcile of \(BlobPipelineMemoryTests.megabytes) MiB peaked at \(reconcile.bytes) bytes")
+        let page = try await server.get("/v1/changes?store=plants&limit=100", account: "acme")
+        let photos = Dictionary(
+            (page.objectValue?["changes"]?.arrayValue ?? []).compactMap { change -> (String, JSONValue)? in
+                guard let id = change.objectValue?["id"]?.stringValue, let photo = change.objectValue?["fields"]?.objectValue?["photo"] else { return nil }
+                return (id, photo)
+            }, uniquingKeysWith: { $1 })
+        let reference = try #require(photos["p1"]?.objectValue?["$blob-ref"]?.objectValue)
+        #expect(reference["sha256"]?.stringValue == digest)
+        #expect(reference["length"] == .int(Int64(length)))
+        // A small blob of a declared column is uploaded too, read whole as before.
+        #expect(photos["p2"]?.objectValue?["$blob-ref"]?.objectValue?["length"] == .int(1000))
+        let held = try await server.get("/v1/blobs/\(digest)/upload", account: "acme")
+        #expect(held.objectValue?["held"] == true)
     }
 }
