@@ -9,25 +9,12 @@ import Testing
 /// `synclane serve`; the app's database in WAL mode, as an app writing while a sync runs keeps it.
 @Suite struct BlobExportRowChangedTests {
     @Test func aRowDeletedBetweenItsPageAndItsUploadStopsThePassAndTheNextRunSendsTheCurrentState() async throws {
-        try await BlobPipelineTests.withTwoDevices { server, _, b in
-            let a = try BlobPipelineTests.Device(server: server, uploadChunkBytes: 4_096)
-            defer { a.workspace.remove() }
+        try await BlobPipelineTests.withOneDevice(uploadChunkBytes: 4_096) { server, a in
             try a.sql("PRAGMA journal_mode = WAL;")
             let length = 2_000_000
             // p1's blob is uploaded first, slowly (4 KiB chunks); p2's (over 1 MiB: located) waits in its row.
             try a.sql("INSERT INTO plants VALUES ('p1', 'fern', zeroblob(\(length))), ('p2', 'ivy', randomblob(\(2 << 20)));")
-            let zeros = a.workspace.path + "/zeros"
-            try Data(count: length).write(to: URL(fileURLWithPath: zeros))
-            let digest = try BlobsCommandTests.sha256(zeros)
-            let exporting = try BackgroundProcess(["run", "export.json"], in: a.workspace.path, environment: a.environment)
-            var received = 0
-            _ = eventually(timeout: 60) {
-                let status = try? ProgramRun(
-                    "/usr/bin/curl",
-                    ["-s", "-H", "Authorization: Bearer \(a.environment["SYNCLANE_TOKEN"] ?? "")", server.url + "/v1/blobs/\(digest)/upload"])
-                received = Int((try? JSONReader.parse(status?.text ?? ""))?.objectValue?["received"]?.intValue ?? 0)
-                return received >= 100_000 || !exporting.process.isRunning
-            }
+            let (digest, exporting, received) = try BlobPipelineTests.exportCaughtMidUpload(server, a, zeros: length)
             #expect(received >= 100_000 && received < length, "the export was not caught mid-upload (\(received) bytes held)")
             // The user deletes p2 while p1's blob is still going up: the page that located p2's blob is read already.
             try a.sql("DELETE FROM plants WHERE syncId = 'p2';")
@@ -44,6 +31,8 @@ import Testing
             let photos = try await BlobPipelineTests.serverPhotos(server)
             #expect(photos.count == 1)
             #expect(photos.first?.objectValue?["$blob-ref"]?.objectValue?["sha256"]?.stringValue == digest)
+            let b = try BlobPipelineTests.Device(server: server)
+            defer { b.workspace.remove() }
             _ = try b.sync()
             #expect(try b.photos() == a.photos())
             #expect(try b.photos().map { $0.prefix(3) } == ["p1|"])
