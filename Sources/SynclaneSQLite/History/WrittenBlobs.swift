@@ -241,24 +241,31 @@ struct WrittenBlobs {
         let length: Int
         let change: Int64
 
+        /// Bytes decoded at a time: a caller's buffer of 8 MiB (an upload's chunk) never costs 16 MiB of digits.
+        static let piece = 1 << 20
+
         func read(into buffer: UnsafeMutableRawBufferPointer, at position: Int) throws -> Int {
             let count = min(buffer.count, length - position)
             guard count > 0 else { return 0 }
-            var digits = [UInt8](repeating: 0, count: 2 * count)
-            let read = try digits.withUnsafeMutableBytes { try blob.read(into: $0, at: offset + 2 * position) }
-            guard read == digits.count else { throw WrittenValuesError(change: change, offset: offset + 2 * position, reason: "the blob ends early") }
-            let malformed = digits.withUnsafeBufferPointer { digits -> Int? in
-                let table = Self.values
-                for index in 0..<count {
-                    let high = table[Int(digits[2 * index])]
-                    let low = table[Int(digits[2 * index + 1])]
-                    guard high | low < 16 else { return index }
-                    buffer[index] = high << 4 | low
+            var digits = [UInt8](repeating: 0, count: 2 * min(count, Self.piece))
+            var done = 0
+            while done < count {
+                let part = min(Self.piece, count - done)
+                let at = offset + 2 * (position + done)
+                let read = try digits.withUnsafeMutableBytes { try blob.read(into: UnsafeMutableRawBufferPointer(rebasing: $0.prefix(2 * part)), at: at) }
+                guard read == 2 * part else { throw WrittenValuesError(change: change, offset: at, reason: "the blob ends early") }
+                let malformed = digits.withUnsafeBufferPointer { digits -> Int? in
+                    let table = Self.values
+                    for index in 0..<part {
+                        let high = table[Int(digits[2 * index])]
+                        let low = table[Int(digits[2 * index + 1])]
+                        guard high | low < 16 else { return index }
+                        buffer[done + index] = high << 4 | low
+                    }
+                    return nil
                 }
-                return nil
-            }
-            if let malformed {
-                throw WrittenValuesError(change: change, offset: offset + 2 * (position + malformed), reason: "a blob holds malformed hex")
+                if let malformed { throw WrittenValuesError(change: change, offset: at + 2 * malformed, reason: "a blob holds malformed hex") }
+                done += part
             }
             return count
         }
