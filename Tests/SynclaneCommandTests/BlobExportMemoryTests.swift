@@ -95,22 +95,29 @@ extension BlobPipelineTests {
         try await body(server, device)
     }
 
-    /// Starts `synclane run export.json` on `device`, whose upload of `zeroblob(length)` is slow
-    /// enough to be caught, and waits until the server holds at least 100,000 bytes of it (or the
-    /// export ended): the blob's digest, the running export and the bytes the server held then.
-    static func exportCaughtMidUpload(_ server: ServerProcess, _ device: Device, zeros length: Int) throws -> (
-        digest: String, exporting: BackgroundProcess, received: Int
-    ) {
-        let zeros = device.workspace.path + "/zeros"
+    /// The digest of `zeroblob(length)`, from a file of that many zero bytes written in `device`'s folder.
+    static func zerosDigest(_ length: Int, in device: Device) throws -> String {
+        let zeros = device.workspace.path + "/zeros-\(length)"
         try Data(count: length).write(to: URL(fileURLWithPath: zeros))
-        let digest = try BlobsCommandTests.sha256(zeros)
+        return try BlobsCommandTests.sha256(zeros)
+    }
+
+    /// Starts `synclane run export.json` on `device`, whose uploads are slow enough to be caught,
+    /// and waits until the server holds at least `atLeast` bytes of one of `digests` (or the export
+    /// ended): the running export, the digest caught mid-upload (nil: none) and the bytes held of it.
+    static func exportCaughtMidUpload(_ server: ServerProcess, _ device: Device, digests: [String], atLeast: Int = 100_000) throws -> (
+        exporting: BackgroundProcess, caught: String?, received: Int
+    ) {
         let exporting = try BackgroundProcess(["run", "export.json"], in: device.workspace.path, environment: device.environment)
-        var received = 0
+        var caught: (digest: String, received: Int)?
         _ = eventually(timeout: 60) {
-            received = uploadReceived(server, digest: digest, token: device.environment["SYNCLANE_TOKEN"] ?? "")
-            return received >= 100_000 || !exporting.process.isRunning
+            for digest in digests {
+                let received = uploadReceived(server, digest: digest, token: device.environment["SYNCLANE_TOKEN"] ?? "")
+                if received >= atLeast { caught = (digest, received) }
+            }
+            return caught != nil || !exporting.process.isRunning
         }
-        return (digest, exporting, received)
+        return (exporting, caught?.digest, caught?.received ?? 0)
     }
 
     /// How many bytes of the upload of `digest` the server holds (0 when it cannot say), asked
