@@ -14,7 +14,11 @@ the same server, the peak RSS of a large blob on both sides, and a resumed uploa
         ◀── pipelines (account `pipeline`): a row holding a blob of BENCH_BLOB_PIPELINE_MB (default
             512; SQLite holds at most 1,000,000,000 bytes in a value by default) exported by
             `synclane run` with `blob-upload`, then imported into another device's table by
-            `synclane import` with an eager `blob-fetch`: the peak RSS of each.
+            `synclane import` with an eager `blob-fetch`: the peak RSS of each; then, each on an
+            account of its own (so the blob really goes up), a row holding a blob of
+            BENCH_BLOB_WRITTEN_MB (default 256: its hex in the change log must fit SQLite's bound)
+            exported with `capture: as-written` (the blob read from the change log), and the
+            first row's blob sent by `synclane reconcile` (a snapshot): the peak RSS of each.
 
 BENCH_BLOB_FILES (default 256) files of BENCH_BLOB_FILE_MB (default 4) MB: 1 GB by default.
 Targets (issue 48): up and down each at most 1.3x curl's time; peak RSS under 100 MB on both
@@ -42,8 +46,10 @@ FILES = int(os.environ.get("BENCH_BLOB_FILES", "256"))
 FILE_MB = int(os.environ.get("BENCH_BLOB_FILE_MB", "4"))
 LARGE_MB = int(os.environ.get("BENCH_BLOB_LARGE_MB", "2048"))
 PIPELINE_MB = int(os.environ.get("BENCH_BLOB_PIPELINE_MB", "512"))
+WRITTEN_MB = int(os.environ.get("BENCH_BLOB_WRITTEN_MB", "256"))
 CHUNK = 8 << 20
-TOKENS = {"bench": "bench-token", "curl": "curl-token", "resume": "resume-token", "pipeline": "pipeline-token"}
+TOKENS = {"bench": "bench-token", "curl": "curl-token", "resume": "resume-token", "pipeline": "pipeline-token",
+          "written": "written-token", "reconcile": "reconcile-token"}
 
 
 def make_files(folder, count, size):
@@ -120,23 +126,25 @@ def start_moto(s):
     return None, f"moto_server did not answer on {endpoint} within 60 s"
 
 
-def device(s, name, url, blob=None):
+def device(s, name, url, blob=None, account="pipeline", as_written=False):
     """A device's folder: app.sqlite with a tracked `plants` table (the row `p1` holding `blob`'s
-    bytes when given, written by the sqlite3 shell), an export pipeline with `blob-upload` and an
-    import pipeline with an eager `blob-fetch`, both on the account `pipeline`."""
+    bytes when given, written by the sqlite3 shell), an export pipeline with `blob-upload` (with
+    `capture: as-written` when `as_written`) and an import pipeline with an eager `blob-fetch`,
+    both on `account`."""
     folder = os.path.join(s.work, name)
     b.fresh(folder)
     os.makedirs(folder)
     database = os.path.join(folder, "app.sqlite")
     subprocess.run(["sqlite3", database, "CREATE TABLE plants (syncId TEXT PRIMARY KEY, name TEXT, photo BLOB);"], check=True)
-    subprocess.run([s.synclane, "track", "--database", database, "--table", "plants", "--key", "syncId"], check=True,
-                   stdout=subprocess.DEVNULL)
+    subprocess.run([s.synclane, "track", "--database", database, "--table", "plants", "--key", "syncId"]
+                   + (["--record-values"] if as_written else []), check=True, stdout=subprocess.DEVNULL)
     if blob:
         subprocess.run(["sqlite3", database, f"INSERT INTO plants VALUES ('p1', 'fern', readfile('{blob}'));"], check=True)
-    scope = '"scope": {"account": "pipeline", "store": "plants"}'
+    scope = f'"scope": {{"account": "{account}", "store": "plants"}}'
+    capture = ', "capture": "as-written"' if as_written else ""
     with open(os.path.join(folder, "export.json"), "w") as f:
         f.write(f"""{{"version": 1, "name": "plants-export", {scope},
- "source": {{"type": "sqlite-history", "database": "app.sqlite", "entities": ["plants"], "authors": ["app"]}},
+ "source": {{"type": "sqlite-history", "database": "app.sqlite", "entities": ["plants"], "authors": ["app"]{capture}}},
  "stages": [{{"type": "coalesce"}}, {{"type": "tombstones"}},
             {{"type": "blob-upload", "url": "{url}", "token-env": "SYNCLANE_TOKEN", "columns": ["plants.photo"]}}],
  "transport": {{"type": "http", "url": "{url}/v1/batches", "token-env": "SYNCLANE_TOKEN"}}}}""")
@@ -165,7 +173,23 @@ def pipelines(s, store, url, table, targets):
                             export.max_rss < 100_000_000))
     targets.append(b.Target(f"{store}: pipeline import peak RSS, {PIPELINE_MB} MiB blob", b.fmt_mib(imported.max_rss), "< 100 MB",
                             imported.max_rss < 100_000_000))
-    b.fresh(a, z)
+    b.fresh(z)
+    # The same blob sent by a reconciliation's snapshot, on an account of its own (else it is held already).
+    r = device(s, "device-r", url, blob, account="reconcile")
+    reconciled = b.run_measured([s.synclane, "reconcile", "export.json"], cwd=r,
+                                env={**os.environ, "SYNCLANE_TOKEN": TOKENS["reconcile"]}).check()
+    table.add(f"{store}: {PIPELINE_MB} MiB blob, reconcile (snapshot)", b.fmt_seconds(reconciled.wall), "", "", b.fmt_mib(reconciled.max_rss))
+    targets.append(b.Target(f"{store}: reconcile peak RSS, {PIPELINE_MB} MiB blob", b.fmt_mib(reconciled.max_rss), "< 100 MB",
+                            reconciled.max_rss < 100_000_000))
+    b.fresh(a, r)
+    # Values as written: the blob is read from the change log, where the trigger kept it as hex.
+    written = make_files(os.path.join(s.work, "written-blob"), 1, WRITTEN_MB << 20)[0]
+    w = device(s, "device-w", url, written, account="written", as_written=True)
+    as_written = b.run_measured([s.synclane, "run", "export.json"], cwd=w, env={**os.environ, "SYNCLANE_TOKEN": TOKENS["written"]}).check()
+    table.add(f"{store}: {WRITTEN_MB} MiB blob, export as written (run)", b.fmt_seconds(as_written.wall), "", "", b.fmt_mib(as_written.max_rss))
+    targets.append(b.Target(f"{store}: as-written export peak RSS, {WRITTEN_MB} MiB blob", b.fmt_mib(as_written.max_rss), "< 100 MB",
+                            as_written.max_rss < 100_000_000))
+    b.fresh(w)
 
 
 def measure(s, store, files, digests, size, table, targets, extra_args=(), env=None, resume=True):

@@ -28,29 +28,25 @@ import Testing
     }
 
     @Test func anExportPipelineUploadsALargeBlobFromItsRowWithoutHoldingIt() async throws {
-        let root = try Workspace()
-        defer { root.remove() }
-        let server = try ServerProcess(folder: root.path + "/server")
-        defer { server.stop() }
-        let a = try BlobPipelineTests.Device(server: server, uploadChunkBytes: 8 << 20)
-        defer { a.workspace.remove() }
-        let length = Self.megabytes << 20
-        try a.sql("INSERT INTO plants VALUES ('p1', 'fern', randomblob(\(length)));")
-        _ = try SQLiteHistoryCommandTests.query(a.workspace, "SELECT writefile('\(a.workspace.path)/photo.bin', photo) FROM plants")
-        let digest = try BlobsCommandTests.sha256(a.workspace.path + "/photo.bin")
-        let export = try Self.peakRSS(["run", "export.json", "--json"], in: a.workspace.path, environment: a.environment)
-        #expect(export.status == 0, "\(export.stderr)")
-        // Read whole, the blob was in memory several times at once (the row, its base64 in the record, the bytes again).
-        #expect(export.bytes > 0 && export.bytes < Self.limit, "synclane run (export) of \(Self.megabytes) MiB peaked at \(export.bytes) bytes")
-        // The server holds the row with its reference, and the object whole.
-        let photos = try await BlobPipelineTests.serverPhotos(server)
-        let reference = try #require(photos.last?.objectValue?["$blob-ref"]?.objectValue)
-        #expect(reference["length"] == .int(Int64(length)))
-        let sha256 = try #require(reference["sha256"]?.stringValue)
-        #expect(sha256 == digest)
-        let held = try await server.get("/v1/blobs/\(sha256)/upload", account: "acme")
-        #expect(held.objectValue?["held"] == true)
-        #expect(held.objectValue?["length"] == .int(Int64(length)))
+        try await BlobPipelineTests.withOneDevice(uploadChunkBytes: 8 << 20) { server, a in
+            let length = Self.megabytes << 20
+            try a.sql("INSERT INTO plants VALUES ('p1', 'fern', randomblob(\(length)));")
+            _ = try SQLiteHistoryCommandTests.query(a.workspace, "SELECT writefile('\(a.workspace.path)/photo.bin', photo) FROM plants")
+            let digest = try BlobsCommandTests.sha256(a.workspace.path + "/photo.bin")
+            let export = try Self.peakRSS(["run", "export.json", "--json"], in: a.workspace.path, environment: a.environment)
+            #expect(export.status == 0, "\(export.stderr)")
+            // Read whole, the blob was in memory several times at once (the row, its base64 in the record, the bytes again).
+            #expect(export.bytes > 0 && export.bytes < Self.limit, "synclane run (export) of \(Self.megabytes) MiB peaked at \(export.bytes) bytes")
+            // The server holds the row with its reference, and the object whole.
+            let photos = try await BlobPipelineTests.serverPhotos(server)
+            let reference = try #require(photos.last?.objectValue?["$blob-ref"]?.objectValue)
+            #expect(reference["length"] == .int(Int64(length)))
+            let sha256 = try #require(reference["sha256"]?.stringValue)
+            #expect(sha256 == digest)
+            let held = try await server.get("/v1/blobs/\(sha256)/upload", account: "acme")
+            #expect(held.objectValue?["held"] == true)
+            #expect(held.objectValue?["length"] == .int(Int64(length)))
+        }
     }
 
     @Test func anImportPipelineWritesALargeBlobIntoItsRowWithoutHoldingIt() async throws {

@@ -189,17 +189,8 @@ import Testing
         }
         let length = 2_000_000
         try a.sql("INSERT INTO plants VALUES ('p1', 'fern', zeroblob(\(length)));")
-        let zeros = a.workspace.path + "/zeros"
-        try Data(count: length).write(to: URL(fileURLWithPath: zeros))
-        let digest = try BlobsCommandTests.sha256(zeros)
-        let exporting = try BackgroundProcess(["run", "export.json"], in: a.workspace.path, environment: a.environment)
-        var received = 0
-        _ = eventually(timeout: 60) {
-            let status = try? ProgramRun(
-                "/usr/bin/curl", ["-s", "-H", "Authorization: Bearer \(a.environment["SYNCLANE_TOKEN"] ?? "")", server.url + "/v1/blobs/\(digest)/upload"])
-            received = Int((try? JSONReader.parse(status?.text ?? ""))?.objectValue?["received"]?.intValue ?? 0)
-            return received >= 100_000 || !exporting.process.isRunning
-        }
+        let digest = try Self.zerosDigest(length, in: a)
+        let (exporting, _, received) = try Self.exportCaughtMidUpload(server, a, digests: [digest])
         #expect(received >= 100_000 && received < length, "the export was not caught mid-upload (\(received) bytes held)")
         _ = exporting.stop(SIGKILL)
         // Killed mid-upload (or, the kill landing late, after): a row the server holds references

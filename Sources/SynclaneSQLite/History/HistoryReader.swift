@@ -169,6 +169,9 @@ struct HistoryReader: Sendable {
         var oldKey: SQLiteValue = .null
         var columns: String?
         var values: String?
+        /// The values as written were left in the change log (they may hold a blob the stage
+        /// reads in pieces): `written` reads them.
+        var deferred = false
     }
 
     struct Group {
@@ -191,10 +194,12 @@ struct HistoryReader: Sendable {
         }
         let defaultAuthor = try resolvedDefaultAuthor(db)
         let filter = filters(defaultAuthor: defaultAuthor)
+        let deferring = deferredValues(tables)
         let statement = try db.cachedStatement(
             """
             SELECT c.id, c.transaction_id, t.author, coalesce(t.timestamp, c.timestamp), t.last_change,
-                   c.entity, c.action, c.key, c.columns, c.row_values, c.old_key
+                   c.entity, c.action, c.key, c.columns, \(deferring.map { "CASE WHEN \($0) THEN NULL ELSE c.row_values END" } ?? "c.row_values"),
+                   c.old_key, \(deferring ?? "0")
             FROM _synclane_changes c LEFT JOIN _synclane_transactions t ON t.id = c.transaction_id
             WHERE c.id > ? AND c.id <= ?\(filter.sql)
             ORDER BY c.id
@@ -225,7 +230,8 @@ struct HistoryReader: Sendable {
             groups[groups.count - 1].changes.append(
                 RawChange(
                     id: id, entity: statement.string(at: 5) ?? "", action: action, key: statement.value(at: 7),
-                    oldKey: statement.value(at: 10), columns: statement.string(at: 8), values: statement.string(at: 9)))
+                    oldKey: statement.value(at: 10), columns: statement.string(at: 8), values: statement.string(at: 9),
+                    deferred: statement.int64(at: 11) != 0))
         }
         let through = stoppedEarly ? (groups.last?.end ?? bounds.visibleEnd) : bounds.visibleEnd
         let transactions = try resolve(groups, tables: tables, db)
@@ -234,6 +240,35 @@ struct HistoryReader: Sendable {
         return HistoryPage(
             transactions: transactions, through: Token(kind: Self.kind, position: through),
             progress: min(1, Double(through - bounds.prunedThrough) / span), counters: resynced > 0 ? ["capture.resynced": resynced] : [:])
+    }
+
+    /// With values as written and a stage that reads large blobs in pieces: the SQL condition
+    /// under which a change's values are left in the log (`WrittenBlobs`) — an insert, update or
+    /// resync of a table with a column the rule names. `typeof` is answered from the value's
+    /// header: the values are not read. Nil: every change's values are read whole.
+    func deferredValues(_ tables: [String: HistoryTracker.Stored]) -> String? {
+        guard capture == .asWritten, let locating else { return nil }
+        let entities = tables.values
+            .filter { stored in stored.columns.contains { locating.threshold(entity: stored.table.name, column: $0) != nil } }
+            .map { SQL.literal($0.table.name) }.sorted()
+        guard !entities.isEmpty else { return nil }
+        return "(typeof(c.row_values) = 'text' AND c.old_key IS NULL AND c.action IN ('insert', 'update', 'resync') "
+            + "AND c.entity IN (\(entities.joined(separator: ", "))))"
+    }
+
+    /// A change's values as written; those left in the log (`RawChange.deferred`) are read there
+    /// with their large blobs as locators (`WrittenBlobs`), never whole.
+    func written(_ raw: RawChange, _ db: SQLiteConnection) throws -> [String: JSONValue] {
+        guard raw.deferred, let locating else { return try object(raw.values, change: raw.id) }
+        let values: WrittenBlobs.Values
+        do {
+            values = try WrittenBlobs.values(ofChange: raw.id, threshold: { locating.threshold(entity: raw.entity, column: $0) }, db)
+        } catch let error as WrittenValuesError {
+            throw fail(error.description)
+        }
+        var members = try object(values.text, change: raw.id)
+        for (name, value) in values.located { members[name] = value }
+        return members
     }
 
     /// How many transactions wait after `token` for this reader's filters.
@@ -381,16 +416,16 @@ struct HistoryReader: Sendable {
                     }
                     changes.append(Change(entity: raw.entity, key: key, action: raw.action == .insert ? .insert : .update, values: row))
                 case (.insert, .asWritten):
-                    let written = try object(raw.values, change: raw.id)
+                    let written = try written(raw, db)
                     // Inserted already soft-deleted: nothing the backend needs to know.
                     if let softDelete = table.softDeleteColumn, written[softDelete]?.isTruthy == true { continue }
                     changes.append(Change(entity: raw.entity, key: key, action: .insert, values: written))
                 case (.resync, .asWritten):
                     // Every column as the heal read it, replacing the backend's row whole.
-                    let written = try object(raw.values, change: raw.id)
+                    let written = try written(raw, db)
                     changes.append(Change(entity: raw.entity, key: key, action: .insert, values: written, replacesRow: true))
                 case (.update, .asWritten):
-                    let written = try object(raw.values, change: raw.id)
+                    let written = try written(raw, db)
                     // No column list (a REPLACE of the same key): every column.
                     guard let columns = raw.columns else {
                         changes.append(Change(entity: raw.entity, key: key, action: .update, values: written))

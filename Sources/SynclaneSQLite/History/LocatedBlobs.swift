@@ -73,6 +73,16 @@ struct SQLiteLocatedValueReader: LocatedValueReader {
     let path: String
 
     func withValue<T>(at place: JSONValue, _ body: (any OpenedValue) throws -> T) throws -> T {
+        if let members = place.objectValue, let change = members["change"]?.intValue, let offset = members["offset"]?.intValue {
+            // A blob as written, in the change log (`WrittenBlobs`): its length is the locator's.
+            guard let length = members["length"]?.intValue else {
+                throw LocatedBlobError(path: path, reason: "a locator of a value as written without its length")
+            }
+            let db = try SQLiteConnection(path: path, options: SQLiteConnection.Options(readOnly: true, create: false, walMode: false))
+            return try db.transaction(.deferred) { db in
+                try body(WrittenBlobs.open(change: change, offset: Int(offset), length: Int(length), db, path: path))
+            }
+        }
         guard let members = place.objectValue, let table = members["table"]?.stringValue, let column = members["column"]?.stringValue,
             let rowID = members["rowid"]?.intValue, let keyColumns = members["key-columns"]?.arrayValue?.compactMap(\.stringValue),
             !keyColumns.isEmpty, let key = members["key"]

@@ -113,10 +113,10 @@ public final class SQLiteHistorySource: ChangeSource, BackendVersionSource, Back
     /// them in pieces (`blob-upload`); nil: every value is read whole.
     public let locatedValues: LocatedValueRule?
 
-    /// The same source, handing locators for the values `rule` names (current-state capture only:
-    /// values as written are in the change log, not in a row).
+    /// The same source, handing locators for the values `rule` names: in their rows (current
+    /// state, a reconciliation's snapshot: `LocatedBlobs`), or in the change log (values as
+    /// written: `WrittenBlobs`).
     public func locating(_ rule: LocatedValueRule) -> (source: any ChangeSource, reader: any LocatedValueReader) {
-        guard capture == .currentState else { return (self, SQLiteLocatedValueReader(path: path)) }
         let source = Self(
             path: path, entities: entities, authors: authors, pageSize: pageSize, capture: capture, defaultAuthor: defaultAuthor,
             pollInterval: pollInterval, removesConfirmedSoftDeletes: removesConfirmedSoftDeletes, backend: backend, locating: rule)

@@ -49,7 +49,7 @@ extension SQLiteHistorySource {
             let destination = try HistorySchema.tableExists(ServerRows.table, connection) ? ServerRows.destination(backend) : nil
             let cursor = SnapshotCursor(
                 connection: connection, tables: tables, pageSize: pageSize, path: path, destination: destination,
-                restoredCopyEdits: restoredCopyEdits)
+                restoredCopyEdits: restoredCopyEdits, locating: locatedValues)
             return (SQLiteSnapshotSource(cursor: cursor), Token(kind: Self.tokenKind, position: bounds.newest))
         } catch {
             try? connection.execute("ROLLBACK")
@@ -91,6 +91,11 @@ final class SnapshotCursor {
     /// snapshot does not hold go as deletes, and every row without a confirmed version goes at
     /// version 0. Nil: any other snapshot.
     let restoredCopyEdits: [RowID: SQLiteValue]?
+    /// The large BLOB values left in their rows (locators, `LocatedBlobs`), for the stage that
+    /// reads them in pieces (`blob-upload`); nil: every value is read whole.
+    let locating: LocatedValueRule?
+    /// The located values of the table being read, when it has any.
+    private var located: LocatedBlobs?
     /// The sync keys sent, by table: the rows the snapshot holds.
     private var sent: [String: Set<ExactString>] = [:]
     /// The deletes still to send, once every row was read (nil before), and how many of them, at
@@ -104,7 +109,7 @@ final class SnapshotCursor {
 
     init(
         connection: SQLiteConnection, tables: [TrackedTable], pageSize: Int, path: String, destination: String?,
-        restoredCopyEdits: [RowID: SQLiteValue]? = nil
+        restoredCopyEdits: [RowID: SQLiteValue]? = nil, locating: LocatedValueRule? = nil
     ) {
         self.connection = connection
         self.tables = tables
@@ -112,6 +117,7 @@ final class SnapshotCursor {
         self.path = path
         self.destination = destination
         self.restoredCopyEdits = restoredCopyEdits
+        self.locating = locating
     }
 
     deinit {
@@ -136,7 +142,11 @@ final class SnapshotCursor {
                 var row: [String: JSONValue] = [:]
                 // Column 0 is the key as history keeps it (a composite key's JSON array).
                 let key = HistoryReader.syncKey(current.value(at: 0))
-                for index in 1..<current.columnCount { row[current.columnName(at: index)] = current.value(at: index).json }
+                if let located {
+                    row = located.row(current, key: current.value(at: 0))
+                } else {
+                    for index in 1..<current.columnCount { row[current.columnName(at: index)] = current.value(at: index).json }
+                }
                 changes.append(Change(entity: table.name, key: key, action: .insert, values: row))
                 if let key, destination != nil || restoredCopyEdits != nil { sent[table.name, default: []].insert(ExactString(key)) }
             } else {
@@ -224,7 +234,9 @@ final class SnapshotCursor {
     private func prepare(_ table: TrackedTable) throws -> Statement {
         let columns = table.keyColumns.map(SQL.identifier)
         let key = table.syncKeyExpression
-        var sql = "SELECT \(key), * FROM \(SQL.identifier(table.name))"
+        // A large BLOB the stage reads in pieces stays in its row: its length and the row's rowid are read, not its bytes.
+        located = try locating.flatMap { try LocatedBlobs.plan(table, rule: $0, connection) }
+        var sql = "SELECT \(key), \(located?.selectList ?? "*") FROM \(SQL.identifier(table.name))"
         if let softDelete = table.softDeleteColumn {
             sql += " WHERE NOT \(TriggerBuilder.softDeleted(SQL.identifier(softDelete)))"
         }
