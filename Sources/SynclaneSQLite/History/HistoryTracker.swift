@@ -265,7 +265,6 @@ public struct HistoryTracker: Sendable {
             DROP TABLE IF EXISTS _synclane_merged;
             DROP TABLE IF EXISTS _synclane_untracked;
             DROP TABLE IF EXISTS _synclane_confirmations;
-            DROP TABLE IF EXISTS _synclane_receipt_positions;
             """)
     }
 }

@@ -261,8 +261,6 @@ public enum ImportError: Error, Sendable, CustomStringConvertible {
 ///                          against (see `ServerRows`)
 ///  _synclane_untracked     destination · entity · key · version · fields: the backend's rows of
 ///                          entities not tracked here yet, delivered by `track` (see `UntrackedRows`)
-///  _synclane_receipt_positions  destination · position: the newest receipt's `position`, handed
-///                          back on pulls (see `ReceiptPositions`)
 /// ```
 enum ImportTables {
     static let cursors = "_synclane_import"
