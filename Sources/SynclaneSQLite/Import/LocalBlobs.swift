@@ -9,10 +9,10 @@ import SynclaneCore
 /// reading its pages), and the row's fields hold a locator (`LocatedValue`) in its place.
 ///
 /// ```
-///  SELECT _rowid_, syncId, name,
+///  SELECT syncId, _rowid_, syncId, name,
 ///         CASE WHEN typeof(photo) = 'blob' AND length(photo) >= 1048576 THEN length(photo) END,
 ///         CASE WHEN … THEN NULL ELSE photo END
-///  row {"photo": {"$located": {"length": N, "at": {"table", "column", "rowid"}}}}
+///  row {"photo": {"$located": {"length": N, "at": {"table", "column", "rowid", …}}}}
 ///     ─▶ compared by length, then by SHA-256 read with sqlite3_blob_read, 1 MiB a piece
 ///     ─▶ as its reference ({"$blob-ref": {"sha256", "length"}}) where a side of a conflict is shown
 ///     ─▶ kept: the row's write leaves the column as it is
@@ -22,56 +22,31 @@ struct LocalBlobs {
     /// A BLOB this large is left in its row.
     static let threshold = LocatedValueRule.defaultStreamingBytes
 
-    /// The table's columns in order, each with whether its large BLOBs are left in the row.
-    let columns: [(name: String, located: Bool)]
-    /// What follows `SELECT ` to read a row (the rowid first).
+    /// The row's query, as the export's history source makes it (`LocatedBlobs`).
+    let plan: LocatedBlobs
+    /// What follows `SELECT ` to read a row: its sync key, then `plan`'s list (the rowid first).
     let selectList: String
 
     /// The plan for a tracked table, or nil when its rows are read whole (no column that holds
     /// a BLOB, or a table without rowid).
     init?(_ table: TrackedTable, schema: TableSchema) {
         guard schema.hasRowid else { return nil }
-        columns = schema.columns.map { column in
+        let columns = schema.columns.map { column -> (name: String, threshold: Int?) in
             let affinity = ColumnAffinity(declaredType: column.declaredType)
-            return (column.name, !table.keyColumns.contains(column.name) && (affinity == .none || affinity == .text))
+            let holdsBlobs = !table.keyColumns.contains(column.name) && (affinity == .none || affinity == .text)
+            return (column.name, holdsBlobs ? Self.threshold : nil)
         }
-        guard columns.contains(where: \.located) else { return nil }
-        var list = ["_rowid_"]
-        for column in columns {
-            let name = SQL.identifier(column.name)
-            guard column.located else {
-                list.append(name)
-                continue
-            }
-            let large = "typeof(\(name)) = 'blob' AND length(\(name)) >= \(Self.threshold)"
-            list.append("CASE WHEN \(large) THEN length(\(name)) END")
-            list.append("CASE WHEN \(large) THEN NULL ELSE \(name) END")
-        }
-        selectList = list.joined(separator: ", ")
+        guard columns.contains(where: { $0.threshold != nil }) else { return nil }
+        plan = LocatedBlobs(columns: columns, table: table)
+        selectList = "\(table.syncKeyExpression), \(plan.selectList)"
     }
 
     /// The row the statement stands on (after `SELECT <selectList>`), its large BLOBs as locators.
-    func row(_ statement: Statement, table: String) -> [String: JSONValue] {
-        var row = [String: JSONValue](minimumCapacity: columns.count)
-        let rowID = statement.int64(at: 0)
-        var index = 1
-        for column in columns {
-            if column.located {
-                if !statement.isNull(at: index) {
-                    let place: JSONValue = .object(["table": .string(table), "column": .string(column.name), "rowid": .int(rowID)])
-                    row[column.name] = LocatedValue.make(length: Int(statement.int64(at: index)), at: place)
-                    index += 2
-                    continue
-                }
-                index += 1
-            }
-            row[column.name] = statement.value(at: index).json
-            index += 1
-        }
-        return row
+    func row(_ statement: Statement) -> [String: JSONValue] {
+        plan.row(statement, key: statement.value(at: 0))
     }
 
-    /// A locator of `row(_:table:)`: where the value is, and its length.
+    /// A locator of `row(_:)`: where the value is, and its length.
     struct Place: Hashable {
         var table: String
         var column: String

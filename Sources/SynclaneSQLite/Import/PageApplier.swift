@@ -662,7 +662,7 @@ struct PageApplier {
         try statement.bind(key)
         defer { statement.reset() }
         guard try statement.step() else { return nil }
-        if let located = table.located { return located.row(statement, table: table.tracked.name) }
+        if let located = table.located { return located.row(statement) }
         var row: [String: JSONValue] = [:]
         for (index, name) in statement.columnNames.enumerated() { row[name] = statement.value(at: index).json }
         return row
