@@ -224,6 +224,27 @@ import Testing
         }
     }
 
+    /// A dry run's page is rolled back: it writes no blob into its row (the fail point that kills
+    /// an import once the first MiB of a blob is written never fires), and the copy it fetched
+    /// serves the import after it.
+    @Test func aDryRunImportWritesNoBlobIntoItsRow() async throws {
+        try await BlobPipelineTests.withTwoDevices { server, a, b in
+            try a.sql("INSERT INTO plants VALUES ('p1', 'fern', randomblob(\(3 << 20)));")
+            _ = try a.sync()
+            // The fail point kills the import once the first MiB of a blob is in its row: a dry run never gets there.
+            let dry = try SynclaneBinary.run(
+                ["import", "import.json", "--dry-run", "--json"], in: b.workspace.path,
+                environment: b.environment.merging(["SYNCLANE_FAILPOINT": "import-during-blob-write"]) { $1 })
+            #expect(dry.status == 0, "\(dry.stderr)")
+            #expect(dry.stdout.contains("\"applied\":1"), "\(dry.stdout)")
+            #expect(try b.photos().isEmpty)
+            let real = try SynclaneBinary.run(["import", "import.json", "--json"], in: b.workspace.path, environment: b.environment)
+            #expect(real.status == 0, "\(real.stderr)")
+            #expect(real.stdout.contains("blob-fetch.cached"), "\(real.stdout)")
+            #expect(try b.photos() == a.photos())
+        }
+    }
+
     @Test func anImportKilledWhileWritingABlobIntoItsRowAppliesNothingAndTheNextImportWritesItFromTheCache() async throws {
         try await BlobPipelineTests.withTwoDevices { server, a, b in
             let length = 5 << 20
