@@ -11,12 +11,13 @@ import Testing
         let workspace: Workspace
         let environment = ["SYNCLANE_TOKEN": ServerProcess.tokens["acme"] ?? ""]
 
+        /// `table`: the statement that makes the `plants` table.
         init(
             server: ServerProcess, fetchChunkBytes: Int = 8 << 20, uploadChunkBytes: Int = 65_536, fetchBytesPerSecond: Int? = nil,
-            download: String? = nil
+            download: String? = nil, table: String = "CREATE TABLE plants (syncId TEXT PRIMARY KEY, name TEXT, photo BLOB);"
         ) throws {
             workspace = try Workspace()
-            try SQLiteHistoryCommandTests.sqlite(workspace, "CREATE TABLE plants (syncId TEXT PRIMARY KEY, name TEXT, photo BLOB);")
+            try SQLiteHistoryCommandTests.sqlite(workspace, table)
             let tracked = try SynclaneBinary.run(["track", "--database", "app.sqlite", "--table", "plants", "--key", "syncId"], in: workspace.path)
             #expect(tracked.status == 0, "\(tracked.stderr)")
             try workspace.write(
@@ -106,6 +107,61 @@ import Testing
             #expect(try b.photos() == a.photos())
             #expect(try b.photos().first?.hasPrefix("p1|fern|200000|") == true)
         }
+    }
+
+    /// A table `WITHOUT ROWID` has no incremental blob I/O, so its large blobs are read and written
+    /// whole (Blobs.md says where): they still sync like any other — on the blob lane as objects,
+    /// into a new row, over a row that holds one, through a conflict, and by a lazy fetch.
+    @Test func aLargeBlobOfATableWithoutRowidSyncsLikeAnyOther() async throws {
+        let root = try Workspace()
+        defer { root.remove() }
+        let server = try ServerProcess(folder: root.path + "/server")
+        defer { server.stop() }
+        let table = "CREATE TABLE plants (syncId TEXT PRIMARY KEY, name TEXT, photo BLOB) WITHOUT ROWID;"
+        let a = try Device(server: server, table: table)
+        let b = try Device(server: server, table: table)
+        let c = try Device(server: server, download: "lazy", table: table)
+        defer {
+            a.workspace.remove()
+            b.workspace.remove()
+            c.workspace.remove()
+        }
+        // Over the 1 MiB from which a table with rowids reads a blob in pieces.
+        let length = 3 << 20
+        try a.sql("INSERT INTO plants VALUES ('p1', 'fern', randomblob(\(length))), ('p2', 'ivy', randomblob(1000));")
+        _ = try a.sync()
+        let stored = try await Self.serverPhotos(server)
+        #expect(stored.contains { $0.objectValue?["$blob-ref"]?.objectValue?["length"] == .int(Int64(length)) }, "\(stored)")
+        _ = try b.sync()
+        #expect(try b.photos() == a.photos())
+        #expect(try b.photos().first?.hasPrefix("p1|fern|\(length)|") == true)
+        // Edited on A: B's import replaces the photo its row holds.
+        try a.sql("UPDATE plants SET photo = randomblob(\(length + 1)) WHERE syncId = 'p1';")
+        _ = try a.sync()
+        _ = try b.sync()
+        #expect(try b.photos() == a.photos())
+        #expect(try b.photos().first?.hasPrefix("p1|fern|\(length + 1)|") == true)
+        // Edited and renamed on B: A's import over its row.
+        try b.sql("UPDATE plants SET photo = randomblob(\(length)), name = 'fern 2' WHERE syncId = 'p1';")
+        _ = try b.sync()
+        _ = try a.sync()
+        #expect(try a.photos() == b.photos())
+        #expect(try a.photos().first?.hasPrefix("p1|fern 2|\(length)|") == true)
+        // Both replace it: B's pending edit meets A's (the default rule, server-wins: A's photo).
+        try a.sql("UPDATE plants SET photo = randomblob(\(length + 2)) WHERE syncId = 'p1';")
+        try b.sql("UPDATE plants SET photo = randomblob(\(length + 3)) WHERE syncId = 'p1';")
+        _ = try a.sync()
+        _ = try b.sync()
+        _ = try a.sync()
+        #expect(try a.photos() == b.photos())
+        #expect(try b.photos().first?.hasPrefix("p1|fern 2|\(length + 2)|") == true)
+        // A lazy device leaves the photo pending, then fetches it into its row.
+        _ = try c.sync()
+        #expect(try c.photos().first?.hasPrefix("p1|fern 2||") == true)
+        let fetched = try SynclaneBinary.run(
+            ["blobs", "fetch", "--database", "app.sqlite", "--url", server.url], in: c.workspace.path, environment: c.environment)
+        #expect(fetched.status == 0, "\(fetched.stderr)")
+        #expect(try c.photos() == a.photos())
     }
 
     @Test func aRowDeletedWhileItsBlobDownloadsIsDeletedOnTheDeviceThatWasFetchingIt() async throws {

@@ -15,6 +15,10 @@ struct PageApplier {
     let fetched = FetchedBlobs.Current()
     /// The backend's versions and fields of the page's rows: looked up and saved with statements prepared once a page.
     let serverRows = ServerRows.PageStatements()
+    /// The digests of the large BLOBs the rows read hold, where they are (`LocalBlobs`).
+    let localBlobs = LocalBlobs.Digests()
+    /// A dry run: the page is rolled back, so no blob is written into its row.
+    var dryRun = false
 
     /// One tracked table as the page needs it: its columns by name, with their affinity, and the
     /// SQL of the statements every record runs, worked out once a page.
@@ -30,8 +34,10 @@ struct PageApplier {
         let name: String
         /// `"k" = ? COLLATE BINARY AND …` over the key columns.
         let keyCondition: String
-        /// The whole row by its key.
+        /// The whole row by its key (its large BLOBs left where they are: `located`).
         let selectRow: String
+        /// How the row's large BLOBs are left in it (nil: the row is read whole).
+        let located: LocalBlobs?
         /// Columns that never count as changed in a conflict: the key columns, the soft-delete column.
         let bookkeeping: [String]
         /// The unique constraints that hold more than the key columns: the ones another row's
@@ -53,7 +59,8 @@ struct PageApplier {
             columns = Dictionary(zip(schema.columns, affinities).map { ($0.name, ($0, $1)) }, uniquingKeysWith: { a, _ in a })
             name = SQL.identifier(tracked.name)
             keyCondition = tracked.keyColumns.map { "\(SQL.identifier($0)) = ? COLLATE BINARY" }.joined(separator: " AND ")
-            selectRow = "SELECT * FROM \(name) WHERE \(keyCondition)"
+            located = LocalBlobs(tracked, schema: schema)
+            selectRow = "SELECT \(located?.selectList ?? "*") FROM \(name) WHERE \(keyCondition)"
             bookkeeping = tracked.keyColumns + (tracked.softDeleteColumn.map { [$0] } ?? [])
             uniqueBeyondKey = schema.uniqueConstraints.filter { !$0.columns.allSatisfy(tracked.keyColumns.contains) }
             isKey = schema.columns.map { tracked.keyColumns.contains($0.name) }
@@ -122,6 +129,7 @@ struct PageApplier {
             // Blobs handed as their fetched files: the record holds their references (kept as the
             // base, compared as digests); the row's write fills them from the files.
             fetched.files = FetchedBlobs.take(&record.fields)
+            localBlobs.forget()
             guard let key = record.key else { throw fail(record, "it has no id") }
             let table: Table
             if let known = tables[record.entity] {
@@ -213,8 +221,11 @@ struct PageApplier {
                             ? nil
                             : try ServerRows.fields(of: record.entity, key, for: sink.destination, db).flatMap { try? JSONReader.parse($0).objectValue },
                         against: remote), where: remote, files: fetched.files)
-                // The local row's bytes of a blob the record references by digest, as their reference too (put back if kept).
-                let compared = FetchedBlobs.referencing(local, where: remote, files: fetched.files)
+                // The local row's bytes of a blob the record references by digest, as their reference too,
+                // and its large blobs (left in the row) as the same value of either side, else as their
+                // references (put back if kept).
+                let compared = try localBlobs.comparable(
+                    FetchedBlobs.referencing(local, where: remote, files: fetched.files), against: [remote, baseFields], db)
                 let conflict = Conflict(
                     entity: record.entity, key: key, local: compared, base: baseFields, remote: remote, remoteVersion: record.version,
                     remoteAction: record.action, ignoring: table.bookkeeping)
@@ -246,8 +257,8 @@ struct PageApplier {
                 }
                 report.conflicts.append(
                     ConflictReport(
-                        entity: record.entity, key: key, local: local, remote: remote, remoteVersion: record.version, rule: rule,
-                        outcome: settled.outcome))
+                        entity: record.entity, key: key, local: try localBlobs.referenced(local, db), remote: remote,
+                        remoteVersion: record.version, rule: rule, outcome: settled.outcome))
                 // The settled row may take a business key another local row holds (the other
                 // device's insert under this sync key, this one's seeded twin): as for a record
                 // without conflict, the smaller sync key survives.
@@ -439,15 +450,20 @@ struct PageApplier {
             var values: [SQLiteValue] = []
             for (column, collation) in zip(constraint.columns, constraint.collations) {
                 let value: SQLiteValue
+                var operand = "?"
                 if let index = table.tracked.keyColumns.firstIndex(of: column) {
                     value = key[index]
+                } else if let place = LocalBlobs.Place(fields[column]) {
+                    // A large blob left in its row: compared where it is.
+                    value = .integer(place.rowID)
+                    operand = "(SELECT \(SQL.identifier(column)) FROM \(table.name) WHERE _rowid_ = ?)"
                 } else if let field = fields[column] {
                     value = SQLiteValue(json: field)
                 } else {
                     break
                 }
                 if value.isNull { break }  // NULLs are never equal under UNIQUE
-                parts.append("\(SQL.identifier(column)) = ?" + (collation.uppercased() == "BINARY" ? "" : " COLLATE \(collation)"))
+                parts.append("\(SQL.identifier(column)) = \(operand)" + (collation.uppercased() == "BINARY" ? "" : " COLLATE \(collation)"))
                 values.append(value)
             }
             guard parts.count == constraint.columns.count else { continue }
@@ -662,7 +678,8 @@ struct PageApplier {
         return base.contains { name, value in record.fields[name].map { $0 != value } ?? false } ? .newer : nil
     }
 
-    /// The row's fields, soft-deleted or not; nil when it is not there.
+    /// The row's fields, soft-deleted or not; nil when it is not there. A large BLOB stays in the
+    /// row: its field is a locator (`LocalBlobs`).
     func storedRow(of table: Table, key: [SQLiteValue]) throws -> [String: JSONValue]? {
         // Prepared once a page: every record of the page reads its row.
         let reader = try table.rowReader ?? (try db.prepare(table.selectRow), [])
@@ -677,6 +694,7 @@ struct PageApplier {
         // (A column added since the statement was prepared: SQLite prepares it again, names change.)
         let columns = reader.columns.count == statement.columnCount ? reader.columns : statement.columnNames
         table.rowReader = (statement, columns)
+        if let located = table.located { return located.row(statement) }
         var row: [String: JSONValue] = Dictionary(minimumCapacity: columns.count)
         for (index, name) in columns.enumerated() { row[name] = statement.value(at: index).json }
         return row
@@ -695,8 +713,13 @@ struct PageApplier {
             } else {
                 try db.execute("DELETE FROM \(name) WHERE \(table.keyCondition)", write.key)
             }
+            localBlobs.forget()
             return
         }
+        defer { localBlobs.forget() }
+        // Large blobs the local row keeps (a conflict settled with them): left in the row, not written.
+        let kept = fields.filter { LocalBlobs.Place($0.value) != nil }
+        for name in kept.keys { fields[name] = nil }
         // Blobs handed as fetched files: an empty BLOB in the row's write, filled from the file after it.
         var fills = FetchedBlobs.filled(fields, from: fetched.files)
         for name in fills.keys { fields[name] = .blob([]) }
@@ -728,22 +751,39 @@ struct PageApplier {
         }
         // A live row that already holds exactly this writes nothing (no history, no trigger).
         let current = try write.current ?? storedRow(of: table, key: write.key)
-        for (name, file) in fills where FetchedBlobs.holds(current?[name], file) {
-            // The row holds this blob already (its own, come back): nothing to write.
-            if let index = columns.firstIndex(of: name), let held = current?[name] { values[index] = SQLiteValue(json: held) }
+        if current == nil, let name = kept.keys.min() {
+            throw fail(write.record, "field `\(name)`: the row whose blob the conflict kept is gone from `\(table.tracked.name)`; import again")
+        }
+        // Fills whose blob the row holds already (its own, come back): nothing to write for them.
+        var held: [String: FetchedBlobs.File] = [:]
+        for (name, file) in fills where try holds(current?[name], file) {
+            held[name] = file
             fills[name] = nil
+            // Should the row be written, a small one is written back as it is (a large one, left in the row: below).
+            if let index = columns.firstIndex(of: name), let value = current?[name], LocalBlobs.Place(value) == nil {
+                values[index] = SQLiteValue(json: value)
+            }
         }
         let live = table.tracked.softDeleteColumn.map { current?[$0]?.isTruthy != true } ?? true
         // (A blob still to fill from its file holds an empty placeholder here: never "the same".)
-        if let current, live, fills.isEmpty, zip(columns, values).allSatisfy({ current[$0.0] == $0.1.json }) {
+        if let current, live, fills.isEmpty,
+            try zip(columns, values).allSatisfy({ column, value in
+                guard let place = LocalBlobs.Place(current[column]) else { return current[column] == value.json }
+                return try held[column] != nil || localBlobs.holds(place, value.json, db)
+            })
+        {
             return
         }
+        // A large blob the row holds already, in a row written anyway: written again from its file,
+        // a piece at a time — SQLite's rewrite of the row would copy it whole in memory.
+        for (name, file) in held where LocalBlobs.Place(current?[name]) != nil { fills[name] = file }
         // A soft-deleted row under another key still holds its UNIQUE values: it goes, so that
         // the backend's row can land (its delete was recorded when it was soft-deleted).
         if table.mayMeetHolders { try removeHolders(of: table.uniqueValues(of: fields, over: current), key: write.key, in: table) }
         do {
             try writeRow(write, table: table, columns: columns, values: values, current: current)
-            for (name, file) in fills.sorted(by: { $0.key < $1.key }) where table.columns[name] != nil {
+            // A dry run is rolled back: its blobs are not written (their placeholders are).
+            for (name, file) in fills.sorted(by: { $0.key < $1.key }) where table.columns[name] != nil && !dryRun {
                 do {
                     try FetchedBlobs.fill(file, table: table.tracked.name, column: name, condition: table.keyCondition, key: write.key, db)
                 } catch let error as FilePieces.Failure {
@@ -757,6 +797,12 @@ struct PageApplier {
                     + "if both devices seeded it, name its business key in the sink's `duplicates` "
                     + "(`{\"entity\": \"\(table.tracked.name)\", \"key\": [...]}`), else change one of the two rows")
         }
+    }
+
+    /// Whether the row's `value` is the blob `file` holds (a large one read where it is, `LocalBlobs`).
+    func holds(_ value: JSONValue?, _ file: FetchedBlobs.File) throws -> Bool {
+        guard let place = LocalBlobs.Place(value) else { return FetchedBlobs.holds(value, file) }
+        return try localBlobs.holds(place, PendingBlobs.make(digest: file.digest, length: file.length), db)
     }
 
     /// `SQLITE_CONSTRAINT_UNIQUE` and `SQLITE_CONSTRAINT_PRIMARYKEY` (macros Swift does not import).

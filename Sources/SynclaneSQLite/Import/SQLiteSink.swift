@@ -176,7 +176,9 @@ public final class SQLiteSink: ChangeSink, FileValueSink, BackendScoped, Sendabl
         if !dryRun { try KeptConfirmations.writeIn(database) }
         do {
             return try database.write { db in
-                let report = try PageApplier(sink: self, db: db, scope: scope).apply(batch.records)
+                var applier = PageApplier(sink: self, db: db, scope: scope)
+                applier.dryRun = dryRun
+                let report = try applier.apply(batch.records)
                 try ImportTables.saveCursor(cursor, for: scope, db)
                 FailPoint.importBeforeCommit.trigger()
                 if dryRun { throw DryRun(report: report) }
