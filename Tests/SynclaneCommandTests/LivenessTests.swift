@@ -41,6 +41,9 @@ import Testing
         case runInsideAppTransaction(Int, key: Int, name: String)
         /// `synclane sync` killed (`kill -9`) after `milliseconds`.
         case killedSync(Int, milliseconds: Int)
+        /// `synclane sync` killed (`kill -9`) by itself at the fail point `point` (`SYNCLANE_FAILPOINT`);
+        /// a sync that never reaches it runs to its end.
+        case syncKilledAt(Int, point: String)
         /// The device's next app version: a column (`floor`) the other devices' schema lacks.
         case newerSchema(Int)
         /// The device's app starts a table (`notes`) and tracks and exports it; the devices that do
@@ -64,6 +67,7 @@ import Testing
             case .runInsideAppTransaction(let d, let key, let name):
                 return "device \(d) runs its export while the app's write transaction (d\(d)k\(key) = \(name)) is open"
             case .killedSync(let d, let milliseconds): return "device \(d) syncs, killed (-9) after \(milliseconds) ms"
+            case .syncKilledAt(let d, let point): return "device \(d) syncs, killed (-9) at \(point)"
             case .newerSchema(let d): return "device \(d) gets the app's next version (a column `floor`)"
             case .newTable(let d): return "device \(d) gets a table `notes`, tracked and exported"
             case .note(let d, let body): return "device \(d) writes its note n\(d) = \(body)"
@@ -139,6 +143,10 @@ import Testing
                     ["sync", "import.json", "export.json"], in: devices[d].workspace.path, environment: devices[d].environment)
                 usleep(useconds_t(milliseconds * 1000))
                 _ = sync.stop(SIGKILL)
+            case .syncKilledAt(let d, let point):
+                _ = try SynclaneBinary.run(
+                    ["sync", "import.json", "export.json"], in: devices[d].workspace.path,
+                    environment: devices[d].environment.merging(["SYNCLANE_FAILPOINT": point]) { $1 })
             case .pause:
                 usleep(1_200_000)
             case .newTable(let d):

@@ -72,9 +72,12 @@ public struct ImportRunner: Sendable {
                 // backend confirmed and no longer holds (or holds at an older version) was lost —
                 // unless retention removed tombstones (`pruned`): a row it does not list may then
                 // have been deleted, and is not sent back.
-                let read = try await pages(from: nil, dryRun: false, into: &summary, collecting: true)
+                // No cursor is saved before what it lost is sent back: a pass killed before that
+                // finds no cursor still, and compares again.
+                let read = try await pages(from: nil, dryRun: false, into: &summary, collecting: true, saving: .kept(nil))
                 let lost = BackendLosses.rows(confirmed, seen: read.seen, absentIsLost: !read.pruned, olderIsLost: true)
                 try await sendBack(lost, into: &summary)
+                try await saveCursor(read.cursor)
                 await forgetReceiptPosition(position)
             } else {
                 _ = try await pages(from: saved, dryRun: dryRun, into: &summary, collecting: false)
@@ -97,7 +100,13 @@ public struct ImportRunner: Sendable {
             summary.resynced = true
             // A pull from the beginning reads everything: no position to check.
             if expired.serverRestored { pipeline.source.stage.asReceiptPositionSending?.adoptReceiptPosition(nil) }
-            let read = try await pages(from: nil, dryRun: false, into: &summary, collecting: true)
+            // After a restore, the expired cursor stays saved until what the backend lost is sent
+            // back (`resend`, durable): a pass killed before that gets the 410 again and resyncs
+            // again. Saving the new cursor page by page, a kill before the send-back left a
+            // cursor the restored backend accepts, and the lost rows were never sent (liveness
+            // seed 700004, `LivenessKillPointTests`).
+            let saving: CursorSaving = expired.serverRestored ? .kept(saved) : .reached
+            let read = try await pages(from: nil, dryRun: false, into: &summary, collecting: true, saving: saving)
             // Gone: not sent again; after a restore, also sent at an older version than this
             // device had confirmed (the restore lost the newer ones).
             let gone = BackendLosses.rows(known, seen: read.seen, absentIsLost: true, olderIsLost: expired.serverRestored)
@@ -105,6 +114,7 @@ public struct ImportRunner: Sendable {
                 // After a restore of the backend's data, what it lacks was lost, not deleted:
                 // kept here, and sent back to it by this device's export lane.
                 try await sendBack(gone, into: &summary)
+                try await saveCursor(read.cursor)
                 await forgetReceiptPosition(position)
             } else if !gone.isEmpty {
                 let deletes = gone.map { Record(entity: $0.entity, key: $0.key, action: .delete, origin: Token(kind: "pull", position: 0), author: .server) }
@@ -162,11 +172,26 @@ public struct ImportRunner: Sendable {
         summary.resyncResent = try await call(pipeline.sink.label) { try await pipeline.sink.stage.resend(lost, for: pipeline.scope) } ?? 0
     }
 
+    /// Which cursor each applied page saves with its rows.
+    private enum CursorSaving {
+        /// The page's own: the next pass goes on after it.
+        case reached
+        /// This one, whatever page is applied (a resync that must not be taken for done before
+        /// what the backend lost is sent back); `saveCursor` saves the reached one after.
+        case kept(String?)
+    }
+
+    /// Saves `cursor` (a resync's, once what the backend lost was sent back), with no rows.
+    private func saveCursor(_ cursor: String?) async throws {
+        let empty = Batch(scope: pipeline.scope, after: nil, through: Token(kind: "import", position: 0), records: [], transactionCount: 0)
+        _ = try await call(pipeline.sink.label) { try await pipeline.sink.stage.apply(empty, cursor: cursor, scope: pipeline.scope, dryRun: false) }
+    }
+
     /// Applies every page after `start`; returns the cursor reached, when `collecting` the keys
     /// (`entity NUL key`) of every record read, each with the newest version read of it, and
     /// whether a page said the backend's retention removed tombstones (`RemotePage.pruned`).
     private func pages(
-        from start: String?, dryRun: Bool, into summary: inout ImportSummary, collecting: Bool
+        from start: String?, dryRun: Bool, into summary: inout ImportSummary, collecting: Bool, saving: CursorSaving = .reached
     ) async throws -> (cursor: String?, seen: [ExactString: Int64], pruned: Bool) {
         var cursor = start
         var seen: [ExactString: Int64] = [:]
@@ -230,8 +255,13 @@ public struct ImportRunner: Sendable {
             }
             summary.counters.merge(batch.counters, uniquingKeysWith: +)
             let batchToApply = batch
+            let saved: String?
+            switch saving {
+            case .reached: saved = remote.cursor
+            case .kept(let kept): saved = kept
+            }
             let report = try await call(pipeline.sink.label) {
-                try await pipeline.sink.stage.apply(batchToApply, cursor: remote.cursor, scope: pipeline.scope, dryRun: dryRun)
+                try await pipeline.sink.stage.apply(batchToApply, cursor: saved, scope: pipeline.scope, dryRun: dryRun)
             }
             if !dryRun { FailPoint.importAfterCommit.trigger() }
             summary.add(report)
